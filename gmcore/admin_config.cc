@@ -1,0 +1,33 @@
+#include "gmcore/admin_config.h"
+
+namespace goldminer {
+
+const OptionTable& admin_option_table() {
+  static const OptionTable table = {
+      {"dw_partition", "", "PARTITION",
+       "partition in which data workers run; unset, they run in the job's own partition",
+       slurm_name(), "GOLDMINER_DW_PARTITION"},
+      {"dw_qos", "", "QOS", "QOS of data workers; unset, the job's own QOS", slurm_name(),
+       "GOLDMINER_DW_QOS"},
+      {"max_dw_per_job", "64", "N",
+       "most data workers one job may ask for (its dw-max is capped to it by default, and a "
+       "larger dw-max is refused)",
+       integer_in_range(1, 100000), ""},
+      {"max_cpus_per_dw", "16", "N", "most CPUs one data worker may ask for (cpus-per-dw)",
+       integer_in_range(1, 4096), ""},
+  };
+  return table;
+}
+
+Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args) {
+  auto values = parse_options(admin_option_table(), args, "goldminer: plugstack.conf");
+  if (!values.ok()) return values.status();
+  AdminConfig config;
+  config.dw_partition = values->text("dw_partition");
+  config.dw_qos = values->text("dw_qos");
+  config.max_dw_per_job = static_cast<int>(values->integer("max_dw_per_job"));
+  config.max_cpus_per_dw = static_cast<int>(values->integer("max_cpus_per_dw"));
+  return config;
+}
+
+}  // namespace goldminer

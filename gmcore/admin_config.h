@@ -1,0 +1,30 @@
+// Site settings an administrator gives the SPANK plugin as plugstack.conf
+// arguments: `required spank_goldminer.so max_dw_per_job=16 dw_partition=cpu`.
+#ifndef GOLDMINER_GMCORE_ADMIN_CONFIG_H_
+#define GOLDMINER_GMCORE_ADMIN_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "gmcore/option_table.h"
+#include "gmcore/status.h"
+
+namespace goldminer {
+
+// Value type.
+struct AdminConfig {
+  std::string dw_partition;  // "" = the job's own partition
+  std::string dw_qos;        // "" = the job's own QOS
+  int max_dw_per_job = 64;
+  int max_cpus_per_dw = 16;
+};
+
+const OptionTable& admin_option_table();
+
+// Parses plugstack.conf arguments; errors are prefixed
+// "goldminer: plugstack.conf: ".
+Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args);
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_GMCORE_ADMIN_CONFIG_H_

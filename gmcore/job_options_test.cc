@@ -1,0 +1,130 @@
+#include "gmcore/job_options.h"
+
+#include <gtest/gtest.h>
+
+namespace goldminer {
+namespace {
+
+std::string refusal(const std::string& text, const AdminConfig& admin = AdminConfig()) {
+  auto o = parse_job_options(text, admin);
+  return o.ok() ? "accepted" : o.status().message();
+}
+
+TEST(JobOptionsTest, EmptyValueTakesDefaults) {
+  auto o = parse_job_options("", AdminConfig());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->canonical(), "dw=1,dw-max=8,cpus-per-dw=2,transport=ucx,mode=elastic");
+}
+
+TEST(JobOptionsTest, AllKeys) {
+  auto o = parse_job_options("dw=3,dw-max=6,cpus-per-dw=4,transport=ucx,mode=static",
+                             AdminConfig());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->dw, 3);
+  EXPECT_EQ(o->dw_max, 6);
+  EXPECT_EQ(o->cpus_per_dw, 4);
+  EXPECT_EQ(o->transport, Transport::kUcx);
+  EXPECT_EQ(o->mode, ScalingMode::kStatic);
+}
+
+TEST(JobOptionsTest, CanonicalFormParsesBackToItself) {
+  auto o = parse_job_options("dw=2,transport=mpi", AdminConfig());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  auto again = parse_job_options(o->canonical(), AdminConfig());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->canonical(), o->canonical());
+}
+
+TEST(JobOptionsTest, EachBadValueIsRefusedWithItsReason) {
+  EXPECT_EQ(refusal("dw-max=0"), "goldminer: dw-max: invalid value '0': expected an integer >= 1");
+  EXPECT_EQ(refusal("dw=-1"), "goldminer: dw: invalid value '-1': expected an integer >= 0");
+  EXPECT_EQ(refusal("cpus-per-dw=two"),
+            "goldminer: cpus-per-dw: invalid value 'two': expected an integer >= 1");
+  EXPECT_EQ(refusal("transport=tcp"),
+            "goldminer: transport: invalid value 'tcp': expected one of ucx, mpi");
+  EXPECT_EQ(refusal("mode=auto"),
+            "goldminer: mode: invalid value 'auto': expected one of elastic, static");
+  EXPECT_EQ(refusal("workers=3"),
+            "goldminer: workers: unknown key (known: dw, dw-max, cpus-per-dw, transport, mode)");
+}
+
+TEST(JobOptionsTest, CrossFieldRules) {
+  EXPECT_EQ(refusal("dw=5,dw-max=4"), "goldminer: dw: invalid value '5': more than dw-max (4)");
+  EXPECT_EQ(refusal("transport=mpi,mode=elastic"),
+            "goldminer: mode: invalid value 'elastic': transport=mpi runs a fixed set of workers; "
+            "use mode=static or transport=ucx");
+  auto mpi = parse_job_options("transport=mpi", AdminConfig());
+  ASSERT_TRUE(mpi.ok());
+  EXPECT_EQ(mpi->mode, ScalingMode::kStatic);
+}
+
+TEST(JobOptionsTest, SiteLimitsCapDefaultsAndRefuseLargerRequests) {
+  AdminConfig admin;
+  admin.max_dw_per_job = 4;
+  admin.max_cpus_per_dw = 8;
+  auto o = parse_job_options("", admin);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->dw_max, 4);  // default 8 capped
+  EXPECT_EQ(refusal("dw-max=5", admin),
+            "goldminer: dw-max: invalid value '5': exceeds this cluster's limit of 4 "
+            "(plugstack.conf max_dw_per_job)");
+  EXPECT_EQ(refusal("dw=6", admin),
+            "goldminer: dw: invalid value '6': more than dw-max (4) (plugstack.conf max_dw_per_job)");
+  EXPECT_EQ(refusal("cpus-per-dw=9", admin),
+            "goldminer: cpus-per-dw: invalid value '9': exceeds this cluster's limit of 8 "
+            "(plugstack.conf max_cpus_per_dw)");
+}
+
+TEST(JobOptionsTest, ExplicitDwRaisesTheDefaultCeiling) {
+  auto o = parse_job_options("dw=12", AdminConfig());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->dw_max, 12);
+}
+
+TEST(JobOptionsTest, EnvironmentCarriesEverySettingOnce) {
+  AdminConfig admin;
+  auto o = parse_job_options("dw=2", admin);
+  ASSERT_TRUE(o.ok());
+  auto env = job_environment(*o, admin);
+  std::vector<std::pair<std::string, std::string>> expected = {
+      {"GOLDMINER_DW", "2"},         {"GOLDMINER_DW_MAX", "8"},
+      {"GOLDMINER_CPUS_PER_DW", "2"}, {"GOLDMINER_TRANSPORT", "ucx"},
+      {"GOLDMINER_MODE", "elastic"},
+      {"GOLDMINER_OPTIONS", "dw=2,dw-max=8,cpus-per-dw=2,transport=ucx,mode=elastic"}};
+  EXPECT_EQ(env, expected);
+
+  admin.dw_partition = "cpu";
+  admin.dw_qos = "dw";
+  env = job_environment(*o, admin);
+  EXPECT_EQ(env[5], (std::pair<std::string, std::string>{"GOLDMINER_DW_PARTITION", "cpu"}));
+  EXPECT_EQ(env[6], (std::pair<std::string, std::string>{"GOLDMINER_DW_QOS", "dw"}));
+}
+
+TEST(JobOptionsTest, UsageNamesEveryKey) {
+  std::string usage = job_option_usage();
+  EXPECT_EQ(usage.rfind("[goldminer]", 0), 0u) << usage;
+  for (const auto& row : job_option_table())
+    EXPECT_NE(usage.find(row.key + "="), std::string::npos) << row.key;
+}
+
+TEST(AdminConfigTest, ParsesAndRejectsStrictly) {
+  auto a = parse_admin_config({"dw_partition=cpu", "max_dw_per_job=16"});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->dw_partition, "cpu");
+  EXPECT_EQ(a->max_dw_per_job, 16);
+  EXPECT_EQ(a->max_cpus_per_dw, 16);
+
+  auto bad = parse_admin_config({"dw_partion=cpu"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, "
+            "max_dw_per_job, max_cpus_per_dw)");
+  auto zero = parse_admin_config({"max_dw_per_job=0"});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(),
+            "goldminer: plugstack.conf: max_dw_per_job: invalid value '0': expected an integer "
+            "from 1 to 100000");
+}
+
+}  // namespace
+}  // namespace goldminer

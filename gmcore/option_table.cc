@@ -1,0 +1,175 @@
+#include "gmcore/option_table.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+namespace goldminer {
+namespace {
+
+bool parse_long(const std::string& text, long* out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9')))
+    return false;
+  *out = v;
+  return true;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+// roff: a leading '.' or '\'' would start a request; backslashes and '-'
+// must be escaped to print literally.
+std::string roff_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') out += "\\e";
+    else if (c == '-') out += "\\-";
+    else out += c;
+  }
+  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
+  return out;
+}
+
+const OptionSpec* find(const OptionTable& table, const std::string& key) {
+  for (const auto& row : table)
+    if (row.key == key) return &row;
+  return nullptr;
+}
+
+}  // namespace
+
+ValueCheck integer_in_range(long min, long max) {
+  return [min, max](const std::string& value) -> std::string {
+    long v;
+    if (parse_long(value, &v) && v >= min && v <= max) return "";
+    return "expected an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  };
+}
+
+ValueCheck integer_at_least(long min) {
+  return [min](const std::string& value) -> std::string {
+    long v;
+    if (parse_long(value, &v) && v >= min && v <= INT_MAX) return "";
+    return "expected an integer >= " + std::to_string(min);
+  };
+}
+
+ValueCheck one_of(std::vector<std::string> choices) {
+  return [choices](const std::string& value) -> std::string {
+    for (const auto& c : choices)
+      if (value == c) return "";
+    return "expected one of " + join(choices, ", ");
+  };
+}
+
+ValueCheck slurm_name() {
+  return [](const std::string& value) -> std::string {
+    if (value.empty()) return "expected a name";
+    for (char c : value) {
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '-' || c == '.';
+      if (!ok) return std::string("expected a name of letters, digits, '_', '-', '.'");
+    }
+    return "";
+  };
+}
+
+const std::string& OptionValues::text(const std::string& key) const { return values_.at(key); }
+
+long OptionValues::integer(const std::string& key) const {
+  long v = 0;
+  parse_long(values_.at(key), &v);  // checked by the table before it got here
+  return v;
+}
+
+bool OptionValues::was_given(const std::string& key) const {
+  auto it = given_.find(key);
+  return it != given_.end() && it->second;
+}
+
+Expected<OptionValues> parse_options(const OptionTable& table,
+                                     const std::vector<std::string>& tokens,
+                                     const std::string& component) {
+  OptionValues out;
+  for (const auto& row : table) {
+    out.values_[row.key] = row.default_value;
+    out.given_[row.key] = false;
+  }
+  for (const auto& token : tokens) {
+    auto eq = token.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::error(component + ": '" + token + "': expected key=value");
+    std::string key = token.substr(0, eq);
+    std::string value = token.substr(eq + 1);
+    const OptionSpec* row = find(table, key);
+    if (row == nullptr) {
+      std::vector<std::string> keys;
+      for (const auto& r : table) keys.push_back(r.key);
+      return Status::error(component + ": " + key + ": unknown key (known: " + join(keys, ", ") +
+                           ")");
+    }
+    if (out.given_[key])
+      return Status::error(component + ": " + key + ": given more than once");
+    std::string why = row->check ? row->check(value) : "";
+    if (!why.empty())
+      return Status::error(component + ": " + key + ": invalid value '" + value + "': " + why);
+    out.values_[key] = value;
+    out.given_[key] = true;
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::string piece;
+  std::istringstream in(text);
+  while (std::getline(in, piece, separator))
+    if (!piece.empty()) out.push_back(piece);
+  return out;
+}
+
+std::string render_help(const OptionTable& table) {
+  std::string out;
+  for (const auto& row : table) {
+    out += row.key + "=" + row.value_doc;
+    out += row.default_value.empty() ? " (default: unset)" : " (default " + row.default_value + ")";
+    out += ": " + row.help + "\n";
+  }
+  return out;
+}
+
+std::string render_man_options(const OptionTable& table) {
+  std::string out;
+  for (const auto& row : table) {
+    out += ".TP\n\\fB" + roff_escape(row.key) + "\\fR=\\fI" + roff_escape(row.value_doc) + "\\fR\n";
+    out += roff_escape(row.help) + ".";
+    if (!row.default_value.empty()) out += " Default: \\fB" + roff_escape(row.default_value) + "\\fR.";
+    if (!row.env.empty()) out += " Reaches the job as \\fB" + roff_escape(row.env) + "\\fR.";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string render_man_environment(const OptionTable& table) {
+  std::string out;
+  for (const auto& row : table) {
+    if (row.env.empty()) continue;
+    out += ".TP\n\\fB" + roff_escape(row.env) + "\\fR\n";
+    out += "The value of \\fB" + roff_escape(row.key) + "\\fR: " + roff_escape(row.help) + ".\n";
+  }
+  return out;
+}
+
+}  // namespace goldminer

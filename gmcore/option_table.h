@@ -1,0 +1,72 @@
+// One table per set of settings (STYLE.md §3): each row names a key, its
+// default, its help text and the check its value must pass. The same table
+// drives parsing, `--help` text and the man page, so they cannot disagree.
+#ifndef GOLDMINER_GMCORE_OPTION_TABLE_H_
+#define GOLDMINER_GMCORE_OPTION_TABLE_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmcore/status.h"
+
+namespace goldminer {
+
+// Returns "" if the value is acceptable, else the reason it is not
+// (e.g. "expected an integer >= 1").
+using ValueCheck = std::function<std::string(const std::string& value)>;
+
+ValueCheck integer_in_range(long min, long max);
+ValueCheck integer_at_least(long min);
+ValueCheck one_of(std::vector<std::string> choices);
+// Letters, digits, '_', '-', '.': a Slurm partition, QOS or account name.
+ValueCheck slurm_name();
+
+struct OptionSpec {
+  std::string key;            // e.g. "dw-max"
+  std::string default_value;  // as the user would write it; "" = unset
+  std::string value_doc;      // e.g. "N" or "ucx|mpi"
+  std::string help;           // one sentence, no trailing period
+  ValueCheck check;
+  std::string env;            // job environment variable it reaches, or ""
+};
+
+using OptionTable = std::vector<OptionSpec>;
+
+// The values of one parse: every key of the table, the given ones and the
+// defaults of the others. Value type.
+class OptionValues {
+ public:
+  const std::string& text(const std::string& key) const;
+  long integer(const std::string& key) const;
+  bool was_given(const std::string& key) const;
+
+ private:
+  friend Expected<OptionValues> parse_options(const OptionTable&,
+                                              const std::vector<std::string>&,
+                                              const std::string&);
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> given_;
+};
+
+// Parses `key=value` tokens against the table. Errors read
+// "<component>: <key>: invalid value '<v>': <why>", "<component>: <key>:
+// unknown key (known: ...)", or name the token that is not key=value.
+Expected<OptionValues> parse_options(const OptionTable& table,
+                                     const std::vector<std::string>& tokens,
+                                     const std::string& component);
+
+// Splits on `separator`, dropping empty pieces ("a,,b" -> {"a", "b"}).
+std::vector<std::string> split(const std::string& text, char separator);
+
+// "key=VALUE (default D): help" rows, one per line, for --help output.
+std::string render_help(const OptionTable& table);
+// Man-page rows (.TP / \fBkey\fR=\fIVALUE\fR / help), roff-escaped.
+std::string render_man_options(const OptionTable& table);
+// Man-page rows for the environment variables the table's keys reach.
+std::string render_man_environment(const OptionTable& table);
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_GMCORE_OPTION_TABLE_H_

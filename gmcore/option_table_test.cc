@@ -1,0 +1,99 @@
+#include "gmcore/option_table.h"
+
+#include <gtest/gtest.h>
+
+namespace goldminer {
+namespace {
+
+OptionTable sample_table() {
+  return {
+      {"n", "3", "N", "a count", integer_at_least(1), "SAMPLE_N"},
+      {"kind", "a", "a|b", "a choice", one_of({"a", "b"}), ""},
+      {"name", "", "NAME", "a name", slurm_name(), "SAMPLE_NAME"},
+  };
+}
+
+TEST(OptionTableTest, DefaultsFillKeysNotGiven) {
+  auto v = parse_options(sample_table(), {}, "comp");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->integer("n"), 3);
+  EXPECT_EQ(v->text("kind"), "a");
+  EXPECT_EQ(v->text("name"), "");
+  EXPECT_FALSE(v->was_given("n"));
+}
+
+TEST(OptionTableTest, GivenValuesOverrideDefaults) {
+  auto v = parse_options(sample_table(), {"n=7", "kind=b", "name=cpu-1"}, "comp");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->integer("n"), 7);
+  EXPECT_EQ(v->text("kind"), "b");
+  EXPECT_EQ(v->text("name"), "cpu-1");
+  EXPECT_TRUE(v->was_given("kind"));
+}
+
+TEST(OptionTableTest, BadValuesNameKeyValueAndReason) {
+  struct Case { std::string token, message; };
+  for (const Case& c : std::vector<Case>{
+           {"n=0", "comp: n: invalid value '0': expected an integer >= 1"},
+           {"n=", "comp: n: invalid value '': expected an integer >= 1"},
+           {"n=2x", "comp: n: invalid value '2x': expected an integer >= 1"},
+           {"n=+2", "comp: n: invalid value '+2': expected an integer >= 1"},
+           {"n=99999999999999999999", "comp: n: invalid value '99999999999999999999': "
+                                      "expected an integer >= 1"},
+           {"kind=c", "comp: kind: invalid value 'c': expected one of a, b"},
+           {"name=a b", "comp: name: invalid value 'a b': expected a name of letters, digits, "
+                        "'_', '-', '.'"},
+       }) {
+    auto v = parse_options(sample_table(), {c.token}, "comp");
+    ASSERT_FALSE(v.ok()) << c.token;
+    EXPECT_EQ(v.status().message(), c.message);
+  }
+}
+
+TEST(OptionTableTest, UnknownKeyListsKnownOnes) {
+  auto v = parse_options(sample_table(), {"bogus=1"}, "comp");
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().message(), "comp: bogus: unknown key (known: n, kind, name)");
+}
+
+TEST(OptionTableTest, TokenWithoutEqualsAndRepeatedKeyAreRefused) {
+  auto a = parse_options(sample_table(), {"n"}, "comp");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().message(), "comp: 'n': expected key=value");
+  auto b = parse_options(sample_table(), {"=3"}, "comp");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "comp: '=3': expected key=value");
+  auto c = parse_options(sample_table(), {"n=1", "n=2"}, "comp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "comp: n: given more than once");
+}
+
+TEST(OptionTableTest, IntegerInRangeBounds) {
+  auto check = integer_in_range(1, 4);
+  EXPECT_EQ(check("1"), "");
+  EXPECT_EQ(check("4"), "");
+  EXPECT_EQ(check("5"), "expected an integer from 1 to 4");
+  EXPECT_EQ(check("-1"), "expected an integer from 1 to 4");
+}
+
+TEST(OptionTableTest, SplitDropsEmptyPieces) {
+  EXPECT_EQ(split("a,,b,", ','), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(split("", ',').empty());
+}
+
+TEST(OptionTableTest, HelpAndManComeFromTheTable) {
+  std::string help = render_help(sample_table());
+  EXPECT_NE(help.find("n=N (default 3): a count\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("name=NAME (default: unset): a name\n"), std::string::npos) << help;
+  std::string man = render_man_options(sample_table());
+  EXPECT_NE(man.find(".TP\n\\fBn\\fR=\\fIN\\fR\na count. Default: \\fB3\\fR. Reaches the job as "
+                     "\\fBSAMPLE_N\\fR.\n"),
+            std::string::npos)
+      << man;
+  std::string env = render_man_environment(sample_table());
+  EXPECT_NE(env.find("\\fBSAMPLE_NAME\\fR"), std::string::npos) << env;
+  EXPECT_EQ(env.find("kind"), std::string::npos) << "kind has no variable: " << env;
+}
+
+}  // namespace
+}  // namespace goldminer
