@@ -96,12 +96,14 @@ std::vector<std::pair<std::string, std::string>> job_environment(const JobOption
 }
 
 std::string job_option_usage() {
+  // Key names only: sbatch wraps this text at 80 columns and would break
+  // long key=a|b tokens mid-word.
   std::string keys;
   for (const auto& row : job_option_table()) {
-    if (!keys.empty()) keys += ",";
-    keys += row.key + "=" + row.value_doc;
+    if (!keys.empty()) keys += ", ";
+    keys += row.key;
   }
-  return "[goldminer] run this job's data pre-processing on elastic data workers; VALUE: " + keys +
+  return "[goldminer] run this job's data pre-processing on elastic data workers; keys: " + keys +
          " (see spank_goldminer(8))";
 }
 

@@ -104,7 +104,7 @@ TEST(JobOptionsTest, UsageNamesEveryKey) {
   std::string usage = job_option_usage();
   EXPECT_EQ(usage.rfind("[goldminer]", 0), 0u) << usage;
   for (const auto& row : job_option_table())
-    EXPECT_NE(usage.find(row.key + "="), std::string::npos) << row.key;
+    EXPECT_NE(usage.find(row.key), std::string::npos) << row.key;
 }
 
 TEST(AdminConfigTest, ParsesAndRejectsStrictly) {

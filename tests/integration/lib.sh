@@ -1,0 +1,48 @@
+# Helpers for the integration tests (sourced by run.sh).
+# A test is a function test_NAME that returns 0, or prints why it failed on
+# stdout and returns non-zero. Each runs with a watchdog: a hang is a failure.
+
+TEST_TIMEOUT=${TEST_TIMEOUT:-120}
+
+run_test() {
+    local name=$1 out rc
+    out=$(cd "$work" && timeout -k 5 "$TEST_TIMEOUT" bash -c ". '$here/lib.sh'; \
+          for f in '$here'/test_*.sh; do . \"\$f\"; done; \
+          work='$work' state='$state' devcluster='$devcluster' plugins='$plugins'; $name" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        pass "${name#test_}"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        fail "${name#test_}" "watchdog: no result after ${TEST_TIMEOUT}s; output: $(echo "$out" | tail -5 | tr '\n' '|')"
+    else
+        fail "${name#test_}" "$(echo "$out" | tail -8 | tr '\n' '|')"
+    fi
+}
+
+# expect_eq WHAT ACTUAL EXPECTED
+expect_eq() {
+    if [ "$2" != "$3" ]; then
+        echo "$1: got '$2', expected '$3'"
+        return 1
+    fi
+}
+
+# expect_contains WHAT HAYSTACK NEEDLE
+expect_contains() {
+    case $2 in
+        *"$3"*) return 0 ;;
+    esac
+    echo "$1: '$3' not found in: $2"
+    return 1
+}
+
+# Submits a batch job and waits for it; prints the job id. Extra sbatch
+# arguments follow; a job that does not end within 90 s is a failure.
+submit_wait() {
+    local out
+    out=$(timeout 100 sbatch --parsable --wait --time=2 "$@" 2>&1) || {
+        echo "sbatch $*: failed: $out"
+        return 1
+    }
+    echo "${out%%;*}" | tail -1
+}

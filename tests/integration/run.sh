@@ -1,0 +1,73 @@
+#!/bin/bash
+# Integration tests on a real Slurm 22.05 cluster on this machine: brings up
+# goldminer-devcluster with this build's plugins, runs each test_* function
+# under a watchdog, tears the cluster down and checks nothing is left.
+# Prints `PASS: name` / `FAIL: name: why` per test, then
+# `integration: N passed, N failed`.
+#
+# Usage: tests/integration/run.sh --build-dir DIR [--state-dir DIR] [--keep]
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=
+state=/var/tmp/goldminer-itest
+keep=no
+while [ $# -gt 0 ]; do
+    case $1 in
+        --build-dir) build=$2; shift 2 ;;
+        --state-dir) state=$2; shift 2 ;;
+        --keep) keep=yes; shift ;;
+        *) echo "run.sh: $1: unknown option" >&2; exit 2 ;;
+    esac
+done
+[ -n "$build" ] || { echo "run.sh: --build-dir is required" >&2; exit 2; }
+build=$(cd "$build" && pwd)
+
+passed=0
+failed=0
+pass() { echo "PASS: $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $1: $2"; failed=$((failed + 1)); }
+finish() { echo "integration: $passed passed, $failed failed"; exit $(( failed > 0 )); }
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "SKIP: integration tests need root (munge, slurmd, network namespaces)"
+    finish
+fi
+
+devcluster="$build/goldminer-devcluster"
+plugins="$build/.libs"
+work=$(mktemp -d /tmp/goldminer-itest.XXXXXX)
+export UCX_NET_DEVICES=lo
+
+# shellcheck source=tests/integration/lib.sh
+. "$here/lib.sh"
+
+cluster_args=(--dir "$state" --plugin-dir "$plugins" --debug-flags SelectType
+              --plugstack-args "max_dw_per_job=16 dw_partition=cpu")
+echo "integration: starting devcluster in $state"
+if ! timeout 120 "$devcluster" up "${cluster_args[@]}" >"$work/up.out" 2>&1; then
+    cat "$work/up.out"
+    fail devcluster_up "goldminer-devcluster up failed"
+    timeout 60 "$devcluster" down --dir "$state" >/dev/null 2>&1
+    finish
+fi
+cat "$work/up.out"
+pass devcluster_up
+export SLURM_CONF="$state/etc/slurm.conf"
+
+# Every test_* function in the test files, in file order.
+for file in "$here"/test_*.sh; do
+    # shellcheck source=/dev/null
+    . "$file"
+done
+for t in $(declare -F | awk '{print $3}' | grep '^test_' | grep -v '^test_zz_'); do
+    run_test "$t"
+done
+
+if [ "$keep" = yes ]; then
+    echo "integration: --keep: cluster left up in $state"
+else
+    run_test test_zz_down_leaves_nothing
+fi
+rm -rf "$work"
+finish

@@ -1,0 +1,86 @@
+# spank_goldminer.so: the --goldminer option in sbatch, srun and the job.
+
+test_sbatch_help_lists_goldminer() {
+    local help
+    # sbatch wraps help text: compare with whitespace collapsed.
+    help=$(sbatch --help 2>&1 | tr -s ' \n' '  ')
+    expect_contains "sbatch --help" "$help" "--goldminer=[key=value,...] [goldminer] run this job's data pre-processing on elastic data workers; keys: dw, dw-max, cpus-per-dw, transport, mode (see spank_goldminer(8))" || return 1
+    expect_contains "srun --help" "$(srun --help 2>&1)" "--goldminer"
+}
+
+# Each bad value is refused before submission with its exact reason.
+test_bad_values_are_refused_before_submission() {
+    local before after value expected out rc
+    before=$(squeue -h | wc -l)
+    while IFS='|' read -r value expected; do
+        out=$(timeout 30 sbatch --goldminer="$value" -p cpu -o /dev/null --wrap true 2>&1)
+        rc=$?
+        if [ $rc -eq 0 ]; then
+            echo "--goldminer=$value was accepted: $out"
+            return 1
+        fi
+        expect_contains "--goldminer=$value" "$out" "$expected" || return 1
+        case $out in
+            *"Submitted batch job"*) echo "--goldminer=$value submitted a job"; return 1 ;;
+        esac
+    done <<'CASES'
+dw-max=0|goldminer: dw-max: invalid value '0': expected an integer >= 1
+dw=-1|goldminer: dw: invalid value '-1': expected an integer >= 0
+dw=x|goldminer: dw: invalid value 'x': expected an integer >= 0
+cpus-per-dw=0|goldminer: cpus-per-dw: invalid value '0': expected an integer >= 1
+transport=tcp|goldminer: transport: invalid value 'tcp': expected one of ucx, mpi
+mode=auto|goldminer: mode: invalid value 'auto': expected one of elastic, static
+bogus=1|goldminer: bogus: unknown key (known: dw, dw-max, cpus-per-dw, transport, mode)
+dw=1,dw=2|goldminer: dw: given more than once
+dw=5,dw-max=4|goldminer: dw: invalid value '5': more than dw-max (4)
+dw-max=17|goldminer: dw-max: invalid value '17': exceeds this cluster's limit of 16 (plugstack.conf max_dw_per_job)
+transport=mpi,mode=elastic|goldminer: mode: invalid value 'elastic': transport=mpi runs a fixed set of workers
+CASES
+    after=$(squeue -h | wc -l)
+    expect_eq "jobs in queue" "$after" "$before"
+    out=$(timeout 30 srun --goldminer=dw-max=0 -p cpu true 2>&1) && { echo "srun accepted dw-max=0"; return 1; }
+    expect_contains "srun --goldminer=dw-max=0" "$out" "goldminer: dw-max: invalid value '0': expected an integer >= 1"
+}
+
+# A good value reaches every task: the batch script and each task of a step.
+test_settings_reach_every_task() {
+    local job out
+    job=$(submit_wait --goldminer=dw=2,dw-max=4,cpus-per-dw=3 -p cpu -N2 -n2 -o "$work/env.%j" \
+          --wrap 'echo "batch $(env | grep ^GOLDMINER_ | sort | tr "\n" " ")"
+                  srun sh -c '\''echo "task $SLURM_PROCID $(env | grep ^GOLDMINER_ | sort | tr "\n" " ")"'\''') || return 1
+    out=$(cat "$work/env.$job")
+    local want="GOLDMINER_CPUS_PER_DW=3 GOLDMINER_DW=2 GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=cpu GOLDMINER_MODE=elastic GOLDMINER_OPTIONS=dw=2,dw-max=4,cpus-per-dw=3,transport=ucx,mode=elastic GOLDMINER_TRANSPORT=ucx "
+    expect_eq "batch script env" "$(echo "$out" | sed -n 's/^batch //p')" "$want" || return 1
+    expect_eq "task 0 env" "$(echo "$out" | sed -n 's/^task 0 //p')" "$want" || return 1
+    expect_eq "task 1 env" "$(echo "$out" | sed -n 's/^task 1 //p')" "$want"
+}
+
+test_srun_option_reaches_tasks() {
+    local out
+    out=$(timeout 60 srun --immediate=30 --goldminer=transport=mpi -p cpu -N2 -n2 \
+          sh -c 'echo "$GOLDMINER_TRANSPORT $GOLDMINER_MODE"' 2>&1) || { echo "srun: $out"; return 1; }
+    expect_eq "srun tasks" "$(echo "$out" | sort | uniq -c | awk '{print $1, $2, $3}')" "2 mpi static"
+}
+
+test_job_without_flag_sees_nothing() {
+    local job out
+    job=$(submit_wait -p cpu -N1 -o "$work/plain.%j" \
+          --wrap 'env | grep -c ^GOLDMINER_; srun sh -c "env | grep -c ^GOLDMINER_; true"') || return 1
+    out=$(cat "$work/plain.$job" | tr '\n' ' ')
+    expect_eq "GOLDMINER_* variables in batch script and task" "$out" "0 0 "
+}
+
+# A site setting nobody knows is refused where the plugin loads.
+test_unknown_plugstack_key_is_refused() {
+    local conf out
+    conf=$(mktemp -d "$work/badconf.XXXXXX")
+    cp "$state"/etc/* "$conf"/
+    sed -i "s|^PlugStackConfig=.*|PlugStackConfig=$conf/plugstack.conf|" "$conf/slurm.conf"
+    sed -i 's|$| dw_partion=cpu|' "$conf/plugstack.conf"
+    out=$(SLURM_CONF="$conf/slurm.conf" timeout 30 sbatch --goldminer -p cpu -o /dev/null --wrap true 2>&1) && {
+        echo "sbatch accepted a plugstack.conf with an unknown key: $out"
+        return 1
+    }
+    expect_contains "sbatch with bad plugstack.conf" "$out" \
+        "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, max_dw_per_job, max_cpus_per_dw)"
+}
