@@ -39,7 +39,9 @@ class Expected {
   const T& value() const& { return *value_; }
   T&& value() && { return std::move(*value_); }
   const T* operator->() const { return &*value_; }
-  const T& operator*() const { return *value_; }
+  T* operator->() { return &*value_; }
+  const T& operator*() const& { return *value_; }
+  T& operator*() & { return *value_; }
 
  private:
   std::optional<T> value_;

@@ -33,3 +33,48 @@ test_gpu_job_gets_its_gpus() {
     echo "expected a GPU node with CUDA_VISIBLE_DEVICES=0,1, got: $out"
     return 1
 }
+
+# The same cluster on 127.0.0.1 (several slurmd on one address), as on a
+# machine without network namespaces; then down leaves nothing.
+test_localhost_fallback_mode_works() {
+    local dir=$work/localhost out pids pid
+    out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base 20817 --network localhost \
+          --plugin-dir "$plugins" 2>&1) || { echo "up: $out"; return 1; }
+    expect_contains "up" "$out" "network: localhost" || { "$devcluster" down --dir "$dir"; return 1; }
+    out=$(SLURM_CONF=$dir/etc/slurm.conf timeout 60 srun --immediate=30 --goldminer=dw=4 -p cpu -N2 \
+          sh -c 'echo "$SLURMD_NODENAME $GOLDMINER_DW"' 2>&1 | sort | tr '\n' ' ')
+    pids=$(cat "$dir"/run/*.pid)
+    timeout 60 "$devcluster" down --dir "$dir" >/dev/null || { echo "down failed"; return 1; }
+    expect_eq "srun on the localhost cluster" "$out" "c1 4 c2 4 " || return 1
+    for pid in $pids; do
+        [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat")" != Z ] && {
+            echo "pid $pid still running after down"; return 1; }
+    done
+    return 0
+}
+
+# `up` twice is safe: the second one only reports the running cluster.
+test_up_twice_is_safe() {
+    local out before after
+    before=$(cat "$state"/run/*.pid | sort | tr '\n' ' ')
+    out=$(timeout 30 "$devcluster" up --dir "$state" 2>&1) || { echo "second up failed: $out"; return 1; }
+    expect_contains "second up" "$out" "already up" || return 1
+    after=$(cat "$state"/run/*.pid | sort | tr '\n' ' ')
+    expect_eq "daemon PIDs" "$after" "$before"
+}
+
+# A bad plugstack.conf argument stops slurmd with the reason in its log
+# (the plugin is `required`), and up fails cleanly.
+test_unknown_plugstack_key_stops_slurmd_with_reason() {
+    local dir=$work/badkey out
+    out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base 21817 --network localhost \
+          --plugin-dir "$plugins" --plugstack-args "max_dw_per_job=4 bogus=1" --timeout 10 2>&1) && {
+        "$devcluster" down --dir "$dir"
+        echo "up succeeded with a bad plugstack.conf argument"
+        return 1
+    }
+    grep -q "error: goldminer: plugstack.conf: bogus: unknown key (known: dw_partition, dw_qos, max_dw_per_job, max_cpus_per_dw)" \
+        "$dir"/log/slurmd-g1.log || { echo "no reason in slurmd-g1.log: $(tail -3 "$dir"/log/slurmd-g1.log)"; return 1; }
+    "$devcluster" status --dir "$dir" >/dev/null 2>&1 && { echo "status says up"; return 1; }
+    return 0
+}

@@ -1,0 +1,131 @@
+// goldminer-sim: replays a GPU cluster trace under one scheduling policy
+// and prints job completion times and GPU allocation (see goldminer-sim(1)).
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "sim/sampling.h"
+#include "sim/simulator.h"
+#include "sim/svg_plot.h"
+#include "sim/trace.h"
+
+namespace po = boost::program_options;
+using namespace goldminer;
+using namespace goldminer::sim;
+
+namespace {
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  return code;
+}
+
+void print_human(const SimResult& r) {
+  std::printf("policy %s: %d jobs (%d with GPUs) on %.0f GPUs, offered load %.3f\n", r.policy.c_str(),
+              r.jobs, r.gpu_jobs, r.gpus, r.offered_load);
+  std::printf("  jct avg %.0f s (GPU jobs %.0f s), p50 %.0f s, p95 %.0f s, p99 %.0f s\n", r.avg_jct_s,
+              r.avg_jct_gpu_s, r.p50_jct_s, r.p95_jct_s, r.p99_jct_s);
+  std::printf("  queue avg %.0f s, waiting for CPUs with GPUs free %.0f s per GPU job\n", r.avg_queue_s,
+              r.cpu_short_wait_s);
+  std::printf("  GPU allocation %.1f%%, effective %.1f%%, makespan %.0f s\n", 100 * r.gpu_alloc_rate,
+              100 * r.gpu_effective_rate, r.makespan_s);
+  std::printf("  %lld events, %.1f us of scheduling per event; skipped %d never-run and %d "
+              "unplaceable pods\n",
+              static_cast<long long>(r.events), r.decision_us_per_event, r.never_ran, r.unplaceable);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string trace, nodes_path, policy_text, plot;
+  int gpus = 0;
+  uint64_t seed = 1;
+  SimOptions options;
+  po::options_description desc(
+      "Usage: goldminer-sim --trace PODS.csv --nodes NODES.csv --policy POLICY [options]\n"
+      "Replays an Alibaba cluster-trace-gpu-v2023 pod trace; see goldminer-sim(1).\nOptions");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("trace", po::value(&trace)->required(), "pods CSV (name, cpu_milli, num_gpu, gpu_milli, "
+       "creation_time, scheduled_time, deletion_time, ...)")
+      ("nodes", po::value(&nodes_path)->required(), "nodes CSV (sn, cpu_milli, memory_mib, gpu)")
+      ("policy", po::value(&policy_text)->required(), "bundled | goldminer | goldminer-joblevel")
+      ("gpus", po::value(&gpus), "sample about N GPUs of the node table and thin the trace in "
+       "proportion (default: full scale)")
+      ("seed", po::value(&seed)->default_value(1), "seed of the --gpus sample and of --load")
+      ("load", po::value(&options.load)->default_value(0),
+       "offered GPU load to replay at, by overlaying time-shifted copies of the trace; "
+       "0 = the trace as it is")
+      ("trainer-cpus-per-gpu", po::value(&options.model.trainer_cpus_per_gpu)->default_value(1.0),
+       "goldminer: CPUs a GPU job keeps per GPU on its node; also the reserve per free GPU")
+      ("remote-efficiency", po::value(&options.model.remote_efficiency)->default_value(0.9),
+       "goldminer: pre-processing of one data-worker CPU relative to one local CPU")
+      ("cpus-per-dw", po::value(&options.model.cpus_per_dw)->default_value(1.0),
+       "goldminer: CPUs of one data worker")
+      ("dw-floor", po::value(&options.model.dw_floor)->default_value(1),
+       "goldminer: data workers every running job gets before any job gets more")
+      ("dw-max", po::value(&options.model.dw_max)->default_value(256),
+       "goldminer: data workers per job at most")
+      ("plot", po::value(&plot), "write GPU allocation over time of all three policies to this SVG")
+      ("json", "print one JSON object instead of the human summary");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return fail(std::string("goldminer-sim: ") + e.what() + " (try --help)", 2);
+  }
+  auto policy = parse_policy(policy_text);
+  if (!policy.ok()) return fail(policy.status().message(), 2);
+  options.policy = *policy;
+  options.seed = seed;
+  if (options.load < 0) return fail("goldminer-sim: --load: invalid value: expected >= 0", 2);
+  if (options.model.remote_efficiency <= 0 || options.model.remote_efficiency > 1)
+    return fail("goldminer-sim: --remote-efficiency: invalid value: expected (0, 1]", 2);
+  if (options.model.cpus_per_dw <= 0)
+    return fail("goldminer-sim: --cpus-per-dw: invalid value: expected > 0", 2);
+  if (options.model.dw_floor < 0 || options.model.dw_max < 1)
+    return fail("goldminer-sim: --dw-floor must be >= 0 and --dw-max >= 1", 2);
+
+  auto pods = read_pods(trace);
+  if (!pods.ok()) return fail("goldminer-sim: " + pods.status().message(), 1);
+  auto nodes = read_nodes(nodes_path);
+  if (!nodes.ok()) return fail("goldminer-sim: " + nodes.status().message(), 1);
+  ClusterSample sample = sample_cluster(*pods, *nodes, gpus, seed);
+
+  auto result = simulate(sample.pods, sample.nodes, options);
+  if (!result.ok()) return fail(result.status().message(), 1);
+  if (vm.count("json"))
+    std::printf("%s\n", to_json(*result).c_str());
+  else
+    print_human(*result);
+
+  if (!plot.empty()) {
+    std::vector<Series> series;
+    for (Policy p : {Policy::kBundled, Policy::kGoldminerJobLevel, Policy::kGoldminer}) {
+      if (p == options.policy) {
+        series.emplace_back(policy_name(p), result->timeline);
+        continue;
+      }
+      SimOptions other = options;
+      other.policy = p;
+      auto r = simulate(sample.pods, sample.nodes, other);
+      if (!r.ok()) return fail(r.status().message(), 1);
+      series.emplace_back(policy_name(p), r->timeline);
+    }
+    char title[160];
+    std::snprintf(title, sizeof(title), "GPU allocation, %.0f GPUs, offered load %.2f", result->gpus,
+                  result->offered_load);
+    std::ofstream out(plot);
+    out << render_allocation_svg(series, title);
+    if (!out.flush()) return fail("goldminer-sim: --plot: cannot write " + plot, 1);
+  }
+  return 0;
+}

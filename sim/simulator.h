@@ -1,0 +1,97 @@
+// goldminer-sim's discrete-event simulator: replays a pod trace on a node
+// table under one scheduling policy and reports job completion times and
+// GPU allocation. The policies call the same gmcore code (placement,
+// dw_allocation, autosizer) that the select plugin and controller use.
+//
+// Job model (one default for every trace; stated in goldminer-sim(1)):
+// - A pod is a job; it holds num_gpu * gpu_milli milli-GPU and asks for
+//   cpu_milli CPUs; run time in the trace (deletion - scheduled) is its work
+//   W at full speed. Memory is not modelled.
+// - bundled (Slurm cons_tres today): a GPU job starts only on a node that
+//   has its GPUs and all its CPUs free, and runs at full speed for W.
+// - goldminer: a GPU job keeps trainer_cpus_per_gpu CPUs per GPU on its GPU
+//   node; the rest of its CPU request, P, is pre-processing done by data
+//   workers anywhere (spare CPUs beyond each node's reserve). k workers of
+//   w CPUs run it at speed min(1, k*w*remote_efficiency/P). CPUs are shared
+//   by dw_allocation (marginal JCT per CPU, with a floor per job).
+// - goldminer-joblevel: the same split, but each job sizes its workers with
+//   its own Autosizer and gets them first come, first served.
+// - CPU-only pods are ordinary jobs in every policy; under the goldminer
+//   policies they respect each node's CPU reserve. Data workers are
+//   preemptible: ordinary jobs see their CPUs as free.
+// - Queue: arrival order; a job that does not fit is passed over by later
+//   ones that do (no reservations), the same for every policy.
+#ifndef GOLDMINER_SIM_SIMULATOR_H_
+#define GOLDMINER_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gmcore/status.h"
+#include "sim/trace.h"
+
+namespace goldminer::sim {
+
+enum class Policy { kBundled, kGoldminer, kGoldminerJobLevel };
+
+Expected<Policy> parse_policy(const std::string& name);
+const char* policy_name(Policy policy);
+
+struct JobModel {
+  double trainer_cpus_per_gpu = 1.0;  // also the placement reserve per free GPU
+  double remote_efficiency = 0.9;     // a worker CPU's pre-processing vs a local CPU's
+  double cpus_per_dw = 1.0;           // size of one data worker
+  int dw_floor = 1;                   // workers each job gets before any gets more
+  int dw_max = 256;                   // workers per job at most
+};
+
+struct SimOptions {
+  Policy policy = Policy::kBundled;
+  JobModel model;
+  // 0: replay the trace as it is. Otherwise overlay copies of the trace,
+  // each shifted by a seeded random offset and wrapped into its arrival span, until offered
+  // GPU work / (GPUs x span) equals this value: a small sample of a trace
+  // holds too few jobs to ever fill its GPUs, however its arrivals are
+  // compressed.
+  double load = 0;
+  uint64_t seed = 1;  // the copies' offsets and the partial last copy
+};
+
+struct TimelinePoint {
+  double t = 0;
+  double gpu_allocated = 0;  // fraction of the cluster's GPUs held by jobs
+};
+
+struct SimResult {
+  std::string policy;
+  int jobs = 0;          // jobs replayed (pods that ran in the trace and fit a node)
+  int gpu_jobs = 0;
+  int unplaceable = 0;   // pods no node could ever hold (skipped)
+  int never_ran = 0;     // pods the trace never scheduled (no run time; skipped)
+  double gpus = 0;
+  double avg_jct_s = 0, p50_jct_s = 0, p95_jct_s = 0, p99_jct_s = 0;
+  double avg_jct_gpu_s = 0;
+  double avg_queue_s = 0;
+  // Time-average share of GPUs allocated while some GPU job waits (over the
+  // whole makespan when none ever waits), and the same weighted by speed.
+  double gpu_alloc_rate = 0;
+  double gpu_effective_rate = 0;
+  double contended_share = 0;     // share of the makespan with a GPU job waiting
+  double cpu_short_wait_s = 0;    // per GPU job: queued while GPUs were free somewhere
+  double makespan_s = 0;
+  double offered_load = 0;        // GPU work offered / (GPUs x arrival span)
+  double decision_us_per_event = 0;
+  int64_t events = 0;
+  std::vector<TimelinePoint> timeline;
+};
+
+Expected<SimResult> simulate(const std::vector<TracePod>& pods, const std::vector<TraceNode>& nodes,
+                             const SimOptions& options);
+
+// The result as one JSON object (no timeline).
+std::string to_json(const SimResult& result);
+
+}  // namespace goldminer::sim
+
+#endif  // GOLDMINER_SIM_SIMULATOR_H_

@@ -1,0 +1,143 @@
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/sampling.h"
+#include "sim/test_util.h"
+
+namespace goldminer::sim {
+namespace {
+
+TracePod pod(const std::string& name, int64_t cpu, int gpus, int64_t created, int64_t run) {
+  TracePod p;
+  p.name = name;
+  p.cpu_milli = cpu;
+  p.num_gpu = gpus;
+  p.gpu_milli = gpus > 0 ? 1000 : 0;
+  p.creation_time = created;
+  p.scheduled = true;
+  p.scheduled_time = created;
+  p.deletion_time = created + run;
+  return p;
+}
+
+SimResult run(const std::vector<TracePod>& pods, const std::vector<TraceNode>& nodes, Policy policy,
+              double load = 0) {
+  SimOptions o;
+  o.policy = policy;
+  o.load = load;
+  auto r = simulate(pods, nodes, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : SimResult();
+}
+
+// A CPU-only job takes the GPU node's CPUs under bundled placement (the
+// small CPU node cannot hold it) and strands its GPUs; goldminer keeps the
+// reserve (the CPU job waits instead) and runs the GPU job's pre-processing
+// on data workers.
+TEST(SimulatorTest, BundledStrandsGpusGoldminerDoesNot) {
+  std::vector<TraceNode> nodes = {{"g1", 24000, 1, 8, "x"}, {"c1", 8000, 1, 0, ""}};
+  std::vector<TracePod> pods = {pod("cpu", 12000, 0, 0, 1000), pod("gpu", 16000, 1, 1, 100)};
+
+  SimResult bundled = run(pods, nodes, Policy::kBundled);
+  EXPECT_EQ(bundled.jobs, 2);
+  EXPECT_NEAR(bundled.avg_jct_gpu_s, 1099, 1e-6) << "waits for the CPU job to end";
+  EXPECT_NEAR(bundled.cpu_short_wait_s, 999, 1e-6);
+
+  // Under goldminer the GPU job keeps 1 CPU; its 15 CPUs of pre-processing
+  // get 12 one-CPU workers (4 beyond g1's reserve of 7, 8 on c1):
+  // speed 12 * 0.9 / 15 = 0.72.
+  SimResult gm = run(pods, nodes, Policy::kGoldminer);
+  EXPECT_NEAR(gm.avg_jct_gpu_s, 100 / 0.72, 1e-6);
+  EXPECT_NEAR(gm.cpu_short_wait_s, 0, 1e-9);
+  EXPECT_NEAR(gm.avg_jct_s, (1000 + 100 / 0.72) / 2, 1e-6);
+
+  SimResult joblevel = run(pods, nodes, Policy::kGoldminerJobLevel);
+  EXPECT_NEAR(joblevel.avg_jct_gpu_s, 100 / 0.72, 1e-6) << "the autosizer converges to 12";
+}
+
+TEST(SimulatorTest, CpuJobsThatOnlyFitInTheReserveAreUnplaceableUnderGoldminer) {
+  std::vector<TraceNode> nodes = {{"g1", 16000, 1, 8, "x"}};
+  std::vector<TracePod> pods = {pod("cpu", 12000, 0, 0, 10)};
+  EXPECT_EQ(run(pods, nodes, Policy::kBundled).jobs, 1);
+  SimResult gm = run(pods, nodes, Policy::kGoldminer);
+  EXPECT_EQ(gm.jobs, 0);
+  EXPECT_EQ(gm.unplaceable, 1);
+}
+
+TEST(SimulatorTest, TooFewWorkerCpusSlowTheJobDown) {
+  // 16 CPUs, 8 GPUs: one job with 1 GPU and 10 CPUs keeps 1; the reserve
+  // for 7 free GPUs leaves 8 worker CPUs for 9 CPUs of pre-processing:
+  // speed 8 * 0.9 / 9 = 0.8.
+  std::vector<TraceNode> nodes = {{"g1", 16000, 1, 8, "x"}};
+  SimResult gm = run({pod("gpu", 10000, 1, 0, 100)}, nodes, Policy::kGoldminer);
+  EXPECT_NEAR(gm.avg_jct_s, 125, 1e-6);
+  EXPECT_NEAR(gm.gpu_effective_rate / gm.gpu_alloc_rate, 0.8, 1e-9);
+  SimResult bundled = run({pod("gpu", 10000, 1, 0, 100)}, nodes, Policy::kBundled);
+  EXPECT_NEAR(bundled.avg_jct_s, 100, 1e-6);
+  EXPECT_NEAR(bundled.gpu_alloc_rate, 1.0 / 8, 1e-9);
+}
+
+TEST(SimulatorTest, SkipsPodsThatNeverRanOrFitNowhere) {
+  std::vector<TraceNode> nodes = {{"g1", 16000, 1, 2, "x"}};
+  TracePod pending = pod("pending", 1000, 1, 0, 10);
+  pending.scheduled = false;
+  SimResult r = run({pending, pod("huge", 1000, 8, 0, 10), pod("ok", 1000, 1, 0, 10)}, nodes,
+                    Policy::kBundled);
+  EXPECT_EQ(r.jobs, 1);
+  EXPECT_EQ(r.never_ran, 1);
+  EXPECT_EQ(r.unplaceable, 1);
+}
+
+TEST(SimulatorTest, LoadOverlaysShiftedCopiesOfTheTrace) {
+  std::vector<TraceNode> nodes = {{"g1", 96000, 1, 8, "x"}};
+  std::vector<TracePod> pods;
+  for (int i = 0; i < 50; ++i) pods.push_back(pod("p" + std::to_string(i), 4000, 1, i * 1000, 400));
+  SimResult natural = run(pods, nodes, Policy::kBundled);
+  const double natural_load = 50.0 * 400 / (8 * 49000.0);
+  EXPECT_NEAR(natural.offered_load, natural_load, 1e-9);
+  EXPECT_EQ(natural.jobs, 50);
+  EXPECT_NEAR(natural.avg_queue_s, 0, 1e-9);
+  SimResult loaded = run(pods, nodes, Policy::kBundled, 1.2);
+  EXPECT_NEAR(loaded.offered_load, 1.2, 0.02) << "the last copy is a seeded partial one";
+  EXPECT_NEAR(loaded.jobs, 50 * 1.2 / natural_load, 50);
+  EXPECT_GT(loaded.avg_queue_s, 0) << "above capacity, jobs queue";
+}
+
+TEST(SimulatorTest, ClusterLevelAllocationBeatsFirstComeFirstServed) {
+  // Two GPU jobs, worker CPUs for only one at full speed: the cluster-level
+  // policy favours the short job, first-come-first-served the early one.
+  std::vector<TraceNode> nodes = {{"g1", 12000, 1, 2, "x"}};
+  std::vector<TracePod> pods = {pod("long", 10000, 1, 0, 10000), pod("short", 10000, 1, 1, 100)};
+  SimResult gm = run(pods, nodes, Policy::kGoldminer);
+  SimResult fcfs = run(pods, nodes, Policy::kGoldminerJobLevel);
+  EXPECT_LT(gm.avg_jct_s, fcfs.avg_jct_s);
+}
+
+TEST(SimulatorTest, JsonHasEveryKey) {
+  std::vector<TraceNode> nodes = {{"g1", 16000, 1, 8, "x"}};
+  std::string json = to_json(run({pod("a", 4000, 1, 0, 10)}, nodes, Policy::kGoldminer));
+  for (const char* key : {"policy", "jobs", "gpus", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
+                          "avg_queue_s", "gpu_alloc_rate", "gpu_effective_rate", "cpu_short_wait_s",
+                          "makespan_s"})
+    EXPECT_NE(json.find(std::string("\"") + key + "\": "), std::string::npos) << key;
+  EXPECT_EQ(json.find("\"policy\": \"goldminer\""), 1u);
+}
+
+TEST(SimulatorTest, RealTraceAt64GpusUnderLoad) {
+  std::string dir = testing::shared_data_dir();
+  if (dir.empty()) GTEST_SKIP() << "../shared/data is absent: the real trace is not replayed";
+  auto pods = read_pods(dir + "/traces/alibaba-gpu-v2023/dev_slice.csv");
+  auto nodes = read_nodes(dir + "/traces/alibaba-gpu-v2023/nodes.csv");
+  ASSERT_TRUE(pods.ok() && nodes.ok());
+  ClusterSample s = sample_cluster(*pods, *nodes, 64, 1);
+  SimResult bundled = run(s.pods, s.nodes, Policy::kBundled, 0.8);
+  SimResult gm = run(s.pods, s.nodes, Policy::kGoldminer, 0.8);
+  EXPECT_GT(bundled.avg_queue_s, 0) << "the baseline queues at load 0.8";
+  EXPECT_LT(gm.avg_jct_s, bundled.avg_jct_s);
+  EXPECT_GT(gm.gpu_alloc_rate, 0);
+  EXPECT_LE(gm.gpu_alloc_rate, 1.0 + 1e-9);
+}
+
+}  // namespace
+}  // namespace goldminer::sim
