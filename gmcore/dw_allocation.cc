@@ -13,16 +13,18 @@ constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
 double speed(const DwClaim& c, int k) { return std::min(1.0, c.base_speed + k * c.gain_per_worker); }
 
-// Workers with marginal value >= lambda, ignoring the cap at speed 1 (the
-// caller caps with saturating_workers): solves
-// R*g / ((b+k*g)(b+(k+1)*g)) >= lambda*c for the largest k.
-int64_t workers_at_or_above(const DwClaim& c, double lambda) {
-  if (c.remaining_work <= 0 || c.gain_per_worker <= 0) return 0;
+// Workers k < cap whose marginal value per milli-CPU is >= lambda. Below
+// the saturating worker, speeds are uncapped and the count has a closed
+// form: R*g / ((b+k*g)(b+(k+1)*g)) >= lambda*c. The saturating worker
+// (cap - 1) is valued exactly.
+int64_t workers_at_or_above(const DwClaim& c, int cap, double lambda) {
+  if (cap <= 0) return 0;
   const double g = c.gain_per_worker, b = c.base_speed;
   const double budget = c.remaining_work * g / (lambda * static_cast<double>(c.cpu_per_worker));
   const double x_max = (-g + std::sqrt(g * g + 4 * budget)) / 2;  // largest b + k*g allowed
-  if (x_max < b) return 0;
-  return static_cast<int64_t>(std::floor((x_max - b) / g)) + 1;
+  int64_t uncapped = x_max < b ? 0 : static_cast<int64_t>(std::floor((x_max - b) / g)) + 1;
+  if (uncapped < cap) return uncapped;
+  return cap - 1 + (marginal_value(c, cap - 1) >= lambda ? 1 : 0);
 }
 
 }  // namespace
@@ -52,11 +54,12 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
   if (want <= cpu_capacity) return cap;  // enough for everyone: the common case
 
   // Floors, most valuable first worker first.
+  std::vector<double> first_value(n);
+  for (size_t i = 0; i < n; ++i) first_value[i] = marginal_value(claims[i], 0);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return marginal_value(claims[a], 0) > marginal_value(claims[b], 0);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return first_value[a] > first_value[b]; });
   int64_t left = cpu_capacity;
   for (size_t i : order) {
     int64_t cost = floor[i] * claims[i].cpu_per_worker;
@@ -66,34 +69,47 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
     }
   }
 
-  // Water-filling: the smallest lambda whose allocation fits, by bisection
-  // on log(lambda); then the leftover goes one worker at a time.
-  auto cost_at = [&](double lambda, std::vector<int>* counts) {
+  // Water-filling: the smallest lambda (seconds saved per milli-CPU) whose
+  // allocation fits, by bisection on log(lambda) between the smallest and
+  // largest marginal values in play; the leftover then goes one worker at
+  // a time by exact marginal value.
+  std::vector<size_t> open;  // claims that may still get workers
+  double lo = std::numeric_limits<double>::max(), hi = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i] >= cap[i]) continue;
+    open.push_back(i);
+    double first = marginal_value(claims[i], out[i]), last = marginal_value(claims[i], cap[i] - 1);
+    if (std::isfinite(first)) hi = std::max(hi, first);
+    lo = std::min(lo, last);
+  }
+  std::vector<int> counts = out;
+  auto cost_at = [&](double lambda, bool keep) {
     int64_t used = 0;
-    for (size_t i = 0; i < n; ++i) {
-      int64_t k = std::max<int64_t>(out[i], std::min<int64_t>(cap[i], workers_at_or_above(claims[i], lambda)));
-      if (counts) (*counts)[i] = static_cast<int>(k);
+    for (size_t i : open) {
+      int64_t k = std::max<int64_t>(out[i], workers_at_or_above(claims[i], cap[i], lambda));
+      if (keep) counts[i] = static_cast<int>(k);
       used += (k - out[i]) * claims[i].cpu_per_worker;
     }
     return used;
   };
-  double lo = -60, hi = 60;  // log(lambda) in seconds per milli-CPU
-  if (cost_at(std::exp(lo), nullptr) > left) {
-    for (int it = 0; it < 48 && hi - lo > 1e-6; ++it) {
-      double mid = (lo + hi) / 2;
-      (cost_at(std::exp(mid), nullptr) > left ? lo : hi) = mid;
+  if (!open.empty() && hi > 0 && lo > 0) {
+    double log_lo = std::log(lo), log_hi = std::log(hi) + 1e-9;
+    if (cost_at(std::exp(log_hi), false) <= left) {
+      // Bisection keeps cost(exp(log_hi)) <= left < cost(exp(log_lo)).
+      for (int it = 0; it < 40 && log_hi - log_lo > 1e-3; ++it) {
+        double mid = (log_lo + log_hi) / 2;
+        (cost_at(std::exp(mid), false) > left ? log_lo : log_hi) = mid;
+      }
+      left -= cost_at(std::exp(log_hi), true);
     }
-  } else {
-    hi = lo;
   }
-  std::vector<int> counts(n);
-  left -= cost_at(std::exp(hi), &counts);
   out = counts;
 
   using Entry = std::pair<double, size_t>;
-  std::priority_queue<Entry> next;
-  for (size_t i = 0; i < n; ++i)
-    if (out[i] < cap[i]) next.push({marginal_value(claims[i], out[i]), i});
+  std::vector<Entry> heap;
+  for (size_t i : open)
+    if (out[i] < cap[i]) heap.push_back({marginal_value(claims[i], out[i]), i});
+  std::priority_queue<Entry> next(std::less<Entry>(), std::move(heap));
   while (!next.empty() && left > 0) {
     size_t i = next.top().second;
     next.pop();

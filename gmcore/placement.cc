@@ -28,20 +28,26 @@ std::vector<int> place_workers(const std::vector<NodeResources>& nodes, int coun
     int64_t spare;
     int index;
   };
+  // "a before b" in placement order, as a heap's "less" (the heap's top is
+  // the node to fill next). A heap, not a sort: one job's workers need a
+  // few nodes out of thousands.
+  auto later = [](const Candidate& a, const Candidate& b) {
+    if (a.rank != b.rank) return a.rank > b.rank;
+    if (a.spare != b.spare) return a.spare < b.spare;
+    return a.index > b.index;
+  };
   std::vector<Candidate> candidates;
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
     int64_t spare = spare_cpu(nodes[i], config);
     if (spare >= cpu_per_worker) candidates.push_back({placement_rank(nodes[i]), spare, i});
   }
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.rank != b.rank) return a.rank < b.rank;
-    if (a.spare != b.spare) return a.spare > b.spare;
-    return a.index < b.index;
-  });
-  for (const Candidate& c : candidates) {
+  std::make_heap(candidates.begin(), candidates.end(), later);
+  while (!candidates.empty() && static_cast<int>(placed.size()) < count) {
+    std::pop_heap(candidates.begin(), candidates.end(), later);
+    const Candidate& c = candidates.back();
     int fits = static_cast<int>(std::min<int64_t>(c.spare / cpu_per_worker, count - placed.size()));
     placed.insert(placed.end(), fits, c.index);
-    if (static_cast<int>(placed.size()) == count) break;
+    candidates.pop_back();
   }
   return placed;
 }

@@ -51,9 +51,11 @@ class Simulation {
       NodeResources r;
       r.cpu_total = r.cpu_free = n.cpu_milli;
       r.gpu_total = r.gpu_free = int64_t{n.gpus} * 1000;
+      all_nodes_.push_back(static_cast<int>(nodes_.size()));
       nodes_.push_back(r);
       total_gpu_ += r.gpu_total;
     }
+    dirty_.assign(nodes_.size(), 0);
     dw_cpu_ = static_cast<int64_t>(std::llround(options.model.cpus_per_dw * 1000));
   }
 
@@ -118,7 +120,6 @@ class Simulation {
     Usage usage;
     double decision_s = 0;
     bool gpu_job_waiting = false;
-    bool freed = false;
     size_t first_new = 0;
     while (next_arrival < jobs_.size() || !running_.empty()) {
       double t_arrival = next_arrival < jobs_.size() ? jobs_[next_arrival].arrival : kNever;
@@ -157,7 +158,6 @@ class Simulation {
           release(j);
           running_[k] = running_.back();
           running_.pop_back();
-          freed = true;
         } else {
           ++k;
         }
@@ -167,10 +167,9 @@ class Simulation {
         queue_.push_back(static_cast<int>(next_arrival++));
 
       auto t0 = std::chrono::steady_clock::now();
-      schedule(freed ? 0 : first_new);
+      schedule(first_new);
       if (goldminer()) allocate_data_workers();
       decision_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      freed = false;
       ++result.events;
 
       double now_held = 0;
@@ -236,11 +235,12 @@ class Simulation {
     return n.cpu_free;
   }
 
-  // Best fit: the node left with the fewest free GPUs, then fewest CPUs.
-  int choose_node(const Job& j) const {
+  // Best fit among `candidates` (node indices): the node left with the
+  // fewest free GPUs, then the fewest CPUs; -1 if none fits.
+  int choose_node(const Job& j, const std::vector<int>& candidates) const {
     int best = -1;
     int64_t best_gpu = 0, best_cpu = 0;
-    for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    for (int i : candidates) {
       const NodeResources& n = nodes_[i];
       if (n.gpu_free < j.gpu || usable_cpu(n, j) < j.cpu_on_node) continue;
       int64_t gpu_left = n.gpu_free - j.gpu, cpu_left = n.cpu_free - j.cpu_on_node;
@@ -253,26 +253,21 @@ class Simulation {
     return best;
   }
 
-  // Starts queued jobs in arrival order, from queue_[from] on (earlier ones
-  // were tried since the last release of resources and cannot fit now).
-  void schedule(size_t from) {
-    // Requirements that failed this round: a job needing at least as much of
-    // both cannot fit either.
-    std::vector<std::pair<int64_t, int64_t>> failed;
-    int64_t max_gpu_free = 0;
-    for (const auto& n : nodes_) max_gpu_free = std::max(max_gpu_free, n.gpu_free);
+  // Starts queued jobs in arrival order. Jobs queued before this event were
+  // tried on every node when they arrived or last had a chance, and only
+  // nodes that released resources since (dirty) can hold them now; new
+  // arrivals (from queue_[first_new] on) are tried on every node.
+  void schedule(size_t first_new) {
+    std::vector<int> dirty;
+    for (int i = 0; i < static_cast<int>(nodes_.size()); ++i)
+      if (dirty_[i]) dirty.push_back(i), dirty_[i] = 0;
     std::vector<int> still;
     still.reserve(queue_.size());
     for (size_t k = 0; k < queue_.size(); ++k) {
       int i = queue_[k];
       Job& j = jobs_[i];
-      bool dominated = k < from;
-      for (const auto& f : failed)
-        if (j.gpu >= f.first && j.cpu_on_node >= f.second) dominated = true;
-      int node = dominated || j.gpu > max_gpu_free ? -1 : choose_node(j);
+      int node = choose_node(j, k < first_new ? dirty : all_nodes_);
       if (node < 0) {
-        if (k >= from) failed.emplace_back(j.gpu, j.cpu_on_node);
-        j.blocked_by_cpu = j.gpu > 0 && j.gpu <= max_gpu_free;
         still.push_back(i);
         continue;
       }
@@ -281,18 +276,18 @@ class Simulation {
       n.cpu_free -= j.cpu_on_node;
       j.node = node;
       j.start = now_;
-      j.blocked_by_cpu = false;
       j.speed = j.pre_cpu > 0 ? 0 : 1;  // set by the worker allocation below
       running_.push_back(i);
-      if (j.gpu > 0) {
-        max_gpu_free = 0;
-        for (const auto& m : nodes_) max_gpu_free = std::max(max_gpu_free, m.gpu_free);
-      }
     }
     queue_.swap(still);
+    // A GPU job still queued while some node has its GPUs free waits for CPUs.
+    int64_t max_gpu_free = 0;
+    for (const auto& n : nodes_) max_gpu_free = std::max(max_gpu_free, n.gpu_free);
+    for (int i : queue_) jobs_[i].blocked_by_cpu = jobs_[i].gpu > 0 && jobs_[i].gpu <= max_gpu_free;
   }
 
   void release(Job& j) {
+    dirty_[j.node] = 1;
     NodeResources& n = nodes_[j.node];
     n.gpu_free += j.gpu;
     n.cpu_free += j.cpu_on_node;
@@ -421,6 +416,8 @@ class Simulation {
   double now_ = 0;
   PlacementConfig placement_;
   std::vector<NodeResources> nodes_;
+  std::vector<int> all_nodes_;  // 0 .. nodes_.size() - 1
+  std::vector<char> dirty_;     // released resources since the last schedule
   std::vector<Job> jobs_;
   std::vector<int> queue_;    // indices into jobs_, arrival order
   std::vector<int> running_;  // indices into jobs_
