@@ -4,7 +4,7 @@ test_sinfo_shows_4_nodes_and_8_gpus() {
     local nodes gpus
     nodes=$(sinfo -h -N -o '%N' | sort -u | wc -l)
     expect_eq "node count" "$nodes" 4 || return 1
-    gpus=$(sinfo -h -N -o '%N %G' | sort -u | sed -n 's/.*gpu:\([0-9]*\).*/\1/p' | paste -sd+ | bc)
+    gpus=$(sinfo -h -N -o '%N %G' | sort -u | sed -n 's/.*gpu:\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s}')
     expect_eq "gpu count" "$gpus" 8 || return 1
     expect_eq "idle nodes" "$(sinfo -h -N -t idle -o '%N' | sort -u | wc -l)" 4
 }

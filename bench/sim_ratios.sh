@@ -1,0 +1,45 @@
+#!/bin/bash
+# Replays the Alibaba GPU v2023 dev slice under each policy at 64 GPUs,
+# 512 GPUs and full scale, and prints the goldminer/bundled ratios of
+# average JCT (bundled / goldminer: > 1 means goldminer is faster) and of
+# GPU allocation (goldminer / bundled), all measured in this run.
+#
+# Usage: bench/sim_ratios.sh [BUILD_DIR] [LOAD] [SEEDS]
+#   LOAD   offered GPU load (default 0.9: the baseline queues)
+#   SEEDS  space-separated --seed values for the samples (default "1 2 3")
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/build}
+load=${2:-0.9}
+seeds=${3:-1 2 3}
+trace=$top/../shared/data/traces/alibaba-gpu-v2023
+if [ ! -f "$trace/dev_slice.csv" ]; then
+    echo "SKIP: $trace is absent (../shared/data): nothing to replay"
+    exit 0
+fi
+sim=$build/goldminer-sim
+
+field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
+
+printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %9s %7s\n' \
+    gpus seed policy jobs avg_jct_s avg_queue avg_cpu_w alloc jct_ratio alloc_r
+for scale in 64 512 full; do
+    for seed in $seeds; do
+        [ "$scale" = full ] && [ "$seed" != "${seeds%% *}" ] && continue  # full scale: no sample
+        args=(--trace "$trace/dev_slice.csv" --nodes "$trace/nodes.csv" --load "$load" --seed "$seed" --json)
+        [ "$scale" = full ] || args+=(--gpus "$scale")
+        base=$("$sim" "${args[@]}" --policy bundled)
+        base_jct=$(echo "$base" | field avg_jct_s)
+        base_alloc=$(echo "$base" | field gpu_alloc_rate)
+        for policy in bundled goldminer-joblevel goldminer; do
+            if [ "$policy" = bundled ]; then out=$base; else out=$("$sim" "${args[@]}" --policy "$policy"); fi
+            jct=$(echo "$out" | field avg_jct_s)
+            alloc=$(echo "$out" | field gpu_alloc_rate)
+            printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %9.3f %7.3f\n' \
+                "$(echo "$out" | field gpus)" "$seed" "$policy" "$(echo "$out" | field jobs)" "$jct" \
+                "$(echo "$out" | field avg_queue_s)" "$(echo "$out" | field cpu_short_wait_s)" "$alloc" \
+                "$(awk -v a="$base_jct" -v b="$jct" 'BEGIN {print a / b}')" \
+                "$(awk -v a="$alloc" -v b="$base_alloc" 'BEGIN {print a / b}')"
+        done
+    done
+done
