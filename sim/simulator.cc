@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <memory>
+#include <queue>
 #include <random>
+#include <set>
 
 #include "gmcore/autosizer.h"
 #include "gmcore/dw_allocation.h"
@@ -22,6 +25,7 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 struct Usage {
   double gpu_time = 0, effective_time = 0;
   double contended_time = 0, contended_gpu_time = 0, contended_effective_time = 0;
+  double cpu_short_wait = 0;  // GPU-job seconds queued while GPUs were free
 };
 
 struct Job {
@@ -32,14 +36,25 @@ struct Job {
   int64_t cpu_on_node = 0;  // what the job holds on its node under the policy
   int64_t pre_cpu = 0;      // pre-processing moved to data workers (goldminer)
   double work = 0;          // seconds at full speed
+  // Progress is lazy: `remaining` seconds of work were left at `updated`,
+  // and the job has run at `speed` since.
   double remaining = 0;
+  double updated = 0;
   double speed = 1;
+  uint32_t stamp = 0;       // bumped when speed changes: older finish events are stale
   int workers = 0;
+  int saturating = 0;       // workers that bring it to full speed
+  int elastic_slot = -1;    // index in Simulation::elastic_, or -1
   std::unique_ptr<Autosizer> autosizer;
   int node = -1;
   double start = -1, finish = -1;
-  bool blocked_by_cpu = false;
-  double cpu_short_wait = 0;
+};
+
+struct FinishEvent {
+  double time;
+  int job;
+  uint32_t stamp;
+  bool operator>(const FinishEvent& o) const { return time > o.time; }
 };
 
 class Simulation {
@@ -47,6 +62,7 @@ class Simulation {
   Simulation(const std::vector<TraceNode>& nodes, const SimOptions& options)
       : options_(options) {
     placement_.cpus_per_gpu = options.model.trainer_cpus_per_gpu;
+    dw_cpu_ = static_cast<int64_t>(std::llround(options.model.cpus_per_dw * 1000));
     for (const auto& n : nodes) {
       NodeResources r;
       r.cpu_total = r.cpu_free = n.cpu_milli;
@@ -54,9 +70,10 @@ class Simulation {
       all_nodes_.push_back(static_cast<int>(nodes_.size()));
       nodes_.push_back(r);
       total_gpu_ += r.gpu_total;
+      gpu_free_.insert(r.gpu_free);
+      worker_capacity_ += worker_cpu_on(r);
     }
-    dirty_.assign(nodes_.size(), 0);
-    dw_cpu_ = static_cast<int64_t>(std::llround(options.model.cpus_per_dw * 1000));
+    dirty_flag_.assign(nodes_.size(), 0);
   }
 
   bool goldminer() const { return options_.policy != Policy::kBundled; }
@@ -117,71 +134,41 @@ class Simulation {
 
   Expected<SimResult> run(SimResult result) {
     size_t next_arrival = 0;
-    Usage usage;
     double decision_s = 0;
-    bool gpu_job_waiting = false;
-    size_t first_new = 0;
-    while (next_arrival < jobs_.size() || !running_.empty()) {
+    while (next_arrival < jobs_.size() || running_ > 0) {
       double t_arrival = next_arrival < jobs_.size() ? jobs_[next_arrival].arrival : kNever;
-      double t_finish = kNever;
-      for (int i : running_)
-        if (jobs_[i].speed > 0) t_finish = std::min(t_finish, now_ + jobs_[i].remaining / jobs_[i].speed);
+      drop_stale_finishes();
+      double t_finish = finishes_.empty() ? kNever : finishes_.top().time;
       double t = std::min(t_arrival, t_finish);
       if (t == kNever)
         return Status::error("goldminer-sim: stalled at t=" + std::to_string(now_) +
                              ": running jobs make no progress and nothing arrives");
-      // Advance every running job to t.
-      double dt = t - now_;
-      double held = 0, effective = 0;
-      for (int i : running_) {
-        Job& j = jobs_[i];
-        j.remaining -= j.speed * dt;
-        held += static_cast<double>(j.gpu);
-        effective += static_cast<double>(j.gpu) * j.speed;
-      }
-      usage.gpu_time += held * dt;
-      usage.effective_time += effective * dt;
-      if (gpu_job_waiting) {
-        usage.contended_time += dt;
-        usage.contended_gpu_time += held * dt;
-        usage.contended_effective_time += effective * dt;
-      }
-      for (int i : queue_)
-        if (jobs_[i].blocked_by_cpu) jobs_[i].cpu_short_wait += dt;
+      account(t - now_);
       now_ = t;
 
-      // Completions (tolerance: a job due now within float error).
-      for (size_t k = 0; k < running_.size();) {
-        Job& j = jobs_[running_[k]];
-        if (j.remaining <= 1e-6 * j.work) {
-          j.finish = now_;
-          release(j);
-          running_[k] = running_.back();
-          running_.pop_back();
-        } else {
-          ++k;
-        }
+      while (!finishes_.empty() && finishes_.top().time <= now_) {
+        FinishEvent e = finishes_.top();
+        finishes_.pop();
+        if (e.stamp == jobs_[e.job].stamp && jobs_[e.job].finish < 0) finish(e.job);
       }
-      first_new = queue_.size();
-      while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival <= now_)
-        queue_.push_back(static_cast<int>(next_arrival++));
+      size_t first_new = queue_.size();
+      while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival <= now_) {
+        int i = static_cast<int>(next_arrival++);
+        queue_.push_back(i);
+        if (jobs_[i].gpu > 0) ++queued_gpu_[jobs_[i].gpu];
+      }
 
       auto t0 = std::chrono::steady_clock::now();
       schedule(first_new);
       if (goldminer()) allocate_data_workers();
       decision_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++result.events;
-
-      double now_held = 0;
-      for (int i : running_) now_held += static_cast<double>(jobs_[i].gpu);
-      result.timeline.push_back({now_, now_held / static_cast<double>(total_gpu_)});
-      gpu_job_waiting = false;
-      for (int i : queue_) gpu_job_waiting |= jobs_[i].gpu > 0;
+      result.timeline.push_back({now_, held_gpu_ / static_cast<double>(total_gpu_)});
     }
     if (!queue_.empty())
       return Status::error("goldminer-sim: stalled: " + std::to_string(queue_.size()) +
                            " queued jobs can never start");
-    summarize(usage, decision_s, &result);
+    summarize(decision_s, &result);
     return result;
   }
 
@@ -208,6 +195,11 @@ class Simulation {
     return false;
   }
 
+  double gain_per_worker(const Job& j) const {
+    return static_cast<double>(dw_cpu_) * options_.model.remote_efficiency /
+           static_cast<double>(j.pre_cpu);
+  }
+
   Job make_job(const TracePod& p, double arrival) const {
     Job j;
     j.pod = &p;
@@ -218,6 +210,10 @@ class Simulation {
     j.remaining = j.work;
     j.cpu_on_node = cpu_on_node(p);
     j.pre_cpu = j.cpu_request - j.cpu_on_node;
+    if (j.pre_cpu > 0) {
+      DwClaim c = claim_of(j);
+      j.saturating = saturating_workers(c);
+    }
     if (options_.policy == Policy::kGoldminerJobLevel && j.pre_cpu > 0) {
       AutosizerConfig c;
       c.min_workers = 0;
@@ -228,11 +224,120 @@ class Simulation {
     return j;
   }
 
-  // CPUs a job may take on `n` under the policy: CPU-only jobs respect the
-  // reserve under goldminer; GPU jobs use the reserve (it is theirs).
-  int64_t usable_cpu(const NodeResources& n, const Job& j) const {
-    if (goldminer() && j.gpu == 0) return spare_cpu(n, placement_);
-    return n.cpu_free;
+  DwClaim claim_of(const Job& j) const {
+    DwClaim c;
+    c.remaining_work = std::max(0.0, remaining_now(j));
+    c.base_speed = 0;
+    c.gain_per_worker = gain_per_worker(j);
+    c.cpu_per_worker = dw_cpu_;
+    c.min_workers = options_.model.dw_floor;
+    c.max_workers = options_.model.dw_max;
+    return c;
+  }
+
+  double remaining_now(const Job& j) const {
+    return j.start < 0 ? j.remaining : j.remaining - j.speed * (now_ - j.updated);
+  }
+
+  // Whole data workers that fit in a node's spare CPUs, in milli-CPU.
+  int64_t worker_cpu_on(const NodeResources& n) const { return spare_cpu(n, placement_) / dw_cpu_ * dw_cpu_; }
+
+  // Changes a node's free resources, keeping the aggregates in step.
+  void change_node(int i, int64_t gpu_delta, int64_t cpu_delta) {
+    NodeResources& n = nodes_[i];
+    worker_capacity_ -= worker_cpu_on(n);
+    gpu_free_.erase(gpu_free_.find(n.gpu_free));
+    n.gpu_free += gpu_delta;
+    n.cpu_free += cpu_delta;
+    gpu_free_.insert(n.gpu_free);
+    worker_capacity_ += worker_cpu_on(n);
+    if (gpu_delta > 0 || cpu_delta > 0) {
+      if (!dirty_flag_[i]) dirty_.push_back(i);
+      dirty_flag_[i] = 1;
+    }
+  }
+
+  void set_speed(int i, double speed) {
+    Job& j = jobs_[i];
+    if (j.stamp != 0 && j.speed == speed) return;  // its finish event stays valid
+    j.remaining = remaining_now(j);
+    j.updated = now_;
+    effective_gpu_ += static_cast<double>(j.gpu) * (speed - j.speed);
+    j.speed = speed;
+    ++j.stamp;
+    if (speed > 0) finishes_.push({now_ + j.remaining / speed, i, j.stamp});
+  }
+
+  // Integrates the GPU-time and waiting-time sums over `dt` of unchanged state.
+  void account(double dt) {
+    if (dt <= 0) return;
+    usage_.gpu_time += held_gpu_ * dt;
+    usage_.effective_time += effective_gpu_ * dt;
+    if (!queued_gpu_.empty()) {
+      usage_.contended_time += dt;
+      usage_.contended_gpu_time += held_gpu_ * dt;
+      usage_.contended_effective_time += effective_gpu_ * dt;
+      // GPU jobs waiting although some node has enough GPUs free: for CPUs.
+      int64_t max_free = gpu_free_.empty() ? 0 : *gpu_free_.rbegin();
+      int blocked = 0;
+      for (const auto& [size, count] : queued_gpu_) {
+        if (size > max_free) break;
+        blocked += count;
+      }
+      usage_.cpu_short_wait += blocked * dt;
+    }
+  }
+
+  void drop_stale_finishes() {
+    while (!finishes_.empty()) {
+      const FinishEvent& e = finishes_.top();
+      const Job& j = jobs_[e.job];
+      if (e.stamp == j.stamp && j.finish < 0) return;
+      finishes_.pop();
+    }
+  }
+
+  void start(int i, int node) {
+    Job& j = jobs_[i];
+    change_node(node, -j.gpu, -j.cpu_on_node);
+    j.node = node;
+    j.start = now_;
+    j.updated = now_;
+    j.speed = 0;
+    ++running_;
+    held_gpu_ += static_cast<double>(j.gpu);
+    if (j.gpu > 0) {
+      auto it = queued_gpu_.find(j.gpu);
+      if (--it->second == 0) queued_gpu_.erase(it);
+    }
+    if (j.pre_cpu > 0) {
+      // Its speed comes from the worker allocation of this event.
+      j.elastic_slot = static_cast<int>(elastic_.size());
+      elastic_.push_back(i);
+      total_want_ += int64_t{j.saturating} * dw_cpu_;
+      new_elastic_.push_back(i);
+    } else {
+      set_speed(i, 1.0);
+    }
+  }
+
+  void finish(int i) {
+    Job& j = jobs_[i];
+    j.finish = now_;
+    j.remaining = 0;
+    change_node(j.node, j.gpu, j.cpu_on_node);
+    --running_;
+    held_gpu_ -= static_cast<double>(j.gpu);
+    effective_gpu_ -= static_cast<double>(j.gpu) * j.speed;
+    if (j.elastic_slot >= 0) {
+      int last = elastic_.back();
+      elastic_[j.elastic_slot] = last;
+      jobs_[last].elastic_slot = j.elastic_slot;
+      elastic_.pop_back();
+      j.elastic_slot = -1;
+      total_want_ -= int64_t{j.saturating} * dw_cpu_;
+    }
+    j.workers = 0;
   }
 
   // Best fit among `candidates` (node indices): the node left with the
@@ -242,7 +347,8 @@ class Simulation {
     int64_t best_gpu = 0, best_cpu = 0;
     for (int i : candidates) {
       const NodeResources& n = nodes_[i];
-      if (n.gpu_free < j.gpu || usable_cpu(n, j) < j.cpu_on_node) continue;
+      int64_t usable = goldminer() && j.gpu == 0 ? spare_cpu(n, placement_) : n.cpu_free;
+      if (n.gpu_free < j.gpu || usable < j.cpu_on_node) continue;
       int64_t gpu_left = n.gpu_free - j.gpu, cpu_left = n.cpu_free - j.cpu_on_node;
       if (best < 0 || gpu_left < best_gpu || (gpu_left == best_gpu && cpu_left < best_cpu)) {
         best = i;
@@ -259,113 +365,92 @@ class Simulation {
   // arrivals (from queue_[first_new] on) are tried on every node.
   void schedule(size_t first_new) {
     std::vector<int> dirty;
-    for (int i = 0; i < static_cast<int>(nodes_.size()); ++i)
-      if (dirty_[i]) dirty.push_back(i), dirty_[i] = 0;
+    dirty.swap(dirty_);
+    for (int i : dirty) dirty_flag_[i] = 0;
     std::vector<int> still;
     still.reserve(queue_.size());
     for (size_t k = 0; k < queue_.size(); ++k) {
       int i = queue_[k];
-      Job& j = jobs_[i];
-      int node = choose_node(j, k < first_new ? dirty : all_nodes_);
+      bool old = k < first_new;
+      int node = old && dirty.empty() ? -1 : choose_node(jobs_[i], old ? dirty : all_nodes_);
       if (node < 0) {
         still.push_back(i);
-        continue;
+      } else {
+        start(i, node);
       }
-      NodeResources& n = nodes_[node];
-      n.gpu_free -= j.gpu;
-      n.cpu_free -= j.cpu_on_node;
-      j.node = node;
-      j.start = now_;
-      j.speed = j.pre_cpu > 0 ? 0 : 1;  // set by the worker allocation below
-      running_.push_back(i);
     }
     queue_.swap(still);
-    // A GPU job still queued while some node has its GPUs free waits for CPUs.
-    int64_t max_gpu_free = 0;
-    for (const auto& n : nodes_) max_gpu_free = std::max(max_gpu_free, n.gpu_free);
-    for (int i : queue_) jobs_[i].blocked_by_cpu = jobs_[i].gpu > 0 && jobs_[i].gpu <= max_gpu_free;
-  }
-
-  void release(Job& j) {
-    dirty_[j.node] = 1;
-    NodeResources& n = nodes_[j.node];
-    n.gpu_free += j.gpu;
-    n.cpu_free += j.cpu_on_node;
-    j.workers = 0;
-  }
-
-  // Data-worker slots: whole workers that fit in each node's spare CPUs.
-  int64_t worker_capacity_cpu() const {
-    int64_t total = 0;
-    for (const auto& n : nodes_) total += spare_cpu(n, placement_) / dw_cpu_ * dw_cpu_;
-    return total;
-  }
-
-  double gain_per_worker(const Job& j) const {
-    return static_cast<double>(dw_cpu_) * options_.model.remote_efficiency /
-           static_cast<double>(j.pre_cpu);
   }
 
   void allocate_data_workers() {
-    std::vector<int> elastic;
-    for (int i : running_)
-      if (jobs_[i].pre_cpu > 0) elastic.push_back(i);
-    int64_t capacity = worker_capacity_cpu();
-    std::vector<int> counts(elastic.size(), 0);
+    std::vector<int> fresh;
+    fresh.swap(new_elastic_);
+    // Enough worker CPUs for every job at full speed, and every job that
+    // was here before already at full speed: only the new ones change.
+    if (all_saturated_ && total_want_ <= worker_capacity_) {
+      for (int i : fresh) {
+        Job& j = jobs_[i];
+        if (options_.policy == Policy::kGoldminerJobLevel) converge_autosizer(j, j.saturating);
+        j.workers = j.saturating;
+        set_speed(i, std::min(1.0, j.workers * gain_per_worker(j)));
+      }
+      return;
+    }
+    std::vector<int> counts(elastic_.size(), 0);
     if (options_.policy == Policy::kGoldminer) {
       std::vector<DwClaim> claims;
-      claims.reserve(elastic.size());
-      for (int i : elastic) {
-        const Job& j = jobs_[i];
-        DwClaim c;
-        c.remaining_work = std::max(0.0, j.remaining);
-        c.base_speed = 0;
-        c.gain_per_worker = gain_per_worker(j);
-        c.cpu_per_worker = dw_cpu_;
-        c.min_workers = options_.model.dw_floor;
-        c.max_workers = options_.model.dw_max;
-        claims.push_back(c);
-      }
-      counts = allocate_workers(claims, capacity);
+      claims.reserve(elastic_.size());
+      for (int i : elastic_) claims.push_back(claim_of(jobs_[i]));
+      counts = allocate_workers(claims, worker_capacity_);
     } else {
       // Job level: each job's autosizer asks, earlier-started jobs first.
-      // The autosizer observes every few seconds and queue metrics settle
-      // in seconds, while jobs run for minutes or more: it may converge at
-      // each event (a few observations of the exact metrics).
-      std::stable_sort(elastic.begin(), elastic.end(),
-                       [&](int a, int b) { return jobs_[a].start < jobs_[b].start; });
-      int64_t left = capacity;
-      for (size_t k = 0; k < elastic.size(); ++k) {
-        Job& j = jobs_[elastic[k]];
-        const double g = gain_per_worker(j);
-        int workers = std::min<int64_t>(j.workers, left / dw_cpu_);
-        for (int round = 0; round < 4; ++round) {
-          QueueMetrics m;
-          m.workers = workers;
-          m.per_worker_rate = g;
-          m.arrival_rate = workers * g;
-          m.consumption_rate = std::min(1.0, m.arrival_rate);
-          m.trainer_wait_fraction = 1.0 - m.consumption_rate;
-          m.queue_fill = m.arrival_rate > 1.0 ? 1.0 : 0.0;
-          int wanted = std::max(0, workers + j.autosizer->observe(m));
-          int granted = static_cast<int>(std::min<int64_t>(wanted, left / dw_cpu_));
-          if (granted == workers) break;
-          workers = granted;
-        }
-        counts[k] = workers;
-        left -= workers * dw_cpu_;
+      std::vector<size_t> order(elastic_.size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return jobs_[elastic_[a]].start < jobs_[elastic_[b]].start;
+      });
+      int64_t left = worker_capacity_;
+      for (size_t k : order) {
+        Job& j = jobs_[elastic_[k]];
+        counts[k] = converge_autosizer(j, static_cast<int>(left / dw_cpu_));
+        left -= counts[k] * dw_cpu_;
       }
     }
-    for (size_t k = 0; k < elastic.size(); ++k) {
-      Job& j = jobs_[elastic[k]];
+    all_saturated_ = true;
+    for (size_t k = 0; k < elastic_.size(); ++k) {
+      Job& j = jobs_[elastic_[k]];
       j.workers = counts[k];
-      j.speed = std::min(1.0, j.workers * gain_per_worker(j));
+      all_saturated_ &= j.workers >= j.saturating;
+      set_speed(elastic_[k], std::min(1.0, j.workers * gain_per_worker(j)));
     }
   }
 
-  void summarize(const Usage& usage, double decision_s, SimResult* r) {
+  // The autosizer observes every few seconds and queue metrics settle in
+  // seconds, while jobs run for minutes: it may converge at each event (up
+  // to 4 observations of the exact metrics). Returns the workers granted,
+  // at most `available`.
+  int converge_autosizer(Job& j, int available) {
+    const double g = gain_per_worker(j);
+    int workers = std::min(j.workers, available);
+    for (int round = 0; round < 4; ++round) {
+      QueueMetrics m;
+      m.workers = workers;
+      m.per_worker_rate = g;
+      m.arrival_rate = workers * g;
+      m.consumption_rate = std::min(1.0, m.arrival_rate);
+      m.trainer_wait_fraction = 1.0 - m.consumption_rate;
+      m.queue_fill = m.arrival_rate > 1.0 ? 1.0 : 0.0;
+      int wanted = std::max(0, workers + j.autosizer->observe(m));
+      int granted = std::min(wanted, available);
+      if (granted == workers) break;
+      workers = granted;
+    }
+    return workers;
+  }
+
+  void summarize(double decision_s, SimResult* r) {
     std::vector<double> jct;
-    double queue_sum = 0, gpu_jct = 0, short_wait = 0;
+    double queue_sum = 0, gpu_jct = 0;
     double first = kNever, last = 0;
     for (const Job& j : jobs_) {
       jct.push_back(j.finish - j.arrival);
@@ -375,7 +460,6 @@ class Simulation {
       if (j.gpu > 0) {
         ++r->gpu_jobs;
         gpu_jct += j.finish - j.arrival;
-        short_wait += j.cpu_short_wait;
       }
     }
     r->jobs = static_cast<int>(jobs_.size());
@@ -394,35 +478,47 @@ class Simulation {
     r->p99_jct_s = pct(0.99);
     r->avg_queue_s = queue_sum / static_cast<double>(jct.size());
     r->avg_jct_gpu_s = r->gpu_jobs ? gpu_jct / r->gpu_jobs : 0;
-    r->cpu_short_wait_s = r->gpu_jobs ? short_wait / r->gpu_jobs : 0;
+    r->cpu_short_wait_s = r->gpu_jobs ? usage_.cpu_short_wait / r->gpu_jobs : 0;
     r->makespan_s = last - first;
     // Allocation while GPU jobs wait is what stranding costs; a run in which
     // none ever waits is measured over its whole makespan.
     const double total = static_cast<double>(total_gpu_);
-    if (usage.contended_time > 0) {
-      r->gpu_alloc_rate = usage.contended_gpu_time / (total * usage.contended_time);
-      r->gpu_effective_rate = usage.contended_effective_time / (total * usage.contended_time);
+    if (usage_.contended_time > 0) {
+      r->gpu_alloc_rate = usage_.contended_gpu_time / (total * usage_.contended_time);
+      r->gpu_effective_rate = usage_.contended_effective_time / (total * usage_.contended_time);
     } else {
       double capacity_time = total * std::max(1e-9, r->makespan_s);
-      r->gpu_alloc_rate = usage.gpu_time / capacity_time;
-      r->gpu_effective_rate = usage.effective_time / capacity_time;
+      r->gpu_alloc_rate = usage_.gpu_time / capacity_time;
+      r->gpu_effective_rate = usage_.effective_time / capacity_time;
     }
-    r->contended_share = r->makespan_s > 0 ? usage.contended_time / r->makespan_s : 0;
+    r->contended_share = r->makespan_s > 0 ? usage_.contended_time / r->makespan_s : 0;
     r->decision_us_per_event = r->events ? decision_s * 1e6 / static_cast<double>(r->events) : 0;
   }
 
- private:
   SimOptions options_;
-  double now_ = 0;
   PlacementConfig placement_;
-  std::vector<NodeResources> nodes_;
-  std::vector<int> all_nodes_;  // 0 .. nodes_.size() - 1
-  std::vector<char> dirty_;     // released resources since the last schedule
-  std::vector<Job> jobs_;
-  std::vector<int> queue_;    // indices into jobs_, arrival order
-  std::vector<int> running_;  // indices into jobs_
-  int64_t total_gpu_ = 0;
+  double now_ = 0;
   int64_t dw_cpu_ = 1000;
+
+  std::vector<NodeResources> nodes_;
+  std::vector<int> all_nodes_;         // 0 .. nodes_.size() - 1
+  std::vector<int> dirty_;             // nodes that released resources since the last schedule
+  std::vector<char> dirty_flag_;
+  std::multiset<int64_t> gpu_free_;    // every node's free milli-GPU
+  int64_t total_gpu_ = 0;
+  int64_t worker_capacity_ = 0;        // milli-CPU in whole workers beyond the reserves
+
+  std::vector<Job> jobs_;
+  std::vector<int> queue_;             // indices into jobs_, arrival order
+  std::map<int64_t, int> queued_gpu_;  // queued GPU jobs by milli-GPU size
+  int running_ = 0;
+  std::vector<int> elastic_;           // running jobs with data workers
+  std::vector<int> new_elastic_;       // started this event
+  int64_t total_want_ = 0;             // milli-CPU to bring every elastic job to full speed
+  bool all_saturated_ = true;
+  std::priority_queue<FinishEvent, std::vector<FinishEvent>, std::greater<FinishEvent>> finishes_;
+  double held_gpu_ = 0, effective_gpu_ = 0;  // milli-GPU held; weighted by speed
+  Usage usage_;
 };
 
 }  // namespace
