@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
        "goldminer: data workers every running job gets before any job gets more")
       ("dw-max", po::value(&options.model.dw_max)->default_value(256),
        "goldminer: data workers per job at most")
+      ("cpu-demand-factor", po::value(&options.model.cpu_demand_factor)->default_value(1.0),
+       "CPUs a GPU job needs for full speed / CPUs it asked for (1: the request was right)")
       ("plot", po::value(&plot), "write GPU allocation over time of all three policies to this SVG")
       ("json", "print one JSON object instead of the human summary");
   po::variables_map vm;
@@ -91,6 +93,8 @@ int main(int argc, char** argv) {
     return fail("goldminer-sim: --remote-efficiency: invalid value: expected (0, 1]", 2);
   if (options.model.cpus_per_dw <= 0)
     return fail("goldminer-sim: --cpus-per-dw: invalid value: expected > 0", 2);
+  if (options.model.cpu_demand_factor < 1)
+    return fail("goldminer-sim: --cpu-demand-factor: invalid value: expected >= 1", 2);
   if (options.model.dw_floor < 0 || options.model.dw_max < 1)
     return fail("goldminer-sim: --dw-floor must be >= 0 and --dw-max >= 1", 2);
 

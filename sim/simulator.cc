@@ -35,6 +35,7 @@ struct Job {
   int64_t cpu_request = 0;  // milli-CPU as in the trace
   int64_t cpu_on_node = 0;  // what the job holds on its node under the policy
   int64_t pre_cpu = 0;      // pre-processing moved to data workers (goldminer)
+  double fixed_speed = 1;   // speed of a job without data workers
   double work = 0;          // seconds at full speed
   // Progress is lazy: `remaining` seconds of work were left at `updated`,
   // and the job has run at `speed` since.
@@ -97,7 +98,7 @@ class Simulation {
     for (const TracePod* p : admitted) {
       first = std::min(first, p->creation_time);
       last = std::max(last, p->creation_time);
-      gpu_work += static_cast<double>(p->gpu_total_milli()) * work_of(*p);
+      gpu_work += static_cast<double>(p->gpu_total_milli()) * trace_time(*p);
     }
     const double span = std::max<double>(1.0, static_cast<double>(last - first));
     const double natural = gpu_work / (static_cast<double>(total_gpu_) * span);
@@ -125,7 +126,7 @@ class Simulation {
         }
       }
       gpu_work = 0;
-      for (const Job& j : jobs_) gpu_work += static_cast<double>(j.gpu) * j.work;
+      for (const Job& j : jobs_) gpu_work += static_cast<double>(j.gpu) * trace_time(*j.pod);
       result->offered_load = gpu_work / (static_cast<double>(total_gpu_) * span);
     }
     std::stable_sort(jobs_.begin(), jobs_.end(),
@@ -173,14 +174,40 @@ class Simulation {
   }
 
  private:
-  static double work_of(const TracePod& p) { return std::max<double>(1.0, static_cast<double>(p.run_time())); }
+  // Seconds the pod ran in the trace (at least 1): the GPU time it offers.
+  static double trace_time(const TracePod& p) { return std::max<double>(1.0, static_cast<double>(p.run_time())); }
+
+  // Seconds of work at full speed: the trace's run time at the speed the
+  // trace's allocation gave the job.
+  double work_of(const TracePod& p) const { return trace_time(p) * bundled_speed(p); }
+
+  // CPUs a GPU job's trainer needs next to its GPUs (0 for CPU-only jobs).
+  int64_t trainer_cpu(const TracePod& p) const {
+    if (p.gpu_total_milli() == 0) return 0;
+    int64_t t = static_cast<int64_t>(
+        std::ceil(static_cast<double>(p.gpu_total_milli()) * options_.model.trainer_cpus_per_gpu));
+    return std::min(p.cpu_milli, t);
+  }
+
+  // CPUs of pre-processing a GPU job needs to run at full speed: what its
+  // request left after the trainer, times cpu_demand_factor.
+  int64_t pre_cpu_need(const TracePod& p) const {
+    if (p.gpu_total_milli() == 0) return 0;
+    double given = static_cast<double>(p.cpu_milli - trainer_cpu(p));
+    return static_cast<int64_t>(std::llround(options_.model.cpu_demand_factor * given));
+  }
+
+  // The job's speed with the CPUs it asked for, all on its node (bundled):
+  // the speed at which the trace saw it run.
+  double bundled_speed(const TracePod& p) const {
+    int64_t need = pre_cpu_need(p);
+    if (need == 0) return 1.0;
+    return std::min(1.0, static_cast<double>(p.cpu_milli - trainer_cpu(p)) / static_cast<double>(need));
+  }
 
   // CPUs the job holds on its own node under the policy.
   int64_t cpu_on_node(const TracePod& p) const {
-    if (!goldminer() || p.gpu_total_milli() == 0) return p.cpu_milli;
-    int64_t trainer = static_cast<int64_t>(
-        std::ceil(static_cast<double>(p.gpu_total_milli()) * options_.model.trainer_cpus_per_gpu));
-    return std::min(p.cpu_milli, trainer);
+    return goldminer() && p.gpu_total_milli() > 0 ? trainer_cpu(p) : p.cpu_milli;
   }
 
   // Some node could hold the pod when empty (CPU-only pods outside the
@@ -209,7 +236,8 @@ class Simulation {
     j.work = work_of(p);
     j.remaining = j.work;
     j.cpu_on_node = cpu_on_node(p);
-    j.pre_cpu = j.cpu_request - j.cpu_on_node;
+    j.pre_cpu = goldminer() ? pre_cpu_need(p) : 0;
+    j.fixed_speed = goldminer() ? 1.0 : bundled_speed(p);
     if (j.pre_cpu > 0) {
       DwClaim c = claim_of(j);
       j.saturating = saturating_workers(c);
@@ -317,7 +345,7 @@ class Simulation {
       total_want_ += int64_t{j.saturating} * dw_cpu_;
       new_elastic_.push_back(i);
     } else {
-      set_speed(i, 1.0);
+      set_speed(i, j.fixed_speed);
     }
   }
 

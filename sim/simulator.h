@@ -8,7 +8,8 @@
 //   cpu_milli CPUs; run time in the trace (deletion - scheduled) is its work
 //   W at full speed. Memory is not modelled.
 // - bundled (Slurm cons_tres today): a GPU job starts only on a node that
-//   has its GPUs and all its CPUs free, and runs at full speed for W.
+//   has its GPUs and all its CPUs free, and runs for W (at full speed
+//   unless cpu_demand_factor says its request was too small).
 // - goldminer: a GPU job keeps trainer_cpus_per_gpu CPUs per GPU on its GPU
 //   node; the rest of its CPU request, P, is pre-processing done by data
 //   workers anywhere (spare CPUs beyond each node's reserve). k workers of
@@ -44,6 +45,11 @@ struct JobModel {
   double cpus_per_dw = 1.0;           // size of one data worker
   int dw_floor = 1;                   // workers each job gets before any gets more
   int dw_max = 256;                   // workers per job at most
+  // CPUs a GPU job's pre-processing needs for full speed / CPUs its request
+  // gave it (the request minus the trainer's). 1: the request was right.
+  // Above 1, jobs were CPU-starved in the trace: bundled runs them at
+  // 1 / factor, as the trace saw, and goldminer can give them the rest.
+  double cpu_demand_factor = 1.0;
 };
 
 struct SimOptions {
