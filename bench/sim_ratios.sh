@@ -4,14 +4,18 @@
 # average JCT (bundled / goldminer: > 1 means goldminer is faster) and of
 # GPU allocation (goldminer / bundled), all measured in this run.
 #
-# Usage: bench/sim_ratios.sh [BUILD_DIR] [LOAD] [SEEDS]
-#   LOAD   offered GPU load (default 0.9: the baseline queues)
-#   SEEDS  space-separated --seed values for the samples (default "1 2 3")
+# Usage: bench/sim_ratios.sh [BUILD_DIR] [LOAD] [SEEDS] [SCALES] [FACTOR]
+#   LOAD    offered GPU load (default 0.9: the baseline queues at 64 and 512)
+#   SEEDS   space-separated --seed values for the samples (default "1 2 3")
+#   SCALES  space-separated GPU counts or "full" (default "64 512 full")
+#   FACTOR  --cpu-demand-factor (default 1)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$top/build}
 load=${2:-0.9}
 seeds=${3:-1 2 3}
+scales=${4:-64 512 full}
+factor=${5:-1}
 trace=$top/../shared/data/traces/alibaba-gpu-v2023
 if [ ! -f "$trace/dev_slice.csv" ]; then
     echo "SKIP: $trace is absent (../shared/data): nothing to replay"
@@ -23,10 +27,12 @@ field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
 
 printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %9s %7s\n' \
     gpus seed policy jobs avg_jct_s avg_queue avg_cpu_w alloc jct_ratio alloc_r
-for scale in 64 512 full; do
+echo "load $load, cpu-demand-factor $factor"
+for scale in $scales; do
     for seed in $seeds; do
         [ "$scale" = full ] && [ "$seed" != "${seeds%% *}" ] && continue  # full scale: no sample
-        args=(--trace "$trace/dev_slice.csv" --nodes "$trace/nodes.csv" --load "$load" --seed "$seed" --json)
+        args=(--trace "$trace/dev_slice.csv" --nodes "$trace/nodes.csv" --load "$load" --seed "$seed"
+              --cpu-demand-factor "$factor" --json)
         [ "$scale" = full ] || args+=(--gpus "$scale")
         base=$("$sim" "${args[@]}" --policy bundled)
         base_jct=$(echo "$base" | field avg_jct_s)

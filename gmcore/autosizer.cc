@@ -23,7 +23,8 @@ int Autosizer::observe(const QueueMetrics& m) {
       want = 1;
     } else if (per_worker > 0 && std::min(gap, per_worker) >= c.min_worker_use * per_worker) {
       grow = true;
-      want = static_cast<int>(std::ceil(gap / per_worker));
+      // Clamped as a double: a tiny per-worker rate must not overflow int.
+      want = static_cast<int>(std::min<double>(std::ceil(gap / per_worker), c.max_workers - m.workers));
     }
   } else if (m.queue_fill >= c.shrink_queue_fill && m.trainer_wait_fraction <= c.grow_wait_fraction &&
              m.workers > c.min_workers && m.per_worker_rate > 0 &&

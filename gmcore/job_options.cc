@@ -12,6 +12,22 @@ Status invalid(const std::string& key, const std::string& value, const std::stri
   return Status::error("goldminer: " + key + ": invalid value '" + value + "': " + why);
 }
 
+// The value of each key of the table, as the user would write it.
+std::string value_of(const JobOptions& o, const std::string& key) {
+  if (key == "dw") return std::to_string(o.dw);
+  if (key == "dw-max") return std::to_string(o.dw_max);
+  if (key == "cpus-per-dw") return std::to_string(o.cpus_per_dw);
+  if (key == "transport") return name(o.transport);
+  if (key == "mode") return name(o.mode);
+  return "";
+}
+
+std::string site_value_of(const AdminConfig& a, const std::string& key) {
+  if (key == "dw_partition") return a.dw_partition;
+  if (key == "dw_qos") return a.dw_qos;
+  return "";
+}
+
 }  // namespace
 
 const OptionTable& job_option_table() {
@@ -35,9 +51,12 @@ const OptionTable& job_option_table() {
 }
 
 std::string JobOptions::canonical() const {
-  return "dw=" + std::to_string(dw) + ",dw-max=" + std::to_string(dw_max) +
-         ",cpus-per-dw=" + std::to_string(cpus_per_dw) + ",transport=" + name(transport) +
-         ",mode=" + name(mode);
+  std::string out;
+  for (const auto& row : job_option_table()) {
+    if (!out.empty()) out += ",";
+    out += row.key + "=" + value_of(*this, row.key);
+  }
+  return out;
 }
 
 Expected<JobOptions> parse_job_options(const std::string& text, const AdminConfig& admin) {
@@ -81,16 +100,15 @@ Expected<JobOptions> parse_job_options(const std::string& text, const AdminConfi
 
 std::vector<std::pair<std::string, std::string>> job_environment(const JobOptions& options,
                                                                  const AdminConfig& admin) {
-  std::vector<std::pair<std::string, std::string>> env = {
-      {"GOLDMINER_DW", std::to_string(options.dw)},
-      {"GOLDMINER_DW_MAX", std::to_string(options.dw_max)},
-      {"GOLDMINER_CPUS_PER_DW", std::to_string(options.cpus_per_dw)},
-      {"GOLDMINER_TRANSPORT", name(options.transport)},
-      {"GOLDMINER_MODE", name(options.mode)},
-  };
+  // The tables' env column names the variables, as in the man page.
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const auto& row : job_option_table())
+    if (!row.env.empty()) env.emplace_back(row.env, value_of(options, row.key));
   // Unset site settings mean "the job's own"; an empty variable would not.
-  if (!admin.dw_partition.empty()) env.emplace_back("GOLDMINER_DW_PARTITION", admin.dw_partition);
-  if (!admin.dw_qos.empty()) env.emplace_back("GOLDMINER_DW_QOS", admin.dw_qos);
+  for (const auto& row : admin_option_table()) {
+    std::string value = site_value_of(admin, row.key);
+    if (!row.env.empty() && !value.empty()) env.emplace_back(row.env, value);
+  }
   env.emplace_back("GOLDMINER_OPTIONS", options.canonical());
   return env;
 }

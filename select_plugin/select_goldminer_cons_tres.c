@@ -173,7 +173,7 @@ static void _log_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 	record.job_id = job_ptr->job_id;
 	record.het_job_id = job_ptr->het_job_id;
 	record.het_job_offset = job_ptr->het_job_offset;
-	record.mode = mode;
+	record.mode = mode & SELECT_MODE_BASE;	/* without the flag bits */
 	record.min_nodes = min_nodes;
 	record.max_nodes = max_nodes;
 	record.req_nodes = req_nodes;

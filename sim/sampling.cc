@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "sim/random.h"
+
 namespace goldminer::sim {
 namespace {
 
@@ -14,10 +16,6 @@ void shuffle(std::vector<T>* items, std::mt19937_64* rng) {
     size_t j = static_cast<size_t>((*rng)() % i);
     std::swap((*items)[i - 1], (*items)[j]);
   }
-}
-
-double uniform(std::mt19937_64* rng) {
-  return static_cast<double>((*rng)() >> 11) * (1.0 / 9007199254740992.0);  // 2^53
 }
 
 }  // namespace
@@ -49,7 +47,7 @@ ClusterSample sample_cluster(const std::vector<TracePod>& pods, const std::vecto
   size_t cpu_count = static_cast<size_t>(std::llround(s.fraction * static_cast<double>(cpu_nodes.size())));
   s.nodes.insert(s.nodes.end(), cpu_nodes.begin(), cpu_nodes.begin() + cpu_count);
   for (const auto& p : pods)
-    if (uniform(&rng) < s.fraction) s.pods.push_back(p);
+    if (uniform01(rng) < s.fraction) s.pods.push_back(p);
   return s;
 }
 

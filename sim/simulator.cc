@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <deque>
 #include <map>
 #include <memory>
 #include <queue>
@@ -14,11 +15,13 @@
 #include "gmcore/autosizer.h"
 #include "gmcore/dw_allocation.h"
 #include "gmcore/placement.h"
+#include "sim/random.h"
 
 namespace goldminer::sim {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
+constexpr double kMaxJobs = 2e7;  // --load replicas beyond this would exhaust memory
 
 // GPU-time integrals, in milli-GPU seconds, over the whole run and over the
 // time during which some GPU job waits in the queue.
@@ -112,16 +115,23 @@ class Simulation {
       // last copy is partial (each pod kept with the fractional
       // probability). Random offsets keep arrivals bursty, as they are.
       const double copies = options_.load / natural;
+      if (copies * static_cast<double>(admitted.size()) > kMaxJobs) {
+        error_ = "goldminer-sim: --load " + std::to_string(options_.load) + " needs " +
+                 std::to_string(copies) + " copies of " + std::to_string(admitted.size()) +
+                 " jobs, more than " + std::to_string(static_cast<int64_t>(kMaxJobs)) +
+                 " jobs in all (offered load of the trace as it is: " + std::to_string(natural) + ")";
+        return;
+      }
       const int whole = static_cast<int>(std::floor(copies));
       const double partial = copies - whole;
       const int layers = whole + (partial > 0 ? 1 : 0);
       std::mt19937_64 rng(options_.seed);
-      auto uniform = [&rng] { return static_cast<double>(rng() >> 11) * 0x1p-53; };
       for (int k = 0; k < layers; ++k) {
-        const double shift = k == 0 ? 0 : span * uniform();
+        const double shift = k == 0 ? 0 : span * uniform01(rng);
         for (const TracePod* p : admitted) {
-          if (k == whole && uniform() >= partial) continue;
-          double t = std::fmod(static_cast<double>(p->creation_time - first) + shift, span);
+          if (k == whole && uniform01(rng) >= partial) continue;
+          double t = static_cast<double>(p->creation_time - first);
+          if (shift > 0) t = std::fmod(t + shift, span);
           jobs_.push_back(make_job(*p, t));
         }
       }
@@ -134,6 +144,7 @@ class Simulation {
   }
 
   Expected<SimResult> run(SimResult result) {
+    if (!error_.empty()) return Status::error(error_);
     size_t next_arrival = 0;
     double decision_s = 0;
     while (next_arrival < jobs_.size() || running_ > 0) {
@@ -152,22 +163,19 @@ class Simulation {
         finishes_.pop();
         if (e.stamp == jobs_[e.job].stamp && jobs_[e.job].finish < 0) finish(e.job);
       }
-      size_t first_new = queue_.size();
-      while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival <= now_) {
-        int i = static_cast<int>(next_arrival++);
-        queue_.push_back(i);
-        if (jobs_[i].gpu > 0) ++queued_gpu_[jobs_[i].gpu];
-      }
+      std::vector<int> arrivals;
+      while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival <= now_)
+        arrivals.push_back(static_cast<int>(next_arrival++));
 
       auto t0 = std::chrono::steady_clock::now();
-      schedule(first_new);
+      schedule(arrivals);
       if (goldminer()) allocate_data_workers();
       decision_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++result.events;
       result.timeline.push_back({now_, held_gpu_ / static_cast<double>(total_gpu_)});
     }
-    if (!queue_.empty())
-      return Status::error("goldminer-sim: stalled: " + std::to_string(queue_.size()) +
+    if (queued_ > 0)
+      return Status::error("goldminer-sim: stalled: " + std::to_string(queued_) +
                            " queued jobs can never start");
     summarize(decision_s, &result);
     return result;
@@ -273,13 +281,17 @@ class Simulation {
   // Changes a node's free resources, keeping the aggregates in step.
   void change_node(int i, int64_t gpu_delta, int64_t cpu_delta) {
     NodeResources& n = nodes_[i];
+    const int64_t spare_before = spare_cpu(n, placement_);
     worker_capacity_ -= worker_cpu_on(n);
     gpu_free_.erase(gpu_free_.find(n.gpu_free));
     n.gpu_free += gpu_delta;
     n.cpu_free += cpu_delta;
     gpu_free_.insert(n.gpu_free);
     worker_capacity_ += worker_cpu_on(n);
-    if (gpu_delta > 0 || cpu_delta > 0) {
+    // Queued jobs may fit now: more free GPUs or CPUs, or (goldminer) more
+    // CPUs beyond the reserve, which a GPU job with few CPUs can cause by
+    // shrinking the reserve more than it takes.
+    if (gpu_delta > 0 || cpu_delta > 0 || spare_cpu(n, placement_) > spare_before) {
       if (!dirty_flag_[i]) dirty_.push_back(i);
       dirty_flag_[i] = 1;
     }
@@ -334,10 +346,6 @@ class Simulation {
     j.speed = 0;
     ++running_;
     held_gpu_ += static_cast<double>(j.gpu);
-    if (j.gpu > 0) {
-      auto it = queued_gpu_.find(j.gpu);
-      if (--it->second == 0) queued_gpu_.erase(it);
-    }
     if (j.pre_cpu > 0) {
       // Its speed comes from the worker allocation of this event.
       j.elastic_slot = static_cast<int>(elastic_.size());
@@ -387,27 +395,65 @@ class Simulation {
     return best;
   }
 
-  // Starts queued jobs in arrival order. Jobs queued before this event were
-  // tried on every node when they arrived or last had a chance, and only
-  // nodes that released resources since (dirty) can hold them now; new
-  // arrivals (from queue_[first_new] on) are tried on every node.
-  void schedule(size_t first_new) {
+  // Starts queued jobs in arrival order, passing over those that do not fit.
+  // Jobs with the same needs (a class) fit the same nodes, so the queue is
+  // kept per class: when one fails, the later ones of its class fail too.
+  // Waiting jobs were tried on every node when they arrived or last had a
+  // chance; only nodes that released resources since (dirty) can take them
+  // now. New arrivals go after them, each tried on every node unless an
+  // earlier job of its class is waiting (it would fail as that one did).
+  void schedule(const std::vector<int>& arrivals) {
     std::vector<int> dirty;
     dirty.swap(dirty_);
     for (int i : dirty) dirty_flag_[i] = 0;
-    std::vector<int> still;
-    still.reserve(queue_.size());
-    for (size_t k = 0; k < queue_.size(); ++k) {
-      int i = queue_[k];
-      bool old = k < first_new;
-      int node = old && dirty.empty() ? -1 : choose_node(jobs_[i], old ? dirty : all_nodes_);
-      if (node < 0) {
-        still.push_back(i);
-      } else {
+    if (!dirty.empty()) {
+      // Class heads in arrival order: (job index, class) min-heap.
+      using Head = std::pair<int, int>;
+      std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+      for (int c : waiting_classes_) heads.push({classes_[c].jobs.front(), c});
+      while (!heads.empty()) {
+        auto [i, c] = heads.top();
+        heads.pop();
+        int node = choose_node(jobs_[i], dirty);
+        if (node < 0) continue;  // the rest of this class cannot fit either
         start(i, node);
+        dequeue_head(c);
+        if (!classes_[c].jobs.empty()) heads.push({classes_[c].jobs.front(), c});
       }
     }
-    queue_.swap(still);
+    for (int i : arrivals) {
+      int c = class_of(jobs_[i]);
+      int node = classes_[c].jobs.empty() ? choose_node(jobs_[i], all_nodes_) : -1;
+      if (node >= 0) {
+        start(i, node);
+      } else {
+        enqueue(i, c);
+      }
+    }
+  }
+
+  int class_of(const Job& j) {
+    auto [it, added] = class_index_.emplace(std::make_pair(j.gpu, j.cpu_on_node), classes_.size());
+    if (added) classes_.push_back({});
+    return static_cast<int>(it->second);
+  }
+
+  void enqueue(int i, int c) {
+    if (classes_[c].jobs.empty()) waiting_classes_.insert(c);
+    classes_[c].jobs.push_back(i);
+    ++queued_;
+    if (jobs_[i].gpu > 0) ++queued_gpu_[jobs_[i].gpu];
+  }
+
+  void dequeue_head(int c) {
+    int i = classes_[c].jobs.front();
+    classes_[c].jobs.pop_front();
+    if (classes_[c].jobs.empty()) waiting_classes_.erase(c);
+    --queued_;
+    if (jobs_[i].gpu > 0) {
+      auto it = queued_gpu_.find(jobs_[i].gpu);
+      if (--it->second == 0) queued_gpu_.erase(it);
+    }
   }
 
   void allocate_data_workers() {
@@ -524,6 +570,7 @@ class Simulation {
   }
 
   SimOptions options_;
+  std::string error_;  // from add_jobs
   PlacementConfig placement_;
   double now_ = 0;
   int64_t dw_cpu_ = 1000;
@@ -537,7 +584,13 @@ class Simulation {
   int64_t worker_capacity_ = 0;        // milli-CPU in whole workers beyond the reserves
 
   std::vector<Job> jobs_;
-  std::vector<int> queue_;             // indices into jobs_, arrival order
+  struct JobClass {
+    std::deque<int> jobs;  // waiting, arrival order
+  };
+  std::vector<JobClass> classes_;      // by (milli-GPU, milli-CPU on node)
+  std::map<std::pair<int64_t, int64_t>, size_t> class_index_;
+  std::set<int> waiting_classes_;      // classes with waiting jobs
+  int64_t queued_ = 0;
   std::map<int64_t, int> queued_gpu_;  // queued GPU jobs by milli-GPU size
   int running_ = 0;
   std::vector<int> elastic_;           // running jobs with data workers
@@ -571,6 +624,11 @@ const char* policy_name(Policy policy) {
 Expected<SimResult> simulate(const std::vector<TracePod>& pods, const std::vector<TraceNode>& nodes,
                              const SimOptions& options) {
   if (nodes.empty()) return Status::error("goldminer-sim: no nodes to simulate");
+  bool any_gpu = false;
+  for (const auto& n : nodes) any_gpu |= n.gpus > 0;
+  if (!any_gpu) return Status::error("goldminer-sim: the node table has no GPUs");
+  if (std::llround(options.model.cpus_per_dw * 1000) < 1)
+    return Status::error("goldminer-sim: --cpus-per-dw: invalid value: expected at least 0.001");
   if (options.model.cpus_per_dw <= 0 || options.model.remote_efficiency <= 0 ||
       options.model.trainer_cpus_per_gpu < 0)
     return Status::error("goldminer-sim: job model parameters must be positive");

@@ -1,7 +1,10 @@
 // goldminer-sim's discrete-event simulator: replays a pod trace on a node
 // table under one scheduling policy and reports job completion times and
-// GPU allocation. The policies call the same gmcore code (placement,
-// dw_allocation, autosizer) that the select plugin and controller use.
+// GPU allocation. The policies call the same gmcore code that the select
+// plugin and controller will use: the CPU reserve (placement.h),
+// allocate_workers (dw_allocation.h) and the Autosizer. Which node each
+// worker lands on is not simulated: workers take whole spare CPUs anywhere,
+// so only their number matters to job speed.
 //
 // Job model (one default for every trace; stated in goldminer-sim(1)):
 // - A pod is a job; it holds num_gpu * gpu_milli milli-GPU and asks for

@@ -19,6 +19,11 @@ run_test() {
     fi
 }
 
+# True while PID runs; a zombie (exited, not yet reaped by PID 1) has stopped.
+pid_running() {
+    [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 # expect_eq WHAT ACTUAL EXPECTED
 expect_eq() {
     if [ "$2" != "$3" ]; then

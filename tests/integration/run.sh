@@ -60,7 +60,7 @@ for file in "$here"/test_*.sh; do
     # shellcheck source=/dev/null
     . "$file"
 done
-for t in $(declare -F | awk '{print $3}' | grep '^test_' | grep -v '^test_zz_'); do
+for t in $(grep -ho '^test_[a-z0-9_]*()' "$here"/test_*.sh | tr -d '()' | grep -v '^test_zz_'); do
     run_test "$t"
 done
 

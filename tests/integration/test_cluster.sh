@@ -47,8 +47,7 @@ test_localhost_fallback_mode_works() {
     timeout 60 "$devcluster" down --dir "$dir" >/dev/null || { echo "down failed"; return 1; }
     expect_eq "srun on the localhost cluster" "$out" "c1 4 c2 4 " || return 1
     for pid in $pids; do
-        [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat")" != Z ] && {
-            echo "pid $pid still running after down"; return 1; }
+        pid_running "$pid" && { echo "pid $pid still running after down"; return 1; }
     done
     return 0
 }

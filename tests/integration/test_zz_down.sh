@@ -13,7 +13,7 @@ test_zz_down_leaves_nothing() {
     fi
     timeout 60 "$devcluster" down --dir "$state" || { echo "down failed"; return 1; }
     for pid in $pids; do
-        [ -d "/proc/$pid" ] && left="$left $pid($(cat "/proc/$pid/comm"))"
+        pid_running "$pid" && left="$left $pid($(cat "/proc/$pid/comm"))"
     done
     [ -z "$left" ] || { echo "still running after down:$left"; return 1; }
     for name in $netns; do
