@@ -1,0 +1,93 @@
+// goldminer-sim end to end: the built binary on small CSV files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "sim/test_util.h"
+
+namespace goldminer::sim {
+namespace {
+
+using testing::kNodeHeader;
+using testing::kPodHeader;
+using testing::TempFile;
+
+struct SimRun {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+// Runs goldminer-sim (GOLDMINER_SIM, set by make check) with `args`.
+SimRun run_sim(const std::string& args) {
+  const char* sim = std::getenv("GOLDMINER_SIM");
+  SimRun r;
+  if (sim == nullptr) return r;
+  std::string command = std::string(sim) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("GOLDMINER_SIM") == nullptr)
+      GTEST_SKIP() << "GOLDMINER_SIM is not set (make check sets it to the built goldminer-sim)";
+  }
+  TempFile nodes_{std::string(kNodeHeader) + "g1,24000,1,8,x\nc1,8000,1,0,\n"};
+  TempFile pods_{std::string(kPodHeader) + "cpu,12000,1,0,0,,BE,Running,0,1000,0\n"
+                                           "gpu,16000,1,1,1000,,LS,Running,1,101,1\n"};
+};
+
+TEST_F(CliTest, PrintsOneJsonObject) {
+  SimRun r = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy bundled --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("{\"policy\": \"bundled\", \"jobs\": 2, \"gpus\": 8, \"avg_jct_s\": 1049.5,", 0), 0u)
+      << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one line: " << r.out;
+}
+
+TEST_F(CliTest, PlotsAllThreePolicies) {
+  TempFile svg("");
+  SimRun r = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() +
+                  " --policy goldminer --plot " + svg.path());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("policy goldminer: 2 jobs"), std::string::npos) << r.out;
+  std::ifstream in(svg.path());
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const char* name : {">bundled<", ">goldminer<", ">goldminer-joblevel<"})
+    EXPECT_NE(text.str().find(name), std::string::npos) << name;
+}
+
+TEST_F(CliTest, MalformedCsvNamesFileAndLine) {
+  TempFile bad(std::string(kPodHeader) + "p,1000,1,1,1000,,LS,Running,0,10,0\np,x,1,1,1000,,LS,Running,0,10,0\n");
+  SimRun r = run_sim("--trace " + bad.path() + " --nodes " + nodes_.path() + " --policy goldminer --json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "goldminer-sim: " + bad.path() + ":3: column 'cpu_milli': invalid number 'x'\n");
+}
+
+TEST_F(CliTest, BadOptionsExitTwo) {
+  SimRun policy = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy fifo");
+  EXPECT_EQ(policy.status, 2);
+  EXPECT_EQ(policy.out,
+            "goldminer-sim: --policy: invalid value 'fifo': expected one of bundled, goldminer, "
+            "goldminer-joblevel\n");
+  SimRun missing = run_sim("--nodes " + nodes_.path() + " --policy bundled");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.out.find("--trace"), std::string::npos) << missing.out;
+}
+
+}  // namespace
+}  // namespace goldminer::sim
