@@ -23,6 +23,7 @@ packages="
  munge libmunge-dev libpam0g-dev libpmix-dev
  openmpi-bin libopenmpi-dev libucx-dev ucx-utils libhwloc-dev
  libboost-program-options-dev libgtest-dev libgmock-dev googletest
+ clang libclang-rt-14-dev
  libtorch-dev python3-torch python3-torchvision python3-pybind11 python3-numpy
  libjpeg62-turbo-dev
  iproute2 util-linux procps

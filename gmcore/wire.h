@@ -1,0 +1,159 @@
+// The data plane's wire protocol: versioned, framed messages between a
+// trainer session and its data workers, the same over every transport (UCX,
+// MPI, in-process).
+//
+// Frame: a 16-byte header {magic "GMW1", version u16, type u16, payload
+// length u64}, then the payload. All integers are little-endian. A batch
+// payload is a fixed part, a tensor table {dtype, ndim, offset, nbytes,
+// dims[ndim]} and, 64-byte aligned, the tensor bytes: a sender writes each
+// tensor once into its send buffer (BatchWriter) and a receiver reads them
+// in place (BatchView points into the received buffer, no copy).
+//
+// Every decoder checks every length, count and offset against the bytes it
+// was given and fails with the message type, the field and the byte offset
+// (decode_* never read outside [data, data + size)). Thread-safe: plain
+// functions over caller-owned buffers.
+#ifndef GOLDMINER_GMCORE_WIRE_H_
+#define GOLDMINER_GMCORE_WIRE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "gmcore/status.h"
+
+namespace goldminer::wire {
+
+constexpr uint32_t kMagic = 0x31574d47;  // "GMW1" read as little-endian u32
+constexpr uint16_t kVersion = 1;
+constexpr size_t kFrameHeaderSize = 16;
+constexpr size_t kDataAlignment = 64;
+constexpr int kMaxDims = 8;
+constexpr uint32_t kMaxTensors = 1024;
+constexpr uint32_t kMaxString = 1 << 20;  // reader configs, paths, messages
+
+enum class MessageType : uint16_t {
+  kHello = 1,        // worker -> trainer: who it is
+  kChallenge = 2,    // trainer -> worker: nonce to sign with the job secret
+  kAuth = 3,         // worker -> trainer: HMAC-SHA256(secret, nonce)
+  kProgram = 4,      // trainer -> worker: worker program + reader config
+  kLeaseRequest = 5, // worker -> trainer: wants up to N splits
+  kLeaseGrant = 6,   // trainer -> worker: one split to process
+  kLeaseReturn = 7,  // worker -> trainer: gives a split back unfinished
+  kBatch = 8,        // worker -> trainer: tensors of one batch
+  kHeartbeat = 9,    // either way: still alive
+  kDrain = 10,       // trainer -> worker: finish the batch in hand and leave
+  kError = 11,       // either way: why the peer is about to close
+};
+
+const char* type_name(MessageType type);
+
+enum class DType : uint8_t { kUInt8 = 1, kInt32 = 2, kInt64 = 3, kFloat32 = 4, kFloat64 = 5, kBool = 6 };
+
+const char* dtype_name(DType dtype);
+// Bytes per element; 0 for an unknown value.
+size_t dtype_size(DType dtype);
+
+struct FrameHeader {
+  MessageType type = MessageType::kHeartbeat;
+  uint64_t payload_size = 0;
+};
+
+struct Hello {
+  std::string worker_id;
+  uint32_t threads = 0;
+};
+struct Challenge {
+  std::array<uint8_t, 32> nonce{};
+};
+struct Auth {
+  std::array<uint8_t, 32> mac{};
+};
+struct Program {
+  std::string reader_config;  // e.g. "criteo-tsv:/data/day_0"
+  std::string program;        // serialized worker program (TorchScript zip)
+};
+struct LeaseRequest {
+  uint32_t splits = 1;
+};
+struct LeaseGrant {
+  uint64_t split_id = 0;
+  uint32_t epoch = 0;
+  uint64_t seed = 0;
+  std::string file;
+  uint64_t begin = 0, end = 0;  // byte or record range, per the reader
+};
+struct LeaseReturn {
+  uint64_t split_id = 0;
+  std::string reason;
+};
+struct Heartbeat {
+  uint64_t unix_ms = 0;
+};
+struct Drain {};
+struct Error {
+  uint32_t code = 0;
+  std::string message;
+};
+
+// One tensor of a received batch, pointing into the receive buffer.
+struct TensorView {
+  DType dtype = DType::kUInt8;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  uint64_t nbytes = 0;
+};
+
+// A received batch; valid while the buffer it was decoded from lives.
+struct BatchView {
+  uint64_t split_id = 0;
+  uint32_t sequence = 0;     // batch number within the split
+  bool last_of_split = false;
+  uint32_t samples = 0;
+  std::vector<TensorView> tensors;
+};
+
+using Message = std::variant<Hello, Challenge, Auth, Program, LeaseRequest, LeaseGrant, LeaseReturn,
+                             BatchView, Heartbeat, Drain, Error>;
+
+// Decodes a frame header. `max_payload` bounds what a peer may announce.
+Expected<FrameHeader> decode_header(const uint8_t* data, size_t size, uint64_t max_payload);
+
+// Decodes the payload of a message of `type` (the bytes after the header).
+Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t size);
+
+// Decodes one whole frame (header and exactly its payload).
+Expected<Message> decode_frame(const uint8_t* data, size_t size, uint64_t max_payload);
+
+// Encodes any message but a batch as one frame.
+std::vector<uint8_t> encode(const Message& message);
+
+// Builds a batch frame in one buffer: the caller declares the tensors, then
+// writes each tensor's bytes straight into tensor_data(i) (the only copy on
+// the sending side) and sends frame().
+class BatchWriter {
+ public:
+  struct TensorSpec {
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  // Fails on an unknown dtype, a negative dimension, too many dims or
+  // tensors, or a size that overflows.
+  static Expected<BatchWriter> create(uint64_t split_id, uint32_t sequence, bool last_of_split,
+                                      uint32_t samples, const std::vector<TensorSpec>& tensors);
+  uint8_t* tensor_data(size_t i) { return frame_.data() + offsets_[i]; }
+  uint64_t tensor_bytes(size_t i) const { return sizes_[i]; }
+  const std::vector<uint8_t>& frame() const { return frame_; }
+
+ private:
+  std::vector<uint8_t> frame_;
+  std::vector<size_t> offsets_;  // into frame_
+  std::vector<uint64_t> sizes_;
+};
+
+}  // namespace goldminer::wire
+
+#endif  // GOLDMINER_GMCORE_WIRE_H_

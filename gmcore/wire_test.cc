@@ -1,0 +1,159 @@
+#include "gmcore/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace goldminer::wire {
+namespace {
+
+constexpr uint64_t kLimit = 1 << 30;
+
+template <typename T>
+T round_trip(const T& m) {
+  std::vector<uint8_t> frame = encode(Message(m));
+  auto back = decode_frame(frame.data(), frame.size(), kLimit);
+  EXPECT_TRUE(back.ok()) << back.status().message();
+  if (!back.ok()) return T{};
+  EXPECT_TRUE(std::holds_alternative<T>(*back));
+  return std::get<T>(*back);
+}
+
+std::string refusal(const std::vector<uint8_t>& frame) {
+  auto m = decode_frame(frame.data(), frame.size(), kLimit);
+  return m.ok() ? "accepted" : m.status().message();
+}
+
+TEST(WireTest, ControlMessagesRoundTrip) {
+  EXPECT_EQ(round_trip(Hello{"c1:4242", 4}).worker_id, "c1:4242");
+  Challenge c;
+  for (int i = 0; i < 32; ++i) c.nonce[i] = static_cast<uint8_t>(i * 7);
+  EXPECT_EQ(round_trip(c).nonce, c.nonce);
+  Program p{"criteo-tsv:/data/a,/data/b", std::string("PK\0\x03zip", 6)};
+  Program q = round_trip(p);
+  EXPECT_EQ(q.reader_config, p.reader_config);
+  EXPECT_EQ(q.program, p.program) << "binary program bytes survive";
+  LeaseGrant g{42, 3, 0xdeadbeefcafeULL, "/data/day_0.tsv", 1000, 2000};
+  LeaseGrant h = round_trip(g);
+  EXPECT_EQ(h.split_id, 42u);
+  EXPECT_EQ(h.seed, 0xdeadbeefcafeULL);
+  EXPECT_EQ(h.file, "/data/day_0.tsv");
+  EXPECT_EQ(h.end, 2000u);
+  EXPECT_EQ(round_trip(LeaseRequest{5}).splits, 5u);
+  EXPECT_EQ(round_trip(LeaseReturn{7, "sigterm"}).reason, "sigterm");
+  EXPECT_EQ(round_trip(Heartbeat{1763776800000ULL}).unix_ms, 1763776800000ULL);
+  round_trip(Drain{});
+  EXPECT_EQ(round_trip(Error{3, "bad secret"}).message, "bad secret");
+}
+
+TEST(WireTest, BatchIsWrittenOnceAndReadInPlace) {
+  auto w = BatchWriter::create(9, 2, true, 3, {{DType::kFloat32, {3, 13}}, {DType::kInt64, {3, 26}},
+                                                {DType::kUInt8, {0}}});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_EQ(w->tensor_bytes(0), 3u * 13 * 4);
+  float* dense = reinterpret_cast<float*>(w->tensor_data(0));
+  for (int i = 0; i < 39; ++i) dense[i] = 0.5f * static_cast<float>(i);
+  int64_t* ids = reinterpret_cast<int64_t*>(w->tensor_data(1));
+  for (int i = 0; i < 78; ++i) ids[i] = 1000 + i;
+  const std::vector<uint8_t>& frame = w->frame();
+  EXPECT_EQ((w->tensor_data(0) - frame.data()) % kDataAlignment, 0) << "tensors are 64-byte aligned";
+
+  auto m = decode_frame(frame.data(), frame.size(), kLimit);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const BatchView& b = std::get<BatchView>(*m);
+  EXPECT_EQ(b.split_id, 9u);
+  EXPECT_EQ(b.sequence, 2u);
+  EXPECT_TRUE(b.last_of_split);
+  EXPECT_EQ(b.samples, 3u);
+  ASSERT_EQ(b.tensors.size(), 3u);
+  EXPECT_EQ(b.tensors[0].shape, (std::vector<int64_t>{3, 13}));
+  EXPECT_EQ(b.tensors[0].data, w->tensor_data(0)) << "zero copy: the view points into the frame";
+  EXPECT_EQ(reinterpret_cast<const float*>(b.tensors[0].data)[38], 19.0f);
+  EXPECT_EQ(reinterpret_cast<const int64_t*>(b.tensors[1].data)[77], 1077);
+  EXPECT_EQ(b.tensors[2].nbytes, 0u);
+}
+
+TEST(WireTest, HeaderErrorsNameFieldAndByte) {
+  std::vector<uint8_t> f = encode(Message(Heartbeat{1}));
+  auto bad = f;
+  bad[0] = 'X';
+  EXPECT_EQ(refusal(bad), "wire: frame: magic at byte 0: not a GoldMiner frame");
+  bad = f;
+  bad[4] = 2;
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 2, this side speaks 1");
+  bad = f;
+  bad[6] = 99;
+  EXPECT_EQ(refusal(bad), "wire: frame: type at byte 6: unknown message type 99");
+  EXPECT_EQ(refusal(std::vector<uint8_t>(f.begin(), f.begin() + 10)),
+            "wire: frame: length at byte 8: needs 8 bytes, 2 left");
+  auto big = decode_header(f.data(), f.size(), 4);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().message(), "wire: frame: length at byte 8: payload of 8 bytes exceeds the limit of 4");
+  auto longer = f;
+  longer.push_back(0);
+  EXPECT_EQ(refusal(longer), "wire: frame: length at byte 8: header says 8 payload bytes, 9 arrived");
+}
+
+TEST(WireTest, PayloadErrors) {
+  std::vector<uint8_t> grant = encode(Message(LeaseGrant{1, 0, 0, "f", 10, 5}));
+  EXPECT_EQ(refusal(grant), "wire: lease_grant: end at payload byte 33: 5 is before begin 10");
+  std::vector<uint8_t> hello = encode(Message(Hello{"w", 1}));
+  hello[16] = 0xff;  // worker_id length 255, 5 bytes left
+  hello[17] = 0;
+  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 4: needs 255 bytes, 5 left");
+  hello[19] = 0x7f;  // length over kMaxString
+  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 0: length 2130706687 exceeds 1048576");
+  auto drain = encode(Message(Drain{}));
+  drain[8] = 1;  // one payload byte where none belongs
+  drain.push_back(0);
+  EXPECT_EQ(refusal(drain), "wire: drain: end at payload byte 0: 1 unexpected trailing bytes");
+}
+
+// A batch with two int32 tensors [4] at data offsets 0 and 64, to corrupt.
+std::vector<uint8_t> two_tensor_batch() {
+  auto w = BatchWriter::create(1, 0, false, 4, {{DType::kInt32, {4}}, {DType::kInt32, {4}}});
+  return w.ok() ? w->frame() : std::vector<uint8_t>();
+}
+
+// Frame byte of table entry i (16-byte header, 24-byte batch fields, 28
+// bytes per entry of a 1-d tensor); messages count from the payload.
+constexpr size_t entry(int i) { return 16 + 24 + static_cast<size_t>(i) * 28; }
+
+TEST(WireTest, BatchTableErrors) {
+  auto f = two_tensor_batch();
+  ASSERT_EQ(refusal(f), "accepted");
+  auto bad = f;
+  bad[entry(1)] = 77;
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 dtype at payload byte 52: unknown dtype 77");
+  bad = f;
+  bad[entry(0) + 12] = 12;  // nbytes 12 for [4] int32
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 0 nbytes at payload byte 36: shape [4] of int32 needs 16 bytes, table says 12");
+  bad = f;
+  bad[entry(1) + 4] = 8;  // offset 8: overlaps tensor 0
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 offset at payload byte 56: overlaps tensor 0");
+  bad = f;
+  bad[entry(0) + 4] = 2;  // not a multiple of 4
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 0 offset at payload byte 28: 2 is not aligned to int32");
+  bad = f;
+  bad[entry(1) + 5] = 1;  // offset 64 + 256
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 offset at payload byte 56: bytes [320, +16) outside the 80 data bytes");
+  bad = f;
+  bad[16 + 20] = 200;  // tensor_count 200: the table reads on into the tensor bytes
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 2 dtype at payload byte 80: unknown dtype 0");
+  bad = f;
+  bad[16 + 12] = 2;  // unknown flag bit
+  EXPECT_EQ(refusal(bad), "wire: batch: flags at payload byte 12: unknown bits 2");
+}
+
+TEST(WireTest, WriterRefusesWhatCannotBeEncoded) {
+  auto neg = BatchWriter::create(1, 0, false, 1, {{DType::kFloat32, {2, -1}}});
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.status().message(), "wire: batch: tensor 0: cannot encode float32 [2, -1]");
+  auto huge = BatchWriter::create(1, 0, false, 1, {{DType::kFloat64, {1 << 30, 1 << 30}}});
+  ASSERT_FALSE(huge.ok());
+  std::vector<BatchWriter::TensorSpec> many(kMaxTensors + 1, {DType::kUInt8, {1}});
+  EXPECT_FALSE(BatchWriter::create(1, 0, false, 1, many).ok());
+}
+
+}  // namespace
+}  // namespace goldminer::wire
