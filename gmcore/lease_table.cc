@@ -1,0 +1,184 @@
+#include "gmcore/lease_table.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+namespace goldminer {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string split_name(uint64_t id) { return "lease table: split " + std::to_string(id); }
+
+}  // namespace
+
+uint64_t LeaseTable::split_seed(uint64_t seed, uint32_t epoch, uint64_t split_id) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ split_id);
+}
+
+LeaseTable::LeaseTable(std::vector<InputSplit> splits, LeaseConfig config) : config_(config) {
+  for (auto& s : splits) {
+    index_[s.id] = splits_.size();
+    splits_.push_back(Entry{std::move(s)});
+  }
+}
+
+Expected<LeaseTable> LeaseTable::create(std::vector<InputSplit> splits, LeaseConfig config) {
+  std::set<uint64_t> ids;
+  for (const auto& s : splits)
+    if (!ids.insert(s.id).second) return Status::error(split_name(s.id) + ": id given twice");
+  LeaseTable t(std::move(splits), config);
+  t.start_epoch(0);
+  return t;
+}
+
+void LeaseTable::start_epoch(uint32_t epoch) {
+  epoch_ = epoch;
+  done_count_ = 0;
+  pending_.clear();
+  std::vector<size_t> order(splits_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (config_.deterministic_order) {
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return splits_[a].split.id < splits_[b].split.id; });
+  } else {
+    // Fisher-Yates with an explicit draw: the same order on every machine.
+    std::mt19937_64 rng(split_seed(config_.seed, epoch, UINT64_MAX));
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  }
+  for (size_t i : order) {
+    splits_[i].phase = Phase::kPending;
+    splits_[i].delivered = 0;
+    pending_.push_back(i);
+  }
+}
+
+Status LeaseTable::resume(const LeasePosition& position) {
+  if (position.seed != config_.seed)
+    return Status::error("lease table: resume: position has seed " + std::to_string(position.seed) +
+                         ", this table " + std::to_string(config_.seed));
+  start_epoch(position.epoch);
+  for (uint64_t id : position.done) {
+    auto i = find(id);
+    if (!i.ok()) return Status::error("lease table: resume: " + i.status().message());
+    splits_[*i].phase = Phase::kDone;
+    ++done_count_;
+  }
+  for (const auto& [id, delivered] : position.partial) {
+    auto i = find(id);
+    if (!i.ok()) return Status::error("lease table: resume: " + i.status().message());
+    splits_[*i].delivered = delivered;
+  }
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [&](size_t i) { return splits_[i].phase == Phase::kDone; }),
+                 pending_.end());
+  return Status();
+}
+
+Expected<size_t> LeaseTable::find(uint64_t split_id) const {
+  auto it = index_.find(split_id);
+  if (it == index_.end()) return Status::error(split_name(split_id) + ": unknown");
+  return it->second;
+}
+
+void LeaseTable::make_pending(size_t i, bool first) {
+  splits_[i].phase = Phase::kPending;
+  if (first) pending_.push_front(i);
+  else pending_.push_back(i);
+}
+
+std::optional<Lease> LeaseTable::grant(uint64_t worker, double now) {
+  if (pending_.empty()) return std::nullopt;
+  size_t i = pending_.front();
+  pending_.pop_front();
+  Entry& e = splits_[i];
+  e.phase = Phase::kLeased;
+  e.worker = worker;
+  e.renewed = now;
+  return Lease{e.split, epoch_, split_seed(config_.seed, epoch_, e.split.id), e.delivered};
+}
+
+Expected<BatchVerdict> LeaseTable::accept_batch(uint64_t worker, uint64_t split_id, uint64_t sequence,
+                                                double now) {
+  auto i = find(split_id);
+  if (!i.ok()) return i.status();
+  Entry& e = splits_[*i];
+  if (e.phase != Phase::kLeased || e.worker != worker) return BatchVerdict::kStale;
+  e.renewed = now;
+  if (sequence < e.delivered) return BatchVerdict::kDuplicate;
+  if (sequence > e.delivered)
+    return Status::error(split_name(split_id) + ": batch " + std::to_string(sequence) + " from worker " +
+                         std::to_string(worker) + " before batch " + std::to_string(e.delivered));
+  ++e.delivered;
+  return BatchVerdict::kDeliver;
+}
+
+Status LeaseTable::complete(uint64_t worker, uint64_t split_id, uint64_t batches) {
+  auto i = find(split_id);
+  if (!i.ok()) return i.status();
+  Entry& e = splits_[*i];
+  if (e.phase != Phase::kLeased || e.worker != worker)
+    return Status::error(split_name(split_id) + ": worker " + std::to_string(worker) + " does not hold its lease");
+  if (batches != e.delivered)
+    return Status::error(split_name(split_id) + ": worker " + std::to_string(worker) + " ended it after " +
+                         std::to_string(batches) + " batches, " + std::to_string(e.delivered) + " were delivered");
+  e.phase = Phase::kDone;
+  ++done_count_;
+  return Status();
+}
+
+Status LeaseTable::give_back(uint64_t worker, uint64_t split_id) {
+  auto i = find(split_id);
+  if (!i.ok()) return i.status();
+  Entry& e = splits_[*i];
+  if (e.phase != Phase::kLeased || e.worker != worker)
+    return Status::error(split_name(split_id) + ": worker " + std::to_string(worker) + " does not hold its lease");
+  make_pending(*i, true);
+  return Status();
+}
+
+std::vector<uint64_t> LeaseTable::drop_worker(uint64_t worker) {
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < splits_.size(); ++i)
+    if (splits_[i].phase == Phase::kLeased && splits_[i].worker == worker) {
+      make_pending(i, true);
+      ids.push_back(splits_[i].split.id);
+    }
+  return ids;
+}
+
+void LeaseTable::heartbeat(uint64_t worker, double now) {
+  for (auto& e : splits_)
+    if (e.phase == Phase::kLeased && e.worker == worker) e.renewed = now;
+}
+
+std::vector<uint64_t> LeaseTable::expire(double now) {
+  std::vector<uint64_t> lost;
+  for (size_t i = 0; i < splits_.size(); ++i) {
+    Entry& e = splits_[i];
+    if (e.phase == Phase::kLeased && now - e.renewed > config_.lease_timeout_s) {
+      if (std::find(lost.begin(), lost.end(), e.worker) == lost.end()) lost.push_back(e.worker);
+      make_pending(i, true);
+    }
+  }
+  return lost;
+}
+
+LeasePosition LeaseTable::state() const {
+  LeasePosition p;
+  p.epoch = epoch_;
+  p.seed = config_.seed;
+  for (const auto& e : splits_) {
+    if (e.phase == Phase::kDone) p.done.push_back(e.split.id);
+    else if (e.delivered > 0) p.partial.emplace_back(e.split.id, e.delivered);
+  }
+  return p;
+}
+
+}  // namespace goldminer

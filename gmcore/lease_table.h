@@ -1,0 +1,122 @@
+// Which data worker processes which input split, so that every batch of an
+// epoch reaches the trainer exactly once while workers join, leave, crash
+// or are preempted (first piece of the trainer session, issue 4).
+//
+// Exactly once without buffering: a split's batches are delivered as they
+// arrive, numbered 0, 1, 2, ... Its samples and random transforms are
+// seeded per (seed, epoch, split), so a split re-run by another worker
+// yields the same batches in the same order; the table remembers how many
+// of a split's batches were delivered and drops the first ones of a re-run.
+// A batch from a worker that no longer holds the split's lease is stale and
+// dropped. state() is that bookkeeping; a table resumed from it delivers
+// exactly what the epoch had left.
+//
+// Thread-compatible, not thread-safe: the session's event loop owns it.
+#ifndef GOLDMINER_GMCORE_LEASE_TABLE_H_
+#define GOLDMINER_GMCORE_LEASE_TABLE_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gmcore/status.h"
+
+namespace goldminer {
+
+struct InputSplit {
+  uint64_t id = 0;
+  std::string file;
+  uint64_t begin = 0, end = 0;  // byte or record range, per the reader
+};
+
+struct LeaseConfig {
+  uint64_t seed = 0;
+  double lease_timeout_s = 30;     // a lease not renewed for this long expires
+  bool deterministic_order = false;  // splits in id order instead of shuffled
+};
+
+struct Lease {
+  InputSplit split;
+  uint32_t epoch = 0;
+  uint64_t split_seed = 0;  // seeds the split's shuffle buffer and transforms
+  uint64_t skip_batches = 0;  // already delivered: the worker may skip them
+};
+
+enum class BatchVerdict {
+  kDeliver,    // new: hand it to the training loop
+  kDuplicate,  // a re-run split's batch that was delivered before: drop
+  kStale,      // the sender no longer holds the split's lease: drop
+};
+
+// The data position: enough to resume an epoch exactly.
+struct LeasePosition {
+  uint32_t epoch = 0;
+  uint64_t seed = 0;
+  std::vector<uint64_t> done;  // split ids finished this epoch
+  std::vector<std::pair<uint64_t, uint64_t>> partial;  // split id -> batches delivered
+};
+
+class LeaseTable {
+ public:
+  // Split ids must be unique.
+  static Expected<LeaseTable> create(std::vector<InputSplit> splits, LeaseConfig config);
+
+  // Begins `epoch`: every split pending, in the epoch's order.
+  void start_epoch(uint32_t epoch);
+  // Resumes from a position taken with state() on the same splits.
+  Status resume(const LeasePosition& position);
+
+  // The next pending split for `worker`, or nothing when none is pending.
+  std::optional<Lease> grant(uint64_t worker, double now);
+  // A batch `sequence` of `split_id` from `worker` (renews its lease).
+  // Errors: unknown split, or a sequence beyond the next expected one.
+  Expected<BatchVerdict> accept_batch(uint64_t worker, uint64_t split_id, uint64_t sequence, double now);
+  // `worker` says `split_id` ended after `batches` batches.
+  Status complete(uint64_t worker, uint64_t split_id, uint64_t batches);
+  // `worker` gives a split back (SIGTERM drain): pending again, first in line.
+  Status give_back(uint64_t worker, uint64_t split_id);
+  // `worker` is gone (connection lost, kill -9): its splits become pending.
+  // Returns their ids.
+  std::vector<uint64_t> drop_worker(uint64_t worker);
+  // Renews every lease `worker` holds.
+  void heartbeat(uint64_t worker, double now);
+  // Leases not renewed since now - timeout become pending; returns the
+  // workers that lost them (the session should disconnect those).
+  std::vector<uint64_t> expire(double now);
+
+  bool epoch_done() const { return done_count_ == splits_.size(); }
+  uint32_t epoch() const { return epoch_; }
+  size_t pending() const { return pending_.size(); }
+  LeasePosition state() const;
+
+  // The seed of a split's randomness in an epoch (SplitMix64 of the three).
+  static uint64_t split_seed(uint64_t seed, uint32_t epoch, uint64_t split_id);
+
+ private:
+  enum class Phase { kPending, kLeased, kDone };
+  struct Entry {
+    InputSplit split;
+    Phase phase = Phase::kPending;
+    uint64_t worker = 0;
+    double renewed = 0;
+    uint64_t delivered = 0;  // batches delivered this epoch
+  };
+
+  LeaseTable(std::vector<InputSplit> splits, LeaseConfig config);
+  Expected<size_t> find(uint64_t split_id) const;
+  void make_pending(size_t i, bool first);
+
+  std::vector<Entry> splits_;
+  std::unordered_map<uint64_t, size_t> index_;  // split id -> splits_ index
+  LeaseConfig config_;
+  uint32_t epoch_ = 0;
+  std::deque<size_t> pending_;  // indices into splits_, grant order
+  size_t done_count_ = 0;
+};
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_GMCORE_LEASE_TABLE_H_

@@ -1,0 +1,198 @@
+#include "gmcore/lease_table.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+namespace goldminer {
+namespace {
+
+std::vector<InputSplit> splits(int n) {
+  std::vector<InputSplit> out;
+  for (int i = 0; i < n; ++i) out.push_back({static_cast<uint64_t>(100 + i), "f" + std::to_string(i % 3), 0, 10});
+  return out;
+}
+
+// Batches per split in these tests: 1 + id % 4 (a function of the split, as
+// a seeded re-run guarantees).
+uint64_t batches_of(uint64_t id) { return 1 + id % 4; }
+
+TEST(LeaseTableTest, EverySplitOnceInASeededOrderPerEpoch) {
+  LeaseConfig c;
+  c.seed = 7;
+  auto t = LeaseTable::create(splits(20), c);
+  ASSERT_TRUE(t.ok());
+  std::vector<uint64_t> first, second;
+  while (auto l = t->grant(1, 0)) first.push_back(l->split.id);
+  EXPECT_EQ(std::set<uint64_t>(first.begin(), first.end()).size(), 20u);
+  t->start_epoch(1);
+  while (auto l = t->grant(1, 0)) second.push_back(l->split.id);
+  EXPECT_NE(first, second) << "a new order each epoch";
+  auto again = LeaseTable::create(splits(20), c);
+  std::vector<uint64_t> replay;
+  while (auto l = again->grant(9, 0)) replay.push_back(l->split.id);
+  EXPECT_EQ(first, replay) << "same seed, same order";
+
+  c.deterministic_order = true;
+  auto ordered = LeaseTable::create(splits(5), c);
+  std::vector<uint64_t> ids;
+  while (auto l = ordered->grant(1, 0)) ids.push_back(l->split.id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{100, 101, 102, 103, 104}));
+}
+
+TEST(LeaseTableTest, SplitSeedsDependOnSeedEpochAndSplit) {
+  uint64_t a = LeaseTable::split_seed(1, 0, 5);
+  EXPECT_EQ(a, LeaseTable::split_seed(1, 0, 5));
+  EXPECT_NE(a, LeaseTable::split_seed(2, 0, 5));
+  EXPECT_NE(a, LeaseTable::split_seed(1, 1, 5));
+  EXPECT_NE(a, LeaseTable::split_seed(1, 0, 6));
+}
+
+TEST(LeaseTableTest, ReRunAfterALostWorkerSkipsDeliveredBatches) {
+  auto t = LeaseTable::create(splits(1), LeaseConfig());
+  ASSERT_TRUE(t.ok());
+  auto l = t->grant(1, 0);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(*t->accept_batch(1, 100, 0, 1), BatchVerdict::kDeliver);
+  EXPECT_EQ(*t->accept_batch(1, 100, 1, 2), BatchVerdict::kDeliver);
+  EXPECT_EQ(t->drop_worker(1), (std::vector<uint64_t>{100}));  // kill -9
+  auto again = t->grant(2, 3);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->skip_batches, 2u);
+  EXPECT_EQ(again->split_seed, l->split_seed) << "the re-run yields the same batches";
+  EXPECT_EQ(*t->accept_batch(2, 100, 0, 4), BatchVerdict::kDuplicate);
+  EXPECT_EQ(*t->accept_batch(1, 100, 2, 4), BatchVerdict::kStale) << "the dead worker's late batch";
+  EXPECT_EQ(*t->accept_batch(2, 100, 1, 4), BatchVerdict::kDuplicate);
+  EXPECT_EQ(*t->accept_batch(2, 100, 2, 5), BatchVerdict::kDeliver);
+  ASSERT_TRUE(t->complete(2, 100, 3).ok());
+  EXPECT_TRUE(t->epoch_done());
+}
+
+TEST(LeaseTableTest, ProtocolViolationsAreErrors) {
+  auto t = LeaseTable::create(splits(2), LeaseConfig());
+  ASSERT_TRUE(t.ok());
+  auto l = t->grant(1, 0);
+  auto gap = t->accept_batch(1, l->split.id, 1, 0);
+  ASSERT_FALSE(gap.ok());
+  EXPECT_EQ(gap.status().message(), "lease table: split " + std::to_string(l->split.id) +
+                                        ": batch 1 from worker 1 before batch 0");
+  EXPECT_EQ(t->accept_batch(1, 999, 0, 0).status().message(), "lease table: split 999: unknown");
+  Status early = t->complete(1, l->split.id, 3);
+  EXPECT_EQ(early.message(), "lease table: split " + std::to_string(l->split.id) +
+                                 ": worker 1 ended it after 3 batches, 0 were delivered");
+  EXPECT_FALSE(t->complete(2, l->split.id, 0).ok()) << "not the lease holder";
+  EXPECT_FALSE(LeaseTable::create({{1, "a", 0, 1}, {1, "b", 0, 1}}, LeaseConfig()).ok());
+}
+
+TEST(LeaseTableTest, ExpiredLeasesGoBackFirst) {
+  LeaseConfig c;
+  c.lease_timeout_s = 10;
+  c.deterministic_order = true;
+  auto t = LeaseTable::create(splits(3), c);
+  auto a = t->grant(1, 0);
+  auto b = t->grant(2, 0);
+  t->heartbeat(2, 8);
+  EXPECT_EQ(t->expire(15), (std::vector<uint64_t>{1})) << "worker 2 renewed at 8";
+  EXPECT_EQ(t->grant(3, 15)->split.id, a->split.id) << "the expired split is next";
+  EXPECT_EQ(*t->accept_batch(1, a->split.id, 0, 16), BatchVerdict::kStale);
+  ASSERT_TRUE(t->give_back(2, b->split.id).ok());  // SIGTERM drain
+  EXPECT_EQ(t->grant(4, 16)->split.id, b->split.id);
+}
+
+// Workers that crash, drain and join at random: every batch of every split
+// is delivered exactly once per epoch.
+TEST(LeaseTableTest, ExactlyOnceUnderRandomFailures) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    LeaseConfig c;
+    c.seed = seed;
+    auto t = LeaseTable::create(splits(30), c);
+    ASSERT_TRUE(t.ok());
+    std::map<std::pair<uint64_t, uint64_t>, int> delivered;  // (split, batch) -> times
+    struct Worker { uint64_t id; std::optional<Lease> lease; uint64_t next = 0; };
+    std::vector<Worker> workers;
+    uint64_t next_worker = 1;
+    double now = 0;
+    for (int step = 0; step < 100000 && !t->epoch_done(); ++step) {
+      now += 1;
+      int r = static_cast<int>(rng() % 100);
+      if (workers.empty() || r < 3) {
+        workers.push_back({next_worker++, std::nullopt, 0});  // a worker joins
+        continue;
+      }
+      size_t k = rng() % workers.size();
+      Worker& w = workers[k];
+      if (r < 6) {  // kill -9
+        t->drop_worker(w.id);
+        workers.erase(workers.begin() + static_cast<long>(k));
+        continue;
+      }
+      if (r < 8 && w.lease) {  // SIGTERM: give the split back and leave
+        ASSERT_TRUE(t->give_back(w.id, w.lease->split.id).ok());
+        workers.erase(workers.begin() + static_cast<long>(k));
+        continue;
+      }
+      if (!w.lease) {
+        w.lease = t->grant(w.id, now);
+        w.next = 0;  // a worker runs a split from its start
+        continue;
+      }
+      uint64_t id = w.lease->split.id;
+      if (w.next < batches_of(id)) {
+        auto v = t->accept_batch(w.id, id, w.next++, now);
+        ASSERT_TRUE(v.ok()) << v.status().message();
+        if (*v == BatchVerdict::kDeliver) ++delivered[{id, w.next - 1}];
+      } else {
+        ASSERT_TRUE(t->complete(w.id, id, w.next).ok());
+        w.lease.reset();
+      }
+    }
+    ASSERT_TRUE(t->epoch_done()) << "seed " << seed;
+    size_t expected = 0;
+    for (const auto& s : splits(30)) expected += batches_of(s.id);
+    EXPECT_EQ(delivered.size(), expected) << "seed " << seed;
+    for (const auto& [key, times] : delivered) EXPECT_EQ(times, 1) << "split " << key.first << " batch " << key.second;
+  }
+}
+
+TEST(LeaseTableTest, ResumeDeliversExactlyTheRest) {
+  LeaseConfig c;
+  c.seed = 3;
+  auto t = LeaseTable::create(splits(6), c);
+  std::set<std::pair<uint64_t, uint64_t>> before, after;
+  // Finish two splits and half of a third, then "crash" the trainer.
+  for (int n = 0; n < 2; ++n) {
+    auto l = t->grant(1, 0);
+    for (uint64_t b = 0; b < batches_of(l->split.id); ++b)
+      if (*t->accept_batch(1, l->split.id, b, 0) == BatchVerdict::kDeliver) before.insert({l->split.id, b});
+    ASSERT_TRUE(t->complete(1, l->split.id, batches_of(l->split.id)).ok());
+  }
+  auto half = t->grant(1, 0);
+  ASSERT_EQ(*t->accept_batch(1, half->split.id, 0, 0), BatchVerdict::kDeliver);
+  before.insert({half->split.id, 0});
+  LeasePosition pos = t->state();
+  EXPECT_EQ(pos.done.size(), 2u);
+  ASSERT_EQ(pos.partial.size(), 1u);
+
+  auto resumed = LeaseTable::create(splits(6), c);
+  ASSERT_TRUE(resumed->resume(pos).ok());
+  while (auto l = resumed->grant(2, 0)) {
+    for (uint64_t b = 0; b < batches_of(l->split.id); ++b)
+      if (*resumed->accept_batch(2, l->split.id, b, 0) == BatchVerdict::kDeliver) after.insert({l->split.id, b});
+    ASSERT_TRUE(resumed->complete(2, l->split.id, batches_of(l->split.id)).ok());
+  }
+  EXPECT_TRUE(resumed->epoch_done());
+  size_t total = 0;
+  for (const auto& s : splits(6)) total += batches_of(s.id);
+  EXPECT_EQ(before.size() + after.size(), total);
+  for (const auto& key : after) EXPECT_EQ(before.count(key), 0u) << "delivered twice";
+  LeaseConfig other = c;
+  other.seed = 4;
+  auto mismatch = LeaseTable::create(splits(6), other);
+  EXPECT_EQ(mismatch->resume(pos).message(), "lease table: resume: position has seed 3, this table 4");
+}
+
+}  // namespace
+}  // namespace goldminer
