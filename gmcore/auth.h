@@ -1,0 +1,42 @@
+// Worker authentication for a trainer session: the trainer sends a random
+// 32-byte nonce, the worker answers HMAC-SHA256(job secret, nonce). The
+// secret reaches workers through the job environment or a file readable by
+// its owner only, never a command line (other users can read those in
+// /proc). SHA-256 and HMAC are implemented here (FIPS 180-4, RFC 2104) so
+// the core needs no crypto library; tests use the published vectors.
+#ifndef GOLDMINER_GMCORE_AUTH_H_
+#define GOLDMINER_GMCORE_AUTH_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gmcore/status.h"
+
+namespace goldminer::auth {
+
+using Digest = std::array<uint8_t, 32>;
+
+Digest sha256(const uint8_t* data, size_t size);
+Digest hmac_sha256(const std::string& key, const uint8_t* data, size_t size);
+
+// 32 bytes from the kernel's CSPRNG (getrandom).
+Expected<Digest> random_nonce();
+
+// The worker's answer to `nonce`.
+Digest answer(const std::string& secret, const Digest& nonce);
+// Whether `mac` answers `nonce` for `secret`; compares in constant time.
+bool verify(const std::string& secret, const Digest& nonce, const Digest& mac);
+
+// The job secret: the value of GOLDMINER_SECRET when set (passed in by the
+// caller, which reads the environment), else the contents of `path`, which
+// must be a regular file owned by this user with no group or other access.
+// Errors name the file and what is wrong with it.
+Expected<std::string> load_secret(const char* env_value, const std::string& path);
+
+std::string to_hex(const Digest& d);
+
+}  // namespace goldminer::auth
+
+#endif  // GOLDMINER_GMCORE_AUTH_H_
