@@ -39,7 +39,9 @@ CASES
     after=$(squeue -h | wc -l)
     expect_eq "jobs in queue" "$after" "$before"
     out=$(timeout 30 srun --goldminer=dw-max=0 -p cpu true 2>&1) && { echo "srun accepted dw-max=0"; return 1; }
-    expect_contains "srun --goldminer=dw-max=0" "$out" "goldminer: dw-max: invalid value '0': expected an integer >= 1"
+    expect_contains "srun --goldminer=dw-max=0" "$out" "goldminer: dw-max: invalid value '0': expected an integer >= 1" || return 1
+    out=$(timeout 30 salloc --goldminer=cpus-per-dw=0 -p cpu true 2>&1) && { echo "salloc accepted cpus-per-dw=0"; return 1; }
+    expect_contains "salloc --goldminer=cpus-per-dw=0" "$out" "goldminer: cpus-per-dw: invalid value '0': expected an integer >= 1"
 }
 
 # A good value reaches every task: the batch script and each task of a step.
