@@ -27,7 +27,6 @@ class JobSettings {
   Status set_option(const char* value);
 
   bool requested() const { return options_.has_value(); }
-  const AdminConfig& admin() const { return admin_; }
   const std::optional<JobOptions>& options() const { return options_; }
 
   // The variables to export into the job: the full set on the first call of

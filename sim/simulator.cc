@@ -35,7 +35,6 @@ struct Job {
   const TracePod* pod = nullptr;
   double arrival = 0;
   int64_t gpu = 0;          // milli-GPU
-  int64_t cpu_request = 0;  // milli-CPU as in the trace
   int64_t cpu_on_node = 0;  // what the job holds on its node under the policy
   int64_t pre_cpu = 0;      // pre-processing moved to data workers (goldminer)
   double fixed_speed = 1;   // speed of a job without data workers
@@ -240,7 +239,6 @@ class Simulation {
     j.pod = &p;
     j.arrival = arrival;
     j.gpu = p.gpu_total_milli();
-    j.cpu_request = p.cpu_milli;
     j.work = work_of(p);
     j.remaining = j.work;
     j.cpu_on_node = cpu_on_node(p);
