@@ -1,0 +1,27 @@
+"""GoldMiner for Slurm: split a TorchScript training program and feed its
+trainer from data workers.
+
+    import goldminer
+    worker, trainer, report = goldminer.split(scripted_model, example_inputs)
+    for batch in goldminer.Session(...):
+        ...
+
+Each name comes from its own C++ extension, loaded on first use, so that
+importing the package does not load libtorch twice or fail for a part that
+the caller does not use.
+"""
+
+_EXTENSIONS = {"split": "goldminer._split", "Session": "goldminer._session"}
+
+__all__ = sorted(_EXTENSIONS)
+
+
+def __getattr__(name):
+    module = _EXTENSIONS.get(name)
+    if module is None:
+        raise AttributeError("module 'goldminer' has no attribute %r" % name)
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,120 @@
+// Readers: turn input files into batches of host tensors for a data worker
+// (issue 4). Slurm-, torch- and transport-free; the worker runs its program
+// on what a SplitStream yields and sends the result.
+//
+// The trainer plans a dataset once (plan_dataset): it expands the input
+// paths, counts the records of every file and cuts them into splits of
+// consecutive records. It ships DatasetConfig::encode() to its workers in
+// the wire Program message and leases splits; a worker opens a SplitStream
+// per leased split. Sample identity is (file index, record index), stable
+// across runs. A split read twice with the same seed yields the same batches
+// in the same order (the lease table's exactly-once rests on that).
+//
+// Errors name the file, the byte offset and the record, e.g.
+//   "criteo-tsv: /data/day_0: byte 81723 (record 12): field 15: ..."
+// A corrupt record is an error unless max_bad_records > 0; then up to that
+// many records per split are skipped, and each batch says how many were
+// skipped to make it (the trainer enforces the budget over the epoch).
+#ifndef GOLDMINER_READERS_READER_H_
+#define GOLDMINER_READERS_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmcore/status.h"
+#include "gmcore/wire.h"
+
+namespace goldminer::readers {
+
+enum class Format { kCriteoTsv, kCsv, kTfRecord, kJpeg, kText };
+
+// "criteo-tsv", "csv", "tfrecord", "jpeg", "text".
+Expected<Format> parse_format(const std::string& name);
+const char* format_name(Format format);
+
+// "FORMAT:PATH[,PATH...]" as given to goldminer-consume --input.
+struct InputSpec {
+  Format format = Format::kText;
+  std::vector<std::string> paths;
+};
+Expected<InputSpec> parse_input_spec(const std::string& text);
+
+struct ReaderOptions {
+  uint64_t max_bad_records = 0;  // per split; 0 = the first corrupt record is an error
+};
+
+// What every worker needs to read any split: made by plan_dataset on the
+// trainer, shipped as text (encode/decode round-trip exactly).
+struct DatasetConfig {
+  Format format = Format::kText;
+  // One entry per record source. jpeg: a folder or a manifest (records are
+  // its images in listing order); other formats: a data file.
+  std::vector<std::string> files;
+  // Format-specific layout fixed at plan time (csv column types, tfrecord
+  // features, jpeg listings), so every worker produces the same tensors.
+  std::string schema;
+  ReaderOptions options;
+
+  std::string encode() const;
+  static Expected<DatasetConfig> decode(const std::string& text);
+};
+
+// A range of consecutive records of one file.
+struct SplitRange {
+  uint32_t file_index = 0;
+  uint64_t first_record = 0;
+  uint64_t records = 0;
+  uint64_t byte_offset = 0;  // where first_record starts (file formats; 0 for jpeg)
+};
+
+struct DatasetPlan {
+  DatasetConfig config;
+  std::vector<uint64_t> records_per_file;
+  std::vector<SplitRange> splits;  // file order, then record order
+  uint64_t total_records = 0;
+};
+
+// Scans the inputs (record boundaries only, not a full decode) and cuts
+// each file into splits of at most `records_per_split` records.
+Expected<DatasetPlan> plan_dataset(const InputSpec& input, const ReaderOptions& options,
+                                   uint64_t records_per_split);
+
+// A tensor owned by the host, row-major.
+struct HostTensor {
+  wire::DType dtype = wire::DType::kUInt8;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+// One batch as a reader produces it. The tensors of each format are fixed
+// (documented in readers/README.md); variable-sized samples (jpeg images,
+// text lines) are packed: a flat tensor of all samples' bytes plus a tensor
+// of per-sample shapes or lengths.
+struct Batch {
+  std::vector<HostTensor> tensors;
+  std::vector<uint64_t> records;  // record index of each sample, in batch order
+  uint64_t bad_records = 0;       // corrupt records skipped to make this batch
+};
+
+// Reads one split: records -> optional shuffle buffer -> batches.
+class SplitStream {
+ public:
+  virtual ~SplitStream() = default;
+
+  // `seed` seeds the shuffle buffer (LeaseTable::split_seed); with
+  // shuffle_buffer 0 or 1, samples come in record order.
+  static Expected<std::unique_ptr<SplitStream>> open(const DatasetConfig& config,
+                                                     const SplitRange& split, uint64_t seed,
+                                                     uint32_t batch_size, uint32_t shuffle_buffer);
+
+  // The next batch (the split's last one may be short), or nothing at the
+  // end of the split.
+  virtual Expected<std::optional<Batch>> next() = 0;
+};
+
+}  // namespace goldminer::readers
+
+#endif  // GOLDMINER_READERS_READER_H_
