@@ -29,7 +29,9 @@ namespace goldminer {
 struct InputSplit {
   uint64_t id = 0;
   std::string file;
-  uint64_t begin = 0, end = 0;  // byte or record range, per the reader
+  uint64_t begin = 0, end = 0;  // record range [begin, end)
+  uint32_t file_index = 0;      // index of `file` in the dataset's file list
+  uint64_t offset = 0;          // byte offset of record `begin`, per the reader
 };
 
 struct LeaseConfig {

@@ -106,7 +106,7 @@ void put_header(Writer* w, MessageType type, uint64_t payload) {
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-constexpr size_t kBatchFixed = 8 + 4 + 4 + 4 + 4;  // split, sequence, flags, samples, count
+constexpr size_t kBatchFixed = 8 + 4 + 4 + 4 + 4 + 4;  // split, sequence, flags, samples, bad, count
 constexpr size_t kEntryFixed = 1 + 1 + 2 + 8 + 8;  // dtype, ndim, reserved, offset, nbytes
 
 // Element count x element size, or false on overflow or a negative dim.
@@ -134,11 +134,12 @@ Expected<Message> decode_batch(const uint8_t* data, size_t size) {
   b.sequence = r.get<uint32_t>("sequence");
   uint32_t flags = r.get<uint32_t>("flags");
   b.samples = r.get<uint32_t>("samples");
+  b.bad_records = r.get<uint32_t>("bad_records");
   uint32_t count = r.get<uint32_t>("tensor_count");
   if (!r.ok()) return r.status();
   if (flags & ~1u) r.fail("flags", "unknown bits " + std::to_string(flags & ~1u), 12);
   if (count > kMaxTensors)
-    r.fail("tensor_count", std::to_string(count) + " exceeds " + std::to_string(kMaxTensors), 20);
+    r.fail("tensor_count", std::to_string(count) + " exceeds " + std::to_string(kMaxTensors), 24);
   if (!r.ok()) return r.status();
   b.last_of_split = flags & 1u;
 
@@ -217,6 +218,7 @@ const char* type_name(MessageType type) {
     case MessageType::kHeartbeat: return "heartbeat";
     case MessageType::kDrain: return "drain";
     case MessageType::kError: return "error";
+    case MessageType::kCredit: return "credit";
   }
   return "unknown";
 }
@@ -252,7 +254,7 @@ Expected<FrameHeader> decode_header(const uint8_t* data, size_t size, uint64_t m
   if (magic != kMagic) r.fail("magic", "not a GoldMiner frame", 0);
   else if (version != kVersion)
     r.fail("version", "version " + std::to_string(version) + ", this side speaks " + std::to_string(kVersion), 4);
-  else if (type < 1 || type > static_cast<uint16_t>(MessageType::kError))
+  else if (type < 1 || type > static_cast<uint16_t>(MessageType::kCredit))
     r.fail("type", "unknown message type " + std::to_string(type), 6);
   else if (length > max_payload)
     r.fail("length", "payload of " + std::to_string(length) + " bytes exceeds the limit of " +
@@ -295,10 +297,13 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       g.split_id = r.get<uint64_t>("split_id");
       g.epoch = r.get<uint32_t>("epoch");
       g.seed = r.get<uint64_t>("seed");
+      g.skip_batches = r.get<uint64_t>("skip_batches");
       g.file = r.str("file");
+      g.file_index = r.get<uint32_t>("file_index");
       g.begin = r.get<uint64_t>("begin");
       g.end = r.get<uint64_t>("end");
       if (r.ok() && g.end < g.begin) r.fail("end", std::to_string(g.end) + " is before begin " + std::to_string(g.begin), r.pos() - 8);
+      g.offset = r.get<uint64_t>("offset");
       m = std::move(g);
       break;
     }
@@ -318,6 +323,7 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       m = std::move(e);
       break;
     }
+    case MessageType::kCredit: m = Credit{r.get<uint32_t>("batches")}; break;
     case MessageType::kBatch: break;  // above
   }
   r.end();
@@ -363,9 +369,12 @@ std::vector<uint8_t> encode(const Message& message) {
           body.put<uint64_t>(m.split_id);
           body.put<uint32_t>(m.epoch);
           body.put<uint64_t>(m.seed);
+          body.put<uint64_t>(m.skip_batches);
           body.str(m.file);
+          body.put<uint32_t>(m.file_index);
           body.put<uint64_t>(m.begin);
           body.put<uint64_t>(m.end);
+          body.put<uint64_t>(m.offset);
         } else if constexpr (std::is_same_v<T, LeaseReturn>) {
           type = MessageType::kLeaseReturn;
           body.put<uint64_t>(m.split_id);
@@ -379,6 +388,9 @@ std::vector<uint8_t> encode(const Message& message) {
           type = MessageType::kError;
           body.put<uint32_t>(m.code);
           body.str(m.message);
+        } else if constexpr (std::is_same_v<T, Credit>) {
+          type = MessageType::kCredit;
+          body.put<uint32_t>(m.batches);
         } else {
           static_assert(std::is_same_v<T, BatchView>);
           type = MessageType::kBatch;  // batches are built with BatchWriter
@@ -391,32 +403,36 @@ std::vector<uint8_t> encode(const Message& message) {
   return frame.out;
 }
 
-Expected<BatchWriter> BatchWriter::create(uint64_t split_id, uint32_t sequence, bool last_of_split,
-                                          uint32_t samples, const std::vector<TensorSpec>& tensors) {
+Status BatchWriter::reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors) {
   if (tensors.size() > kMaxTensors)
     return Status::error("wire: batch: " + std::to_string(tensors.size()) + " tensors exceed " +
                          std::to_string(kMaxTensors));
-  BatchWriter w;
+  offsets_.clear();
+  sizes_.clear();
+  frame_size_ = 0;
   size_t table = 0;
   uint64_t data = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     uint64_t n = 0;
     if (dtype_size(t.dtype) == 0 || t.shape.size() > static_cast<size_t>(kMaxDims) ||
-        !tensor_size(t.dtype, t.shape, &n) || n > (uint64_t{1} << 46))
+        !tensor_size(t.dtype, t.shape, &n) || n > (uint64_t{1} << 46)) {
+      sizes_.clear();
       return Status::error("wire: batch: tensor " + std::to_string(i) + ": cannot encode " +
                            dtype_name(t.dtype) + " " + shape_text(t.shape));
+    }
     table += kEntryFixed + 8 * t.shape.size();
-    w.sizes_.push_back(n);
+    sizes_.push_back(n);
     data = align_up(data, kDataAlignment) + n;
   }
   const size_t data_start = align_up(kFrameHeaderSize + kBatchFixed + table, kDataAlignment);
   Writer head;
   put_header(&head, MessageType::kBatch, data_start + data - kFrameHeaderSize);
-  head.put<uint64_t>(split_id);
-  head.put<uint32_t>(sequence);
-  head.put<uint32_t>(last_of_split ? 1u : 0u);
-  head.put<uint32_t>(samples);
+  head.put<uint64_t>(header.split_id);
+  head.put<uint32_t>(header.sequence);
+  head.put<uint32_t>(header.last_of_split ? 1u : 0u);
+  head.put<uint32_t>(header.samples);
+  head.put<uint32_t>(header.bad_records);
   head.put<uint32_t>(static_cast<uint32_t>(tensors.size()));
   uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -425,15 +441,28 @@ Expected<BatchWriter> BatchWriter::create(uint64_t split_id, uint32_t sequence, 
     head.put<uint8_t>(static_cast<uint8_t>(tensors[i].shape.size()));
     head.put<uint16_t>(0);
     head.put<uint64_t>(offset);
-    head.put<uint64_t>(w.sizes_[i]);
+    head.put<uint64_t>(sizes_[i]);
     for (int64_t d : tensors[i].shape) head.put<int64_t>(d);
-    w.offsets_.push_back(data_start + offset);
-    offset += w.sizes_[i];
+    offsets_.push_back(data_start + offset);
+    offset += sizes_[i];
   }
-  // One allocation for the whole frame; the tensor bytes are written into
-  // it by the caller, once.
-  w.frame_.resize(data_start + data);
-  std::memcpy(w.frame_.data(), head.out.data(), head.out.size());
+  // The buffer only grows: a steady stream of like batches reuses it as is.
+  // Padding between tensors is zeroed so no stale bytes leave the process.
+  frame_size_ = data_start + data;
+  if (buffer_.size() < frame_size_) buffer_.resize(frame_size_);
+  std::memset(buffer_.data(), 0, data_start);
+  std::memcpy(buffer_.data(), head.out.data(), head.out.size());
+  for (size_t i = 0; i + 1 < sizes_.size(); ++i) {
+    const size_t pad_from = offsets_[i] + sizes_[i];
+    std::memset(buffer_.data() + pad_from, 0, offsets_[i + 1] - pad_from);
+  }
+  return Status();
+}
+
+Expected<BatchWriter> BatchWriter::create(const BatchHeader& header, const std::vector<TensorSpec>& tensors) {
+  BatchWriter w;
+  Status s = w.reset(header, tensors);
+  if (!s.ok()) return s;
   return w;
 }
 

@@ -47,6 +47,7 @@ enum class MessageType : uint16_t {
   kHeartbeat = 9,    // either way: still alive
   kDrain = 10,       // trainer -> worker: finish the batch in hand and leave
   kError = 11,       // either way: why the peer is about to close
+  kCredit = 12,      // trainer -> worker: may send N more batches
 };
 
 const char* type_name(MessageType type);
@@ -82,9 +83,12 @@ struct LeaseRequest {
 struct LeaseGrant {
   uint64_t split_id = 0;
   uint32_t epoch = 0;
-  uint64_t seed = 0;
+  uint64_t seed = 0;            // the split's seed for this epoch
+  uint64_t skip_batches = 0;    // already delivered: the worker need not send them
   std::string file;
-  uint64_t begin = 0, end = 0;  // byte or record range, per the reader
+  uint32_t file_index = 0;      // index into the reader config's file list
+  uint64_t begin = 0, end = 0;  // record range [begin, end)
+  uint64_t offset = 0;          // byte offset of record `begin`, per the reader
 };
 struct LeaseReturn {
   uint64_t split_id = 0;
@@ -98,6 +102,9 @@ struct Error {
   uint32_t code = 0;
   std::string message;
 };
+struct Credit {
+  uint32_t batches = 0;
+};
 
 // One tensor of a received batch, pointing into the receive buffer.
 struct TensorView {
@@ -107,17 +114,22 @@ struct TensorView {
   uint64_t nbytes = 0;
 };
 
-// A received batch; valid while the buffer it was decoded from lives.
-struct BatchView {
+// The fixed part of a batch.
+struct BatchHeader {
   uint64_t split_id = 0;
   uint32_t sequence = 0;     // batch number within the split
   bool last_of_split = false;
   uint32_t samples = 0;
+  uint32_t bad_records = 0;  // corrupt records skipped to make it (budget)
+};
+
+// A received batch; valid while the buffer it was decoded from lives.
+struct BatchView : BatchHeader {
   std::vector<TensorView> tensors;
 };
 
 using Message = std::variant<Hello, Challenge, Auth, Program, LeaseRequest, LeaseGrant, LeaseReturn,
-                             BatchView, Heartbeat, Drain, Error>;
+                             BatchView, Heartbeat, Drain, Error, Credit>;
 
 // Decodes a frame header. `max_payload` bounds what a peer may announce.
 Expected<FrameHeader> decode_header(const uint8_t* data, size_t size, uint64_t max_payload);
@@ -133,24 +145,31 @@ std::vector<uint8_t> encode(const Message& message);
 
 // Builds a batch frame in one buffer: the caller declares the tensors, then
 // writes each tensor's bytes straight into tensor_data(i) (the only copy on
-// the sending side) and sends frame().
+// the sending side) and sends frame_data()/frame_size(). The buffer is
+// reused from batch to batch (reset()), so steady streaming neither
+// allocates nor page-faults.
 class BatchWriter {
  public:
   struct TensorSpec {
     DType dtype;
     std::vector<int64_t> shape;
   };
-  // Fails on an unknown dtype, a negative dimension, too many dims or
-  // tensors, or a size that overflows.
-  static Expected<BatchWriter> create(uint64_t split_id, uint32_t sequence, bool last_of_split,
-                                      uint32_t samples, const std::vector<TensorSpec>& tensors);
-  uint8_t* tensor_data(size_t i) { return frame_.data() + offsets_[i]; }
+  // Lays out a new batch in this writer's buffer. Fails on an unknown
+  // dtype, a negative dimension, too many dims or tensors, or a size that
+  // overflows.
+  Status reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors);
+  static Expected<BatchWriter> create(const BatchHeader& header, const std::vector<TensorSpec>& tensors);
+
+  uint8_t* tensor_data(size_t i) { return buffer_.data() + offsets_[i]; }
   uint64_t tensor_bytes(size_t i) const { return sizes_[i]; }
-  const std::vector<uint8_t>& frame() const { return frame_; }
+  size_t tensor_count() const { return sizes_.size(); }
+  const uint8_t* frame_data() const { return buffer_.data(); }
+  size_t frame_size() const { return frame_size_; }
 
  private:
-  std::vector<uint8_t> frame_;
-  std::vector<size_t> offsets_;  // into frame_
+  std::vector<uint8_t> buffer_;  // grows only; frame_size_ bytes are in use
+  size_t frame_size_ = 0;
+  std::vector<size_t> offsets_;  // into buffer_
   std::vector<uint64_t> sizes_;
 };
 

@@ -33,12 +33,16 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   Program q = round_trip(p);
   EXPECT_EQ(q.reader_config, p.reader_config);
   EXPECT_EQ(q.program, p.program) << "binary program bytes survive";
-  LeaseGrant g{42, 3, 0xdeadbeefcafeULL, "/data/day_0.tsv", 1000, 2000};
+  LeaseGrant g{42, 3, 0xdeadbeefcafeULL, 2, "/data/day_0.tsv", 7, 1000, 2000, 123456};
   LeaseGrant h = round_trip(g);
   EXPECT_EQ(h.split_id, 42u);
   EXPECT_EQ(h.seed, 0xdeadbeefcafeULL);
+  EXPECT_EQ(h.skip_batches, 2u);
   EXPECT_EQ(h.file, "/data/day_0.tsv");
+  EXPECT_EQ(h.file_index, 7u);
   EXPECT_EQ(h.end, 2000u);
+  EXPECT_EQ(h.offset, 123456u);
+  EXPECT_EQ(round_trip(Credit{6}).batches, 6u);
   EXPECT_EQ(round_trip(LeaseRequest{5}).splits, 5u);
   EXPECT_EQ(round_trip(LeaseReturn{7, "sigterm"}).reason, "sigterm");
   EXPECT_EQ(round_trip(Heartbeat{1763776800000ULL}).unix_ms, 1763776800000ULL);
@@ -47,7 +51,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
 }
 
 TEST(WireTest, BatchIsWrittenOnceAndReadInPlace) {
-  auto w = BatchWriter::create(9, 2, true, 3, {{DType::kFloat32, {3, 13}}, {DType::kInt64, {3, 26}},
+  auto w = BatchWriter::create(BatchHeader{9, 2, true, 3, 5}, {{DType::kFloat32, {3, 13}}, {DType::kInt64, {3, 26}},
                                                 {DType::kUInt8, {0}}});
   ASSERT_TRUE(w.ok()) << w.status().message();
   ASSERT_EQ(w->tensor_bytes(0), 3u * 13 * 4);
@@ -55,16 +59,17 @@ TEST(WireTest, BatchIsWrittenOnceAndReadInPlace) {
   for (int i = 0; i < 39; ++i) dense[i] = 0.5f * static_cast<float>(i);
   int64_t* ids = reinterpret_cast<int64_t*>(w->tensor_data(1));
   for (int i = 0; i < 78; ++i) ids[i] = 1000 + i;
-  const std::vector<uint8_t>& frame = w->frame();
-  EXPECT_EQ((w->tensor_data(0) - frame.data()) % kDataAlignment, 0) << "tensors are 64-byte aligned";
+  const std::vector<uint8_t> frame(w->frame_data(), w->frame_data() + w->frame_size());
+  EXPECT_EQ((w->tensor_data(0) - w->frame_data()) % kDataAlignment, 0) << "tensors are 64-byte aligned";
 
-  auto m = decode_frame(frame.data(), frame.size(), kLimit);
+  auto m = decode_frame(w->frame_data(), w->frame_size(), kLimit);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const BatchView& b = std::get<BatchView>(*m);
   EXPECT_EQ(b.split_id, 9u);
   EXPECT_EQ(b.sequence, 2u);
   EXPECT_TRUE(b.last_of_split);
   EXPECT_EQ(b.samples, 3u);
+  EXPECT_EQ(b.bad_records, 5u);
   ASSERT_EQ(b.tensors.size(), 3u);
   EXPECT_EQ(b.tensors[0].shape, (std::vector<int64_t>{3, 13}));
   EXPECT_EQ(b.tensors[0].data, w->tensor_data(0)) << "zero copy: the view points into the frame";
@@ -95,8 +100,8 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
 }
 
 TEST(WireTest, PayloadErrors) {
-  std::vector<uint8_t> grant = encode(Message(LeaseGrant{1, 0, 0, "f", 10, 5}));
-  EXPECT_EQ(refusal(grant), "wire: lease_grant: end at payload byte 33: 5 is before begin 10");
+  std::vector<uint8_t> grant = encode(Message(LeaseGrant{1, 0, 0, 0, "f", 0, 10, 5, 0}));
+  EXPECT_EQ(refusal(grant), "wire: lease_grant: end at payload byte 45: 5 is before begin 10");
   std::vector<uint8_t> hello = encode(Message(Hello{"w", 1}));
   hello[16] = 0xff;  // worker_id length 255, 5 bytes left
   hello[17] = 0;
@@ -111,48 +116,67 @@ TEST(WireTest, PayloadErrors) {
 
 // A batch with two int32 tensors [4] at data offsets 0 and 64, to corrupt.
 std::vector<uint8_t> two_tensor_batch() {
-  auto w = BatchWriter::create(1, 0, false, 4, {{DType::kInt32, {4}}, {DType::kInt32, {4}}});
-  return w.ok() ? w->frame() : std::vector<uint8_t>();
+  auto w = BatchWriter::create(BatchHeader{1, 0, false, 4, 0}, {{DType::kInt32, {4}}, {DType::kInt32, {4}}});
+  return w.ok() ? std::vector<uint8_t>(w->frame_data(), w->frame_data() + w->frame_size()) : std::vector<uint8_t>();
 }
 
-// Frame byte of table entry i (16-byte header, 24-byte batch fields, 28
+// Frame byte of table entry i (16-byte header, 28-byte batch fields, 28
 // bytes per entry of a 1-d tensor); messages count from the payload.
-constexpr size_t entry(int i) { return 16 + 24 + static_cast<size_t>(i) * 28; }
+constexpr size_t entry(int i) { return 16 + 28 + static_cast<size_t>(i) * 28; }
 
 TEST(WireTest, BatchTableErrors) {
   auto f = two_tensor_batch();
   ASSERT_EQ(refusal(f), "accepted");
   auto bad = f;
   bad[entry(1)] = 77;
-  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 dtype at payload byte 52: unknown dtype 77");
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 dtype at payload byte 56: unknown dtype 77");
   bad = f;
   bad[entry(0) + 12] = 12;  // nbytes 12 for [4] int32
-  EXPECT_EQ(refusal(bad), "wire: batch: tensor 0 nbytes at payload byte 36: shape [4] of int32 needs 16 bytes, table says 12");
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 0 nbytes at payload byte 40: shape [4] of int32 needs 16 bytes, table says 12");
   bad = f;
   bad[entry(1) + 4] = 8;  // offset 8: overlaps tensor 0
-  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 offset at payload byte 56: overlaps tensor 0");
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 offset at payload byte 60: overlaps tensor 0");
   bad = f;
   bad[entry(0) + 4] = 2;  // not a multiple of 4
-  EXPECT_EQ(refusal(bad), "wire: batch: tensor 0 offset at payload byte 28: 2 is not aligned to int32");
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 0 offset at payload byte 32: 2 is not aligned to int32");
   bad = f;
   bad[entry(1) + 5] = 1;  // offset 64 + 256
-  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 offset at payload byte 56: bytes [320, +16) outside the 80 data bytes");
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 1 offset at payload byte 60: bytes [320, +16) outside the 80 data bytes");
   bad = f;
-  bad[16 + 20] = 200;  // tensor_count 200: the table reads on into the tensor bytes
-  EXPECT_EQ(refusal(bad), "wire: batch: tensor 2 dtype at payload byte 80: unknown dtype 0");
+  bad[16 + 24] = 200;  // tensor_count 200: the table reads on into the tensor bytes
+  EXPECT_EQ(refusal(bad), "wire: batch: tensor 2 dtype at payload byte 84: unknown dtype 0");
   bad = f;
   bad[16 + 12] = 2;  // unknown flag bit
   EXPECT_EQ(refusal(bad), "wire: batch: flags at payload byte 12: unknown bits 2");
 }
 
+TEST(WireTest, WriterReusesItsBuffer) {
+  BatchWriter w;
+  ASSERT_TRUE(w.reset(BatchHeader{1, 0, false, 2, 0}, {{DType::kInt64, {2, 100}}}).ok());
+  const uint8_t* first = w.frame_data();
+  std::memset(w.tensor_data(0), 0xab, w.tensor_bytes(0));
+  ASSERT_TRUE(w.reset(BatchHeader{1, 1, true, 1, 0}, {{DType::kInt32, {3}}, {DType::kUInt8, {5}}}).ok());
+  EXPECT_EQ(w.frame_data(), first) << "a smaller batch reuses the buffer";
+  std::memset(w.tensor_data(0), 1, w.tensor_bytes(0));
+  std::memset(w.tensor_data(1), 2, w.tensor_bytes(1));
+  auto m = decode_frame(w.frame_data(), w.frame_size(), kLimit);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const BatchView& b = std::get<BatchView>(*m);
+  EXPECT_EQ(b.sequence, 1u);
+  ASSERT_EQ(b.tensors.size(), 2u);
+  EXPECT_EQ(b.tensors[1].nbytes, 5u);
+  // The padding after tensor 0 held 0xab from the first batch: now zero.
+  for (const uint8_t* p = b.tensors[0].data + 12; p < b.tensors[1].data; ++p) ASSERT_EQ(*p, 0);
+}
+
 TEST(WireTest, WriterRefusesWhatCannotBeEncoded) {
-  auto neg = BatchWriter::create(1, 0, false, 1, {{DType::kFloat32, {2, -1}}});
+  auto neg = BatchWriter::create(BatchHeader{1, 0, false, 1, 0}, {{DType::kFloat32, {2, -1}}});
   ASSERT_FALSE(neg.ok());
   EXPECT_EQ(neg.status().message(), "wire: batch: tensor 0: cannot encode float32 [2, -1]");
-  auto huge = BatchWriter::create(1, 0, false, 1, {{DType::kFloat64, {1 << 30, 1 << 30}}});
+  auto huge = BatchWriter::create(BatchHeader{1, 0, false, 1, 0}, {{DType::kFloat64, {1 << 30, 1 << 30}}});
   ASSERT_FALSE(huge.ok());
   std::vector<BatchWriter::TensorSpec> many(kMaxTensors + 1, {DType::kUInt8, {1}});
-  EXPECT_FALSE(BatchWriter::create(1, 0, false, 1, many).ok());
+  EXPECT_FALSE(BatchWriter::create(BatchHeader{1, 0, false, 1, 0}, many).ok());
 }
 
 }  // namespace
