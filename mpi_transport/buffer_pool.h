@@ -1,0 +1,71 @@
+// Reusable 64-byte aligned receive buffers. A received frame of N bytes
+// takes a buffer of the next power-of-two size class from the pool and
+// gives it back when its last holder drops it, so a steady stream of like
+// batches allocates (and page-faults) only while the pool warms up.
+// Thread-safe.
+#ifndef GOLDMINER_MPI_TRANSPORT_BUFFER_POOL_H_
+#define GOLDMINER_MPI_TRANSPORT_BUFFER_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "mpi_transport/transport.h"
+
+namespace goldminer::transport {
+
+class BufferPool;
+
+// A frame whose bytes live in a pooled buffer; writable until shared.
+class PooledFrame final : public Frame {
+ public:
+  PooledFrame(std::shared_ptr<BufferPool> pool, uint8_t* data, size_t capacity, size_t size)
+      : pool_(std::move(pool)), data_(data), capacity_(capacity), size_(size) {}
+  ~PooledFrame() override;
+  PooledFrame(const PooledFrame&) = delete;
+  PooledFrame& operator=(const PooledFrame&) = delete;
+
+  const uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+  uint8_t* mutable_data() { return data_; }
+
+ private:
+  std::shared_ptr<BufferPool> pool_;
+  uint8_t* data_;
+  size_t capacity_;
+  size_t size_;
+};
+
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  // Keeps at most `max_cached_bytes` of free buffers.
+  static std::shared_ptr<BufferPool> create(size_t max_cached_bytes = size_t{1} << 30);
+  ~BufferPool();
+
+  // A frame of `size` bytes (contents undefined); nullptr if out of memory.
+  std::unique_ptr<PooledFrame> take(size_t size);
+
+  struct Stats {
+    uint64_t allocations = 0;  // fresh buffers (misses)
+    uint64_t reuses = 0;       // hits
+  };
+  Stats stats() const;
+
+ private:
+  friend class PooledFrame;
+  explicit BufferPool(size_t max_cached_bytes) : max_cached_(max_cached_bytes) {}
+  void give_back(uint8_t* data, size_t capacity);
+
+  mutable std::mutex mu_;
+  std::multimap<size_t, uint8_t*> free_;  // capacity -> buffer
+  size_t cached_ = 0;
+  size_t max_cached_;
+  Stats stats_;
+};
+
+}  // namespace goldminer::transport
+
+#endif  // GOLDMINER_MPI_TRANSPORT_BUFFER_POOL_H_

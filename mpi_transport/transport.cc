@@ -1,0 +1,63 @@
+#include "mpi_transport/transport.h"
+
+#include "gm_config.h"
+#include "mpi_transport/transport_impl.h"
+
+namespace goldminer::transport {
+namespace {
+
+struct Parsed {
+  std::string scheme, rest;
+};
+
+Expected<Parsed> parse(const std::string& address) {
+  const size_t sep = address.find("://");
+  if (sep == std::string::npos)
+    return Status::error("transport: address '" + address + "': expected ucx://HOST:PORT, mpi:// or local://NAME");
+  Parsed p{address.substr(0, sep), address.substr(sep + 3)};
+  if (p.scheme != "ucx" && p.scheme != "mpi" && p.scheme != "local")
+    return Status::error("transport: address '" + address + "': unknown transport '" + p.scheme +
+                         "' (valid: ucx, mpi, local)");
+  return p;
+}
+
+Status not_built(const std::string& scheme) {
+  return Status::error("transport: " + scheme + " support was not built (configure found no " +
+                       (scheme == "ucx" ? "UCX" : "MPI") + ")");
+}
+
+}  // namespace
+
+Expected<std::string> scheme_of(const std::string& address) {
+  auto p = parse(address);
+  if (!p.ok()) return p.status();
+  return p->scheme;
+}
+
+Expected<std::unique_ptr<Endpoint>> listen(const std::string& address, const Options& options) {
+  auto p = parse(address);
+  if (!p.ok()) return p.status();
+  if (p->scheme == "local") return listen_local(p->rest, options);
+#ifdef GOLDMINER_HAVE_UCX
+  if (p->scheme == "ucx") return listen_ucx(p->rest, options);
+#endif
+#ifdef GOLDMINER_HAVE_MPI
+  if (p->scheme == "mpi") return listen_mpi(options);
+#endif
+  return not_built(p->scheme);
+}
+
+Expected<std::unique_ptr<Endpoint>> connect(const std::string& address, const Options& options) {
+  auto p = parse(address);
+  if (!p.ok()) return p.status();
+  if (p->scheme == "local") return connect_local(p->rest, options);
+#ifdef GOLDMINER_HAVE_UCX
+  if (p->scheme == "ucx") return connect_ucx(p->rest, options);
+#endif
+#ifdef GOLDMINER_HAVE_MPI
+  if (p->scheme == "mpi") return connect_mpi(options);
+#endif
+  return not_built(p->scheme);
+}
+
+}  // namespace goldminer::transport

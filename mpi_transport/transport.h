@@ -1,0 +1,92 @@
+// The data plane's transports: one message-oriented interface between a
+// trainer session (the server: it listens, many workers connect) and its
+// data workers (clients: each connects to one trainer), with three
+// implementations behind one factory:
+//
+//   ucx://HOST:PORT   UCX active messages over a listener; workers join and
+//                     leave at any time; peer failure is an event. Large
+//                     messages arrive by rendezvous straight into a pooled,
+//                     reused buffer (zero copy); small ones are copied once.
+//   mpi://            MPI_COMM_WORLD of a static job (`srun ... : ...` or
+//                     `mpirun -np 1 trainer : -np N goldminer-dw`): rank 0
+//                     is the trainer, every other rank a worker.
+//   local://NAME      in-process (threads), for tests and local runs.
+//
+// A message is one whole wire frame (gmcore/wire.h). Received frames live in
+// 64-byte aligned buffers shared with whoever holds the Frame, so batch
+// tensors can be viewed in place and the buffer goes back to its pool when
+// the last view is dropped.
+//
+// Threading: an Endpoint is used by one thread (its owner's event loop);
+// Frames may be released from any thread.
+#ifndef GOLDMINER_MPI_TRANSPORT_TRANSPORT_H_
+#define GOLDMINER_MPI_TRANSPORT_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gmcore/status.h"
+
+namespace goldminer::transport {
+
+// One received message (a whole wire frame), 64-byte aligned.
+class Frame {
+ public:
+  virtual ~Frame() = default;
+  virtual const uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+using PeerId = uint64_t;
+
+struct Event {
+  enum class Kind { kConnected, kMessage, kDisconnected };
+  Kind kind = Kind::kMessage;
+  PeerId peer = 0;
+  std::shared_ptr<const Frame> frame;  // kMessage
+  std::string reason;                  // kDisconnected: why
+};
+
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+
+  // Where workers connect ("ucx://127.0.0.1:40123"); a client endpoint
+  // returns the address it connected to.
+  virtual std::string address() const = 0;
+
+  // Sends one frame to `peer` (a client has one peer, 0). Returns once the
+  // bytes may be reused; fails if the peer is gone or does not take the
+  // message within the endpoint's send timeout.
+  virtual Status send(PeerId peer, const uint8_t* data, size_t size) = 0;
+
+  // The next event, waiting up to `timeout_ms` (0: do not wait); nothing
+  // if none came.
+  virtual Expected<std::optional<Event>> poll(int timeout_ms) = 0;
+
+  // Drops `peer` (a server refusing a worker); no kDisconnected follows.
+  virtual void disconnect(PeerId peer) = 0;
+};
+
+struct Options {
+  uint64_t max_message = uint64_t{1} << 32;  // larger announced frames are refused
+  int send_timeout_ms = 30000;
+};
+
+// A server endpoint listening at `address`: "ucx://HOST:PORT" (PORT 0 picks
+// a free one; address() tells which), "mpi://", "local://NAME".
+Expected<std::unique_ptr<Endpoint>> listen(const std::string& address, const Options& options = {});
+
+// A client endpoint connected to the trainer at `address`. The server sees
+// kConnected for it.
+Expected<std::unique_ptr<Endpoint>> connect(const std::string& address, const Options& options = {});
+
+// "ucx", "mpi" or "local", from an address; an error for anything else.
+Expected<std::string> scheme_of(const std::string& address);
+
+}  // namespace goldminer::transport
+
+#endif  // GOLDMINER_MPI_TRANSPORT_TRANSPORT_H_
