@@ -1,0 +1,179 @@
+// Automatic stateless-subgraph split of TorchScript training programs
+// (GoldMiner's first idea, issue 3).
+//
+// Given a scripted model, one of its methods (`forward` by default), an
+// optional scripted per-batch data transform that runs before it, and example
+// inputs, the split classifies every node of the method's graph as stateful
+// (reads parameters, buffers or module state, depends on such a value,
+// conflicts in memory with such a node, is nondeterministic, has side
+// effects, or is a call that cannot be inlined) or stateless, chooses a cut
+// inside the stateless region, and extracts two programs:
+//
+//   worker:  forward(*inputs) -> tuple of cut values   (runs on data workers)
+//   trainer: forward(*cut)    -> the model's outputs   (holds all parameters)
+//
+// Contract: trainer(*worker(*x)) equals model(*transform(*x)) bit for bit in
+// eval mode; in train mode with the same seed, outputs and all parameter
+// gradients are equal. Nondeterministic model ops stay on the trainer so they
+// keep the trainer's RNG stream; random augmentation in the transform runs on
+// the worker, whose runtime seeds it per (seed, epoch, split) (see
+// gmcore/lease_table.h, split_seed) so a re-run split is reproducible.
+//
+// This header does not include torch headers (each translation unit that
+// does costs ~8 s and ~0.7 GB to compile): the module-level API takes
+// forward-declared torch types. Every function catches torch's exceptions
+// and returns them as a Status; none throws.
+#ifndef GOLDMINER_SPLIT_H_
+#define GOLDMINER_SPLIT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmcore/status.h"
+
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+namespace c10 {
+struct IValue;
+}  // namespace c10
+
+namespace goldminer {
+
+// dataset: only the transform moves (what every input pipeline does today).
+// extended: the transform plus the stateless prefix of the model that
+//   minimises trainer time + transfer cost (the default).
+// max: every stateless node that can move, ignoring cost.
+enum class SplitMode { kDataset, kExtended, kMax };
+
+Expected<SplitMode> parse_split_mode(const std::string& text);
+const char* split_mode_name(SplitMode mode);
+
+struct SplitOptions {
+  std::string method = "forward";
+  SplitMode mode = SplitMode::kExtended;
+  // Trainer-side cost of receiving a batch: bytes / (transfer_gbps * 1e9)
+  // seconds (memcpy into a reused buffer; see shared docs).
+  double transfer_gbps = 4.0;
+  // Time the original and the split programs on the example (forward, plus
+  // backward when an output requires grad). Off: the report's trainer_ms_*
+  // fields are 0 and `measured` is false.
+  bool measure = true;
+  int repeat = 5;  // timed runs per program; the median is reported
+};
+
+// One value crossing from worker to trainer, measured on the example.
+struct CutValue {
+  std::string name;   // the value's name in the graph (argument name for inputs)
+  std::string dtype;  // torch dtype ("float32", "int64"), or the TorchScript type
+  std::vector<int64_t> shape;  // on the example batch; empty for non-tensors
+  double bytes_per_sample = 0;
+};
+
+// A trainer-side node at the boundary and why it stayed.
+struct KeptNode {
+  std::string node;    // e.g. "aten::linear"
+  std::string reason;  // e.g. "prim::GetAttr bottom.0.weight: parameter"
+  int count = 1;       // boundary nodes with the same node and reason
+};
+
+// What the split did, with its measurements. Plain value type.
+struct SplitReport {
+  std::string mode;
+  std::string method;
+  int nodes_total = 0;      // transform + model nodes (nested blocks counted, constants not)
+  int nodes_stateless = 0;  // transform nodes + stateless model nodes
+  int nodes_moved = 0;      // nodes the worker runs
+  int64_t batch_size = 0;   // leading dimension of the first example tensor
+  std::vector<CutValue> inputs;  // model inputs: what crosses in dataset mode
+  std::vector<CutValue> cut;     // what crosses with this split
+  double bytes_per_sample_before = 0;  // dataset mode
+  double bytes_per_sample_after = 0;   // this split
+  double predicted_ms_saved_per_batch = 0;  // from per-node times and transfer cost
+  // Measured (CPU time per batch, median; 0 unless `measured`):
+  bool measured = false;
+  double transform_ms = 0;       // the transform alone
+  double trainer_ms_local = 0;   // transform + model: no offloading at all
+  double trainer_ms_dataset = 0; // model on transformed inputs (dataset mode)
+  double trainer_ms = 0;         // trainer program of this split
+  double worker_ms = 0;          // worker program of this split (one CPU's work)
+  double transfer_ms = 0;        // modelled receive cost of the cut per batch
+  double trainer_ms_saved_per_batch = 0;  // trainer_ms_local - trainer_ms
+  double analysis_ms = 0;  // graph preparation + classification
+  double split_ms = 0;     // example probe + per-node timing + cut choice + extraction
+  std::vector<KeptNode> kept;
+};
+
+struct SplitProgram {
+  std::shared_ptr<torch::jit::Module> worker;
+  std::shared_ptr<torch::jit::Module> trainer;  // holds `model` as submodule "model"
+  SplitReport report;
+};
+
+// Splits `model` (not modified; the trainer shares its parameter tensors).
+// `example` are the inputs of `transform` (or of the model without one).
+Expected<SplitProgram> split_module(const torch::jit::Module& model,
+                                    const std::vector<c10::IValue>& example,
+                                    const torch::jit::Module* transform, const SplitOptions& options);
+
+// The same over serialized programs: `model` and `transform` as written by
+// torch.jit.save, `example` as written by torch.save(tuple_of_inputs).
+// `transform` may be null. `source` names the inputs in error messages.
+struct SerializedSplit {
+  std::string worker;   // torch.jit.save bytes
+  std::string trainer;
+  SplitReport report;
+};
+struct SplitInputs {
+  std::string model, example, transform;  // bytes; transform empty = none
+  std::string model_name = "model", example_name = "example", transform_name = "transform";
+};
+Expected<SerializedSplit> split_serialized(const SplitInputs& inputs, const SplitOptions& options);
+
+// Reads a whole file; the error names the file and strerror(errno).
+Expected<std::string> read_file_bytes(const std::string& path);
+
+// Equivalence of a split, checked on fresh copies of every program.
+struct Equivalence {
+  bool eval_equal = false;        // outputs in eval mode, bit for bit
+  bool train_outputs_equal = false;
+  bool train_grads_equal = false;  // every parameter gradient
+  bool train_buffers_equal = false;  // buffers after the step (BatchNorm stats)
+  int parameters = 0;              // parameters compared
+  std::string detail;              // first difference, "" if none
+  bool ok() const { return eval_equal && train_outputs_equal && train_grads_equal && train_buffers_equal; }
+};
+Expected<Equivalence> verify_split(const SplitInputs& inputs, const std::string& worker,
+                                   const std::string& trainer, const std::string& method,
+                                   uint64_t seed);
+
+// Human report and JSON (keys nodes_total, nodes_stateless, nodes_moved,
+// cut, bytes_per_sample_before, bytes_per_sample_after,
+// trainer_ms_saved_per_batch, kept, and the other fields above).
+std::string format_report(const SplitReport& report);
+std::string report_json(const SplitReport& report);
+
+// Offload advisor: trainer speedup against doing everything locally, with
+// k data workers each running the worker program on one CPU:
+//   step(k) = max(trainer_ms + transfer_ms, worker_ms / k)
+//   speedup(k) = trainer_ms_local / step(k)
+struct AdvicePoint {
+  int workers = 0;
+  double step_ms = 0;
+  double speedup = 0;
+};
+struct Advice {
+  std::vector<AdvicePoint> points;  // k = 0 (no offloading) .. max_workers
+  int workers_to_saturate = 0;      // smallest k reaching the trainer bound
+  double max_speedup = 1;
+  bool helps = false;
+  std::string verdict;  // one sentence, says why offloading will not help
+};
+Expected<Advice> advise(const SplitReport& report, int max_workers);
+std::string format_advice(const Advice& advice);
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_SPLIT_H_

@@ -1,0 +1,307 @@
+// End-to-end tests of the split on models scripted at test time
+// (tests/split/models.py): equivalence in eval and train mode through the
+// C++ API, the goldminer-split CLI (report, JSON, exit status, errors,
+// --advise) and the Python API. Each model is written once per run.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "goldminer/split.h"
+
+namespace goldminer {
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Run run(const std::string& command) {
+  Run r;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v ? v : fallback;
+}
+
+std::string python() { return env_or("PYTHON", "/usr/bin/python3"); }
+std::string source_dir() { return env_or("GOLDMINER_SPLIT_TESTS", "tests/split"); }
+
+// The scripted models, written once for the whole binary.
+class Models : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    char tmpl[] = "/tmp/goldminer-split-test.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return;
+    dir_ = tmpl;
+    Run r = run(python() + " " + source_dir() + "/models.py " + dir_);
+    ok_ = r.status == 0;
+    error_ = r.out;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) run("rm -rf " + dir_);
+  }
+  static std::string path(const std::string& name) { return dir_ + "/" + name; }
+  static bool ok() { return ok_; }
+  static const std::string& error() { return error_; }
+
+ private:
+  static inline std::string dir_;
+  static inline bool ok_ = false;
+  static inline std::string error_;
+};
+
+class SplitTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(Models::ok()) << "scripting the test models failed:\n" << Models::error(); }
+
+  SplitInputs inputs(const std::string& model, const std::string& transform = "",
+                     const std::string& example = "") {
+    SplitInputs in;
+    in.model = *read_file_bytes(Models::path(model + ".pt"));
+    in.example = *read_file_bytes(Models::path((example.empty() ? model + "_example" : example) + ".pt"));
+    if (!transform.empty()) in.transform = *read_file_bytes(Models::path(transform + ".pt"));
+    return in;
+  }
+
+  // Splits and checks the equivalence contract; returns the report.
+  SplitReport split_and_verify(const SplitInputs& in, SplitMode mode) {
+    SplitOptions options;
+    options.mode = mode;
+    options.repeat = 1;
+    auto split = split_serialized(in, options);
+    EXPECT_TRUE(split.ok()) << split.status().message();
+    if (!split.ok()) return {};
+    for (uint64_t seed : {0, 7}) {
+      auto eq = verify_split(in, split->worker, split->trainer, "forward", seed);
+      EXPECT_TRUE(eq.ok()) << eq.status().message();
+      if (!eq.ok()) continue;
+      EXPECT_TRUE(eq->eval_equal) << eq->detail;
+      EXPECT_TRUE(eq->train_outputs_equal) << eq->detail;
+      EXPECT_TRUE(eq->train_grads_equal) << eq->detail;
+      EXPECT_TRUE(eq->train_buffers_equal) << eq->detail;
+      EXPECT_TRUE(eq->ok());
+    }
+    return split->report;
+  }
+
+  static bool kept(const SplitReport& r, const std::string& node, const std::string& reason_part) {
+    for (const KeptNode& k : r.kept)
+      if (k.node == node && k.reason.find(reason_part) != std::string::npos) return true;
+    return false;
+  }
+};
+
+TEST_F(SplitTest, DlrmExtendedMovesFeatureTransformsAndStaysEquivalent) {
+  SplitReport r = split_and_verify(inputs("dlrm"), SplitMode::kExtended);
+  EXPECT_EQ(r.mode, "extended");
+  EXPECT_EQ(r.batch_size, 64);
+  EXPECT_GT(r.nodes_total, 100);
+  EXPECT_GT(r.nodes_stateless, 20);
+  EXPECT_GT(r.nodes_moved, 10);
+  EXPECT_LE(r.nodes_moved, r.nodes_stateless);
+  ASSERT_EQ(r.inputs.size(), 2u);
+  EXPECT_EQ(r.inputs[0].dtype, "float32");
+  EXPECT_EQ(r.inputs[1].dtype, "int64");
+  EXPECT_DOUBLE_EQ(r.bytes_per_sample_before, 13 * 4 + 26 * 8);
+  ASSERT_FALSE(r.cut.empty());
+  double sum = 0;
+  for (const CutValue& c : r.cut) {
+    EXPECT_FALSE(c.dtype.empty());
+    ASSERT_FALSE(c.shape.empty()) << c.name;
+    EXPECT_EQ(c.shape[0], 64) << c.name;
+    sum += c.bytes_per_sample;
+  }
+  EXPECT_DOUBLE_EQ(sum, r.bytes_per_sample_after);
+  // The hashed indices cross, not the raw ids: an int64 [64, 26] cut value.
+  EXPECT_TRUE(kept(r, "aten::embedding", "parameter")) << format_report(r);
+  EXPECT_TRUE(r.measured);
+  EXPECT_GT(r.trainer_ms_dataset, 0);
+  EXPECT_GT(r.trainer_ms, 0);
+  EXPECT_GE(r.predicted_ms_saved_per_batch, 0);
+}
+
+TEST_F(SplitTest, DlrmDatasetModeMovesNothingOfTheModel) {
+  SplitReport r = split_and_verify(inputs("dlrm"), SplitMode::kDataset);
+  EXPECT_EQ(r.nodes_moved, 0);
+  ASSERT_EQ(r.cut.size(), 2u);
+  EXPECT_EQ(r.cut[0].name, "dense");
+  EXPECT_EQ(r.cut[1].name, "cat");
+  EXPECT_DOUBLE_EQ(r.bytes_per_sample_after, r.bytes_per_sample_before);
+  EXPECT_TRUE(kept(r, "aten::isnan", "dataset mode")) << format_report(r);
+}
+
+TEST_F(SplitTest, DlrmMaxModeMovesEveryStatelessNode) {
+  SplitReport extended = split_and_verify(inputs("dlrm"), SplitMode::kExtended);
+  SplitReport max = split_and_verify(inputs("dlrm"), SplitMode::kMax);
+  EXPECT_GE(max.nodes_moved, extended.nodes_moved);
+  EXPECT_EQ(max.nodes_moved, max.nodes_stateless);
+  for (const KeptNode& k : max.kept) EXPECT_EQ(k.reason.find("stateless"), std::string::npos) << k.reason;
+}
+
+TEST_F(SplitTest, TorchvisionTransformAndResnetStayEquivalent) {
+  SplitReport r = split_and_verify(inputs("resnet18", "image_transform"), SplitMode::kExtended);
+  EXPECT_GT(r.nodes_moved, 0);  // the transform
+  ASSERT_EQ(r.inputs.size(), 1u);
+  EXPECT_EQ(r.inputs[0].dtype, "float32");
+  EXPECT_EQ(r.inputs[0].shape, (std::vector<int64_t>{4, 3, 32, 32}));
+  EXPECT_TRUE(kept(r, "aten::_convolution", "prim::GetAttr conv1.weight: parameter") ||
+              kept(r, "aten::conv2d", "prim::GetAttr conv1.weight: parameter"))
+      << format_report(r);
+}
+
+TEST_F(SplitTest, BatchNormAndDropoutStayOnTheTrainer) {
+  SplitReport r = split_and_verify(inputs("bn_dropout"), SplitMode::kMax);
+  EXPECT_GT(r.nodes_moved, 0);  // tanh(x * 2 + 1)
+  ASSERT_EQ(r.cut.size(), 1u);
+  EXPECT_EQ(r.cut[0].shape, (std::vector<int64_t>{16, 8}));
+  std::string text = format_report(r);
+  EXPECT_NE(text.find("buffer"), std::string::npos) << text;
+}
+
+TEST_F(SplitTest, InPlaceOpsOnInputsAndParametersStayEquivalent) {
+  SplitReport r = split_and_verify(inputs("inplace"), SplitMode::kMax);
+  EXPECT_GT(r.nodes_moved, 0);  // x.add_, x.mul_, view
+  EXPECT_TRUE(kept(r, "aten::add_", "parameter")) << format_report(r);
+}
+
+TEST_F(SplitTest, ControlFlowDictInputsLoopsAndNestedBlocksStayEquivalent) {
+  SplitReport r = split_and_verify(inputs("control"), SplitMode::kMax);
+  EXPECT_GT(r.nodes_moved, 10);
+  std::string text = format_report(r);
+  EXPECT_NE(text.find("nondeterministic in the model"), std::string::npos) << text;
+  split_and_verify(inputs("control"), SplitMode::kExtended);
+}
+
+// ---------------------------------------------------------------- CLI
+class CliTest : public SplitTest {
+ protected:
+  void SetUp() override {
+    SplitTest::SetUp();
+    if (std::getenv("GOLDMINER_SPLIT") == nullptr)
+      GTEST_SKIP() << "GOLDMINER_SPLIT is not set (make check sets it to the built goldminer-split)";
+  }
+  Run cli(const std::string& args) { return run(std::string(std::getenv("GOLDMINER_SPLIT")) + " " + args); }
+  std::string out(const std::string& name) { return Models::path(name); }
+};
+
+TEST_F(CliTest, SplitsDlrmWithReportJsonAndVerify) {
+  Run r = cli(Models::path("dlrm.pt") + " --example " + Models::path("dlrm_example.pt") + " --worker " +
+              out("w.pt") + " --trainer " + out("t.pt") + " --report-json " + out("r.json") + " --verify --repeat 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* text : {"nodes: ", "stateless", "moved to the worker", "bytes per sample crossing: 260.0 in dataset",
+                           "measured trainer time saved", "kept on the trainer at the boundary",
+                           "prim::GetAttr embs.0.weight: parameter",
+                           "verify: eval outputs equal; train outputs equal", "gradients equal, buffers equal"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  std::ifstream json(out("r.json"));
+  std::stringstream text;
+  text << json.rdbuf();
+  for (const char* key : {"\"nodes_total\": ", "\"nodes_stateless\": ", "\"nodes_moved\": ", "\"cut\": [{\"name\": ",
+                          "\"dtype\": ", "\"shape\": [64, ", "\"bytes_per_sample\": ", "\"bytes_per_sample_before\": 260",
+                          "\"bytes_per_sample_after\": ", "\"trainer_ms_saved_per_batch\": ", "\"kept\": [{\"node\": ",
+                          "\"reason\": "})
+    EXPECT_NE(text.str().find(key), std::string::npos) << key << "\n" << text.str();
+  // The written programs load and run in Python: trainer(*worker(*x)) == model(*x).
+  Run py = run(python() + " -c \"import torch; m = torch.jit.load('" + Models::path("dlrm.pt") +
+               "').eval(); w = torch.jit.load('" + out("w.pt") + "').eval(); t = torch.jit.load('" + out("t.pt") +
+               "').eval(); x = torch.load('" + Models::path("dlrm_example.pt") +
+               "'); print('equal', torch.equal(m(*x), t(*w(*x))))\"");
+  EXPECT_EQ(py.status, 0) << py.out;
+  EXPECT_NE(py.out.find("equal True"), std::string::npos) << py.out;
+}
+
+TEST_F(CliTest, TransformOptionAndModes) {
+  for (const char* mode : {"dataset", "extended", "max"}) {
+    Run r = cli(Models::path("resnet18.pt") + " --transform " + Models::path("image_transform.pt") + " --example " +
+                Models::path("resnet18_example.pt") + " --worker " + out("w.pt") + " --trainer " + out("t.pt") +
+                " --mode " + mode + " --verify --repeat 1");
+    ASSERT_EQ(r.status, 0) << mode << "\n" << r.out;
+    EXPECT_NE(r.out.find(std::string("(mode ") + mode + ")"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("verify: eval outputs equal"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(CliTest, AdvisesOnDataWorkers) {
+  Run r = cli(Models::path("dlrm.pt") + " --example " + Models::path("dlrm_example.pt") +
+              " --advise --max-workers 4 --repeat 1 -q");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("offload advice"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("        4"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.out.find("offloading helps") != std::string::npos ||
+              r.out.find("offloading will not help") != std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("nodes:"), std::string::npos) << "-q prints no report: " << r.out;
+}
+
+TEST_F(CliTest, BadInputGivesAClearErrorAndNonZeroExit) {
+  const std::string dlrm = Models::path("dlrm.pt");
+  const std::string ex = " --example " + Models::path("dlrm_example.pt");
+  const std::string outs = " --worker " + out("bad_w.pt") + " --trainer " + out("bad_t.pt");
+  struct Case {
+    std::string args;
+    int status;
+    std::string message;
+  } cases[] = {
+      {Models::path("garbage.pt") + ex + outs, 1,
+       "goldminer-split: cannot load " + Models::path("garbage.pt") + " as TorchScript"},
+      {Models::path("not_script.pt") + ex + outs, 1, "as TorchScript (torch.jit.save output)"},
+      {dlrm + " --example " + dlrm + outs, 1, "as example inputs (torch.save(tuple_of_inputs, path))"},
+      {"/nonexistent/model.pt" + ex + outs, 1,
+       "goldminer-split: cannot read /nonexistent/model.pt: No such file or directory"},
+      {dlrm + " --method predict" + ex + outs, 1, "goldminer-split: model has no method 'predict' (methods: forward)"},
+      {dlrm + " --example " + Models::path("dlrm_example_arity.pt") + outs, 1,
+       "goldminer-split: model.forward takes 2 argument(s) (dense, cat), the example has 1"},
+      {dlrm + " --example " + Models::path("dlrm_example_float.pt") + outs, 1,
+       "goldminer-split: the example does not run through the model's stateless part: "},
+      {dlrm + ex + outs + " --transform " + Models::path("garbage.pt"), 1, "as TorchScript"},
+      {dlrm + ex + outs + " --mode fastest", 2,
+       "goldminer-split: mode: invalid value 'fastest': expected extended, dataset or max"},
+      {dlrm + ex, 2, "--worker and --trainer are required"},
+      {dlrm + ex + outs + " --bogus", 2, "unrecognised option '--bogus'"},
+  };
+  for (const Case& c : cases) {
+    Run r = cli(c.args);
+    EXPECT_EQ(r.status, c.status) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << r.out;
+  }
+  Run r = cli(dlrm + " --example " + Models::path("dlrm_example_float.pt") + outs);
+  EXPECT_NE(r.out.find("Float"), std::string::npos) << "names the dtype problem: " << r.out;
+}
+
+// ---------------------------------------------------------------- Python
+TEST_F(SplitTest, PythonApiSplitsAndStaysEquivalent) {
+  Run r = run(python() + " " + source_dir() + "/check_python_api.py " + Models::path(""));
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* line : {"dlrm extended: eval equal, train outputs equal, grads equal",
+                           "control max: eval equal, train outputs equal, grads equal",
+                           "images extended: eval equal, train outputs equal, grads equal",
+                           "report keys ok", "error: TypeError", "error: ValueError goldminer.split: model has no "
+                                                                 "method 'predict'"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+}
+
+}  // namespace
+}  // namespace goldminer
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new goldminer::Models);
+  return RUN_ALL_TESTS();
+}

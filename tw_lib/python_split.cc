@@ -1,0 +1,89 @@
+// goldminer._split: Python binding of the split (pybind11 over split.h).
+//
+//   worker, trainer, report = goldminer.split(scripted_model, example_inputs,
+//                                             transform=None, mode="extended")
+//
+// Programs cross the boundary serialized (torch.jit.save / torch.save bytes)
+// rather than as torch's own pybind11 types: this module then needs neither
+// torch's Python headers nor the same pybind11 build as torch, and the
+// worker and trainer come back as ordinary torch.jit.ScriptModules. The
+// trainer holds a copy of the model's parameters.
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "goldminer/split.h"
+
+namespace py = pybind11;
+
+namespace goldminer {
+namespace {
+
+std::string save_program(const py::module_& torch, const py::module_& io, const py::object& program,
+                         const char* what) {
+  if (!py::isinstance(program, torch.attr("jit").attr("ScriptModule")))
+    throw py::type_error(std::string("goldminer.split: ") + what +
+                         " must be a torch.jit.ScriptModule (use torch.jit.script), not " +
+                         py::str(py::type::of(program)).cast<std::string>());
+  py::object buffer = io.attr("BytesIO")();
+  torch.attr("jit").attr("save")(program, buffer);
+  return buffer.attr("getvalue")().cast<std::string>();
+}
+
+py::tuple split(const py::object& model, const py::object& example_inputs, const py::object& transform,
+                const std::string& mode, const std::string& method, double transfer_gbps, bool measure,
+                int repeat) {
+  py::module_ torch = py::module_::import("torch");
+  py::module_ io = py::module_::import("io");
+  SplitOptions options;
+  auto parsed = parse_split_mode(mode);
+  if (!parsed.ok()) throw py::value_error("goldminer.split: mode: invalid value '" + mode +
+                                          "': expected extended, dataset or max");
+  options.mode = *parsed;
+  options.method = method;
+  options.transfer_gbps = transfer_gbps;
+  options.measure = measure;
+  options.repeat = repeat;
+  if (transfer_gbps <= 0) throw py::value_error("goldminer.split: transfer_gbps must be > 0");
+
+  SplitInputs in;
+  in.model = save_program(torch, io, model, "model");
+  if (!transform.is_none()) in.transform = save_program(torch, io, transform, "transform");
+  py::tuple inputs = py::isinstance<py::tuple>(example_inputs) || py::isinstance<py::list>(example_inputs)
+                         ? py::tuple(example_inputs)
+                         : py::make_tuple(example_inputs);
+  py::object buffer = io.attr("BytesIO")();
+  torch.attr("save")(inputs, buffer);
+  in.example = buffer.attr("getvalue")().cast<std::string>();
+  in.example_name = "example_inputs";
+
+  Expected<SerializedSplit> result = Status::error("not run");
+  {
+    py::gil_scoped_release release;
+    result = split_serialized(in, options);
+  }
+  if (!result.ok()) throw py::value_error("goldminer.split: " + result.status().message());
+  auto load = [&](const std::string& bytes) {
+    return torch.attr("jit").attr("load")(io.attr("BytesIO")(py::bytes(bytes)));
+  };
+  py::object report = py::module_::import("json").attr("loads")(report_json(result->report));
+  return py::make_tuple(load(result->worker), load(result->trainer), report);
+}
+
+}  // namespace
+}  // namespace goldminer
+
+PYBIND11_MODULE(_split, m) {
+  m.doc() = "GoldMiner: automatic stateless-subgraph split of TorchScript programs (goldminer-split(1))";
+  m.def("split", &goldminer::split,
+        "split(model, example_inputs, transform=None, mode='extended', method='forward', transfer_gbps=4.0,\n"
+        "      measure=True, repeat=5) -> (worker, trainer, report)\n\n"
+        "Splits the scripted `model` (and the scripted per-batch `transform` run before it) into a worker\n"
+        "program (runs on data workers, returns the cut values as a tuple) and a trainer program (holds\n"
+        "all parameters): trainer(*worker(*x)) == model(*transform(*x)). `example_inputs` is a tuple of\n"
+        "inputs (of the transform when given). `report` is a dict with the keys of\n"
+        "goldminer-split --report-json. Raises ValueError with the cause on bad input.",
+        py::arg("model"), py::arg("example_inputs"), py::arg("transform") = py::none(),
+        py::arg("mode") = "extended", py::arg("method") = "forward", py::arg("transfer_gbps") = 4.0,
+        py::arg("measure") = true, py::arg("repeat") = 5);
+}

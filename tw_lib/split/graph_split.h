@@ -1,0 +1,96 @@
+// Internal interface between the torch translation units of the split:
+// analysis.cc (graph preparation and node classification), probe.cc
+// (running the stateless region on the example), extract.cc (worker and
+// trainer programs) and split.cc (orchestration, I/O, measurement).
+// Only these files include torch headers.
+#ifndef GOLDMINER_TW_LIB_SPLIT_GRAPH_SPLIT_H_
+#define GOLDMINER_TW_LIB_SPLIT_GRAPH_SPLIT_H_
+
+#include <torch/script.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gmcore/status.h"
+
+namespace goldminer::split {
+
+using torch::jit::Block;
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+enum class NodeClass {
+  kStateless,  // may run on the worker
+  kShared,     // constant-like (prim::Constant and pure functions of constants): cloned where needed
+  kStateful,   // stays on the trainer
+};
+
+// The classified graph of one method. Owns the graph; Node* and Value*
+// point into it. Thread-compatible.
+struct Analysis {
+  std::shared_ptr<Graph> graph;  // inlined, optimised copy; input 0 is the model
+  std::vector<Node*> nodes;      // top-level nodes in program order
+  std::unordered_map<Node*, NodeClass> cls;
+  // For stateful nodes: the root cause, "<node>: <why>" (e.g.
+  // "prim::GetAttr fc.weight: parameter", "aten::dropout: nondeterministic in the model").
+  std::unordered_map<Node*, std::string> why;
+  // Stateless pairs (a, b), b before a, that touch the same memory with a
+  // write: a may move to the worker only if b does.
+  std::vector<std::pair<Node*, Node*>> order;
+  int nodes_total = 0;      // recursive, constants excluded
+  int nodes_stateless = 0;  // recursive count inside stateless top-level nodes
+};
+
+// Prepares and classifies `model.<method>`; see split.h for the rules.
+Expected<Analysis> analyse_method(const torch::jit::Module& model, const std::string& method);
+
+// Inputs of `n` and values defined outside `n` used in its blocks (or
+// returned by them), each once, in first-use order.
+std::vector<Value*> outer_inputs(Node* n);
+
+// Nodes under `block`, nested blocks included, prim::Constant excluded.
+int count_nodes(Block* block);
+
+// The stateless region run on example inputs (the model's inputs, without
+// the module). Values: every model input and output of a stateless
+// top-level node. Times: trainer cost of each stateless top-level node, ms.
+struct Probe {
+  std::unordered_map<Value*, c10::IValue> values;
+  std::unordered_map<Node*, double> node_ms;
+};
+Expected<Probe> probe_stateless(const Analysis& analysis, const std::vector<c10::IValue>& model_inputs,
+                                bool time_nodes);
+
+// Worker and trainer programs for the nodes in `moved` (stateless top-level
+// nodes). `cut` receives the values crossing, in the worker's output order.
+struct TransformCall {
+  const torch::jit::Module* module = nullptr;  // null: no transform
+  bool unpack = false;  // its tuple output spreads over the model's arguments
+};
+struct Extraction {
+  torch::jit::Module worker;
+  torch::jit::Module trainer;
+  std::vector<Value*> cut;
+};
+Expected<Extraction> extract_programs(const Analysis& analysis, const std::vector<Node*>& moved,
+                                      const torch::jit::Module& model, const TransformCall& transform,
+                                      const std::vector<c10::TypePtr>& worker_input_types,
+                                      const std::vector<std::string>& worker_input_names);
+
+// Bytes of the tensors in `value` (recursively through containers); 8 per
+// scalar. -1 when the value cannot be shipped (objects, modules, futures...).
+double value_bytes(const c10::IValue& value);
+
+// Deep copy of tensors in `value` (for repeated runs of mutating code).
+c10::IValue deep_clone(const c10::IValue& value);
+
+// The first line of a torch error, without C++ backtrace.
+std::string torch_error_text(const std::exception& e);
+
+}  // namespace goldminer::split
+
+#endif  // GOLDMINER_TW_LIB_SPLIT_GRAPH_SPLIT_H_

@@ -1,0 +1,173 @@
+// Runs the stateless region on the example: values of every model input
+// and stateless top-level output (cut sizes), and the trainer time of each
+// stateless node (TorchScript 1.13 gives no static shapes, so sizes and
+// times come from running; shared/docs/torchscript-split.md).
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/alias_analysis.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "tw_lib/split/graph_split.h"
+
+namespace goldminer::split {
+namespace {
+
+namespace prim = c10::prim;
+
+using Clock = std::chrono::steady_clock;
+
+// A graph that clones `nodes` (top-level nodes of `src`) with `inputs` as
+// its inputs and returns `outputs` as one tuple. Shared (constant-like)
+// producers of values that are not inputs are cloned on demand.
+std::shared_ptr<Graph> sub_graph(const Analysis& a, const std::vector<Node*>& nodes,
+                                 const std::vector<Value*>& inputs, const std::vector<Value*>& outputs) {
+  auto g = std::make_shared<Graph>();
+  std::unordered_map<Value*, Value*> env;
+  for (Value* v : inputs) env[v] = g->addInput()->setType(v->type());
+  std::function<Value*(Value*)> map = [&](Value* v) -> Value* {
+    auto it = env.find(v);
+    if (it != env.end()) return it->second;
+    Node* def = v->node();
+    // Only shared producers get here (callers pass every other input).
+    Node* clone = g->insertNode(g->createClone(def, map));
+    for (size_t i = 0; i < def->outputs().size(); ++i) env[def->outputs()[i]] = clone->outputs()[i];
+    return env.at(v);
+  };
+  for (Node* n : nodes) {
+    Node* clone = g->insertNode(g->createClone(n, map));
+    for (size_t i = 0; i < n->outputs().size(); ++i) env[n->outputs()[i]] = clone->outputs()[i];
+  }
+  std::vector<Value*> outs;
+  for (Value* v : outputs) outs.push_back(map(v));
+  g->registerOutput(g->insertNode(g->createTuple(outs))->output());
+  (void)a;
+  return g;
+}
+
+std::vector<c10::IValue> run(torch::jit::GraphFunction& fn, std::vector<c10::IValue> stack) {
+  fn.run(stack);
+  return stack.at(0).toTupleRef().elements().vec();
+}
+
+}  // namespace
+
+double value_bytes(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() ? static_cast<double>(t.numel()) * t.element_size() : 0;
+  }
+  if (v.isInt() || v.isDouble() || v.isBool()) return 8;
+  if (v.isNone() || v.isString() || v.isDevice()) return 0;
+  if (v.isList() || v.isTuple()) {
+    double sum = 0;
+    auto elems = v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
+    for (const auto& e : elems) {
+      double b = value_bytes(e);
+      if (b < 0) return -1;
+      sum += b;
+    }
+    return sum;
+  }
+  if (v.isGenericDict()) {
+    double sum = 0;
+    for (const auto& e : v.toGenericDict()) {
+      double k = value_bytes(e.key()), b = value_bytes(e.value());
+      if (k < 0 || b < 0) return -1;
+      sum += k + b;
+    }
+    return sum;
+  }
+  return -1;
+}
+
+c10::IValue deep_clone(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v;
+  if (v.isList()) {
+    auto src = v.toList();
+    c10::impl::GenericList out(src.elementType());
+    for (const auto& e : src) out.push_back(deep_clone(e));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> elems;
+    for (const auto& e : v.toTupleRef().elements()) elems.push_back(deep_clone(e));
+    return c10::ivalue::Tuple::create(std::move(elems));
+  }
+  if (v.isGenericDict()) {
+    auto src = v.toGenericDict();
+    c10::impl::GenericDict out(src.keyType(), src.valueType());
+    for (const auto& e : src) out.insert(e.key(), deep_clone(e.value()));
+    return out;
+  }
+  return v;
+}
+
+std::string torch_error_text(const std::exception& e) {
+  std::string text;
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&e))
+    text = c10_error->what_without_backtrace();
+  else
+    text = e.what();
+  // TorchScript errors carry the source excerpt after a blank line.
+  auto cut = text.find("\n\n");
+  if (cut != std::string::npos) text.resize(cut);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue>& model_inputs,
+                                bool time_nodes) {
+  std::vector<Node*> stateless;
+  std::vector<Value*> inputs(a.graph->inputs().begin() + 1, a.graph->inputs().end());
+  std::vector<Value*> outputs = inputs;
+  for (Node* n : a.nodes)
+    if (a.cls.at(n) == NodeClass::kStateless) {
+      stateless.push_back(n);
+      for (Value* o : n->outputs()) outputs.push_back(o);
+    }
+  Probe probe;
+  try {
+    auto g = sub_graph(a, stateless, inputs, outputs);
+    torch::jit::GraphFunction fn("goldminer_probe", g, nullptr, torch::jit::ExecutorExecutionMode::SIMPLE);
+    std::vector<c10::IValue> stack;
+    for (const auto& v : model_inputs) stack.push_back(deep_clone(v));
+    auto values = run(fn, stack);
+    for (size_t i = 0; i < outputs.size(); ++i) probe.values[outputs[i]] = values[i];
+  } catch (const std::exception& e) {
+    return Status::error("the example does not run through the model's stateless part: " +
+                         torch_error_text(e));
+  }
+  if (!time_nodes) return probe;
+  torch::jit::AliasDb db(a.graph);
+  for (Node* n : stateless) {
+    std::vector<Value*> reads;
+    for (Value* v : outer_inputs(n))
+      if (a.cls.count(v->node()) == 0 || a.cls.at(v->node()) != NodeClass::kShared) reads.push_back(v);
+    std::vector<Value*> outs(n->outputs().begin(), n->outputs().end());
+    const bool mutates = db.writesToAlias(n, torch::jit::ValueSet(reads.begin(), reads.end()));
+    try {
+      auto g = sub_graph(a, {n}, reads, outs);
+      torch::jit::GraphFunction fn("goldminer_time", g, nullptr, torch::jit::ExecutorExecutionMode::SIMPLE);
+      std::vector<c10::IValue> args;
+      for (Value* v : reads) args.push_back(probe.values.at(v));
+      double best = 1e300, total = 0;
+      for (int rep = 0; rep < 20 && (rep < 3 || total < 2.0); ++rep) {
+        std::vector<c10::IValue> stack;
+        for (const auto& v : args) stack.push_back(mutates ? deep_clone(v) : v);
+        auto start = Clock::now();
+        fn.run(stack);
+        double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        if (rep > 0) best = std::min(best, ms);  // the first run warms caches
+        total += ms;
+      }
+      probe.node_ms[n] = best;
+    } catch (const std::exception& e) {
+      return Status::error(std::string("cannot time ") + n->kind().toQualString() + " on the example: " +
+                           torch_error_text(e));
+    }
+  }
+  return probe;
+}
+
+}  // namespace goldminer::split
