@@ -1,0 +1,82 @@
+// Internal interface between the format-independent split stream
+// (reader.cc: shuffle buffer, bad-record budget, batching) and the formats.
+// Not part of the public API; only readers/*.cc include it.
+#ifndef GOLDMINER_READERS_FORMAT_H_
+#define GOLDMINER_READERS_FORMAT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gmcore/status.h"
+#include "readers/reader.h"
+
+namespace goldminer::readers::internal {
+
+// One decoded record. `bytes` holds a format-defined encoding of the
+// decoded values; samples are recycled so its capacity is reused.
+struct Sample {
+  uint64_t record = 0;
+  std::vector<uint8_t> bytes;
+};
+
+enum class Outcome { kRecord, kCorrupt, kEnd };
+
+// Reads the records of one split, in record order. Thread-compatible;
+// owned by one SplitStream.
+class RecordSource {
+ public:
+  virtual ~RecordSource() = default;
+  // kRecord: *sample holds the next record (sample->record set).
+  // kCorrupt: the next record is corrupt; *what says why, with file, byte
+  //   offset and record index; the source has moved past it.
+  // kEnd: the split is exhausted.
+  // An error Status is fatal (I/O, file shorter than planned).
+  virtual Expected<Outcome> next(Sample* sample, std::string* what) = 0;
+  // The batch tensors of `samples` (in that order).
+  virtual std::vector<HostTensor> assemble(const std::vector<const Sample*>& samples) = 0;
+};
+
+// What plan_dataset learns about one file (or jpeg source).
+struct FilePlan {
+  uint64_t records = 0;
+  // Byte offset of records 0, step, 2*step, ... (as many as there are
+  // splits); for jpeg all zero.
+  std::vector<uint64_t> split_offsets;
+};
+
+// Per-format entry points. `schema` is written by plan_schema (before the
+// files are counted) and read by open_source.
+Expected<std::string> csv_plan_schema(const std::vector<std::string>& files);
+Expected<std::string> tfrecord_plan_schema(const std::vector<std::string>& files);
+Expected<std::string> jpeg_plan_schema(const std::vector<std::string>& files);
+
+Expected<FilePlan> csv_plan_file(const std::string& path, uint64_t step);
+Expected<FilePlan> tfrecord_plan_file(const std::string& path, uint64_t step);
+Expected<FilePlan> jpeg_plan_file(const std::string& schema, uint32_t file_index, uint64_t step);
+
+Expected<std::unique_ptr<RecordSource>> open_criteo_source(const DatasetConfig& config,
+                                                           const SplitRange& split);
+Expected<std::unique_ptr<RecordSource>> open_csv_source(const DatasetConfig& config,
+                                                        const SplitRange& split);
+Expected<std::unique_ptr<RecordSource>> open_tfrecord_source(const DatasetConfig& config,
+                                                             const SplitRange& split);
+Expected<std::unique_ptr<RecordSource>> open_jpeg_source(const DatasetConfig& config,
+                                                         const SplitRange& split);
+Expected<std::unique_ptr<RecordSource>> open_text_source(const DatasetConfig& config,
+                                                         const SplitRange& split);
+
+// Splits one CSV record (RFC 4180) into `fields`; unescaped quoted fields
+// live in `scratch` (reserved up front so the views stay valid). False,
+// with *why, on bad quoting.
+bool split_csv_fields(std::string_view record, std::vector<std::string_view>* fields,
+                      std::string* scratch, std::string* why);
+
+// Tensor helpers shared by the formats.
+HostTensor make_tensor(wire::DType dtype, std::vector<int64_t> shape);
+
+}  // namespace goldminer::readers::internal
+
+#endif  // GOLDMINER_READERS_FORMAT_H_

@@ -1,0 +1,130 @@
+// Helpers shared by the readers' tests: temp folders, tensor access, and
+// reading a whole planned dataset.
+#ifndef GOLDMINER_READERS_TEST_UTIL_H_
+#define GOLDMINER_READERS_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "readers/reader.h"
+
+namespace goldminer::readers::testing {
+
+// A fresh folder under $TMPDIR, removed with its files at destruction.
+class TempDir {
+ public:
+  TempDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr ? tmp : "/tmp") + "/readers_test.XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    path_ = ::mkdtemp(buf.data()) != nullptr ? buf.data() : "";
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::system(("rm -rf '" + path_ + "'").c_str());
+  }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::string p = file(name);
+    std::ofstream out(p, std::ios::binary);
+    out << bytes;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+template <typename T>
+std::vector<T> values(const HostTensor& t) {
+  std::vector<T> out(t.data.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), t.data.data(), t.data.size());
+  return out;
+}
+
+inline std::string bytes_of(const HostTensor& t) {
+  return std::string(t.data.begin(), t.data.end());
+}
+
+// Opens and drains one split; fails the test on an error.
+inline std::vector<Batch> read_split(const DatasetConfig& config, const SplitRange& split,
+                                     uint64_t seed, uint32_t batch, uint32_t shuffle) {
+  std::vector<Batch> out;
+  auto stream = SplitStream::open(config, split, seed, batch, shuffle);
+  EXPECT_TRUE(stream.ok()) << stream.status().message();
+  if (!stream.ok()) return out;
+  for (;;) {
+    auto b = (*stream)->next();
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    if (!b.ok() || !b->has_value()) break;
+    out.push_back(std::move(**b));
+  }
+  return out;
+}
+
+// The first error a split's stream reports ("" if none).
+inline std::string split_error(const DatasetConfig& config, const SplitRange& split) {
+  auto stream = SplitStream::open(config, split, 1, 4, 0);
+  if (!stream.ok()) return stream.status().message();
+  for (;;) {
+    auto b = (*stream)->next();
+    if (!b.ok()) return b.status().message();
+    if (!b->has_value()) return "";
+  }
+}
+
+inline DatasetPlan plan_or_die(Format format, const std::vector<std::string>& paths,
+                               uint64_t per_split, uint64_t max_bad = 0) {
+  InputSpec spec;
+  spec.format = format;
+  spec.paths = paths;
+  ReaderOptions options;
+  options.max_bad_records = max_bad;
+  auto plan = plan_dataset(spec, options, per_split);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? *plan : DatasetPlan();
+}
+
+// $GOLDMINER_SHARED_DATA/datasets/<rel>, or "" (and the reason) when absent.
+inline std::string shared_dataset(const std::string& rel, std::string* why) {
+  const char* root = std::getenv("GOLDMINER_SHARED_DATA");
+  if (root == nullptr || *root == '\0') {
+    *why = "GOLDMINER_SHARED_DATA is unset (make check sets it to ../shared/data)";
+    return "";
+  }
+  std::string path = std::string(root) + "/datasets/" + rel;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    *why = "shared data " + path + " is absent";
+    return "";
+  }
+  return path;
+}
+
+// Tiny deterministic generator for test data.
+class TestRng {
+ public:
+  explicit TestRng(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t below(uint64_t n) { return next() % n; }
+
+ private:
+  uint64_t s_;
+};
+
+}  // namespace goldminer::readers::testing
+
+#endif  // GOLDMINER_READERS_TEST_UTIL_H_
