@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <type_traits>
 
 #include "readers/crc32c.h"
 #include "readers/example_proto.h"
@@ -175,14 +176,8 @@ class TfRecordSource : public RecordSource {
   uint64_t file_size_ = 0;
   uint64_t read_ = 0;
   bool broken_ = false;  // the frame can't be delimited: nothing follows
+  size_t hint_ = 0;      // where the next feature name is likely to be
 };
-
-template <typename T>
-void append(std::vector<uint8_t>* out, T v) {
-  size_t at = out->size();
-  out->resize(at + sizeof v);
-  std::memcpy(out->data() + at, &v, sizeof v);
-}
 
 bool TfRecordSource::decode(std::string_view example, Sample* sample, std::string* why) {
   std::fill(kinds_.begin(), kinds_.end(), FeatureKind::kNone);
@@ -190,10 +185,16 @@ bool TfRecordSource::decode(std::string_view example, Sample* sample, std::strin
   bool ok = for_each_feature(
       example,
       [&](std::string_view name, FeatureKind kind, std::string_view list) {
-        auto it = std::lower_bound(features_.begin(), features_.end(), name,
-                                   [](const Feature& f, std::string_view n) { return f.name < n; });
-        if (it == features_.end() || it->name != name) return true;  // not in the schema
-        size_t i = static_cast<size_t>(it - features_.begin());
+        // Writers emit features in the same order every record: try the
+        // successor of the last match before a binary search.
+        size_t i = hint_ < features_.size() && features_[hint_].name == name ? hint_ : features_.size();
+        if (i == features_.size()) {
+          auto it = std::lower_bound(features_.begin(), features_.end(), name,
+                                     [](const Feature& f, std::string_view n) { return f.name < n; });
+          if (it == features_.end() || it->name != name) return true;  // not in the schema
+          i = static_cast<size_t>(it - features_.begin());
+        }
+        hint_ = i + 1 < features_.size() ? i + 1 : 0;
         kinds_[i] = kind;
         found_[i] = list;
         return true;
@@ -212,21 +213,26 @@ bool TfRecordSource::decode(std::string_view example, Sample* sample, std::strin
              feature_kind_name(f.kind);
       return false;
     }
-    size_t count_at = out.size();
-    append<uint64_t>(&out, 0);
+    // Every value takes at least one byte of the list and at most 9 times
+    // that decoded: size once for the bound, write, then trim.
+    const size_t count_at = out.size();
+    out.resize(count_at + 8 + 9 * found_[i].size());
+    uint8_t* w = out.data() + count_at + 8;
     uint64_t count = 0;
     bool list_ok = kinds_[i] == FeatureKind::kNone ||
                    for_each_value(f.kind, found_[i], [&](auto v) {
                      ++count;
                      if constexpr (std::is_same_v<decltype(v), std::string_view>) {
-                       append<uint64_t>(&out, v.size());
-                       size_t at = out.size();
-                       out.resize(at + v.size());
-                       if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size());
+                       uint64_t len = v.size();
+                       std::memcpy(w, &len, 8);
+                       if (len > 0) std::memcpy(w + 8, v.data(), len);
+                       w += 8 + len;
                      } else {
-                       append(&out, v);
+                       std::memcpy(w, &v, sizeof v);
+                       w += sizeof v;
                      }
                    });
+    out.resize(static_cast<size_t>(w - out.data()));
     if (!list_ok) {
       *why = "malformed tf.Example: feature '" + f.name + "': bad " + feature_kind_name(f.kind) + " list";
       return false;
