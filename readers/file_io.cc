@@ -107,7 +107,7 @@ Expected<bool> FileWindow::next_line(bool quotes, std::string_view* line, uint64
     size_t n = available();
     size_t found = std::string_view::npos;
     if (!quotes) {
-      const void* q = std::memchr(p + scanned, '\n', n - scanned);
+      const void* q = n > scanned ? std::memchr(p + scanned, '\n', n - scanned) : nullptr;
       if (q != nullptr) found = static_cast<size_t>(static_cast<const char*>(q) - p);
       scanned = n;
     } else {
