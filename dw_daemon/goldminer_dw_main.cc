@@ -1,0 +1,107 @@
+// goldminer-dw: the CPU-only data-worker daemon (see goldminer-dw(1)).
+// Connects to a trainer session, proves the job secret, then streams
+// batches until drained. SIGTERM/SIGINT: finish the batch in hand, return
+// the leases, exit 0 (Slurm preemption sends SIGTERM first).
+#include <boost/program_options.hpp>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "dw_daemon/worker.h"
+#include "gmcore/auth.h"
+#include "gmcore/log.h"
+
+namespace po = boost::program_options;
+using namespace goldminer;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "goldminer-dw: %s\n", message.c_str());
+  return code;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dw::WorkerOptions o;
+  std::string secret_file;
+  int intra_op = 1;
+  bool verbose = false;
+  po::options_description desc(
+      "Usage: goldminer-dw [--trainer ADDRESS] [options]\n"
+      "A GoldMiner data worker: leases input splits from a trainer session, reads, decodes,\n"
+      "runs the worker program and streams batches back; see goldminer-dw(1).\nOptions");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("trainer", po::value(&o.trainer), "the session's address: ucx://HOST:PORT, mpi:// or local://NAME "
+       "(default: $GOLDMINER_TRAINER)")
+      ("secret-file", po::value(&secret_file), "file holding the job secret, mode 0600 and owned by you "
+       "(used when $GOLDMINER_SECRET is unset; default: $GOLDMINER_SECRET_FILE)")
+      ("threads", po::value(&o.threads)->default_value(1), "splits read and processed in parallel")
+      ("intra-op-threads", po::value(&intra_op)->default_value(1), "threads of one program call")
+      ("id", po::value(&o.id), "how this worker introduces itself (default HOST:PID)")
+      ("heartbeat", po::value(&o.heartbeat_s)->default_value(1.0), "seconds between heartbeats")
+      ("connect-timeout", po::value(&o.connect_timeout_s)->default_value(30), "seconds to wait for the trainer")
+      ("drain-timeout", po::value(&o.drain_timeout_s)->default_value(30),
+       "seconds a drain waits to send batches already made")
+      ("verbose,v", po::bool_switch(&verbose), "log every connection event");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return fail(std::string(e.what()) + " (see --help)", 2);
+  }
+  if (o.threads == 0) return fail("--threads: must be at least 1", 2);
+  if (intra_op < 1) return fail("--intra-op-threads: must be at least 1", 2);
+  if (o.trainer.empty()) o.trainer = env_or("GOLDMINER_TRAINER", "");
+  if (o.trainer.empty()) return fail("no trainer address: pass --trainer or set GOLDMINER_TRAINER", 2);
+  if (secret_file.empty()) secret_file = env_or("GOLDMINER_SECRET_FILE", "");
+  const char* secret_env = std::getenv("GOLDMINER_SECRET");
+  if (secret_env == nullptr && secret_file.empty())
+    return fail("no job secret: set GOLDMINER_SECRET or pass --secret-file (never on the command line)", 2);
+  auto secret = auth::load_secret(secret_env, secret_file);
+  if (!secret.ok()) return fail(secret.status().message(), 2);
+  o.secret = *secret;
+  if (o.id.empty()) o.id = dw::default_worker_id();
+  o.load_program = [intra_op](const std::string& bytes) { return dw::load_torchscript(bytes, intra_op); };
+  if (!verbose)
+    log::set_sink([](log::Level level, const std::string& line) {
+      if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
+    });
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  auto report = dw::run_worker(o, g_stop);
+  if (!report.ok()) {
+    if (g_stop) return 0;  // stopped before any work: nothing to return
+    return fail(report.status().message(), 1);
+  }
+  if (verbose)
+    std::fprintf(stderr, "goldminer-dw: %s: sent %llu batches, finished %llu splits, returned %llu\n", o.id.c_str(),
+                 static_cast<unsigned long long>(report->batches_sent),
+                 static_cast<unsigned long long>(report->splits_done),
+                 static_cast<unsigned long long>(report->splits_returned));
+  return 0;
+}

@@ -1,0 +1,51 @@
+// The worker program a data worker runs on every batch, behind an interface
+// so that the daemon's loop needs no torch header: the TorchScript runner
+// (torch_program.cc) is the one implementation that includes libtorch.
+#ifndef GOLDMINER_DW_DAEMON_PROGRAM_H_
+#define GOLDMINER_DW_DAEMON_PROGRAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmcore/status.h"
+#include "gmcore/wire.h"
+#include "readers/reader.h"
+
+namespace goldminer::dw {
+
+// The tensors a program returned; valid while the object lives.
+class ProgramOutput {
+ public:
+  struct Tensor {
+    wire::DType dtype;
+    std::vector<int64_t> shape;
+    const void* data;
+    uint64_t nbytes;
+  };
+  virtual ~ProgramOutput() = default;
+  virtual const std::vector<Tensor>& tensors() const = 0;
+};
+
+// Thread-safe: worker threads call run() concurrently.
+class WorkerProgram {
+ public:
+  virtual ~WorkerProgram() = default;
+  // Runs the program's forward on the reader's tensors (in order, viewed
+  // without a copy). `seed` seeds the program's random ops for this batch,
+  // so a re-run split yields identical batches.
+  virtual Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed) = 0;
+};
+
+// Loads a program from its serialized bytes (a TorchScript zip).
+using ProgramLoader = std::function<Expected<std::unique_ptr<WorkerProgram>>(const std::string& bytes)>;
+
+// The TorchScript loader; `threads` = intra-op threads per call. An error
+// when the daemon was built without libtorch.
+Expected<std::unique_ptr<WorkerProgram>> load_torchscript(const std::string& bytes, int threads);
+
+}  // namespace goldminer::dw
+
+#endif  // GOLDMINER_DW_DAEMON_PROGRAM_H_

@@ -1,0 +1,121 @@
+// The TorchScript worker program: the only daemon file that includes
+// libtorch (about 8 s and 0.7 GB to compile).
+#include <ATen/Parallel.h>
+#include <torch/script.h>
+
+#include <mutex>
+#include <sstream>
+
+#include "dw_daemon/program.h"
+
+namespace goldminer::dw {
+namespace {
+
+Expected<torch::ScalarType> to_torch(wire::DType d) {
+  switch (d) {
+    case wire::DType::kUInt8: return torch::kUInt8;
+    case wire::DType::kInt32: return torch::kInt32;
+    case wire::DType::kInt64: return torch::kInt64;
+    case wire::DType::kFloat32: return torch::kFloat32;
+    case wire::DType::kFloat64: return torch::kFloat64;
+    case wire::DType::kBool: return torch::kBool;
+  }
+  return Status::error("program: unknown dtype");
+}
+
+Expected<wire::DType> from_torch(torch::ScalarType t) {
+  switch (t) {
+    case torch::kUInt8: return wire::DType::kUInt8;
+    case torch::kInt32: return wire::DType::kInt32;
+    case torch::kInt64: return wire::DType::kInt64;
+    case torch::kFloat32: return wire::DType::kFloat32;
+    case torch::kFloat64: return wire::DType::kFloat64;
+    case torch::kBool: return wire::DType::kBool;
+    default: break;
+  }
+  return Status::error(std::string("program: output dtype ") + c10::toString(t) +
+                       " cannot be sent (uint8, int32, int64, float32, float64, bool)");
+}
+
+class TorchOutput final : public ProgramOutput {
+ public:
+  std::vector<torch::Tensor> keep;
+  std::vector<Tensor> views;
+  const std::vector<Tensor>& tensors() const override { return views; }
+};
+
+class TorchProgram final : public WorkerProgram {
+ public:
+  TorchProgram(torch::jit::Module module, int threads) : module_(std::move(module)), threads_(threads) {}
+
+  Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed) override {
+    try {
+      std::vector<torch::jit::IValue> inputs;
+      for (const auto& t : batch.tensors) {
+        auto st = to_torch(t.dtype);
+        if (!st.ok()) return st.status();
+        // A view of the reader's bytes: the program must not write to it.
+        inputs.emplace_back(torch::from_blob(const_cast<uint8_t*>(t.data.data()), t.shape,
+                                             torch::TensorOptions().dtype(*st)));
+      }
+      torch::jit::IValue out;
+      {
+        // Torch's CPU generator is process-wide: seed and run under one
+        // lock so each batch's random ops see exactly its own seed.
+        std::lock_guard<std::mutex> lock(mu_);
+        torch::NoGradGuard no_grad;
+        at::set_num_threads(threads_);
+        torch::manual_seed(seed);
+        out = module_.forward(inputs);
+      }
+      auto result = std::make_unique<TorchOutput>();
+      std::vector<torch::Tensor> tensors;
+      if (out.isTensor()) {
+        tensors.push_back(out.toTensor());
+      } else if (out.isTuple()) {
+        for (const auto& v : out.toTuple()->elements()) {
+          if (!v.isTensor()) return Status::error("program: forward returned a tuple holding a non-tensor");
+          tensors.push_back(v.toTensor());
+        }
+      } else if (out.isTensorList()) {
+        for (const auto& t : out.toTensorList()) tensors.push_back(t);
+      } else {
+        return Status::error("program: forward must return a tensor or a tuple of tensors, it returned " +
+                             out.tagKind());
+      }
+      for (auto& t : tensors) {
+        t = t.contiguous();
+        auto dt = from_torch(t.scalar_type());
+        if (!dt.ok()) return dt.status();
+        result->views.push_back({*dt, t.sizes().vec(), t.data_ptr(), static_cast<uint64_t>(t.nbytes())});
+        result->keep.push_back(t);
+      }
+      return std::unique_ptr<ProgramOutput>(std::move(result));
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return Status::error("program: forward failed: " + what.substr(0, what.find('\n')));
+    }
+  }
+
+ private:
+  torch::jit::Module module_;
+  int threads_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<WorkerProgram>> load_torchscript(const std::string& bytes, int threads) {
+  try {
+    std::istringstream in(bytes);
+    torch::jit::Module m = torch::jit::load(in, torch::kCPU);
+    m.eval();
+    if (!m.find_method("forward")) return Status::error("program: the TorchScript module has no forward method");
+    return std::unique_ptr<WorkerProgram>(new TorchProgram(std::move(m), threads));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::error("program: not a loadable TorchScript module: " + what.substr(0, what.find('\n')));
+  }
+}
+
+}  // namespace goldminer::dw

@@ -1,0 +1,460 @@
+#include "dw_daemon/worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "gmcore/auth.h"
+#include "gmcore/lease_table.h"
+#include "gmcore/log.h"
+#include "gmcore/stream_config.h"
+#include "mpi_transport/transport.h"
+
+namespace goldminer::dw {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::Event;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t batch_seed(uint64_t split_seed, uint32_t sequence) {
+  return LeaseTable::split_seed(split_seed, sequence, 0x5eed);
+}
+
+// What producers hand to the connection thread, in order.
+struct Outgoing {
+  enum class Kind { kBatch, kReturn, kError } kind = Kind::kBatch;
+  std::unique_ptr<wire::BatchWriter> batch;
+  bool last_of_split = false;
+  uint64_t split_id = 0;
+  std::string message;  // kReturn reason, kError text
+};
+
+// State shared by the connection thread and the producers.
+struct Shared {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<wire::LeaseGrant> leases;  // granted, not started
+  std::deque<Outgoing> outbox;
+  size_t outbox_limit = 2;
+  std::vector<std::unique_ptr<wire::BatchWriter>> spare;  // writers to reuse
+  bool draining = false;  // finish the batch in hand, return leases
+  bool quit = false;      // producers exit now
+  size_t busy = 0;        // producers working on a split
+};
+
+class Producer {
+ public:
+  Producer(Shared* shared, const readers::DatasetConfig* dataset, const StreamConfig* stream,
+           WorkerProgram* program)
+      : s_(shared), dataset_(dataset), stream_(stream), program_(program) {}
+
+  void run() {
+    for (;;) {
+      wire::LeaseGrant lease;
+      {
+        std::unique_lock<std::mutex> lock(s_->mu);
+        s_->cv.wait(lock, [&] { return s_->quit || s_->draining || !s_->leases.empty(); });
+        if (s_->quit || s_->draining) return;
+        lease = std::move(s_->leases.front());
+        s_->leases.pop_front();
+        ++s_->busy;
+      }
+      Status st = work(lease);
+      std::lock_guard<std::mutex> lock(s_->mu);
+      --s_->busy;
+      if (!st.ok()) {
+        Outgoing e;
+        e.kind = Outgoing::Kind::kError;
+        e.message = st.message();
+        s_->outbox.push_back(std::move(e));
+        s_->quit = true;
+      }
+      s_->cv.notify_all();
+    }
+  }
+
+ private:
+  // Pushes `o` once the outbox has room; false if the worker is quitting.
+  bool push(Outgoing o) {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    s_->cv.wait(lock, [&] { return s_->quit || s_->outbox.size() < s_->outbox_limit; });
+    if (s_->quit) return false;
+    s_->outbox.push_back(std::move(o));
+    s_->cv.notify_all();
+    return true;
+  }
+
+  std::unique_ptr<wire::BatchWriter> writer() {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (s_->spare.empty()) return std::make_unique<wire::BatchWriter>();
+    auto w = std::move(s_->spare.back());
+    s_->spare.pop_back();
+    return w;
+  }
+
+  bool draining() {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    return s_->draining || s_->quit;
+  }
+
+  Status give_back(uint64_t split_id, const std::string& why) {
+    Outgoing r;
+    r.kind = Outgoing::Kind::kReturn;
+    r.split_id = split_id;
+    r.message = why;
+    push(std::move(r));
+    return Status();
+  }
+
+  Status work(const wire::LeaseGrant& g) {
+    readers::SplitRange range;
+    range.file_index = g.file_index;
+    range.first_record = g.begin;
+    range.records = g.end - g.begin;
+    range.byte_offset = g.offset;
+    auto stream = readers::SplitStream::open(*dataset_, range, g.seed, stream_->batch_size, stream_->shuffle_buffer);
+    if (!stream.ok()) return stream.status();
+    auto current = (*stream)->next();
+    if (!current.ok()) return current.status();
+    uint32_t sequence = 0;
+    bool first = true;
+    for (;;) {
+      if (draining()) return give_back(g.split_id, "worker draining");
+      const bool empty_split = first && !current->has_value();
+      if (!empty_split && !current->has_value()) return Status();
+      first = false;
+      auto following = empty_split ? Expected<std::optional<readers::Batch>>(std::optional<readers::Batch>())
+                                   : (*stream)->next();
+      if (!following.ok()) return following.status();
+      const bool last = !following->has_value();
+      if (sequence >= g.skip_batches) {
+        readers::Batch empty;
+        const readers::Batch& b = empty_split ? empty : **current;
+        auto out = make_batch(g, sequence, last, b);
+        if (!out.ok()) return out.status();
+        Outgoing o;
+        o.batch = std::move(out).value();
+        o.last_of_split = last;
+        o.split_id = g.split_id;
+        if (!push(std::move(o))) return Status();
+      }
+      if (last) return Status();
+      ++sequence;
+      current = std::move(following);
+    }
+  }
+
+  Expected<std::unique_ptr<wire::BatchWriter>> make_batch(const wire::LeaseGrant& g, uint32_t sequence, bool last,
+                                                         const readers::Batch& b) {
+    struct View {
+      wire::DType dtype;
+      std::vector<int64_t> shape;
+      const void* data;
+      uint64_t nbytes;
+    };
+    std::vector<View> views;
+    std::unique_ptr<ProgramOutput> out;
+    if (program_ != nullptr && !b.records.empty()) {
+      auto r = program_->run(b, batch_seed(g.seed, sequence));
+      if (!r.ok())
+        return Status::error(r.status().message() + " (split " + std::to_string(g.split_id) + " of " + g.file +
+                             ", batch " + std::to_string(sequence) + ")");
+      out = std::move(r).value();
+      for (const auto& t : out->tensors()) views.push_back({t.dtype, t.shape, t.data, t.nbytes});
+    } else if (!b.records.empty()) {
+      for (const auto& t : b.tensors) views.push_back({t.dtype, t.shape, t.data.data(), t.data.size()});
+    }
+    std::vector<wire::BatchWriter::TensorSpec> specs;
+    for (const auto& v : views) specs.push_back({v.dtype, v.shape});
+    const int64_t n = static_cast<int64_t>(b.records.size());
+    specs.push_back({wire::DType::kInt64, {n, 2}});
+    wire::BatchHeader h;
+    h.split_id = g.split_id;
+    h.sequence = sequence;
+    h.last_of_split = last;
+    h.samples = static_cast<uint32_t>(n);
+    h.bad_records = static_cast<uint32_t>(b.bad_records);
+    auto w = writer();
+    Status s = w->reset(h, specs);
+    if (!s.ok()) return s;
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (views[i].nbytes != w->tensor_bytes(i))
+        return Status::error("program output " + std::to_string(i) + ": " + std::to_string(views[i].nbytes) +
+                             " bytes for its shape's " + std::to_string(w->tensor_bytes(i)));
+      std::memcpy(w->tensor_data(i), views[i].data, views[i].nbytes);  // the one copy
+    }
+    auto* ids = reinterpret_cast<int64_t*>(w->tensor_data(views.size()));
+    for (int64_t i = 0; i < n; ++i) {
+      ids[2 * i] = g.file_index;
+      ids[2 * i + 1] = static_cast<int64_t>(b.records[i]);
+    }
+    return w;
+  }
+
+  Shared* s_;
+  const readers::DatasetConfig* dataset_;
+  const StreamConfig* stream_;
+  WorkerProgram* program_;
+};
+
+class Connection {
+ public:
+  Connection(const WorkerOptions& o, const std::atomic<bool>& stop) : o_(o), stop_(stop) {}
+
+  Expected<WorkerReport> run() {
+    // The trainer may not listen yet (started at the same time): retry
+    // until the connect timeout.
+    const auto start = Clock::now();
+    for (;;) {
+      auto ep = transport::connect(o_.trainer);
+      Status s = ep.ok() ? Status() : ep.status();
+      if (ep.ok()) {
+        ep_ = std::move(ep).value();
+        reached_ = false;
+        s = handshake();
+      }
+      if (s.ok()) break;
+      if (reached_ || stop_ || seconds_since(start) > o_.connect_timeout_s) return s;
+      ep_.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return stream();
+  }
+
+ private:
+  Status send(const wire::Message& m) {
+    auto frame = wire::encode(m);
+    return ep_->send(0, frame.data(), frame.size());
+  }
+
+  // Waits for the next message from the trainer.
+  Expected<wire::Message> receive(double timeout_s, std::shared_ptr<const transport::Frame>* keep) {
+    const auto start = Clock::now();
+    while (seconds_since(start) < timeout_s) {
+      if (stop_) return Status::error("stopped before the trainer answered");
+      auto e = ep_->poll(50);
+      if (!e.ok()) return e.status();
+      if (!e->has_value()) continue;
+      Event& ev = **e;
+      if (ev.kind == Event::Kind::kDisconnected) return Status::error("the trainer closed the connection: " + ev.reason);
+      if (ev.kind != Event::Kind::kMessage) continue;
+      auto m = wire::decode_frame(ev.frame->data(), ev.frame->size(), ev.frame->size());
+      if (!m.ok()) return m.status();
+      if (auto* err = std::get_if<wire::Error>(&*m)) return Status::error("the trainer refused: " + err->message);
+      *keep = std::move(ev.frame);
+      return m;
+    }
+    return Status::error("no answer from the trainer at " + o_.trainer + " within " +
+                         std::to_string(static_cast<int>(timeout_s)) + " s");
+  }
+
+  Status handshake() {
+    Status s = send(wire::Hello{o_.id, o_.threads});
+    if (!s.ok()) return Status::error("cannot reach the trainer at " + o_.trainer + ": " + s.message());
+    std::shared_ptr<const transport::Frame> keep;
+    auto m = receive(std::min(5.0, o_.connect_timeout_s), &keep);
+    if (!m.ok()) return m.status();
+    auto* c = std::get_if<wire::Challenge>(&*m);
+    if (c == nullptr) return Status::error("the trainer sent no challenge");
+    reached_ = true;  // from here on, failures are final
+    s = send(wire::Auth{auth::answer(o_.secret, c->nonce)});
+    if (!s.ok()) return s;
+    m = receive(o_.connect_timeout_s, &keep);
+    if (!m.ok()) return m.status();
+    auto* p = std::get_if<wire::Program>(&*m);
+    if (p == nullptr) return Status::error("the trainer sent no program");
+    auto stream = StreamConfig::decode(p->reader_config);
+    if (!stream.ok()) return stream.status();
+    stream_ = std::move(stream).value();
+    auto dataset = readers::DatasetConfig::decode(stream_.dataset);
+    if (!dataset.ok()) return dataset.status();
+    dataset_ = std::move(dataset).value();
+    if (!p->program.empty()) {
+      if (!o_.load_program) return Status::error("the trainer sent a program, and this worker cannot run programs");
+      auto prog = o_.load_program(p->program);
+      if (!prog.ok()) return prog.status();
+      program_ = std::move(prog).value();
+    }
+    return Status();
+  }
+
+  Expected<WorkerReport> stream() {
+    WorkerReport report;
+    Shared shared;
+    shared.outbox_limit = std::max<size_t>(2, o_.threads * 2);
+    std::vector<std::thread> producers;
+    std::vector<std::unique_ptr<Producer>> bodies;
+    for (uint32_t i = 0; i < std::max<uint32_t>(1, o_.threads); ++i) {
+      bodies.push_back(std::make_unique<Producer>(&shared, &dataset_, &stream_, program_.get()));
+      producers.emplace_back([p = bodies.back().get()] { p->run(); });
+    }
+    auto finish = [&](Status why) -> Expected<WorkerReport> {
+      {
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.quit = true;
+        shared.cv.notify_all();
+      }
+      for (auto& t : producers) t.join();
+      if (!why.ok()) return why;
+      return report;
+    };
+
+    uint32_t credits = 0;
+    uint32_t in_hand = 0;  // splits leased and not yet finished or returned
+    const uint32_t want = std::max<uint32_t>(1, o_.threads) + 1;
+    Status s = send(wire::LeaseRequest{want});
+    if (!s.ok()) return finish(s);
+    uint32_t requested = want;
+    auto last_heartbeat = Clock::now();
+    Clock::time_point drain_started;
+    bool draining = false;
+    for (;;) {
+      auto e = ep_->poll(credits > 0 ? 0 : 1);
+      if (!e.ok()) return finish(e.status());
+      if (e->has_value()) {
+        Event& ev = **e;
+        if (ev.kind == Event::Kind::kDisconnected) {
+          if (draining) break;
+          return finish(Status::error("the trainer went away: " + ev.reason));
+        }
+        if (ev.kind == Event::Kind::kMessage) {
+          auto m = wire::decode_frame(ev.frame->data(), ev.frame->size(), ev.frame->size());
+          if (!m.ok()) return finish(m.status());
+          if (auto* c = std::get_if<wire::Credit>(&*m)) {
+            credits += c->batches;
+          } else if (auto* g = std::get_if<wire::LeaseGrant>(&*m)) {
+            if (requested > 0) --requested;
+            ++in_hand;
+            std::lock_guard<std::mutex> lock(shared.mu);
+            if (shared.draining) {  // granted before the trainer saw us drain
+              Outgoing r;
+              r.kind = Outgoing::Kind::kReturn;
+              r.split_id = g->split_id;
+              r.message = "worker draining";
+              shared.outbox.push_back(std::move(r));
+            } else {
+              shared.leases.push_back(std::move(*g));
+            }
+            shared.cv.notify_all();
+          } else if (std::get_if<wire::Drain>(&*m)) {
+            draining = true;
+          } else if (auto* err = std::get_if<wire::Error>(&*m)) {
+            return finish(Status::error("the trainer reported: " + err->message));
+          }
+        }
+      }
+      if (stop_ && !draining) draining = true;
+      if (draining && drain_started == Clock::time_point()) {
+        drain_started = Clock::now();
+        log::info("goldminer-dw: draining: finishing the batch in hand and returning leases");
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.draining = true;
+        // Leases not started yet go straight back.
+        while (!shared.leases.empty()) {
+          Outgoing r;
+          r.kind = Outgoing::Kind::kReturn;
+          r.split_id = shared.leases.front().split_id;
+          r.message = "worker draining";
+          shared.leases.pop_front();
+          shared.outbox.push_back(std::move(r));
+        }
+        shared.cv.notify_all();
+      }
+      // Send what is ready, in order; batches need a credit each.
+      for (;;) {
+        Outgoing o;
+        {
+          std::lock_guard<std::mutex> lock(shared.mu);
+          if (shared.outbox.empty()) break;
+          Outgoing& front = shared.outbox.front();
+          if (front.kind == Outgoing::Kind::kBatch && credits == 0) break;
+          o = std::move(front);
+          shared.outbox.pop_front();
+          shared.cv.notify_all();
+        }
+        if (o.kind == Outgoing::Kind::kError) {
+          send(wire::Error{2, o.message});
+          return finish(Status::error(o.message));
+        }
+        if (o.kind == Outgoing::Kind::kReturn) {
+          s = send(wire::LeaseReturn{o.split_id, o.message});
+          if (!s.ok()) return finish(s);
+          --in_hand;
+          ++report.splits_returned;
+          continue;
+        }
+        s = ep_->send(0, o.batch->frame_data(), o.batch->frame_size());
+        if (!s.ok()) return finish(s);
+        --credits;
+        ++report.batches_sent;
+        if (o.last_of_split) {
+          --in_hand;
+          ++report.splits_done;
+        }
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.spare.push_back(std::move(o.batch));
+      }
+      // Keep `want` splits leased or asked for.
+      if (!draining && in_hand + requested < want) {
+        const uint32_t more = want - in_hand - requested;
+        s = send(wire::LeaseRequest{more});
+        if (!s.ok()) return finish(s);
+        requested += more;
+      }
+      if (seconds_since(last_heartbeat) >= o_.heartbeat_s) {
+        last_heartbeat = Clock::now();
+        const uint64_t ms = static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
+        send(wire::Heartbeat{ms});
+      }
+      if (draining) {
+        std::lock_guard<std::mutex> lock(shared.mu);
+        const bool idle = shared.busy == 0 && shared.outbox.empty();
+        if (idle && in_hand == 0) break;
+        if (seconds_since(drain_started) > o_.drain_timeout_s) {
+          // No credit came for the finished batches: the trainer re-leases
+          // those splits when this connection closes.
+          log::error("goldminer-dw: drain timed out; leaving " + std::to_string(in_hand) + " splits to be re-leased");
+          break;
+        }
+      }
+    }
+    report.drained = true;
+    return finish(Status());
+  }
+
+  const WorkerOptions& o_;
+  const std::atomic<bool>& stop_;
+  std::unique_ptr<transport::Endpoint> ep_;
+  StreamConfig stream_;
+  readers::DatasetConfig dataset_;
+  std::unique_ptr<WorkerProgram> program_;
+  bool reached_ = false;
+};
+
+}  // namespace
+
+std::string default_worker_id() {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+Expected<WorkerReport> run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
+  if (options.trainer.empty()) return Status::error("no trainer address (--trainer or GOLDMINER_TRAINER)");
+  if (options.secret.empty()) return Status::error("no job secret (GOLDMINER_SECRET or --secret-file)");
+  Connection c(options, stop);
+  return c.run();
+}
+
+}  // namespace goldminer::dw

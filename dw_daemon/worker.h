@@ -1,0 +1,49 @@
+// The data worker's loop (goldminer-dw), Slurm- and torch-free: connect to a
+// trainer session, prove the job secret, receive the worker program and the
+// reader configuration, then lease split -> read -> decode -> batch -> run
+// the program -> send, until the trainer drains it or `stop` is set
+// (SIGTERM: finish the batch in hand, return the leases, return 0).
+//
+// Threads: `threads` producers each work on one leased split; the calling
+// thread owns the connection (credits, leases, heartbeats, sending).
+#ifndef GOLDMINER_DW_DAEMON_WORKER_H_
+#define GOLDMINER_DW_DAEMON_WORKER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "dw_daemon/program.h"
+#include "gmcore/status.h"
+
+namespace goldminer::dw {
+
+struct WorkerOptions {
+  std::string trainer;          // the session's address
+  std::string secret;           // the job secret
+  std::string id;               // how this worker introduces itself (host:pid)
+  uint32_t threads = 1;         // producer threads (splits in progress)
+  uint32_t batch_size = 256;    // overridden by the trainer's reader config
+  double heartbeat_s = 1.0;
+  double connect_timeout_s = 30;  // retried until then (the trainer may start later)
+  double drain_timeout_s = 30;  // waiting for credits to send finished batches
+  ProgramLoader load_program;   // how to load the trainer's program
+};
+
+struct WorkerReport {
+  uint64_t batches_sent = 0;
+  uint64_t splits_done = 0;
+  uint64_t splits_returned = 0;
+  bool drained = false;  // left because asked to (trainer's drain or stop)
+};
+
+// "HOST:PID", how a worker introduces itself by default.
+std::string default_worker_id();
+
+// Runs until drained (OK), or an error (trainer unreachable, refused, gone
+// without a drain, corrupt input, failing program).
+Expected<WorkerReport> run_worker(const WorkerOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace goldminer::dw
+
+#endif  // GOLDMINER_DW_DAEMON_WORKER_H_

@@ -1,0 +1,42 @@
+#include "gmcore/stream_config.h"
+
+#include <charconv>
+
+namespace goldminer {
+
+std::string StreamConfig::encode() const {
+  return "batch_size=" + std::to_string(batch_size) + "\nshuffle_buffer=" + std::to_string(shuffle_buffer) +
+         "\n\n" + dataset;
+}
+
+Expected<StreamConfig> StreamConfig::decode(const std::string& text) {
+  StreamConfig c;
+  bool have_batch = false, have_shuffle = false;
+  size_t pos = 0;
+  for (int line = 1;; ++line) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos)
+      return Status::error("stream config: line " + std::to_string(line) + ": no blank line before the dataset");
+    const std::string l = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (l.empty()) break;
+    const size_t eq = l.find('=');
+    const std::string key = l.substr(0, eq == std::string::npos ? l.size() : eq);
+    uint32_t* target = key == "batch_size" ? &c.batch_size : key == "shuffle_buffer" ? &c.shuffle_buffer : nullptr;
+    if (target == nullptr || eq == std::string::npos)
+      return Status::error("stream config: line " + std::to_string(line) + ": unknown entry '" + l + "'");
+    const char* b = l.data() + eq + 1;
+    const char* e = l.data() + l.size();
+    auto [ptr, ec] = std::from_chars(b, e, *target);
+    if (ec != std::errc() || ptr != e || b == e)
+      return Status::error("stream config: line " + std::to_string(line) + ": " + key + ": not a number: '" +
+                           std::string(b, e) + "'");
+    (target == &c.batch_size ? have_batch : have_shuffle) = true;
+  }
+  if (!have_batch || c.batch_size == 0) return Status::error("stream config: batch_size missing or 0");
+  if (!have_shuffle) return Status::error("stream config: shuffle_buffer missing");
+  c.dataset = text.substr(pos);
+  return c;
+}
+
+}  // namespace goldminer

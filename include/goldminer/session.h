@@ -1,0 +1,143 @@
+// goldminer::Session: the trainer side of the data plane (issue 4).
+//
+// A Session listens for data workers (goldminer-dw), admits only those that
+// prove they hold the job secret, ships them the worker program and the
+// reader configuration, leases them input splits and hands the batches they
+// send to the training loop, each sample exactly once per epoch, while
+// workers join, leave, crash or are preempted.
+//
+//   goldminer::SessionOptions o;
+//   o.input = "criteo-tsv:/data/day_0,/data/day_1";
+//   o.secret = ...;                      // also given to the workers
+//   auto s = goldminer::Session::create(o);
+//   // start workers with GOLDMINER_TRAINER=(*s)->address()
+//   for (;;) {                           // one epoch
+//     auto b = (*s)->next();             // blocks; an error is fatal
+//     if (!b->has_value()) break;        // end of the epoch
+//     use((*b)->tensors);                // views into the received buffer
+//   }
+//
+// Thread-safety: next(), state() and metrics() may be called from any one
+// consumer thread; a background thread owns the network.
+#ifndef GOLDMINER_INCLUDE_SESSION_H_
+#define GOLDMINER_INCLUDE_SESSION_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dw_daemon/program.h"
+#include "gmcore/lease_table.h"
+#include "gmcore/status.h"
+#include "gmcore/wire.h"
+
+namespace goldminer {
+
+struct SessionOptions {
+  // Where workers connect: ucx://HOST:PORT (PORT 0: any), mpi://, local://NAME.
+  std::string listen = "ucx://127.0.0.1:0";
+  std::string secret;            // the job secret workers must prove (required)
+  std::string input;             // FORMAT:PATH[,PATH...]
+  std::string program;           // worker program (TorchScript zip bytes); empty: batches as decoded
+  uint32_t batch_size = 256;
+  uint32_t shuffle_buffer = 0;   // within-split shuffle buffer (samples); 0: record order
+  uint64_t seed = 0;
+  bool deterministic = false;    // splits in file order instead of a per-epoch shuffle
+  uint64_t records_per_split = 0;  // 0: 16 batches per split
+  uint64_t max_bad_records = 0;  // corrupt records allowed per epoch; 0: the first is an error
+  uint32_t queue_batches = 64;   // queue bound (batches)
+  uint64_t queue_bytes = uint64_t{1} << 30;  // queue bound (bytes)
+  uint32_t credits_per_worker = 4;  // batches a worker may have in flight
+  double lease_timeout_s = 30;   // a worker silent this long loses its splits
+  double handshake_timeout_s = 10;
+  std::optional<LeasePosition> resume;  // from state(): continue that epoch exactly
+  // Data workers run as threads of this process (the worker loop of
+  // goldminer-dw), in addition to any that connect.
+  uint32_t local_workers = 0;
+  uint32_t local_worker_threads = 1;
+  dw::ProgramLoader program_loader;  // how local workers load `program`
+
+  // Fills listen, secret and local_workers from the environment that
+  // goldminer-run and the SPANK plugin set: GOLDMINER_LISTEN,
+  // GOLDMINER_SECRET (or GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS.
+  Status from_environment();
+};
+
+// One batch: tensors viewed in place in the received buffer (kept alive by
+// `keepalive`), plus the identity of every sample.
+struct SessionBatch {
+  uint32_t epoch = 0;
+  uint64_t split_id = 0;
+  uint32_t sequence = 0;
+  uint32_t samples = 0;
+  std::vector<wire::TensorView> tensors;
+  const int64_t* sample_ids = nullptr;  // samples x {file index, record index}
+  std::shared_ptr<const void> keepalive;
+};
+
+struct WorkerMetrics {
+  std::string id;         // as the worker introduced itself (host:pid)
+  uint64_t batches = 0;
+  uint64_t bytes = 0;
+  double batches_per_s = 0;  // since it joined
+};
+
+// What the scheduler's autosizer reads.
+struct SessionMetrics {
+  uint32_t epoch = 0;
+  size_t queue_batches = 0;
+  uint64_t queue_bytes = 0;
+  double queue_fill = 0;        // max of the batch and byte fill, 0..1
+  double arrival_rate = 0;      // batches/s into the queue, this epoch
+  double consumption_rate = 0;  // batches/s taken by the training loop, this epoch
+  double trainer_wait_fraction = 0;  // of this epoch's wall time spent waiting in next()
+  size_t workers = 0;           // authenticated and connected
+  uint64_t workers_lost = 0;    // connections lost with splits in hand, since creation
+  uint64_t workers_rejected = 0;  // failed authentication or sent garbage
+  uint64_t bad_records = 0;     // skipped this epoch (max_bad_records budget)
+  uint64_t duplicates_dropped = 0;  // re-run batches already delivered
+  std::vector<WorkerMetrics> per_worker;
+};
+
+class Session {
+ public:
+  static Expected<std::unique_ptr<Session>> create(SessionOptions options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // The address workers connect to.
+  std::string address() const;
+  // Records per file and in total (after the input was planned).
+  uint64_t total_records() const;
+  const std::vector<std::string>& files() const;
+  const std::vector<uint64_t>& records_per_file() const;
+
+  // The next batch of the current epoch, waiting for it; nothing at the end
+  // of the epoch (the next call starts the following epoch). An error is
+  // final: a corrupt record, the bad-record budget exceeded, a program that
+  // fails on a worker.
+  Expected<std::optional<SessionBatch>> next();
+
+  // The data position of what next() has returned so far; a session created
+  // with it as `resume` returns exactly the rest of that epoch.
+  LeasePosition state() const;
+
+  SessionMetrics metrics() const;
+
+  // Asks up to `n` workers to finish the batch in hand, return their leases
+  // and exit (the autosizer shrinking the job). Returns how many were asked.
+  size_t drain_workers(size_t n);
+
+ private:
+  class Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_INCLUDE_SESSION_H_

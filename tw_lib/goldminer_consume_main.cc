@@ -1,0 +1,320 @@
+// goldminer-consume: a trainer with no model, the data plane's check and
+// benchmark tool (see goldminer-consume(1)). Starts N local data workers
+// (or accepts external ones), consumes E epochs and prints one JSON object
+// per epoch. Exit status 0 only if no epoch lost or duplicated a sample.
+#include <boost/program_options.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmcore/log.h"
+#include "goldminer/session.h"
+#include "tw_lib/worker_processes.h"
+
+namespace po = boost::program_options;
+using namespace goldminer;
+
+namespace {
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "goldminer-consume: %s\n", message.c_str());
+  return code;
+}
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The consumer's own state file: the session's position plus the samples
+// already consumed this epoch, so a resumed run can check the rest.
+void write_state(const std::string& path, const LeasePosition& p, const std::vector<std::vector<bool>>& seen) {
+  std::ofstream out(path);
+  out << "epoch " << p.epoch << "\nseed " << p.seed << "\ndone";
+  for (uint64_t d : p.done) out << ' ' << d;
+  out << "\npartial";
+  for (auto [id, n] : p.partial) out << ' ' << id << ':' << n;
+  out << "\nseen";
+  for (size_t f = 0; f < seen.size(); ++f)
+    for (size_t r = 0; r < seen[f].size(); ++r)
+      if (seen[f][r]) out << ' ' << f << ':' << r;
+  out << "\n";
+}
+
+Status read_state(const std::string& path, LeasePosition* p, std::vector<std::pair<uint64_t, uint64_t>>* seen) {
+  std::ifstream in(path);
+  if (!in) return Status::error(path + ": cannot open");
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::istringstream ls(line);
+    std::string key;
+    ls >> key;
+    std::string item;
+    auto pair_of = [&](const std::string& t, uint64_t* a, uint64_t* b) {
+      const size_t c = t.find(':');
+      if (c == std::string::npos) return false;
+      try {
+        *a = std::stoull(t.substr(0, c));
+        *b = std::stoull(t.substr(c + 1));
+      } catch (...) {
+        return false;
+      }
+      return true;
+    };
+    if (key == "epoch") {
+      ls >> p->epoch;
+    } else if (key == "seed") {
+      ls >> p->seed;
+    } else if (key == "done") {
+      uint64_t d;
+      while (ls >> d) p->done.push_back(d);
+    } else if (key == "partial" || key == "seen") {
+      while (ls >> item) {
+        uint64_t a, b;
+        if (!pair_of(item, &a, &b)) return Status::error(path + ":" + std::to_string(n) + ": bad entry '" + item + "'");
+        (key == "partial" ? p->partial : *seen).emplace_back(a, b);
+      }
+    } else {
+      return Status::error(path + ":" + std::to_string(n) + ": unknown line '" + key + "'");
+    }
+    if (ls.fail() && !ls.eof()) return Status::error(path + ":" + std::to_string(n) + ": bad number");
+  }
+  return Status();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SessionOptions o;
+  std::string input, program_path, transport = "ucx", listen, state_out, resume;
+  uint32_t epochs = 1, workers = 1, threads = 1;
+  uint64_t stop_after = 0;
+  bool json = false, verbose = false;
+  po::options_description desc(
+      "Usage: goldminer-consume --input FORMAT:PATH[,PATH...] [options]\n"
+      "A trainer with no model: streams the input from data workers and checks that every\n"
+      "sample arrives exactly once per epoch; see goldminer-consume(1).\nOptions");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("input", po::value(&input)->required(), "FORMAT:PATH[,PATH...], FORMAT one of criteo-tsv, csv, "
+       "tfrecord, jpeg, text")
+      ("program", po::value(&program_path), "worker program (TorchScript .pt) run on every batch; "
+       "default: send the decoded batches")
+      ("batch-size", po::value(&o.batch_size)->default_value(256), "samples per batch")
+      ("epochs", po::value(&epochs)->default_value(1), "epochs to consume")
+      ("workers", po::value(&workers)->default_value(1), "local data workers to start (0: only --listen)")
+      ("threads", po::value(&threads)->default_value(1), "threads per data worker")
+      ("transport", po::value(&transport)->default_value("ucx"), "ucx | mpi | local")
+      ("listen", po::value(&listen), "address to listen on for external workers "
+       "(ucx://HOST:PORT; default ucx://127.0.0.1:0)")
+      ("seed", po::value(&o.seed)->default_value(0), "seed of the split order, shuffle buffer and transforms")
+      ("shuffle-buffer", po::value(&o.shuffle_buffer)->default_value(0), "within-split shuffle buffer (samples)")
+      ("deterministic", po::bool_switch(&o.deterministic), "splits in file order, not shuffled per epoch")
+      ("records-per-split", po::value(&o.records_per_split)->default_value(0), "0: 16 batches")
+      ("max-bad-records", po::value(&o.max_bad_records)->default_value(0),
+       "corrupt records skipped (and counted) per epoch before it is an error")
+      ("queue-batches", po::value(&o.queue_batches)->default_value(64), "queue bound (batches)")
+      ("lease-timeout", po::value(&o.lease_timeout_s)->default_value(30), "seconds")
+      ("stop-after-batches", po::value(&stop_after)->default_value(0),
+       "stop after this many batches, write --state-out and exit 3 (restart tests)")
+      ("state-out", po::value(&state_out), "where --stop-after-batches writes the data position")
+      ("resume", po::value(&resume), "continue from a --state-out file")
+      ("json", po::bool_switch(&json), "print one JSON object per epoch")
+      ("verbose,v", po::bool_switch(&verbose), "log worker joins and losses");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return fail(std::string(e.what()) + " (see --help)", 2);
+  }
+  if (transport != "ucx" && transport != "mpi" && transport != "local")
+    return fail("--transport: invalid value '" + transport + "': expected ucx, mpi or local", 2);
+  if (stop_after > 0 && state_out.empty()) return fail("--stop-after-batches needs --state-out", 2);
+  if (epochs == 0) return fail("--epochs: must be at least 1", 2);
+  if (!verbose)
+    log::set_sink([](log::Level level, const std::string& line) {
+      if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
+    });
+
+  // MPI: every process is part of one MPI job; without one, start it:
+  // this program as rank 0 and the workers as ranks 1..N.
+  if (transport == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
+    if (workers == 0) return fail("--transport mpi starts its workers itself: --workers must be at least 1", 2);
+    auto secret = make_secret();
+    if (!secret.ok()) return fail(secret.status().message(), 1);
+    setenv("GOLDMINER_SECRET", secret->c_str(), 1);
+    std::vector<std::string> args = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "GOLDMINER_SECRET",
+                                     "-x", "UCX_NET_DEVICES", "-np", "1"};
+    for (int i = 0; i < argc; ++i) args.push_back(i == 0 ? "/proc/self/exe" : argv[i]);
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) args[9] = std::string(self, static_cast<size_t>(n));
+    for (const std::string& a : {std::string(":"), std::string("-np"), std::to_string(workers), find_dw_binary(),
+                                 std::string("--trainer"), std::string("mpi://"), std::string("--threads"),
+                                 std::to_string(threads)})
+      args.push_back(a);
+    if (std::getenv("UCX_NET_DEVICES") == nullptr) setenv("UCX_NET_DEVICES", "lo", 1);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    execvp("mpirun", cargs.data());
+    return fail(std::string("cannot run mpirun: ") + std::strerror(errno), 1);
+  }
+
+  o.input = input;
+  if (!program_path.empty()) {
+    auto p = read_file(program_path);
+    if (!p.ok()) return fail("--program: " + p.status().message(), 2);
+    o.program = std::move(p).value();
+  }
+  if (const char* s = std::getenv("GOLDMINER_SECRET"); s != nullptr && *s != '\0') {
+    o.secret = s;
+  } else {
+    auto secret = make_secret();
+    if (!secret.ok()) return fail(secret.status().message(), 1);
+    o.secret = *secret;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> seen_before;
+  if (!resume.empty()) {
+    LeasePosition p;
+    Status s = read_state(resume, &p, &seen_before);
+    if (!s.ok()) return fail("--resume: " + s.message(), 2);
+    o.resume = p;
+  }
+  if (transport == "local") {
+    o.listen = "local://consume-" + std::to_string(getpid());
+    o.local_workers = workers;
+    o.local_worker_threads = threads;
+    o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
+  } else if (transport == "mpi") {
+    o.listen = "mpi://";
+  } else {
+    o.listen = listen.empty() ? "ucx://127.0.0.1:0" : (listen.rfind("ucx://", 0) == 0 ? listen : "ucx://" + listen);
+  }
+  auto session = Session::create(o);
+  if (!session.ok()) return fail(session.status().message(), 1);
+  Session& s = **session;
+  std::fprintf(stderr, "goldminer-consume: listening on %s\n", s.address().c_str());
+
+  std::vector<pid_t> pids;
+  if (transport == "ucx") {
+    WorkerProcessOptions wp;
+    wp.dw_path = find_dw_binary();
+    wp.trainer = s.address();
+    wp.secret = o.secret;
+    wp.threads = threads;
+    for (uint32_t i = 0; i < workers; ++i) {
+      auto pid = spawn_worker(wp);
+      if (!pid.ok()) return fail(pid.status().message(), 1);
+      pids.push_back(*pid);
+      std::fprintf(stderr, "worker pid %d\n", static_cast<int>(*pid));
+    }
+  }
+  std::fflush(stderr);
+
+  const auto& per_file = s.records_per_file();
+  bool clean = true;
+  uint64_t lost_before = 0;
+  uint64_t batches_total = 0;
+  int rc = 0;
+  for (uint32_t e = 0; e < epochs; ++e) {
+    std::vector<std::vector<bool>> seen(per_file.size());
+    for (size_t f = 0; f < per_file.size(); ++f) seen[f].assign(per_file[f], false);
+    uint64_t samples = 0, unique = 0, duplicates = 0, batches = 0, bytes = 0, expected = s.total_records();
+    if (e == 0)
+      for (auto [f, r] : seen_before) {
+        if (f < seen.size() && r < seen[f].size() && !seen[f][r]) {
+          seen[f][r] = true;
+          --expected;
+        }
+      }
+    const auto t0 = std::chrono::steady_clock::now();
+    uint32_t epoch_no = 0;
+    bool stopped = false;
+    for (;;) {
+      auto b = s.next();
+      if (!b.ok()) {
+        rc = fail(b.status().message(), 1);
+        break;
+      }
+      if (!b->has_value()) break;
+      const SessionBatch& batch = **b;
+      epoch_no = batch.epoch;
+      ++batches;
+      samples += batch.samples;
+      for (const auto& t : batch.tensors) bytes += t.nbytes;
+      for (uint32_t i = 0; i < batch.samples; ++i) {
+        const uint64_t f = static_cast<uint64_t>(batch.sample_ids[2 * i]);
+        const uint64_t r = static_cast<uint64_t>(batch.sample_ids[2 * i + 1]);
+        if (f >= seen.size() || r >= seen[f].size()) {
+          ++duplicates;  // not a sample of this input: counted as wrong
+          continue;
+        }
+        if (seen[f][r]) {
+          ++duplicates;
+        } else {
+          seen[f][r] = true;
+          ++unique;
+        }
+      }
+      ++batches_total;
+      if (stop_after > 0 && batches_total >= stop_after) {
+        write_state(state_out, s.state(), seen);
+        stopped = true;
+        break;
+      }
+    }
+    if (rc != 0) break;
+    if (stopped) {
+      rc = 3;
+      break;
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const SessionMetrics m = s.metrics();
+    const uint64_t missing = expected > unique ? expected - unique : 0;
+    if (duplicates != 0 || missing != 0) clean = false;
+    const uint64_t lost = m.workers_lost - lost_before;
+    lost_before = m.workers_lost;
+    if (json) {
+      std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
+                  "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
+                  "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu}\n",
+                  epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
+                  static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
+                  static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
+                  bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost));
+    } else {
+      std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
+                  "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost\n",
+                  epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
+                  static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
+                  static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
+                  bytes / std::max(seconds, 1e-9) / 1e6, 100 * m.trainer_wait_fraction,
+                  static_cast<unsigned long long>(lost));
+    }
+    std::fflush(stdout);
+  }
+  session->reset();  // drains the workers
+  stop_workers(pids, SIGTERM, 10);
+  if (rc != 0) return rc;
+  return clean ? 0 : 4;
+}

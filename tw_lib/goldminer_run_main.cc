@@ -1,0 +1,143 @@
+// goldminer-run: runs a training command with N data workers on this
+// machine, without Slurm (see goldminer-run(1)). The trainer's
+// goldminer.Session / goldminer::Session finds its address and the job
+// secret in the environment (SessionOptions::from_environment()):
+//   ucx:   GOLDMINER_LISTEN=ucx://127.0.0.1:PORT for the command, the same
+//          address as GOLDMINER_TRAINER for N goldminer-dw processes;
+//   local: GOLDMINER_LISTEN=local://run and GOLDMINER_LOCAL_WORKERS=N: the
+//          workers are threads of the trainer process.
+// Exits with the command's status.
+#include <arpa/inet.h>
+#include <boost/program_options.hpp>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tw_lib/worker_processes.h"
+
+namespace po = boost::program_options;
+using namespace goldminer;
+
+namespace {
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "goldminer-run: %s\n", message.c_str());
+  return code;
+}
+
+// A TCP port free on 127.0.0.1 now (the trainer binds it moments later).
+Expected<int> free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Status::error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    close(fd);
+    return Status::error(std::string("finding a free port: ") + std::strerror(e));
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  unsigned workers = 1, threads = 1;
+  std::string transport = "ucx";
+  std::vector<std::string> command;
+  po::options_description desc(
+      "Usage: goldminer-run --workers N [--transport ucx|local] [--threads T] -- COMMAND [ARG...]\n"
+      "Runs COMMAND (a trainer using goldminer.Session) with N local data workers; see goldminer-run(1).\n"
+      "Options");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("workers", po::value(&workers)->default_value(1), "data workers to start")
+      ("threads", po::value(&threads)->default_value(1), "threads per data worker (ucx)")
+      ("transport", po::value(&transport)->default_value("ucx"), "ucx (worker processes) | local (threads)")
+      ("command", po::value(&command), "the trainer command, after --");
+  po::positional_options_description pos;
+  pos.add("command", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return fail(std::string(e.what()) + " (see --help)", 2);
+  }
+  if (command.empty()) return fail("no command: goldminer-run --workers N -- COMMAND [ARG...]", 2);
+  if (transport != "ucx" && transport != "local")
+    return fail("--transport: invalid value '" + transport + "': expected ucx or local", 2);
+
+  auto secret = make_secret();
+  if (!secret.ok()) return fail(secret.status().message(), 1);
+  setenv("GOLDMINER_SECRET", secret->c_str(), 1);
+  unsetenv("GOLDMINER_SECRET_FILE");
+  std::string address;
+  if (transport == "local") {
+    address = "local://run";
+    setenv("GOLDMINER_LOCAL_WORKERS", std::to_string(workers).c_str(), 1);
+  } else {
+    auto port = free_port();
+    if (!port.ok()) return fail(port.status().message(), 1);
+    address = "ucx://127.0.0.1:" + std::to_string(*port);
+    setenv("GOLDMINER_LOCAL_WORKERS", "0", 1);
+    if (std::getenv("UCX_NET_DEVICES") == nullptr) setenv("UCX_NET_DEVICES", "lo", 1);
+  }
+  setenv("GOLDMINER_LISTEN", address.c_str(), 1);
+
+  pid_t trainer = fork();
+  if (trainer < 0) return fail(std::string("fork: ") + std::strerror(errno), 1);
+  if (trainer == 0) {
+    std::vector<char*> args;
+    for (auto& a : command) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "goldminer-run: cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  std::vector<pid_t> pids;
+  if (transport == "ucx") {
+    WorkerProcessOptions wp;
+    wp.dw_path = find_dw_binary();
+    wp.trainer = address;
+    wp.secret = *secret;
+    wp.threads = threads;
+    for (unsigned i = 0; i < workers; ++i) {
+      auto pid = spawn_worker(wp);
+      if (!pid.ok()) {
+        stop_workers(pids, SIGTERM, 5);
+        stop_workers({trainer}, SIGTERM, 5);
+        return fail(pid.status().message(), 1);
+      }
+      pids.push_back(*pid);
+      std::fprintf(stderr, "worker pid %d\n", static_cast<int>(*pid));
+    }
+  }
+  // Pass SIGINT/SIGTERM on to the trainer; the workers are drained after.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  int status = 0;
+  while (waitpid(trainer, &status, 0) < 0 && errno == EINTR) {
+  }
+  stop_workers(pids, SIGTERM, 10);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return fail(std::string("the trainer died of signal ") + strsignal(WTERMSIG(status)), 128 + WTERMSIG(status));
+  return 1;
+}

@@ -1,0 +1,551 @@
+// goldminer::Session (include/goldminer/session.h). One background thread,
+// the loop, owns the endpoint, the lease table and the worker records; the
+// consumer thread (the training loop) takes batches from a bounded queue.
+// They share only the queue, the credit returns and the counters, under mu_.
+//
+// Worker protocol, trainer side:
+//   connected -> Hello -> Challenge(nonce) -> Auth(mac) verified ->
+//   Program + Credit(credits_per_worker) -> LeaseRequest* / Batch* /
+//   LeaseReturn* / Heartbeat* ... -> disconnected.
+// Anything else, or a frame the decoder refuses, drops that connection.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "gmcore/auth.h"
+#include "gmcore/log.h"
+#include "gmcore/stream_config.h"
+#include "goldminer/session.h"
+#include "mpi_transport/transport.h"
+#include "dw_daemon/worker.h"
+#include "readers/reader.h"
+
+namespace goldminer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::Event;
+using transport::PeerId;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string peer_name(PeerId p) { return "connection " + std::to_string(p); }
+
+// An item of the queue: a delivered batch, or the end of an epoch.
+struct Item {
+  bool end_of_epoch = false;
+  PeerId from = 0;
+  uint64_t bytes = 0;
+  bool last_of_split = false;
+  SessionBatch batch;
+};
+
+}  // namespace
+
+class Session::Impl {
+ public:
+  Impl(SessionOptions options, readers::DatasetPlan plan, std::unique_ptr<transport::Endpoint> ep,
+       LeaseTable table)
+      : o_(std::move(options)), plan_(std::move(plan)), ep_(std::move(ep)), table_(std::move(table)) {
+    epoch_started_ = Clock::now();
+    consumer_epoch_ = table_.epoch();
+    if (o_.resume) {
+      for (uint64_t id : o_.resume->done) consumed_done_.insert(id);
+      for (auto [id, n] : o_.resume->partial) consumed_[id] = n;
+    }
+    StreamConfig stream;
+    stream.batch_size = o_.batch_size;
+    stream.shuffle_buffer = o_.shuffle_buffer;
+    stream.dataset = plan_.config.encode();
+    config_text_ = stream.encode();
+    loop_ = std::thread([this] { run(); });
+    for (uint32_t i = 0; i < o_.local_workers; ++i) {
+      local_.emplace_back([this, i] {
+        dw::WorkerOptions w;
+        w.trainer = ep_->address();
+        w.secret = o_.secret;
+        w.id = "local-" + std::to_string(i);
+        w.threads = o_.local_worker_threads;
+        w.load_program = o_.program_loader;
+        auto r = dw::run_worker(w, local_stop_);
+        if (!r.ok() && !stop_) log::error("goldminer: session: local worker " + w.id + ": " + r.status().message());
+      });
+    }
+  }
+
+  ~Impl() {
+    // The loop tells every worker to drain; closing the endpoint ends them.
+    stop_ = true;
+    local_stop_ = true;
+    loop_.join();
+    ep_.reset();
+    for (auto& t : local_) t.join();
+  }
+
+  std::string address() const { return ep_->address(); }
+  uint64_t total_records() const { return plan_.total_records; }
+  const std::vector<std::string>& files() const { return plan_.config.files; }
+  const std::vector<uint64_t>& records_per_file() const { return plan_.records_per_file; }
+
+  Expected<std::optional<SessionBatch>> next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (want_next_epoch_) {
+      // The consumer saw the end of the previous epoch: start the next.
+      want_next_epoch_ = false;
+      start_next_epoch_ = true;
+      ++consumer_epoch_;
+      consumed_.clear();
+      consumed_done_.clear();
+      consumer_reset_rates();
+    }
+    for (;;) {
+      if (!failure_.ok()) return failure_;
+      while (!queue_.empty()) {
+        Item item = std::move(queue_.front());
+        queue_.pop_front();
+        if (item.end_of_epoch) {
+          want_next_epoch_ = true;
+          return std::optional<SessionBatch>();
+        }
+        queue_bytes_ -= item.bytes;
+        credit_returns_.push_back(item.from);
+        ++consumed_batches_;
+        uint64_t& n = consumed_[item.batch.split_id];
+        ++n;
+        if (item.last_of_split) {
+          consumed_done_.insert(item.batch.split_id);
+          consumed_.erase(item.batch.split_id);
+        }
+        if (item.batch.samples == 0) continue;  // a split whose records were all skipped
+        return std::optional<SessionBatch>(std::move(item.batch));
+      }
+      const auto t0 = Clock::now();
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      wait_seconds_ += seconds_since(t0);
+    }
+  }
+
+  LeasePosition state() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    LeasePosition p;
+    p.epoch = consumer_epoch_ + (want_next_epoch_ ? 1 : 0);
+    p.seed = o_.seed;
+    if (!want_next_epoch_) {
+      p.done.assign(consumed_done_.begin(), consumed_done_.end());
+      for (auto [id, n] : consumed_) p.partial.emplace_back(id, n);
+    }
+    return p;
+  }
+
+  SessionMetrics metrics() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    SessionMetrics m;
+    m.epoch = consumer_epoch_;
+    m.queue_batches = queue_.size();
+    m.queue_bytes = queue_bytes_;
+    m.queue_fill = std::max(static_cast<double>(queue_.size()) / std::max<uint32_t>(1, o_.queue_batches),
+                            static_cast<double>(queue_bytes_) / std::max<uint64_t>(1, o_.queue_bytes));
+    const double wall = std::max(1e-9, seconds_since(epoch_started_));
+    m.arrival_rate = static_cast<double>(arrived_batches_) / wall;
+    m.consumption_rate = static_cast<double>(consumed_batches_) / wall;
+    m.trainer_wait_fraction = std::min(1.0, wait_seconds_ / wall);
+    m.workers = per_worker_.size();
+    m.workers_lost = workers_lost_;
+    m.workers_rejected = workers_rejected_;
+    m.bad_records = bad_records_;
+    m.duplicates_dropped = duplicates_dropped_;
+    for (const auto& [peer, w] : per_worker_) m.per_worker.push_back(w);
+    return m;
+  }
+
+  size_t drain_workers(size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_requests_ += n;
+    return std::min(n, per_worker_.size());
+  }
+
+ private:
+  enum class Phase { kHello, kAuth, kReady };
+  struct Worker {
+    Phase phase = Phase::kHello;
+    auth::Digest nonce{};
+    std::string id;
+    Clock::time_point connected = Clock::now();
+    uint32_t wants = 0;        // lease requests not yet granted
+    bool draining = false;
+  };
+
+  void consumer_reset_rates() {
+    epoch_started_ = Clock::now();
+    arrived_batches_ = 0;
+    consumed_batches_ = 0;
+    wait_seconds_ = 0;
+    bad_records_ = 0;
+  }
+
+  double now() const { return seconds_since(created_); }
+
+  void fail(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.ok()) failure_ = Status::error(why);
+    cv_.notify_all();
+  }
+
+  void send(PeerId peer, const wire::Message& m) {
+    std::vector<uint8_t> frame = wire::encode(m);
+    Status s = ep_->send(peer, frame.data(), frame.size());
+    if (!s.ok()) log::verbose("goldminer: session: " + peer_name(peer) + ": " + s.message());
+  }
+
+  // Drops a connection; its splits go back to pending.
+  void drop(PeerId peer, const std::string& why, bool rejected) {
+    auto it = workers_.find(peer);
+    if (it == workers_.end()) return;
+    const bool was_ready = it->second.phase == Phase::kReady;
+    const std::string who = it->second.id.empty() ? peer_name(peer) : "worker " + it->second.id;
+    std::vector<uint64_t> lost = table_.drop_worker(peer);
+    workers_.erase(it);
+    ep_->disconnect(peer);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      per_worker_.erase(peer);
+      if (rejected) ++workers_rejected_;
+      if (was_ready && !lost.empty()) ++workers_lost_;
+    }
+    (rejected ? log::error : log::info)("goldminer: session: dropped " + who + ": " + why +
+                                        (lost.empty() ? "" : " (" + std::to_string(lost.size()) + " splits re-leased)"));
+  }
+
+  void on_disconnected(PeerId peer, const std::string& reason) {
+    auto it = workers_.find(peer);
+    if (it == workers_.end()) return;
+    const bool was_ready = it->second.phase == Phase::kReady;
+    const std::string who = it->second.id.empty() ? peer_name(peer) : "worker " + it->second.id;
+    std::vector<uint64_t> lost = table_.drop_worker(peer);
+    workers_.erase(it);
+    std::lock_guard<std::mutex> lock(mu_);
+    per_worker_.erase(peer);
+    if (was_ready && !lost.empty()) ++workers_lost_;
+    log::info("goldminer: session: " + who + " left: " + reason +
+              (lost.empty() ? "" : " (" + std::to_string(lost.size()) + " splits re-leased)"));
+  }
+
+  void on_message(PeerId peer, std::shared_ptr<const transport::Frame> frame) {
+    auto it = workers_.find(peer);
+    if (it == workers_.end()) return;
+    Worker& w = it->second;
+    auto decoded = wire::decode_frame(frame->data(), frame->size(), frame->size());
+    if (!decoded.ok()) return drop(peer, decoded.status().message(), true);
+    wire::Message& m = *decoded;
+    switch (w.phase) {
+      case Phase::kHello: {
+        auto* hello = std::get_if<wire::Hello>(&m);
+        if (hello == nullptr) return drop(peer, "expected hello", true);
+        w.id = hello->worker_id;
+        auto nonce = auth::random_nonce();
+        if (!nonce.ok()) return drop(peer, nonce.status().message(), false);
+        w.nonce = *nonce;
+        w.phase = Phase::kAuth;
+        wire::Challenge c;
+        c.nonce = w.nonce;
+        send(peer, c);
+        return;
+      }
+      case Phase::kAuth: {
+        auto* a = std::get_if<wire::Auth>(&m);
+        if (a == nullptr) return drop(peer, "expected auth", true);
+        if (!auth::verify(o_.secret, w.nonce, a->mac)) {
+          send(peer, wire::Error{1, "authentication failed: the worker does not hold this job's secret"});
+          return drop(peer, "authentication failed (wrong or missing job secret)", true);
+        }
+        w.phase = Phase::kReady;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          per_worker_[peer].id = w.id;
+        }
+        send(peer, wire::Program{config_text_, o_.program});
+        send(peer, wire::Credit{o_.credits_per_worker});
+        log::info("goldminer: session: worker " + w.id + " joined");
+        return;
+      }
+      case Phase::kReady:
+        break;
+    }
+    if (auto* req = std::get_if<wire::LeaseRequest>(&m)) {
+      w.wants += req->splits;
+      table_.heartbeat(peer, now());
+    } else if (auto* b = std::get_if<wire::BatchView>(&m)) {
+      on_batch(peer, *b, std::move(frame));
+    } else if (auto* r = std::get_if<wire::LeaseReturn>(&m)) {
+      Status s = table_.give_back(peer, r->split_id);
+      if (!s.ok()) log::verbose("goldminer: session: " + s.message());
+    } else if (std::get_if<wire::Heartbeat>(&m)) {
+      table_.heartbeat(peer, now());
+    } else if (auto* e = std::get_if<wire::Error>(&m)) {
+      // A worker that cannot go on (corrupt input, failing program): the
+      // same input would fail on any worker, so the session fails.
+      fail("worker " + w.id + ": " + e->message);
+      drop(peer, "reported an error", false);
+    } else {
+      drop(peer, std::string("unexpected ") + wire::type_name(static_cast<wire::MessageType>(m.index() + 1)), true);
+    }
+  }
+
+  void on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame) {
+    auto verdict = table_.accept_batch(peer, b.split_id, b.sequence, now());
+    if (!verdict.ok()) return drop(peer, verdict.status().message(), true);
+    if (*verdict != BatchVerdict::kDeliver) {
+      send(peer, wire::Credit{1});
+      std::lock_guard<std::mutex> lock(mu_);
+      if (*verdict == BatchVerdict::kDuplicate) ++duplicates_dropped_;
+      return;
+    }
+    // The last tensor is the sample identity [samples, 2] (int64).
+    if (b.tensors.empty() || b.tensors.back().dtype != wire::DType::kInt64 ||
+        b.tensors.back().shape != std::vector<int64_t>{b.samples, 2})
+      return drop(peer, "batch without its sample-id tensor", true);
+    if (b.last_of_split) {
+      Status s = table_.complete(peer, b.split_id, uint64_t{b.sequence} + 1);
+      if (!s.ok()) return drop(peer, s.message(), true);
+    }
+    Item item;
+    item.from = peer;
+    item.bytes = frame->size();
+    item.last_of_split = b.last_of_split;
+    item.batch.epoch = table_.epoch();
+    item.batch.split_id = b.split_id;
+    item.batch.sequence = b.sequence;
+    item.batch.samples = b.samples;
+    item.batch.tensors.assign(b.tensors.begin(), b.tensors.end() - 1);
+    item.batch.sample_ids = reinterpret_cast<const int64_t*>(b.tensors.back().data);
+    item.batch.keepalive = std::move(frame);
+    std::lock_guard<std::mutex> lock(mu_);
+    bad_records_ += b.bad_records;
+    if (bad_records_ > o_.max_bad_records && failure_.ok())
+      failure_ = Status::error("input: " + std::to_string(bad_records_) + " corrupt records this epoch exceed " +
+                               "the budget of " + std::to_string(o_.max_bad_records) + " (--max-bad-records)");
+    auto& pw = per_worker_[peer];
+    ++pw.batches;
+    pw.bytes += item.bytes;
+    const auto jt = workers_.find(peer);
+    if (jt != workers_.end()) pw.batches_per_s = pw.batches / std::max(1e-9, seconds_since(jt->second.connected));
+    queue_bytes_ += item.bytes;
+    ++arrived_batches_;
+    queue_.push_back(std::move(item));
+    cv_.notify_all();
+  }
+
+  void grant_leases() {
+    for (auto& [peer, w] : workers_) {
+      while (w.phase == Phase::kReady && !w.draining && w.wants > 0 && table_.pending() > 0) {
+        auto lease = table_.grant(peer, now());
+        if (!lease) break;
+        --w.wants;
+        wire::LeaseGrant g;
+        g.split_id = lease->split.id;
+        g.epoch = lease->epoch;
+        g.seed = lease->split_seed;
+        g.skip_batches = lease->skip_batches;
+        g.file = lease->split.file;
+        g.file_index = lease->split.file_index;
+        g.begin = lease->split.begin;
+        g.end = lease->split.end;
+        g.offset = lease->split.offset;
+        send(peer, g);
+      }
+    }
+  }
+
+  void run() {
+    created_ = Clock::now();
+    auto last_check = Clock::now();
+    while (!stop_) {
+      auto e = ep_->poll(2);
+      if (!e.ok()) {
+        fail("session: transport: " + e.status().message());
+        break;
+      }
+      if (e->has_value()) {
+        Event& ev = **e;
+        switch (ev.kind) {
+          case Event::Kind::kConnected:
+            workers_[ev.peer] = Worker{};
+            break;
+          case Event::Kind::kMessage:
+            on_message(ev.peer, std::move(ev.frame));
+            break;
+          case Event::Kind::kDisconnected:
+            on_disconnected(ev.peer, ev.reason);
+            break;
+        }
+      }
+      // Credits for consumed batches; epoch changes; drain requests.
+      std::vector<PeerId> credits;
+      bool start_epoch = false;
+      size_t drains = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (queue_bytes_ <= o_.queue_bytes && queue_.size() < o_.queue_batches) credits.swap(credit_returns_);
+        start_epoch = start_next_epoch_;
+        start_next_epoch_ = false;
+        drains = drain_requests_;
+        drain_requests_ = 0;
+      }
+      std::map<PeerId, uint32_t> per_peer;
+      for (PeerId p : credits) ++per_peer[p];
+      for (auto [p, n] : per_peer)
+        if (workers_.count(p)) send(p, wire::Credit{n});
+      for (auto& [peer, w] : workers_) {
+        if (drains == 0) break;
+        if (w.phase == Phase::kReady && !w.draining) {
+          w.draining = true;
+          send(peer, wire::Drain{});
+          --drains;
+        }
+      }
+      if (start_epoch) {
+        table_.start_epoch(table_.epoch() + 1);
+        epoch_end_queued_ = false;
+      }
+      if (table_.epoch_done() && !epoch_end_queued_) {
+        epoch_end_queued_ = true;
+        std::lock_guard<std::mutex> lock(mu_);
+        Item end;
+        end.end_of_epoch = true;
+        queue_.push_back(std::move(end));
+        cv_.notify_all();
+      }
+      grant_leases();
+      if (seconds_since(last_check) > 0.25) {
+        last_check = Clock::now();
+        for (uint64_t peer : table_.expire(now())) drop(peer, "no heartbeat within the lease timeout", false);
+        std::vector<PeerId> slow;
+        for (auto& [peer, w] : workers_)
+          if (w.phase != Phase::kReady && seconds_since(w.connected) > o_.handshake_timeout_s) slow.push_back(peer);
+        for (PeerId p : slow) drop(p, "did not authenticate in time", true);
+      }
+    }
+    // Tell connected workers to leave.
+    for (auto& [peer, w] : workers_)
+      if (w.phase == Phase::kReady) send(peer, wire::Drain{});
+  }
+
+  const SessionOptions o_;
+  readers::DatasetPlan plan_;
+  std::unique_ptr<transport::Endpoint> ep_;
+  LeaseTable table_;
+  std::string config_text_;
+  std::thread loop_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> local_stop_{false};
+  std::vector<std::thread> local_;
+  Clock::time_point created_ = Clock::now();
+
+  // Loop only.
+  std::map<PeerId, Worker> workers_;
+  bool epoch_end_queued_ = false;
+
+  // Shared, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  uint64_t queue_bytes_ = 0;
+  std::vector<PeerId> credit_returns_;
+  Status failure_;
+  bool want_next_epoch_ = false;   // the consumer saw the end of an epoch
+  bool start_next_epoch_ = false;  // ... and asked for the next
+  size_t drain_requests_ = 0;
+  uint32_t consumer_epoch_ = 0;
+  std::map<uint64_t, uint64_t> consumed_;  // split -> batches returned by next()
+  std::set<uint64_t> consumed_done_;
+  Clock::time_point epoch_started_;
+  uint64_t arrived_batches_ = 0, consumed_batches_ = 0;
+  double wait_seconds_ = 0;
+  uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
+  std::map<PeerId, WorkerMetrics> per_worker_;
+};
+
+Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
+  if (o.secret.empty()) return Status::error("session: no job secret (set GOLDMINER_SECRET or a secret file)");
+  if (o.batch_size == 0) return Status::error("session: batch size must be at least 1");
+  auto spec = readers::parse_input_spec(o.input);
+  if (!spec.ok()) return spec.status();
+  readers::ReaderOptions ro;
+  // Each split may skip up to the whole budget; the session enforces it
+  // over the epoch.
+  ro.max_bad_records = o.max_bad_records;
+  const uint64_t per_split = o.records_per_split ? o.records_per_split : uint64_t{16} * o.batch_size;
+  auto plan = readers::plan_dataset(*spec, ro, per_split);
+  if (!plan.ok()) return plan.status();
+  if (plan->total_records == 0) return Status::error("session: input '" + o.input + "' holds no records");
+  std::vector<InputSplit> splits;
+  for (size_t i = 0; i < plan->splits.size(); ++i) {
+    const auto& r = plan->splits[i];
+    InputSplit s;
+    s.id = i;
+    s.file = plan->config.files[r.file_index];
+    s.file_index = r.file_index;
+    s.begin = r.first_record;
+    s.end = r.first_record + r.records;
+    s.offset = r.byte_offset;
+    splits.push_back(std::move(s));
+  }
+  LeaseConfig lc;
+  lc.seed = o.seed;
+  lc.lease_timeout_s = o.lease_timeout_s;
+  lc.deterministic_order = o.deterministic;
+  auto table = LeaseTable::create(std::move(splits), lc);
+  if (!table.ok()) return table.status();
+  if (o.resume) {
+    if (o.resume->seed != o.seed)
+      return Status::error("session: resume position was taken with seed " + std::to_string(o.resume->seed) +
+                           ", this session has seed " + std::to_string(o.seed));
+    Status s = table->resume(*o.resume);
+    if (!s.ok()) return s;
+  }
+  auto ep = transport::listen(o.listen);
+  if (!ep.ok()) return ep.status();
+  auto impl = std::make_unique<Impl>(std::move(o), std::move(plan).value(), std::move(ep).value(),
+                                     std::move(table).value());
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+Status SessionOptions::from_environment() {
+  if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = v;
+  const char* env_secret = std::getenv("GOLDMINER_SECRET");
+  const char* file = std::getenv("GOLDMINER_SECRET_FILE");
+  if (env_secret != nullptr || (file != nullptr && *file != '\0')) {
+    auto s = auth::load_secret(env_secret, file != nullptr ? file : "");
+    if (!s.ok()) return s.status();
+    secret = *s;
+  }
+  if (const char* v = std::getenv("GOLDMINER_LOCAL_WORKERS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end != '\0' || n > 1024)
+      return Status::error("GOLDMINER_LOCAL_WORKERS: invalid value '" + std::string(v) + "': expected 0..1024");
+    local_workers = static_cast<uint32_t>(n);
+  }
+  return Status();
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+std::string Session::address() const { return impl_->address(); }
+uint64_t Session::total_records() const { return impl_->total_records(); }
+const std::vector<std::string>& Session::files() const { return impl_->files(); }
+const std::vector<uint64_t>& Session::records_per_file() const { return impl_->records_per_file(); }
+Expected<std::optional<SessionBatch>> Session::next() { return impl_->next(); }
+LeasePosition Session::state() const { return impl_->state(); }
+SessionMetrics Session::metrics() const { return impl_->metrics(); }
+size_t Session::drain_workers(size_t n) { return impl_->drain_workers(n); }
+
+}  // namespace goldminer
