@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   }
   const char* threads = std::getenv("OMP_NUM_THREADS");
   std::printf("split_bench: assumptions: CPU time per batch = forward + backward of the trainer program, median of %d "
-              "runs after 2 warm-ups; intra-op threads OMP_NUM_THREADS=%s; transfer priced at 4 GB/s\n",
+              "runs after 3 warm-ups; intra-op threads OMP_NUM_THREADS=%s; transfer priced at 4 GB/s\n",
               repeat, threads ? threads : "(unset: torch default)");
 
   auto dataset = split(dlrm, SplitMode::kDataset, true, repeat);

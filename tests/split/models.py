@@ -62,7 +62,7 @@ class DLRM(nn.Module):
         z = torch.bmm(t, t.transpose(1, 2))
         n = self.num_features
         ij = torch.triu_indices(n, n, 1)
-        inter = z[:, ij[0], ij[1]]
+        inter = z.flatten(1).index_select(1, ij[0] * n + ij[1])  # pairwise dot products
         return torch.sigmoid(self.top(torch.cat([d, inter], dim=1)))
 
 
@@ -173,8 +173,8 @@ class ControlFlow(nn.Module):
         out = self.fc(h)
         if bool(out.mean() > 0):  # data dependent on a stateful value
             out = self.gate(out)
-        noise = torch.rand_like(out) * 1e-3  # nondeterministic in the model
-        return {"out": out + noise, "h": h.sum(dim=1)}
+        noise = torch.rand_like(h).sum(dim=1) * 1e-3  # nondeterministic in the model
+        return {"out": out, "h": h.sum(dim=1) + noise}
 
 
 def save(outdir: str, name: str, module: torch.jit.ScriptModule, example: tuple) -> None:

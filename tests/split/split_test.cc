@@ -17,13 +17,13 @@
 namespace goldminer {
 namespace {
 
-struct Run {
+struct CommandResult {
   int status = -1;
   std::string out;  // stdout and stderr
 };
 
-Run run(const std::string& command) {
-  Run r;
+CommandResult run(const std::string& command) {
+  CommandResult r;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return r;
   char buf[4096];
@@ -49,7 +49,7 @@ class Models : public ::testing::Environment {
     char tmpl[] = "/tmp/goldminer-split-test.XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return;
     dir_ = tmpl;
-    Run r = run(python() + " " + source_dir() + "/models.py " + dir_);
+    CommandResult r = run(python() + " " + source_dir() + "/models.py " + dir_);
     ok_ = r.status == 0;
     error_ = r.out;
   }
@@ -170,8 +170,8 @@ TEST_F(SplitTest, BatchNormAndDropoutStayOnTheTrainer) {
   EXPECT_GT(r.nodes_moved, 0);  // tanh(x * 2 + 1)
   ASSERT_EQ(r.cut.size(), 1u);
   EXPECT_EQ(r.cut[0].shape, (std::vector<int64_t>{16, 8}));
-  std::string text = format_report(r);
-  EXPECT_NE(text.find("buffer"), std::string::npos) << text;
+  EXPECT_TRUE(kept(r, "aten::batch_norm", "prim::GetAttr bn.weight: parameter")) << format_report(r);
+  EXPECT_TRUE(kept(r, "prim::If", "prim::GetAttr bn.training: training flag")) << format_report(r);
 }
 
 TEST_F(SplitTest, InPlaceOpsOnInputsAndParametersStayEquivalent) {
@@ -183,8 +183,7 @@ TEST_F(SplitTest, InPlaceOpsOnInputsAndParametersStayEquivalent) {
 TEST_F(SplitTest, ControlFlowDictInputsLoopsAndNestedBlocksStayEquivalent) {
   SplitReport r = split_and_verify(inputs("control"), SplitMode::kMax);
   EXPECT_GT(r.nodes_moved, 10);
-  std::string text = format_report(r);
-  EXPECT_NE(text.find("nondeterministic in the model"), std::string::npos) << text;
+  EXPECT_TRUE(kept(r, "aten::rand_like", "nondeterministic in the model")) << format_report(r);
   split_and_verify(inputs("control"), SplitMode::kExtended);
 }
 
@@ -196,17 +195,17 @@ class CliTest : public SplitTest {
     if (std::getenv("GOLDMINER_SPLIT") == nullptr)
       GTEST_SKIP() << "GOLDMINER_SPLIT is not set (make check sets it to the built goldminer-split)";
   }
-  Run cli(const std::string& args) { return run(std::string(std::getenv("GOLDMINER_SPLIT")) + " " + args); }
+  CommandResult cli(const std::string& args) { return run(std::string(std::getenv("GOLDMINER_SPLIT")) + " " + args); }
   std::string out(const std::string& name) { return Models::path(name); }
 };
 
 TEST_F(CliTest, SplitsDlrmWithReportJsonAndVerify) {
-  Run r = cli(Models::path("dlrm.pt") + " --example " + Models::path("dlrm_example.pt") + " --worker " +
+  CommandResult r = cli(Models::path("dlrm.pt") + " --example " + Models::path("dlrm_example.pt") + " --worker " +
               out("w.pt") + " --trainer " + out("t.pt") + " --report-json " + out("r.json") + " --verify --repeat 1");
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* text : {"nodes: ", "stateless", "moved to the worker", "bytes per sample crossing: 260.0 in dataset",
                            "measured trainer time saved", "kept on the trainer at the boundary",
-                           "prim::GetAttr embs.0.weight: parameter",
+                           "aten::embedding (x26) <- prim::GetAttr embs.*.weight: parameter",
                            "verify: eval outputs equal; train outputs equal", "gradients equal, buffers equal"})
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   std::ifstream json(out("r.json"));
@@ -218,7 +217,7 @@ TEST_F(CliTest, SplitsDlrmWithReportJsonAndVerify) {
                           "\"reason\": "})
     EXPECT_NE(text.str().find(key), std::string::npos) << key << "\n" << text.str();
   // The written programs load and run in Python: trainer(*worker(*x)) == model(*x).
-  Run py = run(python() + " -c \"import torch; m = torch.jit.load('" + Models::path("dlrm.pt") +
+  CommandResult py = run(python() + " -c \"import torch; m = torch.jit.load('" + Models::path("dlrm.pt") +
                "').eval(); w = torch.jit.load('" + out("w.pt") + "').eval(); t = torch.jit.load('" + out("t.pt") +
                "').eval(); x = torch.load('" + Models::path("dlrm_example.pt") +
                "'); print('equal', torch.equal(m(*x), t(*w(*x))))\"");
@@ -228,7 +227,7 @@ TEST_F(CliTest, SplitsDlrmWithReportJsonAndVerify) {
 
 TEST_F(CliTest, TransformOptionAndModes) {
   for (const char* mode : {"dataset", "extended", "max"}) {
-    Run r = cli(Models::path("resnet18.pt") + " --transform " + Models::path("image_transform.pt") + " --example " +
+    CommandResult r = cli(Models::path("resnet18.pt") + " --transform " + Models::path("image_transform.pt") + " --example " +
                 Models::path("resnet18_example.pt") + " --worker " + out("w.pt") + " --trainer " + out("t.pt") +
                 " --mode " + mode + " --verify --repeat 1");
     ASSERT_EQ(r.status, 0) << mode << "\n" << r.out;
@@ -238,7 +237,7 @@ TEST_F(CliTest, TransformOptionAndModes) {
 }
 
 TEST_F(CliTest, AdvisesOnDataWorkers) {
-  Run r = cli(Models::path("dlrm.pt") + " --example " + Models::path("dlrm_example.pt") +
+  CommandResult r = cli(Models::path("dlrm.pt") + " --example " + Models::path("dlrm_example.pt") +
               " --advise --max-workers 4 --repeat 1 -q");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("offload advice"), std::string::npos) << r.out;
@@ -276,18 +275,18 @@ TEST_F(CliTest, BadInputGivesAClearErrorAndNonZeroExit) {
       {dlrm + ex + outs + " --bogus", 2, "unrecognised option '--bogus'"},
   };
   for (const Case& c : cases) {
-    Run r = cli(c.args);
+    CommandResult r = cli(c.args);
     EXPECT_EQ(r.status, c.status) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << r.out;
   }
-  Run r = cli(dlrm + " --example " + Models::path("dlrm_example_float.pt") + outs);
-  EXPECT_NE(r.out.find("Float"), std::string::npos) << "names the dtype problem: " << r.out;
+  CommandResult r = cli(dlrm + " --example " + Models::path("dlrm_example_float.pt") + outs);
+  EXPECT_NE(r.out.find("not implemented for 'Float'"), std::string::npos) << "names the dtype problem: " << r.out;
 }
 
 // ---------------------------------------------------------------- Python
 TEST_F(SplitTest, PythonApiSplitsAndStaysEquivalent) {
-  Run r = run(python() + " " + source_dir() + "/check_python_api.py " + Models::path(""));
+  CommandResult r = run(python() + " " + source_dir() + "/check_python_api.py " + Models::path(""));
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* line : {"dlrm extended: eval equal, train outputs equal, grads equal",
                            "control max: eval equal, train outputs equal, grads equal",

@@ -100,6 +100,33 @@ std::unordered_map<Node*, std::string> resolve_attributes(Graph& graph, const to
   return why;
 }
 
+// Inlines every call whose callee is a graph, from the callees' own graphs.
+// torch::jit::Inline uses each callee's optimized_graph(), which a freshly
+// loaded module compiles on first use (~110 ms for ResNet-50); our passes
+// below do that optimisation once, on the whole graph. Returns whether a
+// call was inlined (callees' calls are inlined by the next round).
+bool inline_calls(Block* block) {
+  bool changed = false;
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* cur = *it++;
+    if (cur->kind() == prim::CallFunction || cur->kind() == prim::CallMethod) {
+      if (auto* callee = torch::jit::tryToGraphFunction(cur)) {
+        if (cur->kind() == prim::CallFunction) cur->removeInput(0);
+        // insertGraph, not inlineCallTo: no inlined-call-stack bookkeeping
+        // per node (debug information the split does not need).
+        torch::jit::WithInsertPoint guard(cur);
+        auto outputs = torch::jit::insertGraph(*cur->owningGraph(), *callee->graph(), cur->inputs());
+        for (size_t i = 0; i < outputs.size(); ++i) cur->outputs()[i]->replaceAllUsesWith(outputs[i]);
+        cur->destroy();
+        changed = true;
+        continue;
+      }
+    }
+    for (Block* b : cur->blocks()) changed |= inline_calls(b);
+  }
+  return changed;
+}
+
 bool nondeterministic(Node* n) {
   if (n->isNondeterministic()) return true;
   if (!n->kind().is_aten()) return false;
@@ -253,7 +280,8 @@ Expected<Analysis> analyse_method(const torch::jit::Module& model, const std::st
   if (fn == nullptr) return Status::error("method '" + method + "' is not a TorchScript graph");
   Analysis a;
   a.graph = fn->graph()->copy();
-  torch::jit::Inline(*a.graph);
+  while (inline_calls(a.graph->block())) {
+  }
   resolve_attributes(*a.graph, model, /*freeze=*/true);
   torch::jit::ConstantPropagation(a.graph);
   torch::jit::UnrollConstantLoops(a.graph);

@@ -58,7 +58,6 @@ torch::jit::Module new_module(const std::string& name, bool training) {
 
 void add_forward(torch::jit::Module& m, const std::shared_ptr<Graph>& g) {
   torch::jit::EliminateDeadCode(g);
-  g->lint();
   auto* fn = m._ivalue()->compilation_unit()->create_function(
       c10::QualifiedName(*m.type()->name(), "forward"), g);
   m.type()->addMethod(fn);

@@ -109,7 +109,12 @@ std::string torch_error_text(const std::exception& e) {
     text = c10_error->what_without_backtrace();
   else
     text = e.what();
-  // TorchScript errors carry the source excerpt after a blank line.
+  // Interpreter errors put a TorchScript traceback first and the cause on
+  // the last line; other errors carry a source excerpt after a blank line.
+  if (text.rfind("The following operation failed in the TorchScript interpreter", 0) == 0) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    text = text.substr(text.rfind('\n') + 1);
+  }
   auto cut = text.find("\n\n");
   if (cut != std::string::npos) text.resize(cut);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
