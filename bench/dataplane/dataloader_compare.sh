@@ -1,0 +1,114 @@
+#!/bin/bash
+# Benchmark (c) of issue 4: goldminer-consume with k data workers against a
+# PyTorch DataLoader with num_workers = k (dataloader_compare.py), same batch
+# size, same files, same TorchScript transforms (make_programs.py):
+#   criteo  a seeded Criteo-like TSV (gen_criteo.py), DLRM-style preprocessing
+#   jpeg    ../shared/data/datasets/images_jpeg (268 real JPEGs), decode +
+#           resize to 224x224 + normalize; skipped, with the reason, if absent
+# Figure of merit: samples per CPU-second (user + system of the trainer or
+# main process and every worker it waited for, start-up included), i.e.
+# samples/s per core; goal >= 3x. Also prints samples/s (wall, epochs after
+# the first). All measured in this one run.
+#
+# usage: bench/dataplane/dataloader_compare.sh [BUILDDIR]   (default: ./build)
+# environment: K="1 2", ROWS=100000 (generated Criteo rows, REPEAT=2 times),
+#   CRITEO_EPOCHS=2, CRITEO_BATCH=4096, JPEG_EPOCHS=4, JPEG_BATCH=32,
+#   SHARED_DATA=../shared/data (relative to the source tree), PYTHON=/usr/bin/python3
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+build=$(cd "${1:-$src/build}" && pwd)
+K=${K:-"1 2"}
+ROWS=${ROWS:-100000}
+REPEAT=${REPEAT:-2}
+CRITEO_EPOCHS=${CRITEO_EPOCHS:-2}
+CRITEO_BATCH=${CRITEO_BATCH:-4096}
+JPEG_EPOCHS=${JPEG_EPOCHS:-4}
+JPEG_BATCH=${JPEG_BATCH:-32}
+SHARED_DATA=${SHARED_DATA:-$src/../shared/data}
+PYTHON=${PYTHON:-/usr/bin/python3}
+export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+
+for p in goldminer-consume goldminer-dw; do
+  [ -x "$build/$p" ] || { echo "dataloader_compare.sh: $build/$p missing: build it first" >&2; exit 1; }
+done
+"$PYTHON" -c 'import torch' 2>/dev/null ||
+  { echo "dataloader_compare.sh: skipped: $PYTHON cannot import torch (Debian: apt install python3-torch)"; exit 0; }
+
+tmp=$(mktemp -d /tmp/gm-dlcompare.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+"$PYTHON" "$here/gen_criteo.py" "$tmp/block.tsv" "$ROWS" 1
+for ((i = 0; i < REPEAT; i++)); do cat "$tmp/block.tsv"; done > "$tmp/criteo.tsv"
+rm -f "$tmp/block.tsv"
+"$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null
+
+jpeg_dir="$SHARED_DATA/datasets/images_jpeg"
+datasets="criteo"
+if [ -d "$jpeg_dir" ] && "$PYTHON" -c 'import torchvision' 2>/dev/null; then
+  datasets="criteo jpeg"
+elif [ ! -d "$jpeg_dir" ]; then
+  echo "dataloader_compare.sh: jpeg skipped: $jpeg_dir is absent (the shared data set is not on this machine)"
+else
+  echo "dataloader_compare.sh: jpeg skipped: $PYTHON cannot import torchvision (apt install python3-torchvision)"
+fi
+echo "dataloader_compare.sh: criteo $((ROWS * REPEAT)) generated rows, batch $CRITEO_BATCH, $CRITEO_EPOCHS epochs;" \
+  "jpeg $jpeg_dir, batch $JPEG_BATCH, $JPEG_EPOCHS epochs; k in {$K}; $(nproc) cores"
+
+timed() { /usr/bin/time -f "cpu %U %S" -o "$1" "${@:2}"; }
+for d in $datasets; do
+  if [ "$d" = criteo ]; then
+    path="$tmp/criteo.tsv" input="criteo-tsv:$tmp/criteo.tsv" batch=$CRITEO_BATCH epochs=$CRITEO_EPOCHS split=0
+  else
+    # One batch per split, so that k workers share the 268 images.
+    path="$jpeg_dir" input="jpeg:$jpeg_dir" batch=$JPEG_BATCH epochs=$JPEG_EPOCHS split=$JPEG_BATCH
+  fi
+  for k in $K; do
+    timed "$tmp/$d-dl-$k.time" "$PYTHON" "$here/dataloader_compare.py" "$d" "$path" "$tmp/$d.pt" \
+      --workers "$k" --batch-size "$batch" --epochs "$epochs" > "$tmp/$d-dl-$k.json"
+    timed "$tmp/$d-gm-$k.time" "$build/goldminer-consume" --input "$input" --program "$tmp/$d.pt" \
+      --batch-size "$batch" --epochs "$epochs" --records-per-split "$split" --workers "$k" --json \
+      > "$tmp/$d-gm-$k.json" 2> "$tmp/$d-gm-$k.err" ||
+      { echo "dataloader_compare.sh: goldminer-consume ($d, $k workers) failed:" >&2; cat "$tmp/$d-gm-$k.err" >&2; exit 1; }
+  done
+done
+
+"$PYTHON" - "$tmp" "$K" "$datasets" "$(nproc)" <<'PY'
+import json, sys
+tmp, ks, datasets, cores = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
+
+def cpu(name):
+    f = open(f"{tmp}/{name}.time").read().split()
+    i = f.index("cpu")
+    return float(f[i + 1]) + float(f[i + 2])
+
+def gm(name):
+    epochs = [json.loads(l) for l in open(f"{tmp}/{name}.json") if l.startswith("{")]
+    counted = epochs[1:] or epochs
+    return (sum(e["samples"] for e in counted) / sum(e["seconds"] for e in counted),
+            sum(e["samples"] for e in epochs))
+
+def dl(name):
+    r = json.loads(open(f"{tmp}/{name}.json").read())
+    return r["samples_per_s"], r["total_samples"]
+
+print(f"\n{'dataset':<8}{'k':>3}{'DataLoader/s':>14}{'goldminer/s':>13}{'DL per core':>13}{'gm per core':>13}"
+      f"{'per-core x':>12}{'wall x':>8}")
+summary = []
+for d in datasets:
+    for k in ks:
+        dr, dn = dl(f"{d}-dl-{k}")
+        gr, gn = gm(f"{d}-gm-{k}")
+        dc, gc = dn / cpu(f"{d}-dl-{k}"), gn / cpu(f"{d}-gm-{k}")
+        summary.append((d, k, gc / dc, gr / dr))
+        print(f"{d:<8}{k:>3}{dr:>14.0f}{gr:>13.0f}{dc:>13.0f}{gc:>13.0f}{gc / dc:>12.2f}{gr / dr:>8.2f}")
+print("\nsummary (goal: goldminer samples/s per core >= 3x the DataLoader's)")
+for d, k, per_core, wall in summary:
+    print(f"  {d}, k={k}: per core {per_core:.2f}x ({'met' if per_core >= 3 else 'NOT met'}), wall {wall:.2f}x")
+print(f"assumptions: {cores} cores shared with other users' jobs. per core = samples delivered / CPU-seconds of\n"
+      "  all processes of the run (trainer or main process + k workers, start-up and warm-up epoch included,\n"
+      "  via /usr/bin/time, which counts the children each process waited for). samples/s (wall) are the\n"
+      "  epochs after the first. Both sides run the same TorchScript transforms with 1 intra-op thread per\n"
+      "  worker; the DataLoader parses Criteo lines in Python (block of B lines per batch, transforms\n"
+      "  batched) and decodes JPEGs with torchvision.io.decode_jpeg (libjpeg-turbo, as goldminer's reader).\n"
+      "  goldminer's numbers include the trainer process and the UCX (tcp on lo) transfer of every batch.")
+PY
