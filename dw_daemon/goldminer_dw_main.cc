@@ -37,6 +37,12 @@ std::string env_or(const char* name, const std::string& fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First: a SIGTERM that comes while libraries load still drains.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
   dw::WorkerOptions o;
   std::string secret_file;
   int intra_op = 1;
@@ -70,8 +76,10 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     return fail(std::string(e.what()) + " (see --help)", 2);
   }
-  if (o.threads == 0) return fail("--threads: must be at least 1", 2);
-  if (intra_op < 1) return fail("--intra-op-threads: must be at least 1", 2);
+  if (o.threads == 0 || o.threads > 1024) return fail("--threads: must be 1..1024", 2);
+  if (intra_op < 1 || intra_op > 1024) return fail("--intra-op-threads: must be 1..1024", 2);
+  if (!(o.heartbeat_s > 0) || !(o.connect_timeout_s >= 0) || !(o.drain_timeout_s >= 0))
+    return fail("--heartbeat must be positive, --connect-timeout and --drain-timeout not negative", 2);
   if (o.trainer.empty()) o.trainer = env_or("GOLDMINER_TRAINER", "");
   if (o.trainer.empty()) return fail("no trainer address: pass --trainer or set GOLDMINER_TRAINER", 2);
   if (secret_file.empty()) secret_file = env_or("GOLDMINER_SECRET_FILE", "");
@@ -88,14 +96,9 @@ int main(int argc, char** argv) {
       if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
     });
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-
   auto report = dw::run_worker(o, g_stop);
   if (!report.ok()) {
-    if (g_stop) return 0;  // stopped before any work: nothing to return
+    if (report.status().message() == dw::kStopped) return 0;  // stopped before any work
     return fail(report.status().message(), 1);
   }
   if (verbose)

@@ -240,7 +240,7 @@ class Connection {
   Expected<wire::Message> receive(double timeout_s, std::shared_ptr<const transport::Frame>* keep) {
     const auto start = Clock::now();
     while (seconds_since(start) < timeout_s) {
-      if (stop_) return Status::error("stopped before the trainer answered");
+      if (stop_) return Status::error(kStopped);
       auto e = ep_->poll(50);
       if (!e.ok()) return e.status();
       if (!e->has_value()) continue;
@@ -272,15 +272,22 @@ class Connection {
     if (!m.ok()) return m.status();
     auto* p = std::get_if<wire::Program>(&*m);
     if (p == nullptr) return Status::error("the trainer sent no program");
-    auto stream = StreamConfig::decode(p->reader_config);
+    s = setup(*p);
+    // What fails here would fail on every worker: the trainer must know.
+    if (!s.ok()) send(wire::Error{3, s.message()});
+    return s;
+  }
+
+  Status setup(const wire::Program& p) {
+    auto stream = StreamConfig::decode(p.reader_config);
     if (!stream.ok()) return stream.status();
     stream_ = std::move(stream).value();
     auto dataset = readers::DatasetConfig::decode(stream_.dataset);
     if (!dataset.ok()) return dataset.status();
     dataset_ = std::move(dataset).value();
-    if (!p->program.empty()) {
+    if (!p.program.empty()) {
       if (!o_.load_program) return Status::error("the trainer sent a program, and this worker cannot run programs");
-      auto prog = o_.load_program(p->program);
+      auto prog = o_.load_program(p.program);
       if (!prog.ok()) return prog.status();
       program_ = std::move(prog).value();
     }
@@ -318,7 +325,13 @@ class Connection {
     Clock::time_point drain_started;
     bool draining = false;
     for (;;) {
-      auto e = ep_->poll(credits > 0 ? 0 : 1);
+      bool sendable;
+      {
+        std::lock_guard<std::mutex> lock(shared.mu);
+        sendable = !shared.outbox.empty() &&
+                   (credits > 0 || shared.outbox.front().kind != Outgoing::Kind::kBatch);
+      }
+      auto e = ep_->poll(sendable ? 0 : 2);
       if (!e.ok()) return finish(e.status());
       if (e->has_value()) {
         Event& ev = **e;
@@ -449,6 +462,8 @@ std::string default_worker_id() {
   gethostname(host, sizeof host - 1);
   return std::string(host) + ":" + std::to_string(getpid());
 }
+
+const char* const kStopped = "stopped before the trainer answered";
 
 Expected<WorkerReport> run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
   if (options.trainer.empty()) return Status::error("no trainer address (--trainer or GOLDMINER_TRAINER)");

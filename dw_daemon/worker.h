@@ -40,6 +40,10 @@ struct WorkerReport {
 // "HOST:PID", how a worker introduces itself by default.
 std::string default_worker_id();
 
+// The error run_worker returns when `stop` was set before the trainer
+// answered (nothing to drain).
+extern const char* const kStopped;
+
 // Runs until drained (OK), or an error (trainer unreachable, refused, gone
 // without a drain, corrupt input, failing program).
 Expected<WorkerReport> run_worker(const WorkerOptions& options, const std::atomic<bool>& stop);

@@ -6,7 +6,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
+#include <atomic>
 #include <chrono>
+#include <cstring>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -149,7 +154,13 @@ int main(int argc, char** argv) {
   if (transport != "ucx" && transport != "mpi" && transport != "local")
     return fail("--transport: invalid value '" + transport + "': expected ucx, mpi or local", 2);
   if (stop_after > 0 && state_out.empty()) return fail("--stop-after-batches needs --state-out", 2);
-  if (epochs == 0) return fail("--epochs: must be at least 1", 2);
+  // Unsigned options take "-1" as a huge number: bound every count.
+  if (epochs == 0 || epochs > 1000000) return fail("--epochs: must be 1..1000000", 2);
+  if (workers > 1024) return fail("--workers: must be 0..1024", 2);
+  if (threads == 0 || threads > 1024) return fail("--threads: must be 1..1024", 2);
+  if (o.batch_size == 0 || o.batch_size > (1u << 24)) return fail("--batch-size: must be 1..16777216", 2);
+  if (o.queue_batches == 0 || o.queue_batches > 1000000) return fail("--queue-batches: must be 1..1000000", 2);
+  if (o.shuffle_buffer > (1u << 26)) return fail("--shuffle-buffer: must be at most 67108864", 2);
   if (!verbose)
     log::set_sink([](log::Level level, const std::string& line) {
       if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
@@ -186,12 +197,18 @@ int main(int argc, char** argv) {
     if (!p.ok()) return fail("--program: " + p.status().message(), 2);
     o.program = std::move(p).value();
   }
-  if (const char* s = std::getenv("GOLDMINER_SECRET"); s != nullptr && *s != '\0') {
-    o.secret = s;
-  } else {
-    auto secret = make_secret();
-    if (!secret.ok()) return fail(secret.status().message(), 1);
-    o.secret = *secret;
+  {
+    // GOLDMINER_SECRET / GOLDMINER_SECRET_FILE as for goldminer-dw; else a
+    // fresh secret for the workers this run starts.
+    Status env = o.from_environment();
+    if (!env.ok()) return fail(env.message(), 2);
+    o.listen.clear();
+    o.local_workers = 0;
+    if (o.secret.empty()) {
+      auto secret = make_secret();
+      if (!secret.ok()) return fail(secret.status().message(), 1);
+      o.secret = *secret;
+    }
   }
   std::vector<std::pair<uint64_t, uint64_t>> seen_before;
   if (!resume.empty()) {
@@ -231,6 +248,35 @@ int main(int argc, char** argv) {
   }
   std::fflush(stderr);
 
+  // The workers this run started: if all of them have exited and no other
+  // worker is connected for a while, nothing will ever come; say why.
+  std::atomic<bool> watching{!pids.empty() && listen.empty()};
+  std::thread watchdog([&] {
+    std::vector<int> status(pids.size(), -1);
+    auto since = std::chrono::steady_clock::now();
+    while (watching) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      size_t exited = 0;
+      for (size_t i = 0; i < pids.size(); ++i) {
+        int st = 0;
+        if (status[i] == -1 && waitpid(pids[i], &st, WNOHANG) == pids[i])
+          status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (status[i] != -1) ++exited;
+      }
+      if (exited < pids.size() || s.metrics().workers > 0) {
+        since = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+        std::string list;
+        for (size_t i = 0; i < pids.size(); ++i)
+          list += (i ? ", " : "") + std::to_string(pids[i]) + " exited " + std::to_string(status[i]);
+        std::fprintf(stderr, "goldminer-consume: every worker exited and none is connected (%s); "
+                     "see their messages above\n", list.c_str());
+        std::fflush(stdout);
+        std::_Exit(1);
+      }
+    }
+  });
+
   const auto& per_file = s.records_per_file();
   bool clean = true;
   uint64_t lost_before = 0;
@@ -248,7 +294,6 @@ int main(int argc, char** argv) {
         }
       }
     const auto t0 = std::chrono::steady_clock::now();
-    uint32_t epoch_no = 0;
     bool stopped = false;
     for (;;) {
       auto b = s.next();
@@ -258,8 +303,7 @@ int main(int argc, char** argv) {
       }
       if (!b->has_value()) break;
       const SessionBatch& batch = **b;
-      epoch_no = batch.epoch;
-      ++batches;
+        ++batches;
       samples += batch.samples;
       for (const auto& t : batch.tensors) bytes += t.nbytes;
       for (uint32_t i = 0; i < batch.samples; ++i) {
@@ -290,6 +334,9 @@ int main(int argc, char** argv) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const SessionMetrics m = s.metrics();
+    const uint32_t epoch_no = m.epoch;
+    // Records skipped under --max-bad-records were reported, not lost.
+    expected = expected > m.bad_records ? expected - m.bad_records : 0;
     const uint64_t missing = expected > unique ? expected - unique : 0;
     if (duplicates != 0 || missing != 0) clean = false;
     const uint64_t lost = m.workers_lost - lost_before;
@@ -297,22 +344,26 @@ int main(int argc, char** argv) {
     if (json) {
       std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
                   "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
-                  "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu}\n",
+                  "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
+                  "\"bad_records\": %llu}\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
-                  bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost));
+                  bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
+                  static_cast<unsigned long long>(m.bad_records));
     } else {
       std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
-                  "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost\n",
+                  "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9) / 1e6, 100 * m.trainer_wait_fraction,
-                  static_cast<unsigned long long>(lost));
+                  static_cast<unsigned long long>(lost), static_cast<unsigned long long>(m.bad_records));
     }
     std::fflush(stdout);
   }
+  watching = false;
+  watchdog.join();
   session->reset();  // drains the workers
   stop_workers(pids, SIGTERM, 10);
   if (rc != 0) return rc;

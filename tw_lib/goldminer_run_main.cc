@@ -29,6 +29,14 @@ using namespace goldminer;
 
 namespace {
 
+volatile sig_atomic_t g_trainer = 0;
+
+// SIGINT/SIGTERM to goldminer-run go on to the trainer; the workers are
+// drained once it exits.
+void forward(int sig) {
+  if (g_trainer > 0) kill(g_trainer, sig);
+}
+
 int fail(const std::string& message, int code) {
   std::fprintf(stderr, "goldminer-run: %s\n", message.c_str());
   return code;
@@ -102,9 +110,22 @@ int main(int argc, char** argv) {
   }
   setenv("GOLDMINER_LISTEN", address.c_str(), 1);
 
+  // Until the trainer runs, a signal is held, then forwarded.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  struct sigaction sa {};
+  sa.sa_handler = forward;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   pid_t trainer = fork();
   if (trainer < 0) return fail(std::string("fork: ") + std::strerror(errno), 1);
   if (trainer == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
     std::vector<char*> args;
     for (auto& a : command) args.push_back(a.data());
     args.push_back(nullptr);
@@ -130,9 +151,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "worker pid %d\n", static_cast<int>(*pid));
     }
   }
-  // Pass SIGINT/SIGTERM on to the trainer; the workers are drained after.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
+  g_trainer = trainer;
+  sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 0;
   while (waitpid(trainer, &status, 0) < 0 && errno == EINTR) {
   }

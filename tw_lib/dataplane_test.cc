@@ -1,0 +1,560 @@
+// Fault and end-to-end tests of the data plane: the real goldminer-consume
+// and goldminer-dw processes over UCX on loopback (and local, MPI).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "goldminer/session.h"
+
+namespace goldminer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string builddir() {
+  const char* b = std::getenv("GOLDMINER_BUILDDIR");
+  return b != nullptr ? b : ".";
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gm-dataplane-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void write_text(const std::string& path, int lines) {
+  std::ofstream out(path);
+  for (int i = 0; i < lines; ++i) out << "sample " << i << " " << std::string(i % 37, 'x') << "\n";
+}
+
+// Criteo raw TSV: label, 13 ints, 26 hex hashes; some fields empty.
+void write_criteo(const std::string& path, int rows, int bad_row = -1) {
+  std::mt19937 rng(7);
+  std::ofstream out(path);
+  for (int r = 0; r < rows; ++r) {
+    if (r == bad_row) {
+      out << "1\tnot-a-number\n";
+      continue;
+    }
+    out << (rng() % 2);
+    for (int i = 0; i < 13; ++i) {
+      out << '\t';
+      if (rng() % 10) out << (rng() % 1000);
+    }
+    for (int i = 0; i < 26; ++i) {
+      out << '\t';
+      if (rng() % 10) {
+        char h[9];
+        std::snprintf(h, sizeof h, "%08x", static_cast<unsigned>(rng()));
+        out << h;
+      }
+    }
+    out << '\n';
+  }
+}
+
+struct Epoch {
+  std::map<std::string, double> v;
+};
+
+std::vector<Epoch> parse_json_lines(const std::string& out) {
+  std::vector<Epoch> epochs;
+  std::istringstream in(out);
+  std::string line;
+  const std::regex kv("\"([a-z_]+)\": ([0-9.eE+-]+)");
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    Epoch e;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kv); it != std::sregex_iterator(); ++it)
+      e.v[(*it)[1]] = std::stod((*it)[2]);
+    epochs.push_back(e);
+  }
+  return epochs;
+}
+
+// A child process with its stdout and stderr captured by reader threads.
+class Process {
+ public:
+  Process(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+    int out[2], err[2];
+    EXPECT_EQ(pipe(out), 0);
+    EXPECT_EQ(pipe(err), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      close(out[0]);
+      close(err[0]);
+      for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    out_reader_ = std::thread([this, fd = out[0]] { drain(fd, &out_); });
+    err_reader_ = std::thread([this, fd = err[0]] { drain(fd, &err_); });
+  }
+  ~Process() {
+    if (!waited_) {
+      kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Waits for the exit; returns the exit status (128+signal if killed).
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    waited_ = true;
+    out_reader_.join();
+    err_reader_.join();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string out() {
+    std::lock_guard<std::mutex> l(mu_);
+    return out_;
+  }
+  std::string err() {
+    std::lock_guard<std::mutex> l(mu_);
+    return err_;
+  }
+
+ private:
+  void drain(int fd, std::string* to) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+      std::lock_guard<std::mutex> l(mu_);
+      to->append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+  }
+  pid_t pid_;
+  bool waited_ = false;
+  std::mutex mu_;
+  std::string out_, err_;
+  std::thread out_reader_, err_reader_;
+};
+
+const std::map<std::string, std::string> kEnv = {{"UCX_NET_DEVICES", "lo"}, {"GOLDMINER_SECRET", "s3cret-for-tests"}};
+
+std::vector<std::string> consume_args(const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {builddir() + "/goldminer-consume", "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// Waits until the consumer printed its address; returns it.
+std::string wait_address(Process* p) {
+  const std::regex re("listening on (ucx://[0-9.]+:[0-9]+)");
+  for (int i = 0; i < 300; ++i) {
+    std::smatch m;
+    const std::string err = p->err();
+    if (std::regex_search(err, m, re)) return m[1];
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "no address printed; stderr: " << p->err();
+  return "";
+}
+
+std::vector<pid_t> worker_pids(Process* p) {
+  std::vector<pid_t> pids;
+  const std::regex re("worker pid ([0-9]+)");
+  const std::string err = p->err();
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator(); ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  return pids;
+}
+
+bool alive(pid_t pid) {
+  // A zombie (exited, not yet reaped by its parent) counts as gone.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!std::getline(stat, s)) return false;
+  const size_t r = s.rfind(')');
+  return r != std::string::npos && r + 2 < s.size() && s[r + 2] != 'Z';
+}
+
+void expect_clean(const std::vector<Epoch>& epochs, size_t n, double samples) {
+  ASSERT_EQ(epochs.size(), n);
+  for (const Epoch& e : epochs) {
+    EXPECT_EQ(e.v.at("duplicates"), 0) << "epoch " << e.v.at("epoch");
+    EXPECT_EQ(e.v.at("missing"), 0) << "epoch " << e.v.at("epoch");
+    EXPECT_EQ(e.v.at("samples"), samples) << "epoch " << e.v.at("epoch");
+    EXPECT_EQ(e.v.at("unique_samples"), samples);
+  }
+}
+
+TEST(DataplaneTest, EveryEpochDeliversEverySampleOnceOverUcxAndLocal) {
+  TempDir d;
+  write_text(d / "a.txt", 5000);
+  write_text(d / "b.txt", 777);
+  for (const char* transport : {"ucx", "local"}) {
+    Process p(consume_args({"--input", "text:" + (d / "a.txt") + "," + (d / "b.txt"), "--batch-size", "50",
+                            "--epochs", "3", "--workers", "2", "--transport", transport, "--shuffle-buffer", "64"}),
+              kEnv);
+    ASSERT_EQ(p.wait(), 0) << transport << ": " << p.err();
+    auto epochs = parse_json_lines(p.out());
+    expect_clean(epochs, 3, 5777);
+    for (const char* key : {"epoch", "samples", "unique_samples", "duplicates", "missing", "batches", "seconds",
+                            "samples_per_s", "bytes_per_s", "trainer_wait_fraction", "workers_lost"})
+      EXPECT_TRUE(epochs[0].v.count(key)) << key;
+    EXPECT_EQ(epochs[2].v.at("epoch"), 2);
+  }
+}
+
+// kill -9 of workers mid-epoch, repeatedly, while new workers join at
+// random: every epoch still has every sample exactly once.
+TEST(DataplaneTest, KillNineRepeatedlyAndRandomJoinsLoseAndDuplicateNothing) {
+  TempDir d;
+  write_text(d / "big.txt", 200000);
+  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--records-per-split", "2000",
+                          "--epochs", "12", "--workers", "3", "--queue-batches", "8"}),
+            kEnv);
+  const std::string addr = wait_address(&p);
+  ASSERT_FALSE(addr.empty());
+  std::mt19937 rng(42);
+  std::vector<pid_t> live;
+  std::vector<std::unique_ptr<Process>> joined;
+  int kills = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 150));
+    if (!alive(p.pid())) break;
+    for (pid_t w : worker_pids(&p)) live.push_back(w);
+    for (auto& j : joined) live.push_back(j->pid());
+    std::vector<pid_t> candidates;
+    for (pid_t w : std::set<pid_t>(live.begin(), live.end()))
+      if (alive(w)) candidates.push_back(w);
+    live.clear();
+    if (candidates.size() > 1 && rng() % 2 == 0) {
+      kill(candidates[rng() % candidates.size()], SIGKILL);
+      ++kills;
+    }
+    if (rng() % 2 == 0 || candidates.size() <= 1) {
+      auto env = kEnv;
+      env["GOLDMINER_TRAINER"] = addr;
+      joined.push_back(std::make_unique<Process>(std::vector<std::string>{builddir() + "/goldminer-dw"}, env));
+    }
+  }
+  ASSERT_EQ(p.wait(), 0) << p.err();
+  auto epochs = parse_json_lines(p.out());
+  expect_clean(epochs, 12, 200000);
+  double lost = 0;
+  for (const Epoch& e : epochs) lost += e.v.at("workers_lost");
+  EXPECT_GT(kills, 3);
+  EXPECT_GT(lost, 0) << "some kill hit a worker holding splits";
+  std::cerr << "kills " << kills << ", workers lost with splits " << lost << ", joins " << joined.size() << "\n";
+  for (auto& j : joined) j->wait();
+}
+
+// SIGTERM: the worker finishes the batch in hand, returns its leases and
+// exits 0; nothing is lost and no split is counted as lost.
+TEST(DataplaneTest, SigtermDrainsWithoutLoss) {
+  TempDir d;
+  write_text(d / "big.txt", 200000);
+  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--records-per-split", "2000",
+                          "--epochs", "8", "--workers", "1", "--queue-batches", "8", "--verbose"}),
+            kEnv);
+  const std::string addr = wait_address(&p);
+  auto env = kEnv;
+  env["GOLDMINER_TRAINER"] = addr;
+  Process a({builddir() + "/goldminer-dw", "--verbose", "--id", "worker-a"}, env);
+  Process b({builddir() + "/goldminer-dw", "--verbose", "--id", "worker-b"}, env);
+  // Signal once worker-a streams (the consumer logs its join with --verbose).
+  for (int i = 0; i < 500 && p.err().find("worker worker-a joined") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(alive(p.pid())) << "the run ended before the signal; make the input larger";
+  kill(a.pid(), SIGTERM);
+  EXPECT_EQ(a.wait(), 0) << a.err();
+  EXPECT_NE(a.err().find("draining"), std::string::npos) << a.err();
+  ASSERT_EQ(p.wait(), 0) << p.err();
+  auto epochs = parse_json_lines(p.out());
+  expect_clean(epochs, 8, 200000);
+  for (const Epoch& e : epochs) EXPECT_EQ(e.v.at("workers_lost"), 0);
+  b.wait();
+}
+
+// A worker without the job's secret is refused and logged; garbage bytes
+// to the listener drop only that connection; the session goes on.
+TEST(DataplaneTest, WrongSecretAndGarbageAreRefusedAndTheSessionGoesOn) {
+  TempDir d;
+  write_text(d / "big.txt", 100000);
+  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--epochs", "6",
+                          "--workers", "1", "--queue-batches", "8", "--verbose"}),
+            kEnv);
+  const std::string addr = wait_address(&p);
+  auto env = kEnv;
+  env["GOLDMINER_TRAINER"] = addr;
+  env["GOLDMINER_SECRET"] = "not-the-secret";
+  Process intruder({builddir() + "/goldminer-dw"}, env);
+  EXPECT_EQ(intruder.wait(), 1);
+  EXPECT_NE(intruder.err().find("authentication failed"), std::string::npos) << intruder.err();
+
+  const int port = std::stoi(addr.substr(addr.rfind(':') + 1));
+  for (int i = 0; i < 3; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      std::string junk(1000 + 500 * i, static_cast<char>(0x5a + i));
+      (void)!write(fd, junk.data(), junk.size());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    close(fd);
+  }
+  ASSERT_EQ(p.wait(), 0) << p.err();
+  expect_clean(parse_json_lines(p.out()), 6, 100000);
+  EXPECT_NE(p.err().find("authentication failed"), std::string::npos) << "the refusal is logged: " << p.err();
+}
+
+// A trainer stopped mid-epoch and restarted from its state gets exactly the
+// samples it had not seen.
+TEST(DataplaneTest, RestartFromStateDeliversExactlyTheRest) {
+  TempDir d;
+  write_text(d / "a.txt", 30000);
+  const std::string input = "text:" + (d / "a.txt");
+  Process first(consume_args({"--input", input, "--batch-size", "100", "--records-per-split", "1000", "--workers",
+                              "2", "--seed", "5", "--shuffle-buffer", "300", "--stop-after-batches", "77",
+                              "--state-out", d / "state"}),
+                kEnv);
+  ASSERT_EQ(first.wait(), 3) << first.err();
+  std::ifstream st(d / "state");
+  std::string state((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+  std::smatch m;
+  std::string seen_line = state.substr(state.find("seen"));
+  const size_t seen = std::count(seen_line.begin(), seen_line.end(), ':');
+  EXPECT_EQ(seen, 7700u);
+  Process second(consume_args({"--input", input, "--batch-size", "100", "--records-per-split", "1000", "--workers",
+                               "2", "--seed", "5", "--shuffle-buffer", "300", "--resume", d / "state"}),
+                 kEnv);
+  ASSERT_EQ(second.wait(), 0) << second.err();
+  auto epochs = parse_json_lines(second.out());
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0].v.at("samples"), 30000 - 7700);
+  EXPECT_EQ(epochs[0].v.at("duplicates"), 0);
+  EXPECT_EQ(epochs[0].v.at("missing"), 0);
+}
+
+// A corrupt record is an error naming the file and the byte offset, unless
+// a budget is set; then it is skipped and counted.
+TEST(DataplaneTest, CorruptRecordIsAnErrorOrCountedUnderABudget) {
+  TempDir d;
+  write_criteo(d / "day.tsv", 3000, 1234);
+  Process strict(consume_args({"--input", "criteo-tsv:" + (d / "day.tsv"), "--batch-size", "128"}), kEnv);
+  EXPECT_EQ(strict.wait(), 1);
+  EXPECT_NE(strict.err().find(d / "day.tsv"), std::string::npos) << strict.err();
+  EXPECT_NE(strict.err().find("byte "), std::string::npos) << strict.err();
+  Process lenient(
+      consume_args({"--input", "criteo-tsv:" + (d / "day.tsv"), "--batch-size", "128", "--max-bad-records", "1"}),
+      kEnv);
+  ASSERT_EQ(lenient.wait(), 0) << lenient.err();
+  auto epochs = parse_json_lines(lenient.out());
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0].v.at("samples"), 2999);
+  EXPECT_EQ(epochs[0].v.at("bad_records"), 1);
+  EXPECT_EQ(epochs[0].v.at("missing"), 0);
+}
+
+TEST(DataplaneTest, BadInputsAreClearErrors) {
+  Process a(consume_args({"--input", "parquet:/x"}), kEnv);
+  EXPECT_EQ(a.wait(), 1);
+  EXPECT_NE(a.err().find("parquet"), std::string::npos) << a.err();
+  Process b(consume_args({"--input", "text:/nonexistent/file.txt"}), kEnv);
+  EXPECT_EQ(b.wait(), 1);
+  EXPECT_NE(b.err().find("/nonexistent/file.txt"), std::string::npos) << b.err();
+  Process c(consume_args({"--input", "text:/etc/hostname", "--transport", "tcp"}), kEnv);
+  EXPECT_EQ(c.wait(), 2);
+  EXPECT_NE(c.err().find("--transport: invalid value 'tcp'"), std::string::npos) << c.err();
+  auto env = kEnv;
+  env.erase("GOLDMINER_SECRET");
+  Process dw({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
+  EXPECT_EQ(dw.wait(), 2);
+  EXPECT_NE(dw.err().find("no job secret"), std::string::npos) << dw.err();
+}
+
+// The worker program runs on the workers: a TorchScript module scripted
+// here by Debian's python3.
+TEST(DataplaneTest, WorkerProgramRunsOnWorkers) {
+  TempDir d;
+  write_criteo(d / "day.tsv", 2000);
+  const std::string script = d / "make.py";
+  std::ofstream(script) << "import sys, torch\n"
+                           "class P(torch.nn.Module):\n"
+                           "    def forward(self, label, dense, sparse):\n"
+                           "        x = torch.log1p(torch.nan_to_num(dense, nan=0.0).clamp(min=0))\n"
+                           "        return x, torch.remainder(sparse, 1000), label\n"
+                           "torch.jit.save(torch.jit.script(P()), sys.argv[1])\n";
+  const char* py = std::getenv("PYTHON");
+  const std::string cmd = std::string(py ? py : "/usr/bin/python3") + " " + script + " " + (d / "p.pt") + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "python3 with torch could not script the program: " << cmd;
+  for (const char* transport : {"ucx", "local"}) {
+    Process p(consume_args({"--input", "criteo-tsv:" + (d / "day.tsv"), "--batch-size", "100", "--program",
+                            d / "p.pt", "--workers", "2", "--transport", transport}),
+              kEnv);
+    ASSERT_EQ(p.wait(), 0) << transport << ": " << p.err();
+    expect_clean(parse_json_lines(p.out()), 1, 2000);
+  }
+  Process bad(consume_args({"--input", "criteo-tsv:" + (d / "day.tsv"), "--program", script}), kEnv);
+  EXPECT_EQ(bad.wait(), 1);
+  EXPECT_NE(bad.err().find("not a loadable TorchScript module"), std::string::npos) << bad.err();
+  auto env = kEnv;
+  env["GOLDMINER_DW"] = "/nonexistent/goldminer-dw";
+  Process no_dw(consume_args({"--input", "criteo-tsv:" + (d / "day.tsv")}), env);
+  EXPECT_EQ(no_dw.wait(), 1);
+  EXPECT_NE(no_dw.err().find("every worker exited and none is connected"), std::string::npos) << no_dw.err();
+}
+
+TEST(DataplaneTest, MpiTransportWithStaticWorkers) {
+  if (system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found (openmpi-bin)";
+  TempDir d;
+  write_text(d / "a.txt", 20000);
+  Process p(consume_args({"--input", "text:" + (d / "a.txt"), "--batch-size", "100", "--epochs", "2", "--workers",
+                          "2", "--transport", "mpi"}),
+            kEnv);
+  ASSERT_EQ(p.wait(), 0) << p.err();
+  expect_clean(parse_json_lines(p.out()), 2, 20000);
+}
+
+// The trainer of GoldminerRunStartsWorkersForATrainer: this binary re-run
+// by goldminer-run with GM_TEST_TRAINER_INPUT set. Counts one epoch.
+const bool trainer_process = [] {
+  const char* input = std::getenv("GM_TEST_TRAINER_INPUT");
+  if (input == nullptr) return false;
+  SessionOptions o;
+  o.input = input;
+  o.batch_size = 32;
+  Status env = o.from_environment();
+  if (!env.ok()) {
+    std::fprintf(stderr, "trainer: %s\n", env.message().c_str());
+    std::_Exit(2);
+  }
+  auto s = Session::create(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "trainer: %s\n", s.status().message().c_str());
+    std::_Exit(3);
+  }
+  std::set<int64_t> seen;
+  uint64_t samples = 0;
+  for (;;) {
+    auto b = (*s)->next();
+    if (!b.ok()) std::_Exit(4);
+    if (!b->has_value()) break;
+    for (uint32_t i = 0; i < (*b)->samples; ++i) seen.insert((*b)->sample_ids[2 * i + 1]);
+    samples += (*b)->samples;
+  }
+  std::printf("trainer: %llu samples, %zu unique, listen %s, workers %zu\n", static_cast<unsigned long long>(samples),
+              seen.size(), (*s)->address().c_str(), (*s)->metrics().workers);
+  std::fflush(stdout);
+  s->reset();
+  std::_Exit(0);
+}();
+
+TEST(DataplaneTest, GoldminerRunStartsWorkersForATrainer) {
+  TempDir d;
+  write_text(d / "t.txt", 3000);
+  for (const char* transport : {"ucx", "local"}) {
+    auto env = kEnv;
+    env.erase("GOLDMINER_SECRET");  // goldminer-run makes one
+    env["GM_TEST_TRAINER_INPUT"] = "text:" + (d / "t.txt");
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ASSERT_GT(n, 0);
+    Process p({builddir() + "/goldminer-run", "--workers", "2", "--transport", transport, "--",
+               std::string(self, static_cast<size_t>(n))},
+              env);
+    ASSERT_EQ(p.wait(), 0) << transport << ": " << p.err();
+    EXPECT_NE(p.out().find("trainer: 3000 samples, 3000 unique"), std::string::npos) << p.out();
+    EXPECT_NE(p.out().find(std::string("listen ") + transport + "://"), std::string::npos) << p.out();
+  }
+  Process none({builddir() + "/goldminer-run", "--workers", "1"}, kEnv);
+  EXPECT_EQ(none.wait(), 2);
+  EXPECT_NE(none.err().find("no command"), std::string::npos) << none.err();
+}
+
+// The C++ API in one process: local workers as threads, tensors viewed in
+// place, sample ids, state().
+TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
+  TempDir d;
+  write_text(d / "t.txt", 1000);
+  SessionOptions o;
+  o.listen = "local://session-test";
+  o.secret = "x";
+  o.input = "text:" + (d / "t.txt");
+  o.batch_size = 64;
+  o.local_workers = 2;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int64_t> records;
+    for (;;) {
+      auto b = (*s)->next();
+      ASSERT_TRUE(b.ok()) << b.status().message();
+      if (!b->has_value()) break;
+      const SessionBatch& batch = **b;
+      EXPECT_EQ(batch.epoch, static_cast<uint32_t>(epoch));
+      ASSERT_EQ(batch.tensors.size(), 2u) << "text: data + lengths";
+      const auto* lengths = reinterpret_cast<const int64_t*>(batch.tensors[1].data);
+      const char* data = reinterpret_cast<const char*>(batch.tensors[0].data);
+      for (uint32_t i = 0; i < batch.samples; ++i) {
+        const int64_t r = batch.sample_ids[2 * i + 1];
+        const std::string want = "sample " + std::to_string(r) + " " + std::string(r % 37, 'x');
+        ASSERT_EQ(std::string(data, static_cast<size_t>(lengths[i])), want);
+        data += lengths[i];
+        EXPECT_TRUE(records.insert(r).second);
+      }
+    }
+    EXPECT_EQ(records.size(), 1000u);
+    SessionMetrics m = (*s)->metrics();
+    EXPECT_EQ(m.workers, 2u);
+  }
+}
+
+TEST(SessionTest, RefusesBadOptions) {
+  SessionOptions o;
+  o.input = "text:/etc/hostname";
+  auto s = Session::create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("no job secret"), std::string::npos);
+  o.secret = "x";
+  o.listen = "tcp://1.2.3.4:5";
+  s = Session::create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("unknown transport 'tcp'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace goldminer
