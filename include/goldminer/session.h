@@ -61,8 +61,8 @@ struct SessionOptions {
   dw::ProgramLoader program_loader;  // how local workers load `program`
 
   // Fills listen, secret and local_workers from the environment that
-  // goldminer-run and the SPANK plugin set: GOLDMINER_LISTEN,
-  // GOLDMINER_SECRET (or GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS.
+  // goldminer-run sets: GOLDMINER_LISTEN, GOLDMINER_SECRET (or
+  // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS. Unset ones are kept.
   Status from_environment();
 };
 
