@@ -205,37 +205,31 @@ class Session::Impl {
     if (!s.ok()) log::verbose("goldminer: session: " + peer_name(peer) + ": " + s.message());
   }
 
-  // Drops a connection; its splits go back to pending.
-  void drop(PeerId peer, const std::string& why, bool rejected) {
+  enum class Leave { kLeft, kDropped, kRejected };
+
+  // Forgets a connection (closing it unless the peer left); its splits go
+  // back to pending.
+  void forget(PeerId peer, const std::string& why, Leave how) {
     auto it = workers_.find(peer);
     if (it == workers_.end()) return;
     const bool was_ready = it->second.phase == Phase::kReady;
     const std::string who = it->second.id.empty() ? peer_name(peer) : "worker " + it->second.id;
     std::vector<uint64_t> lost = table_.drop_worker(peer);
     workers_.erase(it);
-    ep_->disconnect(peer);
+    if (how != Leave::kLeft) ep_->disconnect(peer);
     {
       std::lock_guard<std::mutex> lock(mu_);
       per_worker_.erase(peer);
-      if (rejected) ++workers_rejected_;
+      if (how == Leave::kRejected) ++workers_rejected_;
       if (was_ready && !lost.empty()) ++workers_lost_;
     }
-    (rejected ? log::error : log::info)("goldminer: session: dropped " + who + ": " + why +
-                                        (lost.empty() ? "" : " (" + std::to_string(lost.size()) + " splits re-leased)"));
+    (how == Leave::kRejected ? log::error : log::info)(
+        "goldminer: session: " + who + (how == Leave::kLeft ? " left: " : " dropped: ") + why +
+        (lost.empty() ? "" : " (" + std::to_string(lost.size()) + " splits re-leased)"));
   }
 
-  void on_disconnected(PeerId peer, const std::string& reason) {
-    auto it = workers_.find(peer);
-    if (it == workers_.end()) return;
-    const bool was_ready = it->second.phase == Phase::kReady;
-    const std::string who = it->second.id.empty() ? peer_name(peer) : "worker " + it->second.id;
-    std::vector<uint64_t> lost = table_.drop_worker(peer);
-    workers_.erase(it);
-    std::lock_guard<std::mutex> lock(mu_);
-    per_worker_.erase(peer);
-    if (was_ready && !lost.empty()) ++workers_lost_;
-    log::info("goldminer: session: " + who + " left: " + reason +
-              (lost.empty() ? "" : " (" + std::to_string(lost.size()) + " splits re-leased)"));
+  void drop(PeerId peer, const std::string& why, bool rejected) {
+    forget(peer, why, rejected ? Leave::kRejected : Leave::kDropped);
   }
 
   void on_message(PeerId peer, std::shared_ptr<const transport::Frame> frame) {
@@ -383,7 +377,7 @@ class Session::Impl {
             on_message(ev.peer, std::move(ev.frame));
             break;
           case Event::Kind::kDisconnected:
-            on_disconnected(ev.peer, ev.reason);
+            forget(ev.peer, ev.reason, Leave::kLeft);
             break;
         }
       }
