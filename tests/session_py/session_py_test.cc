@@ -1,0 +1,169 @@
+// The Python goldminer.Session (tw_lib/python_session.cc) end to end: each
+// case runs one check of tests/session_py/session_check.py with the staged
+// package ($PYTHONPATH) and the built goldminer-dw, and asserts its exit
+// status and the facts it prints.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+#ifndef GOLDMINER_TEST_PYTHON
+#define GOLDMINER_TEST_PYTHON "python3"
+#endif
+#ifndef GOLDMINER_TEST_BUILDDIR
+#define GOLDMINER_TEST_BUILDDIR "."
+#endif
+#ifndef GOLDMINER_TEST_SRCDIR
+#define GOLDMINER_TEST_SRCDIR "."
+#endif
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v ? v : fallback;
+}
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout (stderr goes to the test log as it comes)
+};
+
+Result check(const std::string& args) {
+  const std::string builddir = env_or("GOLDMINER_BUILDDIR", GOLDMINER_TEST_BUILDDIR);
+  // The environment of every case: the staged package, the built worker,
+  // UCX on loopback; nothing from an enclosing goldminer-run.
+  setenv("PYTHONPATH", env_or("PYTHONPATH", builddir + "/python").c_str(), 1);
+  setenv("GOLDMINER_DW", (builddir + "/goldminer-dw").c_str(), 1);
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  for (const char* v : {"GOLDMINER_LISTEN", "GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_LOCAL_WORKERS"})
+    unsetenv(v);
+  const std::string script = env_or("GOLDMINER_SESSION_PY_TESTS", std::string(GOLDMINER_TEST_SRCDIR) +
+                                    "/tests/session_py") + "/session_check.py";
+  const std::string command =
+      "timeout 300 " + env_or("PYTHON", GOLDMINER_TEST_PYTHON) + " " + script + " " + args;
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool has(const Result& r, const std::string& line) { return r.out.find(line) != std::string::npos; }
+
+#define EXPECT_PRINTS(r, text) EXPECT_TRUE(has(r, text)) << "expected \"" << (text) << "\" in:\n" << (r).out
+
+void expect_exactly_once(const Result& r, const std::string& total) {
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "total_records " + total);
+  for (const char* e : {"epoch 0: ", "epoch 1: "})
+    EXPECT_PRINTS(r, e + ("samples " + total + " unique " + total + " duplicates 0 missing 0"));
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(SessionPy, TextUcxTwoWorkersEveryLineOncePerEpoch) {
+  Result r = check("epochs text ucx 2 2");
+  expect_exactly_once(r, "1537");
+  EXPECT_PRINTS(r, "dtypes uint8 int64");
+}
+
+TEST(SessionPy, TextLocalTwoWorkersEveryLineOncePerEpoch) {
+  Result r = check("epochs text local 2 2");
+  expect_exactly_once(r, "1537");
+  EXPECT_PRINTS(r, "dtypes uint8 int64");
+}
+
+TEST(SessionPy, CriteoUcxTwoWorkersTensorsAndValues) {
+  Result r = check("epochs criteo ucx 2 2");
+  expect_exactly_once(r, "1011");
+  EXPECT_PRINTS(r, "dtypes float32 float32 int64");
+}
+
+TEST(SessionPy, CriteoLocalTwoWorkersTensorsAndValues) {
+  Result r = check("epochs criteo local 2 2");
+  expect_exactly_once(r, "1011");
+  EXPECT_PRINTS(r, "dtypes float32 float32 int64");
+}
+
+void expect_zero_copy(const Result& r) {
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "batches 62");  // 2 epochs x 31 batches (splits of 100, batches of 64)
+  EXPECT_PRINTS(r, "one storage per batch: yes");
+  EXPECT_PRINTS(r, "64-byte aligned: yes");
+  EXPECT_PRINTS(r, "held batch intact after 2 epochs: yes");
+  EXPECT_PRINTS(r, "held batch intact after close: yes");
+}
+
+TEST(SessionPy, UcxBatchesAreViewsOfTheReceivedBuffer) { expect_zero_copy(check("zerocopy ucx")); }
+TEST(SessionPy, LocalBatchesAreViewsOfTheReceivedBuffer) { expect_zero_copy(check("zerocopy local")); }
+
+void expect_program(const Result& r) {
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "epoch 0: samples 1011 unique 1011 duplicates 0 missing 0");
+  EXPECT_PRINTS(r, "program outputs match: ");
+  EXPECT_PRINTS(r, "output dtypes float32 float32 int64 int64");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(SessionPy, ScriptModuleProgramRunsOnUcxWorkers) { expect_program(check("program ucx module")); }
+TEST(SessionPy, ProgramFileRunsOnLocalWorkers) { expect_program(check("program local path")); }
+TEST(SessionPy, ProgramBytesRunOnUcxWorkers) { expect_program(check("program ucx bytes")); }
+
+void expect_resume(const Result& r) {
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "state after 7 batches: epoch 0, 3 done, 1 partial");
+  EXPECT_PRINTS(r, "= 1537, overlap 0, duplicates 0, missing 0");
+  EXPECT_PRINTS(r, "next epoch: 1537 samples, 1537 unique");
+  EXPECT_PRINTS(r, "resume with another seed: RuntimeError");
+}
+
+TEST(SessionPy, UcxResumeGivesExactlyTheRest) { expect_resume(check("resume ucx")); }
+TEST(SessionPy, LocalResumeGivesExactlyTheRest) { expect_resume(check("resume local")); }
+
+TEST(SessionPy, ErrorsNameTheFileAndTheCause) {
+  Result r = check("errors");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "missing file: RuntimeError: ");
+  EXPECT_PRINTS(r, "no_such_file.txt");
+  EXPECT_PRINTS(r, "corrupt record: RuntimeError: ");
+  EXPECT_PRINTS(r, "day_1.tsv");
+  EXPECT_PRINTS(r, "transport: ValueError");
+  EXPECT_PRINTS(r, "program: TypeError");
+  EXPECT_PRINTS(r, "batch_size: ValueError");
+  EXPECT_PRINTS(r, "resume: ValueError");
+  EXPECT_PRINTS(r, "program: FileNotFoundError");
+  EXPECT_PRINTS(r, "program b'not a zip': RuntimeError");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(SessionPy, MetricsDrainAndWorkerLifetime) {
+  Result r = check("metrics");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "metrics keys: arrival_rate bad_records consumption_rate duplicates_dropped epoch per_worker "
+                   "queue_batches queue_bytes queue_fill trainer_wait_fraction workers workers_lost workers_rejected");
+  EXPECT_PRINTS(r, "workers 2");
+  EXPECT_PRINTS(r, "drain_workers(1) -> 1");
+  EXPECT_PRINTS(r, "after drain: epoch 0: samples 1537 unique 1537 duplicates 0 missing 0");
+  EXPECT_PRINTS(r, "workers after drain 1");
+  EXPECT_PRINTS(r, "workers stopped on close: yes");
+  EXPECT_PRINTS(r, "closed session: RuntimeError");
+}
+
+TEST(SessionPy, EnvironmentSecretAndExternalWorkers) {
+  Result r = check("environment");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "environment local workers: address local://env-");
+  EXPECT_PRINTS(r, ", 1537 samples, 1537 unique");
+  EXPECT_PRINTS(r, "explicit listen overrides: yes");
+  EXPECT_PRINTS(r, "wrong secret rejected: 1");
+  EXPECT_PRINTS(r, "external worker with the secret: 1537 samples, 1537 unique");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+}  // namespace

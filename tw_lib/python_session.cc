@@ -1,0 +1,515 @@
+// goldminer._session: Python binding of the trainer session (pybind11 over
+// include/goldminer/session.h), see the module docstring below.
+//
+// Batches reach Python without a copy: every tensor of a batch (and its
+// sample ids) is a view into one torch storage over the received buffer,
+// whose deleter drops SessionBatch::keepalive, so the buffer lives exactly
+// as long as the last tensor that views it. This is the one file of the
+// session that includes torch headers (torch's Python integration, to hand
+// out torch.Tensor objects); the wire dtypes map onto torch dtypes here.
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <torch/python.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dw_daemon/program.h"
+#include "goldminer/session.h"
+#include "tw_lib/worker_processes.h"
+
+namespace py = pybind11;
+
+namespace goldminer {
+namespace {
+
+const char kModuleDoc[] = R"doc(GoldMiner trainer session: batches from data workers as torch tensors.
+
+    import goldminer
+    with goldminer.Session("criteo-tsv:/data/day_0,/data/day_1", batch_size=4096,
+                           program=worker_module, workers=4) as session:
+        for epoch in range(3):
+            for label, dense, sparse in session:   # one epoch per `for`
+                ...
+
+Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
+        listen=None, seed=None, shuffle_buffer=0, deterministic=False, records_per_split=0,
+        max_bad_records=0, queue_batches=64, resume=None, secret=None)
+
+  input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text.
+  batch_size       samples per batch (the last batch of each split may be smaller).
+  program          the worker program run on every batch by the workers: None (the
+                   batches as the reader decodes them), a torch.jit.ScriptModule, the
+                   bytes of a saved one, or the path of a TorchScript .pt file.
+  workers          data workers this session starts and stops itself. transport "ucx":
+                   N goldminer-dw processes ($GOLDMINER_DW, else the goldminer-dw
+                   installed or built beside this package, else PATH), each with
+                   `threads` threads, connecting to `address`; transport "local": N
+                   worker threads inside this process (`threads` threads each).
+  transport        "ucx" or "local" (what `workers` starts; see above).
+  listen           address workers connect to: ucx://HOST:PORT (PORT 0: any free one,
+                   HOST:PORT alone means ucx://HOST:PORT), local://NAME, mpi://.
+                   Default: $GOLDMINER_LISTEN, else ucx://127.0.0.1:0 ("ucx") or a
+                   fresh local://NAME ("local").
+  seed             seed of the split order, the shuffle buffer and the programs' random
+                   ops. Default: the resume position's seed, else 0.
+  shuffle_buffer   within-split shuffle buffer (samples); 0 keeps record order.
+  deterministic    splits in file order instead of a per-epoch shuffle.
+  records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
+  resume           a dict from state(): continue exactly from that position.
+  secret           the job secret workers must prove. Default: $GOLDMINER_SECRET (or
+                   $GOLDMINER_SECRET_FILE), else a fresh random one (handed to the
+                   workers this session starts).
+
+The environment is read first (GOLDMINER_LISTEN, GOLDMINER_SECRET[_FILE],
+GOLDMINER_LOCAL_WORKERS, as goldminer-run(1) and the SPANK plugin set them); the
+keyword arguments given override it. GOLDMINER_LOCAL_WORKERS=N adds N in-process
+workers unless transport="local" with workers > 0 says how many.
+
+Iteration: `for batch in session` yields the batches of ONE epoch and stops at its
+end (like a torch DataLoader); the next `for` runs the next epoch. A `for` left with
+`break` goes on where it stopped. Every sample arrives exactly once per epoch, in an
+order that depends on the seed and on which worker is faster. Each batch is a tuple
+of torch CPU tensors, in the reader's order (readers/README.md: text -> (data uint8
+[sum of lengths], lengths int64 [B]); criteo-tsv -> (label float32 [B], dense float32
+[B,13], sparse int64 [B,26]); ...) or the program's outputs. The tensors are views
+into the received buffer, not copies: all tensors of a batch share one storage, each
+64-byte aligned, which stays valid for as long as any of them is referenced (also
+after the session moved on or was closed); writing to them changes only that batch.
+`session.last_sample_ids` is an int64 tensor [B, 2] of (file index, record index) for
+each sample of the last batch (a view into the same storage); file indexes follow
+`session.files`.
+
+Methods and attributes:
+  state()          {"epoch", "seed", "done": [split ids], "partial": [[split id, batches]]}:
+                   the position of what iteration returned so far; plain data (JSON-able).
+  metrics()        dict of the session's counters (epoch, queue_batches, queue_bytes,
+                   queue_fill, arrival_rate, consumption_rate, trainer_wait_fraction,
+                   workers, workers_lost, workers_rejected, bad_records,
+                   duplicates_dropped, per_worker: [{id, batches, bytes, batches_per_s}]).
+  drain_workers(n) asks up to n workers to finish their batch and leave; returns how many.
+  address          where workers connect (give it to goldminer-dw as GOLDMINER_TRAINER).
+  total_records, files, records_per_file, worker_pids (the goldminer-dw this session started).
+  close()          ends the session and stops its workers (SIGTERM, then waits; SIGKILL
+                   after 10 s); also on `with` exit and when the object is collected.
+
+Errors: a bad argument raises ValueError or TypeError; a session that cannot start
+(missing or unreadable input, no goldminer-dw) and a failed epoch (a corrupt record,
+a program that fails on a worker) raise RuntimeError with the cause, file included.
+A failed session stays failed. The iteration blocks (without the GIL) until a batch
+comes: with no worker connected it waits for one. Use a session from one thread.
+)doc";
+
+[[noreturn]] void raise_runtime(const std::string& message) { throw std::runtime_error("goldminer.Session: " + message); }
+
+at::ScalarType torch_dtype(wire::DType d) {
+  switch (d) {
+    case wire::DType::kUInt8: return at::kByte;
+    case wire::DType::kInt32: return at::kInt;
+    case wire::DType::kInt64: return at::kLong;
+    case wire::DType::kFloat32: return at::kFloat;
+    case wire::DType::kFloat64: return at::kDouble;
+    case wire::DType::kBool: return at::kBool;
+  }
+  raise_runtime(std::string("batch tensor of unknown dtype ") + std::to_string(static_cast<int>(d)));
+}
+
+struct Keepalive {
+  std::shared_ptr<const void> keep;
+};
+
+// The tensors of one batch as views into one storage spanning them all.
+class BatchTensors {
+ public:
+  explicit BatchTensors(const SessionBatch& b) {
+    const uint8_t* lo = nullptr;
+    const uint8_t* hi = nullptr;
+    auto extend = [&](const uint8_t* p, uint64_t n) {
+      if (p == nullptr || n == 0) return;
+      if (lo == nullptr || p < lo) lo = p;
+      if (hi == nullptr || p + n > hi) hi = p + n;
+    };
+    for (const auto& t : b.tensors) extend(t.data, t.nbytes);
+    extend(reinterpret_cast<const uint8_t*>(b.sample_ids), uint64_t{b.samples} * 2 * sizeof(int64_t));
+    base_ = lo;
+    if (lo != nullptr) {
+      auto* holder = new Keepalive{b.keepalive};
+      c10::DataPtr ptr(const_cast<uint8_t*>(lo), holder, [](void* ctx) { delete static_cast<Keepalive*>(ctx); },
+                       c10::Device(c10::DeviceType::CPU));
+      storage_ = c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(hi - lo), std::move(ptr),
+                              /*allocator=*/nullptr, /*resizable=*/false);
+    }
+    keepalive_ = b.keepalive;
+  }
+
+  at::Tensor view(at::ScalarType dtype, const std::vector<int64_t>& shape, const void* data, uint64_t nbytes) {
+    const size_t item = c10::elementSize(dtype);
+    const auto* p = static_cast<const uint8_t*>(data);
+    if (p == nullptr || nbytes == 0 || base_ == nullptr) return at::empty(shape, at::TensorOptions().dtype(dtype));
+    const size_t offset = static_cast<size_t>(p - base_);
+    if (offset % item != 0) {
+      // Not expected (the wire aligns tensors to 64 bytes): a view of its own.
+      auto holder = std::make_shared<Keepalive>(Keepalive{keepalive_});
+      return torch::from_blob(const_cast<uint8_t*>(p), shape, [holder](void*) {},
+                              at::TensorOptions().dtype(dtype));
+    }
+    at::Tensor t = at::empty({0}, at::TensorOptions().dtype(dtype));
+    t.set_(storage_, static_cast<int64_t>(offset / item), shape, c10::contiguous_strides(shape));
+    return t;
+  }
+
+ private:
+  const uint8_t* base_ = nullptr;
+  c10::Storage storage_;
+  std::shared_ptr<const void> keepalive_;
+};
+
+// The goldminer-dw to start: $GOLDMINER_DW, else the one beside this
+// package (installed: PREFIX/lib/pythonX/dist-packages/goldminer/ -> PREFIX/bin;
+// build tree: BUILDDIR/python/goldminer/ -> BUILDDIR), else find_dw_binary().
+std::string dw_binary() {
+  if (const char* v = std::getenv("GOLDMINER_DW"); v != nullptr && *v != '\0') return v;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&dw_binary), &info) != 0 && info.dli_fname != nullptr) {
+    char resolved[PATH_MAX];
+    std::string self = realpath(info.dli_fname, resolved) != nullptr ? resolved : info.dli_fname;
+    std::string dir = self.substr(0, self.rfind('/'));
+    for (const std::string& c : {dir + "/../../goldminer-dw", dir + "/../../../../bin/goldminer-dw"})
+      if (access(c.c_str(), X_OK) == 0) return c;
+  }
+  return find_dw_binary();
+}
+
+bool executable_found(const std::string& path) {
+  if (path.find('/') != std::string::npos) return access(path.c_str(), X_OK) == 0;
+  const char* env = std::getenv("PATH");
+  std::string dirs = env != nullptr ? env : "/usr/bin:/bin";
+  size_t start = 0;
+  for (;;) {
+    const size_t end = dirs.find(':', start);
+    std::string d = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (d.empty()) d = ".";
+    if (access((d + "/" + path).c_str(), X_OK) == 0) return true;
+    if (end == std::string::npos) return false;
+    start = end + 1;
+  }
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+std::string program_bytes(const py::object& program) {
+  if (program.is_none()) return std::string();
+  if (py::isinstance<py::bytes>(program)) return program.cast<std::string>();
+  if (py::isinstance<py::bytearray>(program) || py::isinstance<py::memoryview>(program))
+    return py::bytes(program).cast<std::string>();
+  py::module_ os = py::module_::import("os");
+  if (py::isinstance<py::str>(program) || py::isinstance(program, os.attr("PathLike"))) {
+    py::object f = py::module_::import("io").attr("open")(program, "rb");
+    py::object data;
+    try {
+      data = f.attr("read")();
+    } catch (...) {
+      f.attr("close")();
+      throw;
+    }
+    f.attr("close")();
+    return data.cast<std::string>();
+  }
+  py::module_ torch = py::module_::import("torch");
+  if (py::isinstance(program, torch.attr("jit").attr("ScriptModule"))) {
+    py::object buffer = py::module_::import("io").attr("BytesIO")();
+    torch.attr("jit").attr("save")(program, buffer);
+    return buffer.attr("getvalue")().cast<std::string>();
+  }
+  throw py::type_error("goldminer.Session: program must be None, a torch.jit.ScriptModule, bytes or a path, not " +
+                       py::str(py::type::of(program)).cast<std::string>());
+}
+
+LeasePosition position_from(const py::object& obj) {
+  if (!py::isinstance<py::dict>(obj))
+    throw py::type_error("goldminer.Session: resume must be a dict from Session.state()");
+  py::dict d = obj.cast<py::dict>();
+  for (const char* key : {"epoch", "seed", "done", "partial"})
+    if (!d.contains(key)) throw py::value_error(std::string("goldminer.Session: resume: no '") + key + "' entry");
+  LeasePosition p;
+  try {
+    p.epoch = d["epoch"].cast<uint32_t>();
+    p.seed = d["seed"].cast<uint64_t>();
+    for (py::handle id : d["done"]) p.done.push_back(id.cast<uint64_t>());
+    for (py::handle entry : d["partial"]) {
+      py::sequence pair = entry.cast<py::sequence>();
+      if (pair.size() != 2) throw py::value_error("goldminer.Session: resume: a partial entry is not [split id, batches]");
+      p.partial.emplace_back(pair[0].cast<uint64_t>(), pair[1].cast<uint64_t>());
+    }
+  } catch (const py::cast_error&) {
+    throw py::value_error("goldminer.Session: resume: expected {'epoch': int, 'seed': int, 'done': [int], "
+                          "'partial': [[int, int]]}");
+  }
+  return p;
+}
+
+std::atomic<uint64_t> local_names{0};
+
+class PySession {
+ public:
+  PySession(const std::string& input, uint32_t batch_size, const py::object& program, uint32_t workers,
+            uint32_t threads, const std::string& transport, const py::object& listen, const py::object& seed,
+            uint32_t shuffle_buffer, bool deterministic, uint64_t records_per_split, uint64_t max_bad_records,
+            uint32_t queue_batches, const py::object& resume, const py::object& secret) {
+    if (transport != "ucx" && transport != "local")
+      throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
+    if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
+    if (threads == 0) throw py::value_error("goldminer.Session: threads must be at least 1");
+    if (queue_batches == 0) throw py::value_error("goldminer.Session: queue_batches must be at least 1");
+
+    SessionOptions o;
+    const std::string default_listen = o.listen;
+    Status env = o.from_environment();
+    if (!env.ok()) raise_runtime(env.message());
+    bool listen_given = o.listen != default_listen;  // by the environment
+    o.input = input;
+    o.batch_size = batch_size;
+    o.program = program_bytes(program);
+    o.shuffle_buffer = shuffle_buffer;
+    o.deterministic = deterministic;
+    o.records_per_split = records_per_split;
+    o.max_bad_records = max_bad_records;
+    o.queue_batches = queue_batches;
+    if (!resume.is_none()) o.resume = position_from(resume);
+    o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
+    if (!listen.is_none()) {
+      std::string l = listen.cast<std::string>();
+      if (l.find("://") == std::string::npos) l = "ucx://" + l;
+      o.listen = l;
+      listen_given = true;
+    } else if (transport == "local" && !listen_given) {
+      o.listen = "local://goldminer-py-" + std::to_string(getpid()) + "-" + std::to_string(local_names++);
+    }
+    if (!secret.is_none()) o.secret = secret.cast<std::string>();
+    if (o.secret.empty()) {
+      auto s = make_secret();
+      if (!s.ok()) raise_runtime(s.status().message());
+      o.secret = *s;
+    }
+    if (transport == "local" && workers > 0) o.local_workers = workers;
+    o.local_worker_threads = threads;
+    o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
+    expect_external_ = listen_given;
+    local_workers_ = o.local_workers;
+
+    WorkerProcessOptions wp;
+    if (transport == "ucx" && workers > 0) {
+      if (o.listen.rfind("ucx://", 0) != 0)
+        throw py::value_error("goldminer.Session: workers=" + std::to_string(workers) +
+                              " with transport 'ucx' needs a ucx:// address to listen on, not '" + o.listen + "'");
+      wp.dw_path = dw_binary();
+      if (!executable_found(wp.dw_path))
+        raise_runtime("cannot find the data worker '" + wp.dw_path +
+                      "' (set GOLDMINER_DW to the goldminer-dw to run)");
+      wp.secret = o.secret;
+      wp.threads = threads;
+    }
+
+    Expected<std::unique_ptr<Session>> created = Status::error("not created");
+    {
+      py::gil_scoped_release release;
+      created = Session::create(std::move(o));
+    }
+    if (!created.ok()) raise_runtime(created.status().message());
+    session_ = std::move(created).value();
+    if (!wp.dw_path.empty()) {
+      wp.trainer = session_->address();
+      for (uint32_t i = 0; i < workers; ++i) {
+        auto pid = spawn_worker(wp);
+        if (!pid.ok()) {
+          close();
+          raise_runtime(pid.status().message());
+        }
+        pids_.push_back(*pid);
+        spawned_.push_back(*pid);
+      }
+    }
+  }
+
+  ~PySession() {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+
+  void close() {
+    if (!session_ && pids_.empty()) return;
+    std::unique_ptr<Session> s = std::move(session_);
+    std::vector<pid_t> pids = std::move(pids_);
+    pids_.clear();
+    last_ids_ = at::Tensor();
+    py::gil_scoped_release release;
+    s.reset();  // drains the workers
+    stop_workers(pids, SIGTERM, 10);
+  }
+
+  Session& session() {
+    if (!session_) raise_runtime("the session is closed");
+    return *session_;
+  }
+
+  py::tuple next() {
+    Session& s = session();
+    check_workers();
+    Expected<std::optional<SessionBatch>> b = Status::error("not run");
+    {
+      py::gil_scoped_release release;
+      b = s.next();
+    }
+    if (!b.ok()) raise_runtime(b.status().message());
+    if (!b->has_value()) throw py::stop_iteration();
+    const SessionBatch& batch = **b;
+    BatchTensors views(batch);
+    py::tuple out(batch.tensors.size());
+    for (size_t i = 0; i < batch.tensors.size(); ++i) {
+      const auto& t = batch.tensors[i];
+      out[i] = py::cast(views.view(torch_dtype(t.dtype), t.shape, t.data, t.nbytes));
+    }
+    last_ids_ = views.view(at::kLong, {static_cast<int64_t>(batch.samples), 2}, batch.sample_ids,
+                           uint64_t{batch.samples} * 2 * sizeof(int64_t));
+    return out;
+  }
+
+  py::object last_sample_ids() const {
+    if (!last_ids_.defined()) return py::none();
+    return py::cast(last_ids_);
+  }
+
+  py::dict state() {
+    LeasePosition p = session().state();
+    py::dict d;
+    d["epoch"] = p.epoch;
+    d["seed"] = p.seed;
+    py::list done, partial;
+    for (uint64_t id : p.done) done.append(id);
+    for (auto [id, n] : p.partial) {
+      py::list entry;
+      entry.append(id);
+      entry.append(n);
+      partial.append(entry);
+    }
+    d["done"] = done;
+    d["partial"] = partial;
+    return d;
+  }
+
+  py::dict metrics() {
+    SessionMetrics m = session().metrics();
+    py::dict d;
+    d["epoch"] = m.epoch;
+    d["queue_batches"] = m.queue_batches;
+    d["queue_bytes"] = m.queue_bytes;
+    d["queue_fill"] = m.queue_fill;
+    d["arrival_rate"] = m.arrival_rate;
+    d["consumption_rate"] = m.consumption_rate;
+    d["trainer_wait_fraction"] = m.trainer_wait_fraction;
+    d["workers"] = m.workers;
+    d["workers_lost"] = m.workers_lost;
+    d["workers_rejected"] = m.workers_rejected;
+    d["bad_records"] = m.bad_records;
+    d["duplicates_dropped"] = m.duplicates_dropped;
+    py::list per;
+    for (const auto& w : m.per_worker) {
+      py::dict x;
+      x["id"] = w.id;
+      x["batches"] = w.batches;
+      x["bytes"] = w.bytes;
+      x["batches_per_s"] = w.batches_per_s;
+      per.append(x);
+    }
+    d["per_worker"] = per;
+    return d;
+  }
+
+  size_t drain_workers(size_t n) { return session().drain_workers(n); }
+  std::string address() { return session().address(); }
+  uint64_t total_records() { return session().total_records(); }
+  std::vector<std::string> files() { return session().files(); }
+  std::vector<uint64_t> records_per_file() { return session().records_per_file(); }
+  std::vector<int> worker_pids() const { return std::vector<int>(pids_.begin(), pids_.end()); }
+
+ private:
+  // Reaps the goldminer-dw this session started that exited; when none is
+  // left and nothing else can deliver (no in-process worker, no address
+  // given for external ones, none connected), next() would wait forever:
+  // an error instead.
+  void check_workers() {
+    for (size_t i = 0; i < pids_.size();) {
+      int status = 0;
+      const pid_t r = waitpid(pids_[i], &status, WNOHANG);
+      if (r == pids_[i]) {
+        exits_.push_back("pid " + std::to_string(pids_[i]) + ": " + describe_exit(status));
+        pids_.erase(pids_.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
+    if (spawned_.empty() || !pids_.empty() || local_workers_ > 0 || expect_external_) return;
+    if (session_->metrics().workers > 0) return;
+    std::string why;
+    for (const auto& e : exits_) why += (why.empty() ? "" : ", ") + e;
+    raise_runtime("all " + std::to_string(spawned_.size()) + " goldminer-dw workers it started have exited (" + why +
+                  "); none is left to deliver the epoch");
+  }
+
+  std::unique_ptr<Session> session_;
+  std::vector<pid_t> pids_;     // started and not yet reaped
+  std::vector<pid_t> spawned_;  // every one started
+  std::vector<std::string> exits_;
+  uint32_t local_workers_ = 0;
+  bool expect_external_ = false;
+  at::Tensor last_ids_;
+};
+
+}  // namespace
+}  // namespace goldminer
+
+PYBIND11_MODULE(_session, m) {
+  namespace gm = goldminer;
+  py::module_::import("torch");  // torch's Python types before any tensor is handed out
+  m.doc() = gm::kModuleDoc;
+  py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
+      .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
+                    const py::object&, const py::object&, uint32_t, bool, uint64_t, uint64_t, uint32_t,
+                    const py::object&, const py::object&>(),
+           py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
+           py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
+           py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
+           py::arg("deterministic") = false, py::arg("records_per_split") = 0, py::arg("max_bad_records") = 0,
+           py::arg("queue_batches") = 64, py::arg("resume") = py::none(), py::arg("secret") = py::none())
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &gm::PySession::next, "The next batch of this epoch; StopIteration at its end.")
+      .def("state", &gm::PySession::state, "The data position: {epoch, seed, done, partial}.")
+      .def("metrics", &gm::PySession::metrics, "The session's counters as a dict.")
+      .def("drain_workers", &gm::PySession::drain_workers, py::arg("n"),
+           "Asks up to n workers to finish their batch and leave; returns how many.")
+      .def("close", &gm::PySession::close, "Ends the session and stops the workers it started.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](gm::PySession& s, py::args) { s.close(); return false; })
+      .def_property_readonly("address", &gm::PySession::address)
+      .def_property_readonly("total_records", &gm::PySession::total_records)
+      .def_property_readonly("files", &gm::PySession::files)
+      .def_property_readonly("records_per_file", &gm::PySession::records_per_file)
+      .def_property_readonly("worker_pids", &gm::PySession::worker_pids)
+      .def_property_readonly("last_sample_ids", &gm::PySession::last_sample_ids,
+                             "int64 [B, 2] (file index, record index) of the last batch's samples.");
+}
