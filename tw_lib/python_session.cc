@@ -17,10 +17,13 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dw_daemon/program.h"
@@ -358,7 +361,27 @@ class PySession {
     pids_.clear();
     last_ids_ = at::Tensor();
     py::gil_scoped_release release;
-    s.reset();  // drains the workers
+    // SIGTERM first, while the session still answers: a goldminer-dw that
+    // is still starting or in its handshake finishes that and leaves (with
+    // the listener gone it would wait out its send timeout). Then the
+    // session drains the connected ones as it ends.
+    for (pid_t p : pids) kill(p, SIGTERM);
+    if (s && !pids.empty()) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (std::chrono::steady_clock::now() < deadline) {
+        for (size_t i = 0; i < pids.size();) {
+          const pid_t r = waitpid(pids[i], nullptr, WNOHANG);
+          if (r == pids[i] || (r < 0 && errno == ECHILD)) {
+            pids.erase(pids.begin() + static_cast<long>(i));
+          } else {
+            ++i;
+          }
+        }
+        if (pids.empty() || all_connected(*s, pids)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    s.reset();  // drains the connected workers
     stop_workers(pids, SIGTERM, 10);
   }
 
@@ -448,6 +471,21 @@ class PySession {
   std::vector<int> worker_pids() const { return std::vector<int>(pids_.begin(), pids_.end()); }
 
  private:
+  // Whether every one of `pids` is an authenticated worker of `s` (a
+  // goldminer-dw introduces itself as HOST:PID).
+  static bool all_connected(const Session& s, const std::vector<pid_t>& pids) {
+    const SessionMetrics m = s.metrics();
+    for (pid_t p : pids) {
+      const std::string suffix = ":" + std::to_string(p);
+      bool found = false;
+      for (const auto& w : m.per_worker)
+        if (w.id.size() > suffix.size() && w.id.compare(w.id.size() - suffix.size(), suffix.size(), suffix) == 0)
+          found = true;
+      if (!found) return false;
+    }
+    return true;
+  }
+
   // Reaps the goldminer-dw this session started that exited; when none is
   // left and nothing else can deliver (no in-process worker, no address
   // given for external ones, none connected), next() would wait forever:
