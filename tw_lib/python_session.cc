@@ -102,14 +102,22 @@ Methods and attributes:
   drain_workers(n) asks up to n workers to finish their batch and leave; returns how many.
   address          where workers connect (give it to goldminer-dw as GOLDMINER_TRAINER).
   total_records, files, records_per_file, worker_pids (the goldminer-dw this session started).
-  close()          ends the session and stops its workers (SIGTERM, then waits; SIGKILL
-                   after 10 s); also on `with` exit and when the object is collected.
+  close()          ends the session and stops the workers it started (SIGTERM while the
+                   session still answers, then waits; SIGKILL after 10 s); also on `with`
+                   exit and when the object is collected. Later calls raise RuntimeError.
 
 Errors: a bad argument raises ValueError or TypeError; a session that cannot start
 (missing or unreadable input, no goldminer-dw) and a failed epoch (a corrupt record,
 a program that fails on a worker) raise RuntimeError with the cause, file included.
 A failed session stays failed. The iteration blocks (without the GIL) until a batch
-comes: with no worker connected it waits for one. Use a session from one thread.
+comes: with no worker connected it waits for one, and Ctrl-C takes effect when the
+next batch arrives. If every goldminer-dw the session started exits before any joined
+(and nothing else can deliver: no in-process worker, no listen address given), the
+first batch raises RuntimeError with their exit statuses instead of waiting, unless
+all exited with status 1, which is also how a worker that reported its error to the
+session ends: then that error is raised, or, for workers that could not reach the
+session, the iteration waits (their stderr says why). Workers joining and
+leaving are logged on stderr. Use a session from one thread.
 )doc";
 
 [[noreturn]] void raise_runtime(const std::string& message) { throw std::runtime_error("goldminer.Session: " + message); }
@@ -392,7 +400,7 @@ class PySession {
 
   py::tuple next() {
     Session& s = session();
-    check_workers();
+    await_first_worker();
     Expected<std::optional<SessionBatch>> b = Status::error("not run");
     {
       py::gil_scoped_release release;
@@ -471,6 +479,36 @@ class PySession {
   std::vector<int> worker_pids() const { return std::vector<int>(pids_.begin(), pids_.end()); }
 
  private:
+  // Until the first worker has joined, when only the goldminer-dw this
+  // session started can deliver: waits for one to join, or raises when all
+  // have exited (a worker that cannot start or connect), and lets Ctrl-C in.
+  void await_first_worker() {
+    if (worker_seen_ || spawned_.empty() || local_workers_ > 0 || expect_external_) return;
+    for (;;) {
+      check_workers();  // reaps first, so a join seen below came before the exits
+      // One joined: it may since have left with an error the session holds
+      // (a corrupt record, a program that does not load): next() says.
+      const SessionMetrics m = session_->metrics();
+      if (m.workers > 0 || m.workers_lost > 0 || !m.per_worker.empty() || m.queue_batches > 0) {
+        worker_seen_ = true;
+        return;
+      }
+      // All gone before one was seen to join. Exit status 1 is also how a
+      // worker ends that joined and reported its error to the session (it
+      // may have come and gone between two looks): then next() says why.
+      if (pids_.empty()) {
+        if (!all_status_1_) raise_all_exited();
+        worker_seen_ = true;
+        return;
+      }
+      {
+        py::gil_scoped_release release;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
   // Whether every one of `pids` is an authenticated worker of `s` (a
   // goldminer-dw introduces itself as HOST:PID).
   static bool all_connected(const Session& s, const std::vector<pid_t>& pids) {
@@ -486,23 +524,22 @@ class PySession {
     return true;
   }
 
-  // Reaps the goldminer-dw this session started that exited; when none is
-  // left and nothing else can deliver (no in-process worker, no address
-  // given for external ones, none connected), next() would wait forever:
-  // an error instead.
+  // Reaps the goldminer-dw this session started that exited.
   void check_workers() {
     for (size_t i = 0; i < pids_.size();) {
       int status = 0;
       const pid_t r = waitpid(pids_[i], &status, WNOHANG);
       if (r == pids_[i]) {
         exits_.push_back("pid " + std::to_string(pids_[i]) + ": " + describe_exit(status));
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1) all_status_1_ = false;
         pids_.erase(pids_.begin() + static_cast<long>(i));
       } else {
         ++i;
       }
     }
-    if (spawned_.empty() || !pids_.empty() || local_workers_ > 0 || expect_external_) return;
-    if (session_->metrics().workers > 0) return;
+  }
+
+  [[noreturn]] void raise_all_exited() {
     std::string why;
     for (const auto& e : exits_) why += (why.empty() ? "" : ", ") + e;
     raise_runtime("all " + std::to_string(spawned_.size()) + " goldminer-dw workers it started have exited (" + why +
@@ -515,6 +552,8 @@ class PySession {
   std::vector<std::string> exits_;
   uint32_t local_workers_ = 0;
   bool expect_external_ = false;
+  bool worker_seen_ = false;
+  bool all_status_1_ = true;  // of those reaped
   at::Tensor last_ids_;
 };
 

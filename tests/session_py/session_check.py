@@ -354,6 +354,29 @@ def check_errors(folder):
         check(bad in str(e), "the error does not name the file %s" % bad)
         check("record 250" in str(e), "the error does not name the record")
     spec = write_text(folder)
+    saved = os.environ.get("GOLDMINER_DW")
+    broken = os.path.join(folder, "broken-dw")
+    with open(broken, "w") as out:
+        out.write("#!/bin/sh\nexit 3\n")  # a worker that cannot start
+    os.chmod(broken, 0o755)
+    os.environ["GOLDMINER_DW"] = broken
+    try:
+        with goldminer.Session(spec, workers=2) as s:
+            next(iter(s))
+        fail("workers that all exited went unnoticed")
+    except RuntimeError as e:
+        print("workers exited: RuntimeError: %s" % e)
+        check("exit status 3" in str(e), "the error does not give the exit status")
+    os.environ["GOLDMINER_DW"] = os.path.join(folder, "no-such-goldminer-dw")
+    try:
+        goldminer.Session(spec, workers=1)
+        fail("a missing goldminer-dw was accepted")
+    except RuntimeError as e:
+        print("missing goldminer-dw: RuntimeError: %s" % e)
+    if saved is None:
+        del os.environ["GOLDMINER_DW"]
+    else:
+        os.environ["GOLDMINER_DW"] = saved
     for kwargs, error in [({"transport": "tcp"}, ValueError), ({"program": 3}, TypeError),
                           ({"batch_size": 0}, ValueError), ({"resume": {"epoch": 0}}, ValueError),
                           ({"program": os.path.join(folder, "none.pt")}, OSError),
@@ -361,13 +384,15 @@ def check_errors(folder):
         try:
             s = goldminer.Session(spec, **kwargs)
             if error is None:  # a program workers cannot load fails the epoch
-                s2 = goldminer.Session(spec, program=kwargs["program"], workers=1, transport="local")
-                try:
-                    next(iter(s2))
-                    fail("a broken program was accepted")
-                except RuntimeError as e:
-                    print("program %r: RuntimeError: %s" % (kwargs["program"], str(e)[:80]))
-                s2.close()
+                for transport in ["local", "ucx"]:
+                    s2 = goldminer.Session(spec, program=kwargs["program"], workers=1, transport=transport)
+                    try:
+                        next(iter(s2))
+                        fail("a broken program was accepted")
+                    except RuntimeError as e:
+                        print("program %r (%s): RuntimeError: %s" % (kwargs["program"], transport, e))
+                        check("not a loadable TorchScript module" in str(e), "the error does not give the cause")
+                    s2.close()
                 s.close()
                 continue
             fail("%s accepted" % kwargs)

@@ -133,12 +133,16 @@ TEST(SessionPy, ErrorsNameTheFileAndTheCause) {
   EXPECT_PRINTS(r, "no_such_file.txt");
   EXPECT_PRINTS(r, "corrupt record: RuntimeError: ");
   EXPECT_PRINTS(r, "day_1.tsv");
+  EXPECT_PRINTS(r, "workers exited: RuntimeError: ");
+  EXPECT_PRINTS(r, "exit status 3");
+  EXPECT_PRINTS(r, "missing goldminer-dw: RuntimeError: ");
   EXPECT_PRINTS(r, "transport: ValueError");
   EXPECT_PRINTS(r, "program: TypeError");
   EXPECT_PRINTS(r, "batch_size: ValueError");
   EXPECT_PRINTS(r, "resume: ValueError");
   EXPECT_PRINTS(r, "program: FileNotFoundError");
-  EXPECT_PRINTS(r, "program b'not a zip': RuntimeError");
+  EXPECT_PRINTS(r, "program b'not a zip' (local): RuntimeError");
+  EXPECT_PRINTS(r, "program b'not a zip' (ucx): RuntimeError");
   EXPECT_PRINTS(r, "\nOK");
 }
 
