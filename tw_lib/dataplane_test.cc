@@ -541,6 +541,16 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
     SessionMetrics m = (*s)->metrics();
     EXPECT_EQ(m.workers, 2u);
   }
+  // The range form: one epoch per loop.
+  for (int epoch = 2; epoch < 4; ++epoch) {
+    uint64_t samples = 0;
+    for (const SessionBatch& b : (*s)->epoch()) {
+      EXPECT_EQ(b.epoch, static_cast<uint32_t>(epoch));
+      samples += b.samples;
+    }
+    EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
+    EXPECT_EQ(samples, 1000u);
+  }
 }
 
 TEST(SessionTest, RefusesBadOptions) {

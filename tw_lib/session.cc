@@ -538,6 +538,18 @@ uint64_t Session::total_records() const { return impl_->total_records(); }
 const std::vector<std::string>& Session::files() const { return impl_->files(); }
 const std::vector<uint64_t>& Session::records_per_file() const { return impl_->records_per_file(); }
 Expected<std::optional<SessionBatch>> Session::next() { return impl_->next(); }
+
+void Session::EpochRange::iterator::advance() {
+  current_.reset();
+  if (session_ == nullptr) return;
+  auto b = session_->next();
+  if (!b.ok()) {
+    session_->last_error_ = b.status();
+    return;
+  }
+  session_->last_error_ = Status();
+  if (b->has_value()) current_ = std::move(**b);
+}
 LeasePosition Session::state() const { return impl_->state(); }
 SessionMetrics Session::metrics() const { return impl_->metrics(); }
 size_t Session::drain_workers(size_t n) { return impl_->drain_workers(n); }

@@ -11,18 +11,19 @@
 //   o.secret = ...;                      // also given to the workers
 //   auto s = goldminer::Session::create(o);
 //   // start workers with GOLDMINER_TRAINER=(*s)->address()
-//   for (;;) {                           // one epoch
-//     auto b = (*s)->next();             // blocks; an error is fatal
-//     if (!b->has_value()) break;        // end of the epoch
-//     use((*b)->tensors);                // views into the received buffer
-//   }
+//   for (const goldminer::SessionBatch& b : (*s)->epoch())  // one epoch
+//     use(b.tensors);                    // views into the received buffer
+//   if (!(*s)->status().ok()) ...        // why an epoch ended early
+// or, with the error at hand, next() until it returns nothing.
 //
 // Thread-safety: next(), state() and metrics() may be called from any one
 // consumer thread; a background thread owns the network.
 #ifndef GOLDMINER_INCLUDE_SESSION_H_
 #define GOLDMINER_INCLUDE_SESSION_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -122,6 +123,46 @@ class Session {
   // fails on a worker.
   Expected<std::optional<SessionBatch>> next();
 
+  // The rest of the current epoch as a range of batches (an input
+  // iterator over next()). An error ends the range; status() says which.
+  class EpochRange {
+   public:
+    class iterator {
+     public:
+      using iterator_category = std::input_iterator_tag;
+      using value_type = SessionBatch;
+      using difference_type = std::ptrdiff_t;
+      using pointer = const SessionBatch*;
+      using reference = const SessionBatch&;
+      const SessionBatch& operator*() const { return *current_; }
+      const SessionBatch* operator->() const { return &*current_; }
+      iterator& operator++() {
+        advance();
+        return *this;
+      }
+      bool operator==(const iterator& o) const { return current_.has_value() == o.current_.has_value(); }
+      bool operator!=(const iterator& o) const { return !(*this == o); }
+
+     private:
+      friend class EpochRange;
+      explicit iterator(Session* s) : session_(s) { advance(); }
+      iterator() = default;
+      void advance();
+      Session* session_ = nullptr;
+      std::optional<SessionBatch> current_;
+    };
+    iterator begin() { return iterator(session_); }
+    iterator end() { return iterator(); }
+
+   private:
+    friend class Session;
+    explicit EpochRange(Session* s) : session_(s) {}
+    Session* session_;
+  };
+  EpochRange epoch() { return EpochRange(this); }
+  // OK, or the error that ended the last epoch() range.
+  const Status& status() const { return last_error_; }
+
   // The data position of what next() has returned so far; a session created
   // with it as `resume` returns exactly the rest of that epoch.
   LeasePosition state() const;
@@ -136,6 +177,7 @@ class Session {
   class Impl;
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  Status last_error_;
 };
 
 }  // namespace goldminer
