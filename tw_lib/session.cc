@@ -67,10 +67,13 @@ class Session::Impl {
     stream.dataset = plan_.config.encode();
     config_text_ = stream.encode();
     loop_ = std::thread([this] { run(); });
+    // The address is read here: a worker thread may start after the
+    // destructor has closed the endpoint.
+    const std::string address = ep_->address();
     for (uint32_t i = 0; i < o_.local_workers; ++i) {
-      local_.emplace_back([this, i] {
+      local_.emplace_back([this, i, address] {
         dw::WorkerOptions w;
-        w.trainer = ep_->address();
+        w.trainer = address;
         w.secret = o_.secret;
         w.id = "local-" + std::to_string(i);
         w.threads = o_.local_worker_threads;
