@@ -167,6 +167,17 @@ class CsvSource : public LineSource {
 
 }  // namespace
 
+// Opens `path` and reads its header line; an empty file is an error.
+static Status open_at_header(const std::string& path, FileWindow* window, std::string_view* header) {
+  Status s = window->open(kFormat, path, 0);
+  if (!s.ok()) return s;
+  uint64_t offset = 0;
+  auto got = window->next_line(true, header, &offset);
+  if (!got.ok()) return got.status();
+  if (!*got) return Status::error(std::string(kFormat) + ": " + path + ": empty file (no header)");
+  return Status();
+}
+
 Expected<std::string> csv_plan_schema(const std::vector<std::string>& files) {
   std::vector<Column> columns;
   std::vector<std::string_view> fields;
@@ -174,13 +185,10 @@ Expected<std::string> csv_plan_schema(const std::vector<std::string>& files) {
   uint64_t inferred = 0;
   for (const std::string& path : files) {
     FileWindow window;
-    Status s = window.open(kFormat, path, 0);
-    if (!s.ok()) return s;
     std::string_view line;
     uint64_t offset = 0;
-    auto got = window.next_line(true, &line, &offset);
-    if (!got.ok()) return got.status();
-    if (!*got) return Status::error(std::string(kFormat) + ": " + path + ": empty file (no header)");
+    Status s = open_at_header(path, &window, &line);
+    if (!s.ok()) return s;
     if (columns.empty()) {
       if (!split_csv_fields(line, &fields, &scratch, &why)) {
         return Status::error(std::string(kFormat) + ": " + path + ": header: " + why);
@@ -194,7 +202,7 @@ Expected<std::string> csv_plan_schema(const std::vector<std::string>& files) {
     // Infer: numeric while every non-empty value parses. Malformed records
     // are left for the reader to report.
     while (inferred < kInferRecords) {
-      got = window.next_line(true, &line, &offset);
+      auto got = window.next_line(true, &line, &offset);
       if (!got.ok()) return got.status();
       if (!*got) break;
       ++inferred;
@@ -212,13 +220,9 @@ Expected<std::string> csv_plan_schema(const std::vector<std::string>& files) {
 
 Expected<FilePlan> csv_plan_file(const std::string& path, uint64_t step) {
   FileWindow window;
-  Status s = window.open(kFormat, path, 0);
+  std::string_view header;
+  Status s = open_at_header(path, &window, &header);
   if (!s.ok()) return s;
-  std::string_view line;
-  uint64_t offset = 0;
-  auto got = window.next_line(true, &line, &offset);
-  if (!got.ok()) return got.status();
-  if (!*got) return Status::error(std::string(kFormat) + ": " + path + ": empty file (no header)");
   return scan_lines(kFormat, path, window.offset(), true, step);
 }
 

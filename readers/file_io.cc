@@ -278,35 +278,24 @@ Expected<std::string_view> FieldReader::value_of(const char* key) {
   return text_.substr(pos_);
 }
 
-Expected<uint64_t> FieldReader::get_uint(const char* key) {
+template <typename T>
+Expected<T> FieldReader::get_number(const char* key, const char* what) {
   auto rest = value_of(key);
   if (!rest.ok()) return rest.status();
   size_t eol = rest->find('\n');
   if (eol == std::string_view::npos) return error(std::string(key) + ": missing end of line");
-  uint64_t value = 0;
+  T value = 0;
   auto r = std::from_chars(rest->data(), rest->data() + eol, value);
   if (r.ec != std::errc() || r.ptr != rest->data() + eol || eol == 0) {
-    return error(std::string(key) + ": invalid value " + quote_value(rest->substr(0, eol)) +
-                 ": not an unsigned integer");
+    return error(std::string(key) + ": invalid value " + quote_value(rest->substr(0, eol)) + ": not " + what);
   }
   pos_ += eol + 1;
   return value;
 }
 
-Expected<int64_t> FieldReader::get_int(const char* key) {
-  auto rest = value_of(key);
-  if (!rest.ok()) return rest.status();
-  size_t eol = rest->find('\n');
-  if (eol == std::string_view::npos) return error(std::string(key) + ": missing end of line");
-  int64_t value = 0;
-  auto r = std::from_chars(rest->data(), rest->data() + eol, value);
-  if (r.ec != std::errc() || r.ptr != rest->data() + eol || eol == 0) {
-    return error(std::string(key) + ": invalid value " + quote_value(rest->substr(0, eol)) +
-                 ": not an integer");
-  }
-  pos_ += eol + 1;
-  return value;
-}
+Expected<uint64_t> FieldReader::get_uint(const char* key) { return get_number<uint64_t>(key, "an unsigned integer"); }
+
+Expected<int64_t> FieldReader::get_int(const char* key) { return get_number<int64_t>(key, "an integer"); }
 
 Expected<std::string> FieldReader::get_string(const char* key) {
   auto rest = value_of(key);

@@ -91,6 +91,8 @@ class FieldReader {
 
  private:
   Expected<std::string_view> value_of(const char* key);
+  template <typename T>
+  Expected<T> get_number(const char* key, const char* what);
   const char* what_;
   std::string_view text_;
   size_t pos_ = 0;
