@@ -1,14 +1,35 @@
 // ucx://HOST:PORT: UCX active messages (ucp) over a listener, so workers
-// connect by socket address whenever they start. Peer failure is detected
-// by UCX (UCP_ERR_HANDLING_MODE_PEER) and becomes a kDisconnected event.
+// connect by socket address whenever they start.
+//
+// Each worker (client) has two endpoints to its trainer (server):
+//   control  created by socket address with UCP_ERR_HANDLING_MODE_PEER, so a
+//            lost peer (kill -9, a dead node) becomes a kDisconnected event.
+//            The trainer sends on it; the worker sends nothing on it.
+//   bulk     created by the trainer's worker address, which the trainer
+//            sends on the control endpoint right after accepting it
+//            (kBindAmId: a random 64-bit token + the address), without
+//            error-handling mode. UCX 1.13 selects its shared-memory
+//            transports (posix/sysv eager, cma single-copy rendezvous) only
+//            for such endpoints (posix/sysv lack peer-failure support), and
+//            TCP or the fabric where the trainer is on another node. The
+//            worker sends every message on it, the token as AM header; the
+//            trainer maps the token to the peer. One endpoint per direction
+//            keeps each direction in order. When the control endpoint fails,
+//            the bulk endpoint is closed with it.
+// connect() returns once the bulk endpoint exists (or the trainer cannot be
+// reached), so no message of a worker is sent before it.
+//
 // A message is one AM with the frame as its data: small ones arrive eagerly
 // and are copied once into a pooled buffer; large ones arrive by rendezvous,
-// received by UCX straight into a pooled buffer (zero copy).
+// received by UCX straight into a pooled buffer (zero copy; one copy in all
+// with cma, which reads the sender's memory).
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
+
+#include <sys/random.h>
 
 #include <chrono>
 #include <deque>
@@ -22,7 +43,8 @@
 namespace goldminer::transport {
 namespace {
 
-constexpr unsigned kAmId = 7;
+constexpr unsigned kAmId = 7;      // a frame
+constexpr unsigned kBindAmId = 8;  // trainer -> worker: token + trainer's worker address
 using Clock = std::chrono::steady_clock;
 
 std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
@@ -67,15 +89,17 @@ class UcxEndpoint final : public Endpoint {
     if (s != UCS_OK) return Status::error("ucx: ucp_worker_create: " + ucs_text(s));
     s = ucp_worker_get_efd(worker_, &efd_);
     if (s != UCS_OK) return Status::error("ucx: ucp_worker_get_efd: " + ucs_text(s));
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                    UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-    hp.id = kAmId;
-    hp.cb = &UcxEndpoint::on_am;
-    hp.arg = this;
-    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-    s = ucp_worker_set_am_recv_handler(worker_, &hp);
-    if (s != UCS_OK) return Status::error("ucx: setting the AM handler: " + ucs_text(s));
+    for (auto [id, cb] : {std::pair{kAmId, &UcxEndpoint::on_am}, std::pair{kBindAmId, &UcxEndpoint::on_bind}}) {
+      ucp_am_handler_param_t hp{};
+      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+      hp.id = id;
+      hp.cb = cb;
+      hp.arg = this;
+      hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+      s = ucp_worker_set_am_recv_handler(worker_, &hp);
+      if (s != UCS_OK) return Status::error("ucx: setting the AM handler: " + ucs_text(s));
+    }
     return Status();
   }
 
@@ -83,13 +107,20 @@ class UcxEndpoint final : public Endpoint {
     socklen_t len = 0;
     auto addr = resolve(host_port, &len);
     if (!addr.ok()) return addr.status();
+    ucp_address_t* worker_address = nullptr;
+    size_t worker_address_size = 0;
+    ucs_status_t s = ucp_worker_get_address(worker_, &worker_address, &worker_address_size);
+    if (s != UCS_OK) return Status::error("ucx: ucp_worker_get_address: " + ucs_text(s));
+    const auto* a = reinterpret_cast<const uint8_t*>(worker_address);
+    worker_address_.assign(a, a + worker_address_size);
+    ucp_worker_release_address(worker_, worker_address);
     ucp_listener_params_t lp{};
     lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
     lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
     lp.sockaddr.addrlen = len;
     lp.conn_handler.cb = &UcxEndpoint::on_conn_request;
     lp.conn_handler.arg = this;
-    ucs_status_t s = ucp_listener_create(worker_, &lp, &listener_);
+    s = ucp_listener_create(worker_, &lp, &listener_);
     if (s != UCS_OK) return Status::error("ucx: listening on " + host_port + ": " + ucs_text(s));
     ucp_listener_attr_t attr{};
     attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
@@ -102,6 +133,8 @@ class UcxEndpoint final : public Endpoint {
     return Status();
   }
 
+  // Connects the control endpoint. The bulk endpoint follows when the
+  // trainer's bind message arrives (bind()).
   Status start_client(const std::string& host_port) {
     socklen_t len = 0;
     auto addr = resolve(host_port, &len);
@@ -118,7 +151,7 @@ class UcxEndpoint final : public Endpoint {
     ucp_ep_h h = nullptr;
     ucs_status_t s = ucp_ep_create(worker_, &ep, &h);
     if (s != UCS_OK) return Status::error("ucx: connecting to " + host_port + ": " + ucs_text(s));
-    add_peer(0, h);
+    add_peer(0, h, 0);
     address_ = "ucx://" + host_port;
     return Status();
   }
@@ -126,31 +159,49 @@ class UcxEndpoint final : public Endpoint {
   std::string address() const override { return address_; }
 
   Status send(PeerId peer, const uint8_t* data, size_t size) override {
-    auto it = eps_.find(peer);
-    if (it == eps_.end()) return Status::error("ucx: no connection to peer " + std::to_string(peer));
+    auto it = peers_.find(peer);
+    if (it == peers_.end()) return Status::error("ucx: no connection to peer " + std::to_string(peer));
+    const std::string to = server_ ? "peer " + std::to_string(peer) : "the trainer";
+    // A worker sends on its bulk endpoint, the token as header; the trainer
+    // on the control endpoint.
+    const bool bulk = !server_;
+    if (bulk && it->second.bulk == nullptr) {
+      Status s = bind();
+      if (!s.ok()) return s;
+    }
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_AM_SEND_FLAG_REPLY;
-    ucs_status_ptr_t req = ucp_am_send_nbx(it->second, kAmId, nullptr, 0, data, size, &p);
+    const uint64_t token = it->second.token;
+    ucs_status_ptr_t req = bulk ? ucp_am_send_nbx(it->second.bulk, kAmId, &token, sizeof token, data, size, &p)
+                                : ucp_am_send_nbx(it->second.control, kAmId, nullptr, 0, data, size, &p);
     if (req == nullptr) return Status();
-    if (UCS_PTR_IS_ERR(req))
-      return Status::error("ucx: send to peer " + std::to_string(peer) + ": " + ucs_text(UCS_PTR_STATUS(req)));
+    if (UCS_PTR_IS_ERR(req)) return Status::error("ucx: send to " + to + ": " + ucs_text(UCS_PTR_STATUS(req)));
     const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
     ucs_status_t s;
     while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-      if (ucp_worker_progress(worker_) == 0) {
-        if (Clock::now() > deadline) {
+      if (ucp_worker_progress(worker_) != 0) continue;
+      // The bulk endpoint reports no failure: its control endpoint does.
+      const bool lost = bulk && !failed_.empty();
+      if (lost || Clock::now() > deadline) {
+        const std::string why =
+            lost ? "connection lost: " + ucs_text(failed_.front().second)
+                 : "not taken within " + std::to_string(options_.send_timeout_ms) + " ms";
+        if (bulk) {
+          // The bulk endpoint has no error handling: the connection goes.
+          abandon(peer, req);
+          push_disconnect(peer, why);
+        } else {
           ucp_request_cancel(worker_, req);
           while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker_);
           ucp_request_free(req);
-          return Status::error("ucx: send to peer " + std::to_string(peer) + ": not taken within " +
-                               std::to_string(options_.send_timeout_ms) + " ms");
         }
-        wait_efd(1);
+        return Status::error("ucx: send to " + to + ": " + why);
       }
+      wait_efd(1);
     }
     ucp_request_free(req);
-    if (s != UCS_OK) return Status::error("ucx: send to peer " + std::to_string(peer) + ": " + ucs_text(s));
+    if (s != UCS_OK) return Status::error("ucx: send to " + to + ": " + ucs_text(s));
     return Status();
   }
 
@@ -174,15 +225,41 @@ class UcxEndpoint final : public Endpoint {
     }
   }
 
-  void disconnect(PeerId peer) override {
-    auto it = eps_.find(peer);
-    if (it == eps_.end()) return;
-    ucp_ep_h ep = it->second;
-    remove_peer(peer);
-    close_ep(ep, true);
-  }
+  void disconnect(PeerId peer) override { drop_peer(peer, true); }
 
  private:
+  // Worker: waits for the trainer's bind message (the trainer sends it when
+  // it accepts the connection) and creates the bulk endpoint from it.
+  Status bind() {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
+    while (!bind_.has_value()) {
+      if (!failed_.empty()) return Status::error("ucx: connecting to the trainer: " + ucs_text(failed_.front().second));
+      if (Clock::now() > deadline)
+        return Status::error("ucx: connecting to the trainer: not accepted within " +
+                             std::to_string(options_.send_timeout_ms) + " ms");
+      if (ucp_worker_progress(worker_) == 0 && ucp_worker_arm(worker_) == UCS_OK) wait_efd(10);
+    }
+    auto it = peers_.find(0);
+    if (it == peers_.end()) return Status::error("ucx: connecting to the trainer: connection closed");
+    ucp_ep_params_t bulk{};
+    bulk.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    bulk.address = reinterpret_cast<const ucp_address_t*>(bind_->address.data());
+    bulk.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ucs_status_t s = ucp_ep_create(worker_, &bulk, &it->second.bulk);
+    if (s != UCS_OK) return Status::error("ucx: connecting to the trainer (bulk endpoint): " + ucs_text(s));
+    it->second.token = bind_->token;
+    return Status();
+  }
+
+  struct Peer {
+    ucp_ep_h control = nullptr;  // peer-failure mode; the trainer sends here
+    ucp_ep_h bulk = nullptr;     // the worker's sends (client: its own; server: the reply endpoint)
+    uint64_t token = 0;          // names the peer in the header of its bulk messages
+  };
+  struct Bind {
+    uint64_t token = 0;
+    std::vector<uint8_t> address;
+  };
   struct RndvRecv {
     UcxEndpoint* self;
     PeerId peer;
@@ -194,17 +271,42 @@ class UcxEndpoint final : public Endpoint {
     ::poll(&p, 1, ms);
   }
 
-  void add_peer(PeerId peer, ucp_ep_h ep) {
-    eps_[peer] = ep;
-    peer_of_[ep] = peer;
-  }
-  void remove_peer(PeerId peer) {
-    auto it = eps_.find(peer);
-    if (it == eps_.end()) return;
-    peer_of_.erase(it->second);
-    eps_.erase(it);
+  void add_peer(PeerId peer, ucp_ep_h control, uint64_t token) {
+    peers_[peer] = Peer{control, nullptr, token};
+    peer_of_[control] = peer;
+    if (server_) peer_of_token_[token] = peer;
   }
 
+  // Forgets `peer` and closes its endpoints. `force`: at once, dropping
+  // what is not sent yet; else the bulk endpoint is flushed first, so what
+  // a worker sent before closing arrives, and the control endpoint (the
+  // other side's disconnect signal) is closed after it.
+  void drop_peer(PeerId peer, bool force) {
+    auto it = peers_.find(peer);
+    if (it == peers_.end()) return;
+    const Peer p = it->second;
+    peer_of_.erase(p.control);
+    if (server_) peer_of_token_.erase(p.token);
+    peers_.erase(it);
+    if (p.bulk != nullptr) close_ep(p.bulk, force);
+    close_ep(p.control, true);
+  }
+
+  // A send that cannot finish: closing the endpoints completes it (with an
+  // error), then it is freed and the peer is gone.
+  void abandon(PeerId peer, ucs_status_ptr_t req) {
+    drop_peer(peer, true);
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
+      if (ucp_worker_progress(worker_) == 0) wait_efd(1);
+    }
+    if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
+    ucp_request_free(req);
+  }
+
+  // Closes `ep`, waiting up to 2 s. A graceful close that does not finish
+  // (the peer stopped progressing) is left pending: freeing it, or
+  // destroying the worker under it, would trip UCX's assertions.
   void close_ep(ucp_ep_h ep, bool force) {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -215,7 +317,10 @@ class UcxEndpoint final : public Endpoint {
     while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
       if (ucp_worker_progress(worker_) == 0) wait_efd(1);
     }
-    if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
+    if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+      unfinished_close_ = true;
+      return;
+    }
     ucp_request_free(req);
   }
 
@@ -225,6 +330,29 @@ class UcxEndpoint final : public Endpoint {
     e.peer = peer;
     e.reason = std::move(reason);
     events_.push_back(std::move(e));
+  }
+
+  static uint64_t random_token() {
+    uint64_t t = 0;
+    while (getrandom(&t, sizeof t, 0) != static_cast<ssize_t>(sizeof t)) {
+    }
+    return t;
+  }
+
+  // Trainer: tells a new worker its token and where to send (kBindAmId).
+  void send_bind(ucp_ep_h ep, uint64_t token) {
+    auto* payload = new std::vector<uint8_t>(sizeof token + worker_address_.size());
+    std::memcpy(payload->data(), &token, sizeof token);
+    std::memcpy(payload->data() + sizeof token, worker_address_.data(), worker_address_.size());
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = [](void* request, ucs_status_t, void* user_data) {
+      delete static_cast<std::vector<uint8_t>*>(user_data);
+      ucp_request_free(request);
+    };
+    p.user_data = payload;
+    ucs_status_ptr_t req = ucp_am_send_nbx(ep, kBindAmId, nullptr, 0, payload->data(), payload->size(), &p);
+    if (req == nullptr || UCS_PTR_IS_ERR(req)) delete payload;  // else the callback frees it
   }
 
   void handle_pending() {
@@ -242,21 +370,22 @@ class UcxEndpoint final : public Endpoint {
       ucp_ep_h h = nullptr;
       if (ucp_ep_create(worker_, &ep, &h) != UCS_OK) continue;
       const PeerId peer = next_peer_++;
-      add_peer(peer, h);
+      const uint64_t token = random_token();
+      add_peer(peer, h, token);
+      send_bind(h, token);
       Event e;
       e.kind = Event::Kind::kConnected;
       e.peer = peer;
       events_.push_back(std::move(e));
     }
-    // Endpoints that failed: close them and tell the owner.
+    // Control endpoints that failed: close the peer's endpoints and tell the owner.
     while (!failed_.empty()) {
       auto [ep, status] = failed_.front();
       failed_.pop_front();
       auto it = peer_of_.find(ep);
       if (it == peer_of_.end()) continue;  // already dropped by disconnect()
       const PeerId peer = it->second;
-      remove_peer(peer);
-      close_ep(ep, true);
+      drop_peer(peer, true);
       push_disconnect(peer, "connection lost: " + ucs_text(status));
     }
     // Peers that sent what we cannot take.
@@ -287,12 +416,11 @@ class UcxEndpoint final : public Endpoint {
       } else if (UCS_PTR_IS_ERR(req)) {
         delete ctx;
       }  // else on_rndv_done runs on completion and frees the request
-
     }
   }
 
   void deliver(PeerId peer, std::unique_ptr<PooledFrame> frame) {
-    if (eps_.count(peer) == 0) return;  // dropped meanwhile
+    if (peers_.count(peer) == 0) return;  // dropped meanwhile
     Event e;
     e.kind = Event::Kind::kMessage;
     e.peer = peer;
@@ -301,11 +429,8 @@ class UcxEndpoint final : public Endpoint {
   }
 
   void drop_for_size(PeerId peer, size_t length) {
-    auto it = eps_.find(peer);
-    if (it == eps_.end()) return;
-    ucp_ep_h ep = it->second;
-    remove_peer(peer);
-    close_ep(ep, true);
+    if (peers_.count(peer) == 0) return;
+    drop_peer(peer, true);
     push_disconnect(peer, "message of " + std::to_string(length) + " bytes refused (limit " +
                               std::to_string(options_.max_message) + ")");
   }
@@ -321,15 +446,32 @@ class UcxEndpoint final : public Endpoint {
     ucp_request_free(request);
     if (status == UCS_OK) ctx->self->deliver(ctx->peer, std::move(ctx->frame));
   }
-  static ucs_status_t on_am(void* arg, const void*, size_t, void* data, size_t length,
+  // Worker: the trainer's bind message (only the first counts).
+  static ucs_status_t on_bind(void* arg, const void*, size_t, void* data, size_t length,
+                              const ucp_am_recv_param_t*) {
+    auto* self = static_cast<UcxEndpoint*>(arg);
+    if (self->server_ || self->bind_.has_value() || length <= sizeof(uint64_t)) return UCS_OK;
+    Bind b;
+    std::memcpy(&b.token, data, sizeof b.token);
+    const auto* a = static_cast<const uint8_t*>(data) + sizeof b.token;
+    b.address.assign(a, a + (length - sizeof b.token));
+    self->bind_ = std::move(b);
+    return UCS_OK;
+  }
+  static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t* param) {
     auto* self = static_cast<UcxEndpoint*>(arg);
     PeerId peer = 0;
     if (self->server_) {
-      if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) return UCS_OK;
-      auto it = self->peer_of_.find(param->reply_ep);
-      if (it == self->peer_of_.end()) return UCS_OK;
+      // A worker's message comes on its bulk endpoint with its token.
+      if (header_length != sizeof(uint64_t)) return UCS_OK;
+      uint64_t token;
+      std::memcpy(&token, header, sizeof token);
+      auto it = self->peer_of_token_.find(token);
+      if (it == self->peer_of_token_.end()) return UCS_OK;
       peer = it->second;
+      Peer& p = self->peers_[peer];
+      if (p.bulk == nullptr && (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) p.bulk = param->reply_ep;
     }
     if (length > self->options_.max_message) {
       self->refused_.emplace_back(peer, length);  // closed outside the callback
@@ -352,15 +494,17 @@ class UcxEndpoint final : public Endpoint {
   void shutdown() {
     if (worker_ != nullptr) {
       // Close gracefully so the other side sees the disconnect at once.
-      std::vector<ucp_ep_h> eps;
-      for (auto& [peer, ep] : eps_) eps.push_back(ep);
-      eps_.clear();
-      peer_of_.clear();
-      for (ucp_ep_h ep : eps) close_ep(ep, false);
+      std::vector<PeerId> ids;
+      for (auto& [peer, p] : peers_) ids.push_back(peer);
+      for (PeerId peer : ids) drop_peer(peer, false);
       for (int i = 0; i < 100 && ucp_worker_progress(worker_) != 0; ++i) {
       }
       events_.clear();
       if (listener_ != nullptr) ucp_listener_destroy(listener_);
+      listener_ = nullptr;
+      // A close still pending (a peer that stopped progressing): the worker
+      // and context stay until the process exits.
+      if (unfinished_close_) return;
       ucp_worker_destroy(worker_);
       worker_ = nullptr;
     }
@@ -380,10 +524,14 @@ class UcxEndpoint final : public Endpoint {
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
   int efd_ = -1;
+  bool unfinished_close_ = false;
   std::string address_;
+  std::vector<uint8_t> worker_address_;  // trainer: what workers connect their bulk endpoint to
+  std::optional<Bind> bind_;             // worker: the trainer's bind message
   std::shared_ptr<BufferPool> pool_ = BufferPool::create();
-  std::map<PeerId, ucp_ep_h> eps_;
-  std::unordered_map<ucp_ep_h, PeerId> peer_of_;
+  std::map<PeerId, Peer> peers_;
+  std::unordered_map<ucp_ep_h, PeerId> peer_of_;    // control endpoint -> peer
+  std::unordered_map<uint64_t, PeerId> peer_of_token_;  // trainer: token -> peer
   PeerId next_peer_ = 1;
   std::deque<Event> events_;
   std::deque<ucp_conn_request_h> conn_requests_;

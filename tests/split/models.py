@@ -46,7 +46,7 @@ class DLRM(nn.Module):
         dense = torch.where(torch.isnan(dense), torch.zeros_like(dense), dense)  # fill missing
         x = torch.log1p(torch.clamp(dense, min=0.0))
         xn = F.normalize(x, p=2.0, dim=1)
-        buckets = torch.bucketize(x, torch.tensor(self.boundaries, dtype=x.dtype))
+        buckets = torch.bucketize(x, torch.tensor(self.boundaries, dtype=x.dtype, device=x.device))
         onehot = F.one_hot(buckets, self.num_buckets).to(torch.float32).flatten(1)
         h = cat
         for _ in range(self.hash_rounds):  # integer mixing hash, then modulo
@@ -61,7 +61,7 @@ class DLRM(nn.Module):
         t = torch.stack(feats, dim=1)
         z = torch.bmm(t, t.transpose(1, 2))
         n = self.num_features
-        ij = torch.triu_indices(n, n, 1)
+        ij = torch.triu_indices(n, n, 1, device=z.device)
         inter = z.flatten(1).index_select(1, ij[0] * n + ij[1])  # pairwise dot products
         return torch.sigmoid(self.top(torch.cat([d, inter], dim=1)))
 
