@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -24,6 +26,14 @@ using Clock = std::chrono::steady_clock;
 using transport::Event;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Batches handed to the transport and not yet taken by the trainer. One:
+// with UCX 1.13 over shared memory (cma rendezvous), two or more
+// rendezvous sends in flight on one endpoint stall for milliseconds each
+// (bench/transport_bench --in-flight 4: 0.5-1.4 GB/s against 8-10 GB/s with
+// one). Sending asynchronously still lets this thread serve credits,
+// leases and heartbeats while the trainer fetches a batch.
+constexpr size_t kBatchesInFlight = 1;
 
 uint64_t batch_seed(uint64_t split_seed, uint32_t sequence) {
   return LeaseTable::split_seed(split_seed, sequence, 0x5eed);
@@ -49,6 +59,10 @@ struct Shared {
   bool draining = false;  // finish the batch in hand, return leases
   bool quit = false;      // producers exit now
   size_t busy = 0;        // producers working on a split
+  std::function<void()> wake;  // wakes the connection thread's poll()
+  // Connection thread only (send completions run there too):
+  size_t in_flight = 0;    // batches handed to send_async, not completed
+  std::string send_error;  // the first failed batch send
 };
 
 class Producer {
@@ -69,16 +83,19 @@ class Producer {
         ++s_->busy;
       }
       Status st = work(lease);
-      std::lock_guard<std::mutex> lock(s_->mu);
-      --s_->busy;
-      if (!st.ok()) {
-        Outgoing e;
-        e.kind = Outgoing::Kind::kError;
-        e.message = st.message();
-        s_->outbox.push_back(std::move(e));
-        s_->quit = true;
+      {
+        std::lock_guard<std::mutex> lock(s_->mu);
+        --s_->busy;
+        if (!st.ok()) {
+          Outgoing e;
+          e.kind = Outgoing::Kind::kError;
+          e.message = st.message();
+          s_->outbox.push_back(std::move(e));
+          s_->quit = true;
+        }
+        s_->cv.notify_all();
       }
-      s_->cv.notify_all();
+      s_->wake();
     }
   }
 
@@ -90,6 +107,8 @@ class Producer {
     if (s_->quit) return false;
     s_->outbox.push_back(std::move(o));
     s_->cv.notify_all();
+    lock.unlock();
+    s_->wake();
     return true;
   }
 
@@ -296,8 +315,12 @@ class Connection {
 
   Expected<WorkerReport> stream() {
     WorkerReport report;
-    Shared shared;
+    // Shared with the producers and with the completions of batch sends,
+    // which may run as late as the endpoint's destructor.
+    auto shared_ptr = std::make_shared<Shared>();
+    Shared& shared = *shared_ptr;
     shared.outbox_limit = std::max<size_t>(2, o_.threads * 2);
+    shared.wake = [ep = ep_.get()] { ep->wake(); };
     std::vector<std::thread> producers;
     std::vector<std::unique_ptr<Producer>> bodies;
     for (uint32_t i = 0; i < std::max<uint32_t>(1, o_.threads); ++i) {
@@ -329,9 +352,14 @@ class Connection {
       {
         std::lock_guard<std::mutex> lock(shared.mu);
         sendable = !shared.outbox.empty() &&
-                   (credits > 0 || shared.outbox.front().kind != Outgoing::Kind::kBatch);
+                   ((credits > 0 && shared.in_flight < kBatchesInFlight) ||
+                    shared.outbox.front().kind != Outgoing::Kind::kBatch);
       }
-      auto e = ep_->poll(sendable ? 0 : 2);
+      // Producers wake the poll when they queue something; else it waits
+      // for the trainer (or a send completion) until the next heartbeat.
+      const double to_heartbeat = o_.heartbeat_s - seconds_since(last_heartbeat);
+      const int wait_ms = sendable ? 0 : static_cast<int>(std::clamp(to_heartbeat * 1000, 1.0, 100.0));
+      auto e = ep_->poll(wait_ms);
       if (!e.ok()) return finish(e.status());
       if (e->has_value()) {
         Event& ev = **e;
@@ -365,6 +393,8 @@ class Connection {
           }
         }
       }
+      // A batch send that failed without the trainer going away first.
+      if (!shared.send_error.empty()) return finish(Status::error(shared.send_error));
       if (stop_ && !draining) draining = true;
       if (draining && drain_started == Clock::time_point()) {
         drain_started = Clock::now();
@@ -389,7 +419,7 @@ class Connection {
           std::lock_guard<std::mutex> lock(shared.mu);
           if (shared.outbox.empty()) break;
           Outgoing& front = shared.outbox.front();
-          if (front.kind == Outgoing::Kind::kBatch && credits == 0) break;
+          if (front.kind == Outgoing::Kind::kBatch && (credits == 0 || shared.in_flight >= kBatchesInFlight)) break;
           o = std::move(front);
           shared.outbox.pop_front();
           shared.cv.notify_all();
@@ -405,16 +435,26 @@ class Connection {
           ++report.splits_returned;
           continue;
         }
-        s = ep_->send(0, o.batch->frame_data(), o.batch->frame_size());
-        if (!s.ok()) return finish(s);
+        // The writer goes back to the spares when its send is done.
+        wire::BatchWriter* batch = o.batch.release();
+        ++shared.in_flight;
+        s = ep_->send_async(0, batch->frame_data(), batch->frame_size(), [shared_ptr, batch](Status sent) {
+          std::unique_ptr<wire::BatchWriter> writer(batch);
+          --shared_ptr->in_flight;
+          if (!sent.ok() && shared_ptr->send_error.empty()) shared_ptr->send_error = sent.message();
+          std::lock_guard<std::mutex> lock(shared_ptr->mu);
+          shared_ptr->spare.push_back(std::move(writer));
+        });
+        if (!s.ok()) {
+          delete batch;
+          return finish(s);
+        }
         --credits;
         ++report.batches_sent;
         if (o.last_of_split) {
           --in_hand;
           ++report.splits_done;
         }
-        std::lock_guard<std::mutex> lock(shared.mu);
-        shared.spare.push_back(std::move(o.batch));
       }
       // Keep `want` splits leased or asked for.
       if (!draining && in_hand + requested < want) {
@@ -432,7 +472,7 @@ class Connection {
       }
       if (draining) {
         std::lock_guard<std::mutex> lock(shared.mu);
-        const bool idle = shared.busy == 0 && shared.outbox.empty();
+        const bool idle = shared.busy == 0 && shared.outbox.empty() && shared.in_flight == 0;
         if (idle && in_hand == 0) break;
         if (seconds_since(drain_started) > o_.drain_timeout_s) {
           // No credit came for the finished batches: the trainer re-leases

@@ -25,11 +25,20 @@ class Mailbox {
   }
   std::optional<Event> pop(int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !events_.empty(); });
+    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !events_.empty() || woken_; });
+    woken_ = false;
     if (events_.empty()) return std::nullopt;
     Event e = std::move(events_.front());
     events_.pop_front();
     return e;
+  }
+  // The owner's pop() returns now (or the next one at once).
+  void wake() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      woken_ = true;
+    }
+    cv_.notify_one();
   }
   // No more events are accepted (the owner is gone).
   void close() {
@@ -47,6 +56,7 @@ class Mailbox {
   std::condition_variable cv_;
   std::deque<Event> events_;
   bool closed_ = false;
+  bool woken_ = false;
 };
 
 struct Server {
@@ -104,6 +114,8 @@ class LocalServer final : public Endpoint {
     }
     return deliver(to.get(), s_->pool.get(), 0, data, size);
   }
+  void wake() override { s_->mailbox->wake(); }
+
   Expected<std::optional<Event>> poll(int timeout_ms) override {
     auto e = s_->mailbox->pop(timeout_ms);
     if (e && e->kind == Event::Kind::kDisconnected) {
@@ -150,6 +162,7 @@ class LocalClient final : public Endpoint {
     return deliver(server_->mailbox.get(), server_->pool.get(), id_, data, size);
   }
   Expected<std::optional<Event>> poll(int timeout_ms) override { return mailbox_->pop(timeout_ms); }
+  void wake() override { mailbox_->wake(); }
   void disconnect(PeerId) override { mailbox_->close(); }
 
  private:

@@ -7,6 +7,7 @@
 // elastic jobs use UCX.
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <set>
@@ -83,11 +84,13 @@ class MpiEndpoint final : public Endpoint {
         return std::optional<Event>(std::move(e));
       }
       if (!receive_one()) {
-        if (Clock::now() >= deadline) return std::optional<Event>();
+        if (woken_.exchange(false) || Clock::now() >= deadline) return std::optional<Event>();
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
   }
+
+  void wake() override { woken_ = true; }
 
   void disconnect(PeerId peer) override {
     const int r = rank_of(peer);
@@ -137,6 +140,7 @@ class MpiEndpoint final : public Endpoint {
   Options options_;
   std::set<int> live_, dropped_;
   std::deque<Event> events_;
+  std::atomic<bool> woken_{false};
   std::shared_ptr<BufferPool> pool_ = BufferPool::create();
 };
 

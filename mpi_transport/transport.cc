@@ -28,6 +28,13 @@ Status not_built(const std::string& scheme) {
 
 }  // namespace
 
+Status Endpoint::send_async(PeerId peer, const uint8_t* data, size_t size, std::function<void(Status)> done) {
+  Status s = send(peer, data, size);
+  if (!s.ok()) return s;
+  done(Status());
+  return Status();
+}
+
 Expected<std::string> scheme_of(const std::string& address) {
   auto p = parse(address);
   if (!p.ok()) return p.status();

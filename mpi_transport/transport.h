@@ -4,7 +4,8 @@
 // implementations behind one factory:
 //
 //   ucx://HOST:PORT   UCX active messages over a listener; workers join and
-//                     leave at any time; peer failure is an event. Large
+//                     leave at any time; peer failure is an event; shared
+//                     memory between processes of one node. Large
 //                     messages arrive by rendezvous straight into a pooled,
 //                     reused buffer (zero copy); small ones are copied once.
 //   mpi://            MPI_COMM_WORLD of a static job (`srun ... : ...` or
@@ -24,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,9 +65,23 @@ class Endpoint {
   // message within the endpoint's send timeout.
   virtual Status send(PeerId peer, const uint8_t* data, size_t size) = 0;
 
+  // Starts sending one frame to `peer` and returns without waiting for it:
+  // `done` runs once the bytes may be reused (OK) or the send failed, on
+  // this endpoint's thread, from a later poll(), send(), send_async() or
+  // the destructor, or before send_async() returns. The bytes must stay
+  // valid and unchanged until then. An error means nothing was started and
+  // `done` does not run. Frames sent to one peer arrive in the order sent,
+  // however many are in flight. The default sends and waits (send()).
+  virtual Status send_async(PeerId peer, const uint8_t* data, size_t size, std::function<void(Status)> done);
+
   // The next event, waiting up to `timeout_ms` (0: do not wait); nothing
-  // if none came.
+  // if none came or wake() was called.
   virtual Expected<std::optional<Event>> poll(int timeout_ms) = 0;
+
+  // Makes the poll() waiting on the owner's thread, or the next one, return
+  // at once. The only call that is safe from other threads. The default
+  // does nothing (poll() returns within its timeout).
+  virtual void wake() {}
 
   // Drops `peer` (a server refusing a worker); no kDisconnected follows.
   virtual void disconnect(PeerId peer) = 0;

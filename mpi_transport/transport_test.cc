@@ -132,6 +132,65 @@ TEST_P(TransportTest, ServerDropsAPeer) {
   EXPECT_TRUE((*server)->send(peers[1], hello, sizeof hello).ok()) << "the other worker is unaffected";
 }
 
+// Frames started back to back with send_async, large (rendezvous for UCX)
+// and small (eager) mixed, arrive complete and in the order sent; every
+// completion runs once, OK.
+TEST_P(TransportTest, AsyncSendsArriveInOrder) {
+  auto server = listen(GetParam());
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  auto client = connect((*server)->address());
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::vector<std::vector<uint8_t>> frames;
+  for (int i = 0; i < 8; ++i) frames.push_back(pattern(i % 2 == 0 ? size_t{4} << 20 : 16 + i, static_cast<uint8_t>(i)));
+  std::atomic<int> completed{0}, failed{0};
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    for (auto& f : frames) {
+      Status s = (*client)->send_async(0, f.data(), f.size(), [&](Status sent) {
+        ++completed;
+        if (!sent.ok()) ++failed;
+      });
+      if (!s.ok()) ++failed;
+    }
+    while (!stop) (void)(*client)->poll(10);
+  });
+  std::vector<Event> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (got.size() < frames.size() && std::chrono::steady_clock::now() < deadline) {
+    auto e = (*server)->poll(10);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    if (e->has_value() && (*e)->kind == Event::Kind::kMessage) got.push_back(std::move(**e));
+  }
+  while (completed < static_cast<int>(frames.size()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop = true;
+  sender.join();
+  EXPECT_EQ(completed.load(), static_cast<int>(frames.size()));
+  EXPECT_EQ(failed.load(), 0);
+  ASSERT_EQ(got.size(), frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    ASSERT_EQ(got[i].frame->size(), frames[i].size()) << "frame " << i;
+    EXPECT_EQ(std::memcmp(got[i].frame->data(), frames[i].data(), frames[i].size()), 0) << "frame " << i;
+  }
+}
+
+// wake() from another thread ends a waiting poll() early.
+TEST_P(TransportTest, WakeEndsAWaitingPoll) {
+  auto server = listen(GetParam());
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (*server)->wake();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto e = (*server)->poll(10000);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  waker.join();
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_FALSE(e->has_value());
+  EXPECT_LT(waited, std::chrono::seconds(5));
+}
+
 INSTANTIATE_TEST_SUITE_P(All, TransportTest, ::testing::Values("local://transport-test", "ucx://127.0.0.1:0"));
 
 TEST(TransportAddressTest, ErrorsNameTheAddress) {

@@ -31,6 +31,7 @@
 
 #include <sys/random.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -159,24 +160,13 @@ class UcxEndpoint final : public Endpoint {
   std::string address() const override { return address_; }
 
   Status send(PeerId peer, const uint8_t* data, size_t size) override {
-    auto it = peers_.find(peer);
-    if (it == peers_.end()) return Status::error("ucx: no connection to peer " + std::to_string(peer));
-    const std::string to = server_ ? "peer " + std::to_string(peer) : "the trainer";
-    // A worker sends on its bulk endpoint, the token as header; the trainer
-    // on the control endpoint.
-    const bool bulk = !server_;
-    if (bulk && it->second.bulk == nullptr) {
-      Status s = bind();
-      if (!s.ok()) return s;
-    }
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_AM_SEND_FLAG_REPLY;
-    const uint64_t token = it->second.token;
-    ucs_status_ptr_t req = bulk ? ucp_am_send_nbx(it->second.bulk, kAmId, &token, sizeof token, data, size, &p)
-                                : ucp_am_send_nbx(it->second.control, kAmId, nullptr, 0, data, size, &p);
+    auto started = start_send(peer, data, size, &p);
+    if (!started.ok()) return started.status();
+    ucs_status_ptr_t req = *started;
     if (req == nullptr) return Status();
-    if (UCS_PTR_IS_ERR(req)) return Status::error("ucx: send to " + to + ": " + ucs_text(UCS_PTR_STATUS(req)));
+    const bool bulk = !server_;
+    const std::string to = peer_name(peer);
     const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
     ucs_status_t s;
     while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS) {
@@ -198,11 +188,29 @@ class UcxEndpoint final : public Endpoint {
         }
         return Status::error("ucx: send to " + to + ": " + why);
       }
-      wait_efd(1);
+      // Sleep until UCX has something to progress (the receiver fetched the
+      // data, or acknowledged it); the cap bounds the wait on transports
+      // that signal no events.
+      if (ucp_worker_arm(worker_) == UCS_OK) wait_efd(10);
     }
     ucp_request_free(req);
     if (s != UCS_OK) return Status::error("ucx: send to " + to + ": " + ucs_text(s));
     return Status();
+  }
+
+  Status send_async(PeerId peer, const uint8_t* data, size_t size, std::function<void(Status)> done) override {
+    auto* cb = new Sent{this, std::move(done), peer_name(peer)};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = &UcxEndpoint::on_sent;
+    p.user_data = cb;
+    auto started = start_send(peer, data, size, &p);
+    if (!started.ok() || *started == nullptr) {
+      std::unique_ptr<Sent> owned(cb);
+      if (!started.ok()) return started.status();
+      owned->done(Status());  // sent at once
+    }
+    return Status();  // else on_sent runs on completion
   }
 
   Expected<std::optional<Event>> poll(int timeout_ms) override {
@@ -216,8 +224,13 @@ class UcxEndpoint final : public Endpoint {
         events_.pop_front();
         return std::optional<Event>(std::move(e));
       }
+      if (woken_.exchange(false)) return std::optional<Event>();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return std::optional<Event>();
+      // A rendezvous fetch that UCX queued (cma, several in flight) moves
+      // only when this side progresses, and no event announces it: keep
+      // progressing instead of sleeping.
+      if (fetching_ > 0) continue;
       ucs_status_t s = ucp_worker_arm(worker_);
       if (s == UCS_ERR_BUSY) continue;
       if (s != UCS_OK) return Status::error("ucx: ucp_worker_arm: " + ucs_text(s));
@@ -226,6 +239,11 @@ class UcxEndpoint final : public Endpoint {
   }
 
   void disconnect(PeerId peer) override { drop_peer(peer, true); }
+
+  void wake() override {
+    woken_ = true;
+    if (worker_ != nullptr) ucp_worker_signal(worker_);
+  }
 
  private:
   // Worker: waits for the trainer's bind message (the trainer sends it when
@@ -251,6 +269,45 @@ class UcxEndpoint final : public Endpoint {
     return Status();
   }
 
+  // A send_async() in flight.
+  struct Sent {
+    UcxEndpoint* self;
+    std::function<void(Status)> done;
+    std::string to;
+  };
+
+  std::string peer_name(PeerId peer) const { return server_ ? "peer " + std::to_string(peer) : "the trainer"; }
+
+  // Starts one AM with the frame to `peer` (a worker: on its bulk endpoint,
+  // its token as header, binding first; the trainer: on the control
+  // endpoint) with the caller's completion settings in `p`. nullptr: done.
+  Expected<ucs_status_ptr_t> start_send(PeerId peer, const uint8_t* data, size_t size, ucp_request_param_t* p) {
+    auto it = peers_.find(peer);
+    if (it == peers_.end()) return Status::error("ucx: no connection to peer " + std::to_string(peer));
+    const bool bulk = !server_;
+    if (bulk && it->second.bulk == nullptr) {
+      Status s = bind();
+      if (!s.ok()) return s;
+    }
+    p->op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    p->flags = UCP_AM_SEND_FLAG_REPLY;
+    // UCX 1.13 reads the header until the send completes: the worker's
+    // token lives in bind_ as long as the endpoint.
+    ucs_status_ptr_t req = bulk ? ucp_am_send_nbx(it->second.bulk, kAmId, &bind_->token, sizeof bind_->token, data,
+                                                  size, p)
+                                : ucp_am_send_nbx(it->second.control, kAmId, nullptr, 0, data, size, p);
+    if (UCS_PTR_IS_ERR(req))
+      return Status::error("ucx: send to " + peer_name(peer) + ": " + ucs_text(UCS_PTR_STATUS(req)));
+    return req;
+  }
+
+  static void on_sent(void* request, ucs_status_t status, void* user_data) {
+    std::unique_ptr<Sent> sent(static_cast<Sent*>(user_data));
+    ucp_request_free(request);
+    sent->self->woken_ = true;  // the owner may send again: poll() returns
+    sent->done(status == UCS_OK ? Status() : Status::error("ucx: send to " + sent->to + ": " + ucs_text(status)));
+  }
+
   struct Peer {
     ucp_ep_h control = nullptr;  // peer-failure mode; the trainer sends here
     ucp_ep_h bulk = nullptr;     // the worker's sends (client: its own; server: the reply endpoint)
@@ -260,10 +317,18 @@ class UcxEndpoint final : public Endpoint {
     uint64_t token = 0;
     std::vector<uint8_t> address;
   };
+  // One message of a peer in arrival order: an eager one is complete at
+  // once, a rendezvous one when its data is in. Events follow this order,
+  // so frames sent back to back arrive as sent even when a small eager one
+  // overtakes a large one whose data is still being fetched.
+  struct Slot {
+    std::unique_ptr<PooledFrame> frame;  // null when done: the receive failed
+    bool done = false;
+  };
   struct RndvRecv {
     UcxEndpoint* self;
     PeerId peer;
-    std::unique_ptr<PooledFrame> frame;
+    std::shared_ptr<Slot> slot;
   };
 
   void wait_efd(int ms) {
@@ -288,6 +353,7 @@ class UcxEndpoint final : public Endpoint {
     peer_of_.erase(p.control);
     if (server_) peer_of_token_.erase(p.token);
     peers_.erase(it);
+    order_.erase(peer);
     if (p.bulk != nullptr) close_ep(p.bulk, force);
     close_ep(p.control, true);
   }
@@ -396,27 +462,51 @@ class UcxEndpoint final : public Endpoint {
     }
     // Rendezvous messages: receive into a pooled buffer.
     while (!rndv_.empty()) {
-      auto [peer, desc, length] = rndv_.front();
-      rndv_.front() = {};
+      Rndv r = std::move(rndv_.front());
       rndv_.pop_front();
-      auto frame = pool_->take(length);
-      if (!frame) {
-        drop_for_size(peer, length);
+      r.slot->frame = pool_->take(r.length);
+      if (!r.slot->frame) {
+        drop_for_size(r.peer, r.length);
         continue;
       }
-      auto* ctx = new RndvRecv{this, peer, std::move(frame)};
+      auto* ctx = new RndvRecv{this, r.peer, r.slot};
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &UcxEndpoint::on_rndv_done;
       p.user_data = ctx;
-      ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, desc, ctx->frame->mutable_data(), length, &p);
-      if (req == nullptr) {
-        deliver(peer, std::move(ctx->frame));
+      ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, r.desc, r.slot->frame->mutable_data(), r.length, &p);
+      if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+        if (req != nullptr) r.slot->frame.reset();
+        r.slot->done = true;
         delete ctx;
-      } else if (UCS_PTR_IS_ERR(req)) {
-        delete ctx;
-      }  // else on_rndv_done runs on completion and frees the request
+        flush(r.peer);
+      } else {
+        ++fetching_;  // on_rndv_done runs on completion and frees the request
+      }
     }
+  }
+
+  // A whole message from `peer`: an event now, or after the messages
+  // before it.
+  void arrived(PeerId peer, std::unique_ptr<PooledFrame> frame) {
+    auto it = order_.find(peer);
+    if (it == order_.end() || it->second.empty()) return deliver(peer, std::move(frame));
+    auto slot = std::make_shared<Slot>();
+    slot->frame = std::move(frame);
+    slot->done = true;
+    it->second.push_back(std::move(slot));
+  }
+
+  // Delivers `peer`'s messages that are complete and next in order.
+  void flush(PeerId peer) {
+    auto it = order_.find(peer);
+    if (it == order_.end()) return;
+    auto& q = it->second;
+    while (!q.empty() && q.front()->done) {
+      if (q.front()->frame) deliver(peer, std::move(q.front()->frame));
+      q.pop_front();
+    }
+    if (q.empty()) order_.erase(it);
   }
 
   void deliver(PeerId peer, std::unique_ptr<PooledFrame> frame) {
@@ -444,7 +534,10 @@ class UcxEndpoint final : public Endpoint {
   static void on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
     std::unique_ptr<RndvRecv> ctx(static_cast<RndvRecv*>(user_data));
     ucp_request_free(request);
-    if (status == UCS_OK) ctx->self->deliver(ctx->peer, std::move(ctx->frame));
+    --ctx->self->fetching_;
+    if (status != UCS_OK) ctx->slot->frame.reset();
+    ctx->slot->done = true;
+    ctx->self->flush(ctx->peer);
   }
   // Worker: the trainer's bind message (only the first counts).
   static ucs_status_t on_bind(void* arg, const void*, size_t, void* data, size_t length,
@@ -478,7 +571,9 @@ class UcxEndpoint final : public Endpoint {
       return UCS_OK;
     }
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      self->rndv_.push_back({peer, data, length});
+      auto slot = std::make_shared<Slot>();
+      self->order_[peer].push_back(slot);
+      self->rndv_.push_back({peer, data, length, std::move(slot)});
       return UCS_INPROGRESS;
     }
     auto frame = self->pool_->take(length);
@@ -487,7 +582,7 @@ class UcxEndpoint final : public Endpoint {
       return UCS_OK;
     }
     std::memcpy(frame->mutable_data(), data, length);
-    self->deliver(peer, std::move(frame));
+    self->arrived(peer, std::move(frame));
     return UCS_OK;
   }
 
@@ -516,6 +611,7 @@ class UcxEndpoint final : public Endpoint {
     PeerId peer = 0;
     void* desc = nullptr;
     size_t length = 0;
+    std::shared_ptr<Slot> slot;
   };
 
   bool server_;
@@ -525,6 +621,8 @@ class UcxEndpoint final : public Endpoint {
   ucp_listener_h listener_ = nullptr;
   int efd_ = -1;
   bool unfinished_close_ = false;
+  std::atomic<bool> woken_{false};
+  size_t fetching_ = 0;  // rendezvous receives in progress
   std::string address_;
   std::vector<uint8_t> worker_address_;  // trainer: what workers connect their bulk endpoint to
   std::optional<Bind> bind_;             // worker: the trainer's bind message
@@ -537,6 +635,7 @@ class UcxEndpoint final : public Endpoint {
   std::deque<ucp_conn_request_h> conn_requests_;
   std::deque<std::pair<ucp_ep_h, ucs_status_t>> failed_;
   std::deque<Rndv> rndv_;
+  std::map<PeerId, std::deque<std::shared_ptr<Slot>>> order_;  // peers with a rendezvous in progress
   std::deque<std::pair<PeerId, size_t>> refused_;
 };
 

@@ -9,19 +9,16 @@
 // GB/s per payload size (1 MiB, 8 MiB) and the ratios ucx/memcpy and
 // ucx/tcp-socket (goal >= 0.8 of each).
 //
-// Usage: bench/transport_bench [--mib-per-run N] [--reps R]
+// Usage: bench/transport_bench [--mib-per-run N] [--reps R] [--in-flight F]
 // The sender is this binary re-run (`--send ...`): UCX state does not
 // survive fork(). UCX_NET_DEVICES defaults to lo; UCX_TLS is set per
 // configuration (shm: posix,sysv,cma,self,tcp; tcp: tcp; --shm-tls and
 // --tcp-tls change them).
 //
-// Note: the ucx transport creates its endpoints with
-// UCP_ERR_HANDLING_MODE_PEER (a lost worker must be an event). UCX 1.13's
-// posix and sysv transports lack peer-failure handling (`ucx_info -d`:
-// "error handling: ep_check"), so UCX does not select them for these
-// endpoints: with UCX_LOG_LEVEL=info both configurations show
-// `ep_cfg: am(tcp/lo)`. The shm row therefore measures what the transport
-// gets when shared memory is allowed, which today is TCP.
+// Note: the ucx transport sends a worker's messages on an endpoint without
+// error-handling mode (failures are seen on a second, control endpoint), so
+// UCX 1.13 may select posix/sysv shared memory and cma there; with
+// UCX_LOG_LEVEL=info the shm configuration shows which lanes it chose.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -68,25 +65,55 @@ wire::BatchWriter make_frame(size_t payload) {
   return std::move(w).value();
 }
 
-// Decodes a received frame in place and checks it is the batch we sent.
-void check_frame(const uint8_t* data, size_t size, size_t payload) {
+// Decodes a received frame in place and checks it is the batch we sent;
+// `sequence` >= 0: also that it is the sender's frame number `sequence`
+// (stamped in the first bytes of its data), so a lost, repeated or
+// reordered frame fails the run.
+void check_frame(const uint8_t* data, size_t size, size_t payload, int64_t sequence = -1) {
   auto m = wire::decode_frame(data, size, uint64_t{1} << 32);
   if (!m.ok()) die("decode: " + m.status().message());
   const auto* b = std::get_if<wire::BatchView>(&*m);
   if (b == nullptr || b->tensors.size() != 2 || b->tensors[0].nbytes + b->tensors[1].nbytes != payload)
     die("decode: not the batch that was sent");
+  int64_t stamp;
+  std::memcpy(&stamp, b->tensors[0].data, sizeof stamp);
+  if (sequence >= 0 && stamp != sequence)
+    die("frame " + std::to_string(sequence) + " expected, frame " + std::to_string(stamp) + " received");
 }
 
 // ---------------------------------------------------------------- senders
 // (child processes)
 
-int run_ucx_sender(const std::string& address, size_t payload, int frames) {
+// Sends `frames` copies of one batch frame with up to `depth` in flight
+// (send_async), as goldminer-dw does within its credits.
+int run_ucx_sender(const std::string& address, size_t payload, int frames, int depth) {
   auto ep = transport::connect(address);
   if (!ep.ok()) die(ep.status().message());
-  wire::BatchWriter w = make_frame(payload);
-  for (int i = 0; i < frames; ++i) {
-    Status s = (*ep)->send(0, w.frame_data(), w.frame_size());
-    if (!s.ok()) die(s.message());
+  // One buffer per frame in flight: a buffer is stamped with the frame's
+  // number only when its previous send is done.
+  std::vector<wire::BatchWriter> buffers;
+  for (int i = 0; i < depth; ++i) buffers.push_back(make_frame(payload));
+  int started = 0, done = 0;
+  while (done < frames) {
+    while (started < frames && started - done < depth) {
+      wire::BatchWriter& w = buffers[static_cast<size_t>(started % depth)];
+      const int64_t stamp = started;
+      std::memcpy(w.tensor_data(0), &stamp, sizeof stamp);
+      Status s = (*ep)->send_async(0, w.frame_data(), w.frame_size(), [&done](Status sent) {
+        if (!sent.ok()) die(sent.message());
+        ++done;
+      });
+      if (!s.ok()) die(s.message());
+      ++started;
+    }
+    auto e = (*ep)->poll(10);  // progresses the sends
+    if (!e.ok()) die(e.status().message());
+    // The receiver closes once it has counted every frame, possibly before
+    // the last completions reach this side.
+    if (e->has_value() && (*e)->kind == transport::Event::Kind::kDisconnected) {
+      if (started == frames) return 0;
+      die("receiver lost: " + (*e)->reason);
+    }
   }
   // Stay until the receiver has everything (it closes first).
   for (int i = 0; i < 200; ++i) {
@@ -157,12 +184,14 @@ void reap(pid_t pid) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) die("sender process failed (status " + std::to_string(status) + ")");
 }
 
-// Bytes/s of `frames` frames received over UCX with UCX_TLS=`tls`.
-double ucx_stream(const char* tls, size_t payload, int frames) {
+// Bytes/s of `frames` frames received over UCX with UCX_TLS=`tls`, the
+// sender keeping up to `depth` in flight.
+double ucx_stream(const char* tls, size_t payload, int frames, int depth) {
   setenv("UCX_TLS", tls, 1);  // read by the context each endpoint creates
   auto server = transport::listen("ucx://127.0.0.1:0");
   if (!server.ok()) die(server.status().message());
-  const pid_t child = spawn_self({"--send", "ucx", (*server)->address(), std::to_string(payload), std::to_string(frames)});
+  const pid_t child = spawn_self({"--send", "ucx", (*server)->address(), std::to_string(payload), std::to_string(frames),
+                                  std::to_string(depth)});
   int got = 0;
   size_t frame_size = 0;
   Clock::time_point t0;
@@ -180,7 +209,7 @@ double ucx_stream(const char* tls, size_t payload, int frames) {
     if (!e->has_value()) continue;
     if ((*e)->kind == transport::Event::Kind::kDisconnected) die("ucx: sender lost: " + (*e)->reason);
     if ((*e)->kind != transport::Event::Kind::kMessage) continue;
-    check_frame((*e)->frame->data(), (*e)->frame->size(), payload);
+    check_frame((*e)->frame->data(), (*e)->frame->size(), payload, got);
     frame_size = (*e)->frame->size();
     if (++got == kWarmup) t0 = Clock::now();
   }
@@ -248,14 +277,15 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (getenv("UCX_NET_DEVICES") == nullptr) setenv("UCX_NET_DEVICES", "lo", 1);
-  if (argc == 6 && std::string(argv[1]) == "--send") {
+  if (argc >= 6 && std::string(argv[1]) == "--send") {
     const size_t payload = std::stoull(argv[4]);
     const int frames = std::stoi(argv[5]);
-    if (std::string(argv[2]) == "ucx") return run_ucx_sender(argv[3], payload, frames);
+    if (std::string(argv[2]) == "ucx" && argc == 7) return run_ucx_sender(argv[3], payload, frames, std::stoi(argv[6]));
     return run_tcp_sender(std::stoi(argv[3]), payload, frames);
   }
   size_t mib_per_run = 2048;
   int reps = 3;
+  int depth = 1;
   // tcp stays in the shm list: UCX 1.13 connects listener endpoints through
   // its tcp connection manager and fails with "Destination is unreachable"
   // without it.
@@ -270,8 +300,12 @@ int main(int argc, char** argv) {
       tcp_tls = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::stoi(argv[++i]));
+    } else if (a == "--in-flight" && i + 1 < argc) {
+      depth = std::max(1, std::stoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: transport_bench [--mib-per-run N (default 2048)] [--reps R (default 3)]\n");
+      std::fprintf(stderr,
+                   "usage: transport_bench [--mib-per-run N (default 2048)] [--reps R (default 3)] "
+                   "[--in-flight F (default 1)] [--shm-tls T] [--tcp-tls T]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -279,8 +313,9 @@ int main(int argc, char** argv) {
   const char* kShm = shm_tls.c_str();
   const char* kTcp = tcp_tls.c_str();
   std::printf("transport_bench: batch frames, sender and receiver in separate processes, receiver decodes in place\n");
-  std::printf("  %zu MiB per measurement (after %d warm-up frames), median of %d; UCX_NET_DEVICES=%s\n\n",
-              mib_per_run, kWarmup, reps, getenv("UCX_NET_DEVICES"));
+  std::printf("  %zu MiB per measurement (after %d warm-up frames), median of %d; ucx sender: up to %d frames in "
+              "flight; UCX_NET_DEVICES=%s\n\n",
+              mib_per_run, kWarmup, reps, depth, getenv("UCX_NET_DEVICES"));
   std::printf("%-8s %10s %10s %10s %10s | %12s %12s %12s %12s\n", "payload", "memcpy", "tcp-sock", "ucx-shm",
               "ucx-tcp", "shm/memcpy", "shm/tcp-sock", "tcp/memcpy", "tcp/tcp-sock");
   struct Row {
@@ -295,8 +330,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {  // interleaved, so noise hits every column alike
       mem.push_back(memcpy_stream(payload, frames));
       sock.push_back(tcp_stream(payload, frames));
-      shm.push_back(ucx_stream(kShm, payload, frames));
-      tcp.push_back(ucx_stream(kTcp, payload, frames));
+      shm.push_back(ucx_stream(kShm, payload, frames, depth));
+      tcp.push_back(ucx_stream(kTcp, payload, frames, depth));
     }
     Row row{mib, median(mem) / 1e9, median(sock) / 1e9, median(shm) / 1e9, median(tcp) / 1e9};
     rows.push_back(row);
@@ -317,9 +352,9 @@ int main(int argc, char** argv) {
               "  reused, partly cache-resident); every transport column crosses processes: the bytes are\n"
               "  copied at least once between address spaces (shm: sender->shared segment->receiver or one\n"
               "  CMA copy; tcp: sender->kernel->receiver) and both processes share this machine's cores.\n"
-              "  Transport send() returns when the buffer may be reused, so one frame is in flight at a time.\n"
-              "  The ucx transport asks for peer-failure error handling; UCX 1.13's posix/sysv shared memory\n"
-              "  lacks it, so UCX picks tcp/lo lanes even when UCX_TLS allows shm (check: UCX_LOG_LEVEL=info\n"
-              "  prints ep_cfg: am(tcp/lo)). ucx-shm is what the transport gets with shm allowed.\n");
+              "  The ucx sender keeps up to --in-flight frames in flight (send_async, as goldminer-dw does);\n"
+              "  the tcp-socket sender streams through the kernel's socket buffers.\n"
+              "  ucx-shm: the worker's bulk endpoint has no error-handling mode, so UCX may use posix/sysv\n"
+              "  eager and cma single-copy rendezvous; ucx-tcp: UCX_TLS=tcp.\n");
   return 0;
 }
