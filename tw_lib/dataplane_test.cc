@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "dw_daemon/worker.h"
 #include "goldminer/session.h"
 
 namespace goldminer {
@@ -551,6 +552,47 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
     EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
     EXPECT_EQ(samples, 1000u);
   }
+}
+
+// With a timeout, next() fails when no batch comes (here: no worker ever
+// joins) and names what it saw; a worker joining later still delivers.
+TEST(SessionTest, NextTimesOutWithoutWorkersAndGoesOnWhenOneJoins) {
+  TempDir d;
+  write_text(d / "t.txt", 300);
+  SessionOptions o;
+  o.listen = "local://session-timeout-test";
+  o.secret = "x";
+  o.input = "text:" + (d / "t.txt");
+  o.batch_size = 64;
+  o.timeout_s = 0.3;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const auto start = std::chrono::steady_clock::now();
+  auto b = (*s)->next();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "no batch within 0.3 s (0 workers connected, 0 lost with splits in hand)");
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 5.0);
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    dw::WorkerOptions w;
+    w.trainer = o.listen;
+    w.secret = o.secret;
+    w.id = "late-worker";
+    (void)dw::run_worker(w, stop);
+  });
+  uint64_t samples = 0;
+  for (;;) {
+    auto next = (*s)->next();
+    if (!next.ok()) continue;  // the worker may take longer than 0.3 s to join
+    if (!next->has_value()) break;
+    samples += (**next).samples;
+  }
+  EXPECT_EQ(samples, 300u);
+  stop = true;
+  s->reset();
+  worker.join();
 }
 
 TEST(SessionTest, RefusesBadOptions) {

@@ -46,7 +46,7 @@ const char kModuleDoc[] = R"doc(GoldMiner trainer session: batches from data wor
 
 Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
         listen=None, seed=None, shuffle_buffer=0, deterministic=False, records_per_split=0,
-        max_bad_records=0, queue_batches=64, resume=None, secret=None)
+        max_bad_records=0, queue_batches=64, timeout=0, resume=None, secret=None)
 
   input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text.
   batch_size       samples per batch (the last batch of each split may be smaller).
@@ -68,6 +68,9 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
   shuffle_buffer   within-split shuffle buffer (samples); 0 keeps record order.
   deterministic    splits in file order instead of a per-epoch shuffle.
   records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
+  timeout          seconds a step of iteration waits for a batch before it raises
+                   RuntimeError (as a DataLoader's timeout); 0 waits as long as it
+                   takes (workers may join later). The session goes on after it.
   resume           a dict from state(): continue exactly from that position.
   secret           the job secret workers must prove. Default: $GOLDMINER_SECRET (or
                    $GOLDMINER_SECRET_FILE), else a fresh random one (handed to the
@@ -279,12 +282,13 @@ class PySession {
   PySession(const std::string& input, uint32_t batch_size, const py::object& program, uint32_t workers,
             uint32_t threads, const std::string& transport, const py::object& listen, const py::object& seed,
             uint32_t shuffle_buffer, bool deterministic, uint64_t records_per_split, uint64_t max_bad_records,
-            uint32_t queue_batches, const py::object& resume, const py::object& secret) {
+            uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret) {
     if (transport != "ucx" && transport != "local")
       throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
     if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
     if (threads == 0) throw py::value_error("goldminer.Session: threads must be at least 1");
     if (queue_batches == 0) throw py::value_error("goldminer.Session: queue_batches must be at least 1");
+    if (!(timeout >= 0)) throw py::value_error("goldminer.Session: timeout must be >= 0 seconds");
 
     SessionOptions o;
     const std::string default_listen = o.listen;
@@ -299,6 +303,7 @@ class PySession {
     o.records_per_split = records_per_split;
     o.max_bad_records = max_bad_records;
     o.queue_batches = queue_batches;
+    o.timeout_s = timeout;
     if (!resume.is_none()) o.resume = position_from(resume);
     o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
     if (!listen.is_none()) {
@@ -566,13 +571,14 @@ PYBIND11_MODULE(_session, m) {
   m.doc() = gm::kModuleDoc;
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
-                    const py::object&, const py::object&, uint32_t, bool, uint64_t, uint64_t, uint32_t,
+                    const py::object&, const py::object&, uint32_t, bool, uint64_t, uint64_t, uint32_t, double,
                     const py::object&, const py::object&>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
            py::arg("deterministic") = false, py::arg("records_per_split") = 0, py::arg("max_bad_records") = 0,
-           py::arg("queue_batches") = 64, py::arg("resume") = py::none(), py::arg("secret") = py::none())
+           py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
+           py::arg("secret") = py::none())
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", &gm::PySession::next, "The next batch of this epoch; StopIteration at its end.")
       .def("state", &gm::PySession::state, "The data position: {epoch, seed, done, partial}.")

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <chrono>
 #include <condition_variable>
@@ -109,6 +110,7 @@ class Session::Impl {
       consumed_done_.clear();
       consumer_reset_rates();
     }
+    const auto asked = Clock::now();
     for (;;) {
       if (!failure_.ok()) return failure_;
       while (!queue_.empty()) {
@@ -129,6 +131,13 @@ class Session::Impl {
         }
         if (item.batch.samples == 0) continue;  // a split whose records were all skipped
         return std::optional<SessionBatch>(std::move(item.batch));
+      }
+      if (o_.timeout_s > 0 && seconds_since(asked) >= o_.timeout_s) {
+        char waited[32];
+        std::snprintf(waited, sizeof waited, "%g", o_.timeout_s);
+        return Status::error("no batch within " + std::string(waited) + " s (" +
+                             std::to_string(per_worker_.size()) + " workers connected, " +
+                             std::to_string(workers_lost_) + " lost with splits in hand)");
       }
       const auto t0 = Clock::now();
       cv_.wait_for(lock, std::chrono::milliseconds(100));

@@ -54,6 +54,10 @@ struct SessionOptions {
   uint32_t credits_per_worker = 4;  // batches a worker may have in flight
   double lease_timeout_s = 30;   // a worker silent this long loses its splits
   double handshake_timeout_s = 10;
+  // next() fails when no batch came within this many seconds (like a
+  // DataLoader's `timeout`); 0: it waits as long as it takes (workers may
+  // join later). The session goes on: a later next() may succeed.
+  double timeout_s = 0;
   std::optional<LeasePosition> resume;  // from state(): continue that epoch exactly
   // Data workers run as threads of this process (the worker loop of
   // goldminer-dw), in addition to any that connect.

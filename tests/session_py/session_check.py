@@ -377,7 +377,16 @@ def check_errors(folder):
         del os.environ["GOLDMINER_DW"]
     else:
         os.environ["GOLDMINER_DW"] = saved
+    with goldminer.Session(spec, timeout=0.5) as s:  # nobody delivers
+        start = time.monotonic()
+        try:
+            next(iter(s))
+            fail("a batch came from nowhere")
+        except RuntimeError as e:
+            print("timeout: RuntimeError: %s" % e)
+            check(time.monotonic() - start < 10, "the timeout was not kept")
     for kwargs, error in [({"transport": "tcp"}, ValueError), ({"program": 3}, TypeError),
+                          ({"timeout": -1}, ValueError),
                           ({"batch_size": 0}, ValueError), ({"resume": {"epoch": 0}}, ValueError),
                           ({"program": os.path.join(folder, "none.pt")}, OSError),
                           ({"program": b"not a zip"}, None)]:
