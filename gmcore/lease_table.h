@@ -59,6 +59,10 @@ struct LeasePosition {
   uint64_t seed = 0;
   std::vector<uint64_t> done;  // split ids finished this epoch
   std::vector<std::pair<uint64_t, uint64_t>> partial;  // split id -> batches delivered
+  // Fingerprint of what split ids and batch counts refer to (files, record
+  // ranges, batch size, shuffle buffer), set by the trainer session; a
+  // position is refused by a session with another plan. 0: not recorded.
+  uint64_t plan = 0;
 };
 
 class LeaseTable {

@@ -368,6 +368,12 @@ TEST(DataplaneTest, RestartFromStateDeliversExactlyTheRest) {
   EXPECT_EQ(epochs[0].v.at("samples"), 30000 - 7700);
   EXPECT_EQ(epochs[0].v.at("duplicates"), 0);
   EXPECT_EQ(epochs[0].v.at("missing"), 0);
+  // The position means other samples with another split size: refused.
+  Process other(consume_args({"--input", input, "--batch-size", "100", "--records-per-split", "500", "--workers",
+                              "1", "--seed", "5", "--shuffle-buffer", "300", "--resume", d / "state"}),
+                kEnv);
+  EXPECT_NE(other.wait(), 0);
+  EXPECT_NE(other.err().find("another input plan"), std::string::npos) << other.err();
 }
 
 // A corrupt record is an error naming the file and the byte offset, unless

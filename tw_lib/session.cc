@@ -49,6 +49,28 @@ struct Item {
   SessionBatch batch;
 };
 
+// FNV-1a over what a position's split ids and batch counts mean: the
+// splits (file, record range) and how a split becomes batches.
+uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>& splits) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  auto mix_u64 = [&](uint64_t v) { mix(&v, sizeof v); };
+  mix_u64(o.batch_size);
+  mix_u64(o.shuffle_buffer);
+  mix_u64(splits.size());
+  for (const InputSplit& s : splits) {
+    mix_u64(s.id);
+    mix_u64(s.file.size());
+    mix(s.file.data(), s.file.size());
+    mix_u64(s.begin);
+    mix_u64(s.end);
+  }
+  return h == 0 ? 1 : h;
+}
+
 }  // namespace
 
 class Session::Impl {
@@ -150,6 +172,7 @@ class Session::Impl {
     LeasePosition p;
     p.epoch = consumer_epoch_ + (want_next_epoch_ ? 1 : 0);
     p.seed = o_.seed;
+    p.plan = plan_fingerprint_;
     if (!want_next_epoch_) {
       p.done.assign(consumed_done_.begin(), consumed_done_.end());
       for (auto [id, n] : consumed_) p.partial.emplace_back(id, n);
@@ -476,6 +499,9 @@ class Session::Impl {
   uint64_t arrived_batches_ = 0, consumed_batches_ = 0;
   double wait_seconds_ = 0;
   uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
+
+ public:
+  uint64_t plan_fingerprint_ = 0;  // set once by create(); see LeasePosition::plan
   std::map<PeerId, WorkerMetrics> per_worker_;
 };
 
@@ -504,6 +530,7 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
     s.offset = r.byte_offset;
     splits.push_back(std::move(s));
   }
+  const uint64_t fingerprint = plan_fingerprint(o, splits);
   LeaseConfig lc;
   lc.seed = o.seed;
   lc.lease_timeout_s = o.lease_timeout_s;
@@ -514,6 +541,9 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
     if (o.resume->seed != o.seed)
       return Status::error("session: resume position was taken with seed " + std::to_string(o.resume->seed) +
                            ", this session has seed " + std::to_string(o.seed));
+    if (o.resume->plan != 0 && o.resume->plan != fingerprint)
+      return Status::error("session: resume position was taken on another input plan (files, record ranges per "
+                           "split, batch size or shuffle buffer differ): resuming would deliver other samples");
     Status s = table->resume(*o.resume);
     if (!s.ok()) return s;
   }
@@ -521,6 +551,7 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   if (!ep.ok()) return ep.status();
   auto impl = std::make_unique<Impl>(std::move(o), std::move(plan).value(), std::move(ep).value(),
                                      std::move(table).value());
+  impl->plan_fingerprint_ = fingerprint;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 

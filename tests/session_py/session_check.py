@@ -308,7 +308,7 @@ def check_resume(folder, transport):
     with session(spec, transport, 2, seed=7, shuffle_buffer=20) as s:
         first = consume(s, 7)
         position = json.loads(json.dumps(s.state()))  # plain data
-    check(sorted(position) == ["done", "epoch", "partial", "seed"], "state() keys %s" % sorted(position))
+    check(sorted(position) == ["done", "epoch", "partial", "plan", "seed"], "state() keys %s" % sorted(position))
     check(position["seed"] == 7 and position["epoch"] == 0, "state() %s" % position)
     print("state after 7 batches: epoch %d, %d done, %d partial" %
           (position["epoch"], len(position["done"]), len(position["partial"])))
@@ -330,6 +330,12 @@ def check_resume(folder, transport):
     except RuntimeError as e:
         check("seed" in str(e), "resume seed error: %s" % e)
         print("resume with another seed: RuntimeError")
+    try:
+        goldminer.Session(spec, batch_size=100, seed=7, shuffle_buffer=20, resume=position)
+        fail("resume with another batch size was accepted")
+    except RuntimeError as e:
+        check("another input plan" in str(e), "resume plan error: %s" % e)
+        print("resume with another batch size: RuntimeError")
     print("OK")
 
 

@@ -121,6 +121,7 @@ void expect_resume(const Result& r) {
   EXPECT_PRINTS(r, "= 1537, overlap 0, duplicates 0, missing 0");
   EXPECT_PRINTS(r, "next epoch: 1537 samples, 1537 unique");
   EXPECT_PRINTS(r, "resume with another seed: RuntimeError");
+  EXPECT_PRINTS(r, "resume with another batch size: RuntimeError");
 }
 
 TEST(SessionPy, UcxResumeGivesExactlyTheRest) { expect_resume(check("resume ucx")); }
