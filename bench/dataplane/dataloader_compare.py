@@ -114,12 +114,16 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(1)  # like goldminer-dw's one intra-op thread per worker
+    # fork, stated rather than left to Python: from 3.14 the default is
+    # forkserver, whose workers are children of the server process, not of this
+    # one, so neither cpu_seconds() nor GNU time would count their CPU time.
+    context = "fork" if a.workers > 0 else None
     if a.dataset == "criteo":
         loader = DataLoader(CriteoBatches(a.path, a.program, a.batch_size), batch_size=None,
-                            num_workers=a.workers)
+                            num_workers=a.workers, multiprocessing_context=context)
     else:
         loader = DataLoader(JpegImages(a.path, a.program), batch_size=a.batch_size, shuffle=False,
-                            num_workers=a.workers)
+                            num_workers=a.workers, multiprocessing_context=context)
     cpu0 = cpu_seconds()
     counted_samples, counted_seconds, total = 0, 0.0, 0
     for epoch in range(a.epochs):

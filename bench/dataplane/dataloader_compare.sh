@@ -13,7 +13,10 @@
 # usage: bench/dataplane/dataloader_compare.sh [BUILDDIR]   (default: ./build)
 # environment: K="1 2", ROWS=100000 (generated Criteo rows, REPEAT=2 times),
 #   CRITEO_EPOCHS=2, CRITEO_BATCH=4096, JPEG_EPOCHS=4, JPEG_BATCH=32,
-#   SHARED_DATA=../shared/data (relative to the source tree), PYTHON=/usr/bin/python3
+#   SHARED_DATA=../shared/data (relative to the source tree), PYTHON=/usr/bin/python3,
+#   PROGRAMS_DIR (a folder with a ready criteo.pt and jpeg.pt: copied instead of
+#   scripting them with $PYTHON, e.g. when its torch is newer than the binaries'
+#   libtorch), GNU_TIME=/usr/bin/time (GNU time, for the CPU seconds)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -27,6 +30,8 @@ JPEG_EPOCHS=${JPEG_EPOCHS:-4}
 JPEG_BATCH=${JPEG_BATCH:-32}
 SHARED_DATA=${SHARED_DATA:-$src/../shared/data}
 PYTHON=${PYTHON:-/usr/bin/python3}
+PROGRAMS_DIR=${PROGRAMS_DIR:-}
+GNU_TIME=${GNU_TIME:-/usr/bin/time}
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
 for p in goldminer-consume goldminer-dw; do
@@ -34,13 +39,23 @@ for p in goldminer-consume goldminer-dw; do
 done
 "$PYTHON" -c 'import torch' 2>/dev/null ||
   { echo "dataloader_compare.sh: skipped: $PYTHON cannot import torch (Debian: apt install python3-torch)"; exit 0; }
+[ -x "$GNU_TIME" ] ||
+  { echo "dataloader_compare.sh: $GNU_TIME missing: install GNU time (apt install time) or set GNU_TIME" >&2; exit 1; }
+for p in criteo.pt jpeg.pt; do
+  [ -z "$PROGRAMS_DIR" ] || [ -f "$PROGRAMS_DIR/$p" ] ||
+    { echo "dataloader_compare.sh: PROGRAMS_DIR: $PROGRAMS_DIR/$p missing" >&2; exit 1; }
+done
 
 tmp=$(mktemp -d /tmp/gm-dlcompare.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" "$here/gen_criteo.py" "$tmp/block.tsv" "$ROWS" 1
 for ((i = 0; i < REPEAT; i++)); do cat "$tmp/block.tsv"; done > "$tmp/criteo.tsv"
 rm -f "$tmp/block.tsv"
-"$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null
+if [ -n "$PROGRAMS_DIR" ]; then
+  cp "$PROGRAMS_DIR/criteo.pt" "$PROGRAMS_DIR/jpeg.pt" "$tmp/"
+else
+  "$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null
+fi
 
 jpeg_dir="$SHARED_DATA/datasets/images_jpeg"
 datasets="criteo"
@@ -54,7 +69,7 @@ fi
 echo "dataloader_compare.sh: criteo $((ROWS * REPEAT)) generated rows, batch $CRITEO_BATCH, $CRITEO_EPOCHS epochs;" \
   "jpeg $jpeg_dir, batch $JPEG_BATCH, $JPEG_EPOCHS epochs; k in {$K}; $(nproc) cores"
 
-timed() { /usr/bin/time -f "cpu %U %S" -o "$1" "${@:2}"; }
+timed() { "$GNU_TIME" -f "cpu %U %S" -o "$1" "${@:2}"; }
 for d in $datasets; do
   if [ "$d" = criteo ]; then
     path="$tmp/criteo.tsv" input="criteo-tsv:$tmp/criteo.tsv" batch=$CRITEO_BATCH epochs=$CRITEO_EPOCHS split=0
@@ -106,7 +121,7 @@ for d, k, per_core, wall in summary:
     print(f"  {d}, k={k}: per core {per_core:.2f}x ({'met' if per_core >= 3 else 'NOT met'}), wall {wall:.2f}x")
 print(f"assumptions: {cores} cores shared with other users' jobs. per core = samples delivered / CPU-seconds of\n"
       "  all processes of the run (trainer or main process + k workers, start-up and warm-up epoch included,\n"
-      "  via /usr/bin/time, which counts the children each process waited for). samples/s (wall) are the\n"
+      "  via GNU time, which counts the children each process waited for). samples/s (wall) are the\n"
       "  epochs after the first. Both sides run the same TorchScript transforms with 1 intra-op thread per\n"
       "  worker; the DataLoader parses Criteo lines in Python (block of B lines per batch, transforms\n"
       "  batched) and decodes JPEGs with torchvision.io.decode_jpeg (libjpeg-turbo, as goldminer's reader).\n"

@@ -9,7 +9,10 @@
 # usage: bench/dataplane/scaling.sh [BUILDDIR]   (default: ./build)
 # environment: K="1 2 4" (worker counts), ROWS=100000 (generated rows; the
 #   file is that block repeated REPEAT=5 times), EPOCHS=3 (the first is
-#   warm-up and not counted), BATCH=4096, PYTHON=/usr/bin/python3
+#   warm-up and not counted), BATCH=4096, PYTHON=/usr/bin/python3,
+#   PROGRAMS_DIR (a folder with a ready criteo.pt: copied instead of scripting
+#   it with $PYTHON, whose torch then need not match the binaries' libtorch),
+#   GNU_TIME=/usr/bin/time (GNU time, for the CPU seconds)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../../build}" && pwd)
@@ -19,24 +22,35 @@ REPEAT=${REPEAT:-5}
 EPOCHS=${EPOCHS:-3}
 BATCH=${BATCH:-4096}
 PYTHON=${PYTHON:-/usr/bin/python3}
+PROGRAMS_DIR=${PROGRAMS_DIR:-}
+GNU_TIME=${GNU_TIME:-/usr/bin/time}
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
 for p in goldminer-consume goldminer-dw bench/inprocess_bench; do
   [ -x "$build/$p" ] || { echo "scaling.sh: $build/$p missing: build it first (make -j2 $p)" >&2; exit 1; }
 done
-"$PYTHON" -c 'import torch' 2>/dev/null || { echo "scaling.sh: skipped: $PYTHON cannot import torch (needed to script the worker program)"; exit 0; }
+[ -x "$GNU_TIME" ] || { echo "scaling.sh: $GNU_TIME missing: install GNU time (apt install time) or set GNU_TIME" >&2; exit 1; }
+if [ -n "$PROGRAMS_DIR" ]; then
+  [ -f "$PROGRAMS_DIR/criteo.pt" ] || { echo "scaling.sh: PROGRAMS_DIR: $PROGRAMS_DIR/criteo.pt missing" >&2; exit 1; }
+else
+  "$PYTHON" -c 'import torch' 2>/dev/null || { echo "scaling.sh: skipped: $PYTHON cannot import torch (needed to script the worker program)"; exit 0; }
+fi
 
 tmp=$(mktemp -d /tmp/gm-scaling.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" "$here/gen_criteo.py" "$tmp/block.tsv" "$ROWS" 1
 for ((i = 0; i < REPEAT; i++)); do cat "$tmp/block.tsv"; done > "$tmp/criteo.tsv"
 rm -f "$tmp/block.tsv"
-"$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null
+if [ -n "$PROGRAMS_DIR" ]; then
+  cp "$PROGRAMS_DIR/criteo.pt" "$tmp/"
+else
+  "$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null
+fi
 input="criteo-tsv:$tmp/criteo.tsv"
 echo "scaling.sh: $((ROWS * REPEAT)) generated Criteo rows ($(du -m "$tmp/criteo.tsv" | cut -f1) MB), batch $BATCH, $EPOCHS epochs (first not counted), $(nproc) cores"
 
 # CPU seconds (user + system) of a command and all the children it waited for.
-timed() { /usr/bin/time -f "cpu %U %S" -o "$1" "${@:2}"; }
+timed() { "$GNU_TIME" -f "cpu %U %S" -o "$1" "${@:2}"; }
 
 timed "$tmp/inproc.time" "$build/bench/inprocess_bench" --input "$input" --program "$tmp/criteo.pt" \
   --batch-size "$BATCH" --epochs "$EPOCHS" > "$tmp/inproc.json"
