@@ -227,10 +227,6 @@ class UcxEndpoint final : public Endpoint {
       if (woken_.exchange(false)) return std::optional<Event>();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return std::optional<Event>();
-      // A rendezvous fetch that UCX queued (cma, several in flight) moves
-      // only when this side progresses, and no event announces it: keep
-      // progressing instead of sleeping.
-      if (fetching_ > 0) continue;
       ucs_status_t s = ucp_worker_arm(worker_);
       if (s == UCS_ERR_BUSY) continue;
       if (s != UCS_OK) return Status::error("ucx: ucp_worker_arm: " + ucs_text(s));
@@ -480,9 +476,7 @@ class UcxEndpoint final : public Endpoint {
         r.slot->done = true;
         delete ctx;
         flush(r.peer);
-      } else {
-        ++fetching_;  // on_rndv_done runs on completion and frees the request
-      }
+      }  // else on_rndv_done runs on completion and frees the request
     }
   }
 
@@ -534,7 +528,6 @@ class UcxEndpoint final : public Endpoint {
   static void on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
     std::unique_ptr<RndvRecv> ctx(static_cast<RndvRecv*>(user_data));
     ucp_request_free(request);
-    --ctx->self->fetching_;
     if (status != UCS_OK) ctx->slot->frame.reset();
     ctx->slot->done = true;
     ctx->self->flush(ctx->peer);
@@ -622,7 +615,6 @@ class UcxEndpoint final : public Endpoint {
   int efd_ = -1;
   bool unfinished_close_ = false;
   std::atomic<bool> woken_{false};
-  size_t fetching_ = 0;  // rendezvous receives in progress
   std::string address_;
   std::vector<uint8_t> worker_address_;  // trainer: what workers connect their bulk endpoint to
   std::optional<Bind> bind_;             // worker: the trainer's bind message
