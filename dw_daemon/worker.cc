@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -445,8 +445,9 @@ class Connection {
           std::lock_guard<std::mutex> lock(shared_ptr->mu);
           shared_ptr->spare.push_back(std::move(writer));
         });
-        if (!s.ok()) {
+        if (!s.ok()) {  // not started: the completion will not run
           delete batch;
+          --shared.in_flight;
           return finish(s);
         }
         --credits;
