@@ -514,14 +514,20 @@ TEST(DataplaneTest, GoldminerRunStartsWorkersForATrainer) {
 
 // The C++ API in one process: local workers as threads, tensors viewed in
 // place, sample ids, state().
-TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
-  TempDir d;
-  write_text(d / "t.txt", 1000);
+// Options of a session over `records` lines written to `d`/t.txt.
+SessionOptions text_session(const TempDir& d, int records, const std::string& listen) {
+  write_text(d / "t.txt", records);
   SessionOptions o;
-  o.listen = "local://session-test";
+  o.listen = listen;
   o.secret = "x";
   o.input = "text:" + (d / "t.txt");
   o.batch_size = 64;
+  return o;
+}
+
+TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
+  TempDir d;
+  SessionOptions o = text_session(d, 1000, "local://session-test");
   o.local_workers = 2;
   auto s = Session::create(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -564,12 +570,7 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
 // joins) and names what it saw; a worker joining later still delivers.
 TEST(SessionTest, NextTimesOutWithoutWorkersAndGoesOnWhenOneJoins) {
   TempDir d;
-  write_text(d / "t.txt", 300);
-  SessionOptions o;
-  o.listen = "local://session-timeout-test";
-  o.secret = "x";
-  o.input = "text:" + (d / "t.txt");
-  o.batch_size = 64;
+  SessionOptions o = text_session(d, 300, "local://session-timeout-test");
   o.timeout_s = 0.3;
   auto s = Session::create(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
