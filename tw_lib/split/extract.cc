@@ -1,10 +1,14 @@
 // Worker and trainer programs from a classified graph (graph_split.h).
 //
-// Both are fresh modules with one `forward` built by cloning nodes of the
-// analysed graph. The worker holds the transform (as submodule "transform")
-// and no model state; the trainer holds the model as submodule "model" (the
-// same object: parameters and buffers are shared, not copied) and runs the
-// remaining nodes with the model's `self` replaced by `self.model`.
+// Both are fresh modules with one `forward`. The worker holds the transform
+// (as submodule "transform") and no model state; its graph is built by
+// cloning the moved nodes. The trainer holds the model as submodule "model"
+// (the same object: parameters and buffers are shared, not copied); its
+// graph is the analysed graph itself, edited in place: the cut becomes its
+// inputs, the moved nodes are removed and the model's `self` is replaced by
+// `self.model`. Editing costs O(moved + cut) where cloning cost O(graph)
+// (~2 ms on ResNet-50, plus ~3 ms of dead-code elimination, which the edit
+// does not need: see extract_programs).
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <algorithm>
@@ -57,7 +61,6 @@ torch::jit::Module new_module(const std::string& name, bool training) {
 }
 
 void add_forward(torch::jit::Module& m, const std::shared_ptr<Graph>& g) {
-  torch::jit::EliminateDeadCode(g);
   auto* fn = m._ivalue()->compilation_unit()->create_function(
       c10::QualifiedName(*m.type()->name(), "forward"), g);
   m.type()->addMethod(fn);
@@ -74,10 +77,7 @@ std::string input_name(Value* v, size_t index) {
 
 }  // namespace
 
-Expected<Extraction> extract_programs(const Analysis& a, const std::vector<Node*>& moved,
-                                      const torch::jit::Module& model, const TransformCall& transform,
-                                      const std::vector<c10::TypePtr>& worker_input_types,
-                                      const std::vector<std::string>& worker_input_names) {
+std::vector<Value*> cut_values(const Analysis& a, const std::vector<Node*>& moved) {
   const std::unordered_set<Node*> on_worker(moved.begin(), moved.end());
   Value* self = a.graph->inputs()[0];
   std::unordered_map<Node*, size_t> position;
@@ -87,8 +87,7 @@ Expected<Extraction> extract_programs(const Analysis& a, const std::vector<Node*
     if (v->node() == a.graph->param_node()) return true;
     return on_worker.count(v->node()) > 0;
   };
-
-  // The cut: worker-side values that a trainer-side node reads or the model returns.
+  // Worker-side values that a trainer-side node reads or the model returns.
   std::vector<Value*> cut;
   std::unordered_set<Value*> in_cut;
   auto add_cut = [&](Value* v) {
@@ -102,9 +101,17 @@ Expected<Extraction> extract_programs(const Analysis& a, const std::vector<Node*
     return v->node() == a.graph->param_node() ? v->offset() : 1000000 + position[v->node()] * 64 + v->offset();
   };
   std::stable_sort(cut.begin(), cut.end(), [&](Value* x, Value* y) { return order(x) < order(y); });
+  return cut;
+}
 
-  Extraction out{new_module("SplitWorker", model.is_training()), new_module("SplitTrainer", model.is_training()),
-                 cut};
+Expected<Extraction> extract_programs(Analysis* analysis, const std::vector<Node*>& moved,
+                                      const std::vector<Value*>& cut, const torch::jit::Module& model,
+                                      const TransformCall& transform,
+                                      const std::vector<c10::TypePtr>& worker_input_types,
+                                      const std::vector<std::string>& worker_input_names) {
+  Analysis& a = *analysis;
+  const std::unordered_set<Node*> on_worker(moved.begin(), moved.end());
+  Extraction out{new_module("SplitWorker", model.is_training()), new_module("SplitTrainer", model.is_training())};
   try {
     // Worker: (self, *inputs) -> transform -> moved nodes -> tuple(cut).
     torch::jit::Module& worker = out.worker;
@@ -138,23 +145,41 @@ Expected<Extraction> extract_programs(const Analysis& a, const std::vector<Node*
     std::vector<Value*> cut_out;
     for (Value* v : cut) cut_out.push_back(wc.map(v));
     wg->registerOutput(wg->insertNode(wg->createTuple(cut_out))->output());
+    torch::jit::EliminateDeadCode(wg);
     add_forward(worker, wg);
 
-    // Trainer: (self, *cut) -> self.model -> the other nodes -> outputs.
+    // Trainer: (self, *cut) -> self.model -> the other nodes -> outputs,
+    // by editing the analysed graph. No dead-code elimination is needed:
+    // the analysed graph has none left (analyse_method ends with it), and
+    // removing the moved nodes leaves none either, except shared nodes that
+    // only moved nodes used, removed here. A trainer-side node that a moved
+    // node reads would have to move with it (the cut is closed under
+    // producers), and memory order between the sides is kept by the
+    // classification (a.order and the stateful conflicts). Destroying a
+    // node or input that still has uses throws, so a violation fails loudly.
     torch::jit::Module& trainer = out.trainer;
     trainer.register_module("model", model);
-    auto tg = std::make_shared<Graph>();
-    Value* tself = tg->addInput("self")->setType(trainer.type());
-    Cloner tc(a, tg.get());
+    a.alias_db.reset();  // describes the graph before the edit
+    std::shared_ptr<Graph> tg = std::move(a.graph);
+    const size_t old_inputs = tg->inputs().size();  // the model's self and arguments
     for (size_t i = 0; i < cut.size(); ++i) {
       c10::TypePtr type = cut[i]->type();
       if (type->kind() == c10::TypeKind::TensorType) type = c10::TensorType::get();
-      tc.bind(cut[i], tg->addInput(input_name(cut[i], i))->setType(type));
+      cut[i]->replaceAllUsesWith(tg->addInput(input_name(cut[i], i))->setType(type));
     }
-    tc.bind(self, tg->insertGetAttr(tself, "model"));
-    for (Node* n : a.nodes)
-      if (!on_worker.count(n) && a.cls.at(n) != NodeClass::kShared) tc.clone(n);
-    for (Value* v : a.graph->outputs()) tg->registerOutput(tc.map(v));
+    for (auto it = a.nodes.rbegin(); it != a.nodes.rend(); ++it) {
+      Node* n = *it;
+      const bool unused = std::none_of(n->outputs().begin(), n->outputs().end(), [](Value* v) { return v->hasUses(); });
+      if (on_worker.count(n) || (unused && a.cls.at(n) == NodeClass::kShared)) n->destroy();
+    }
+    Value* tself = tg->insertInput(0)->setType(trainer.type());
+    Value* model_self = tg->inputs()[1];
+    if (model_self->hasUses()) {
+      torch::jit::WithInsertPoint guard(tg->block()->nodes().front());
+      model_self->replaceAllUsesWith(tg->insertGetAttr(tself, "model"));
+    }
+    for (size_t i = old_inputs; i >= 1; --i) tg->eraseInput(i);
+    tself->setDebugName("self");
     add_forward(trainer, tg);
   } catch (const std::exception& e) {
     return Status::error("cannot build the split programs: " + torch_error_text(e));

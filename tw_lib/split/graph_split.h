@@ -6,8 +6,10 @@
 #ifndef GOLDMINER_TW_LIB_SPLIT_GRAPH_SPLIT_H_
 #define GOLDMINER_TW_LIB_SPLIT_GRAPH_SPLIT_H_
 
+#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/script.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -30,14 +32,18 @@ enum class NodeClass {
 };
 
 // The classified graph of one method. Owns the graph; Node* and Value*
-// point into it. Thread-compatible.
+// point into it until extract_programs consumes it. Thread-compatible.
 struct Analysis {
   std::shared_ptr<Graph> graph;  // inlined, optimised copy; input 0 is the model
+  // Alias analysis of `graph` as classified (built once; probe_stateless
+  // uses it too). Invalid once the graph is edited.
+  std::unique_ptr<torch::jit::AliasDb> alias_db;
   std::vector<Node*> nodes;      // top-level nodes in program order
   std::unordered_map<Node*, NodeClass> cls;
   // For stateful nodes: the root cause, "<node>: <why>" (e.g.
-  // "prim::GetAttr fc.weight: parameter", "aten::dropout: nondeterministic in the model").
-  std::unordered_map<Node*, std::string> why;
+  // "prim::GetAttr fc.weight: parameter", "aten::dropout: nondeterministic
+  // in the model"), built on demand; valid while `graph` is unedited.
+  std::function<std::string(Node*)> why;
   // Stateless pairs (a, b), b before a, that touch the same memory with a
   // write: a may move to the worker only if b does.
   std::vector<std::pair<Node*, Node*>> order;
@@ -65,8 +71,14 @@ struct Probe {
 Expected<Probe> probe_stateless(const Analysis& analysis, const std::vector<c10::IValue>& model_inputs,
                                 bool time_nodes);
 
-// Worker and trainer programs for the nodes in `moved` (stateless top-level
-// nodes). `cut` receives the values crossing, in the worker's output order.
+// The values crossing from worker to trainer when the nodes in `moved`
+// (stateless top-level nodes) run on the worker: worker-side values that a
+// trainer-side node reads or the model returns, in the worker's output order.
+std::vector<Value*> cut_values(const Analysis& analysis, const std::vector<Node*>& moved);
+
+// Worker and trainer programs for the nodes in `moved` with the cut `cut`
+// (from cut_values). Consumes `analysis->graph`, which becomes the
+// trainer's graph: read everything needed from the analysis first.
 struct TransformCall {
   const torch::jit::Module* module = nullptr;  // null: no transform
   bool unpack = false;  // its tuple output spreads over the model's arguments
@@ -74,10 +86,10 @@ struct TransformCall {
 struct Extraction {
   torch::jit::Module worker;
   torch::jit::Module trainer;
-  std::vector<Value*> cut;
 };
-Expected<Extraction> extract_programs(const Analysis& analysis, const std::vector<Node*>& moved,
-                                      const torch::jit::Module& model, const TransformCall& transform,
+Expected<Extraction> extract_programs(Analysis* analysis, const std::vector<Node*>& moved,
+                                      const std::vector<Value*>& cut, const torch::jit::Module& model,
+                                      const TransformCall& transform,
                                       const std::vector<c10::TypePtr>& worker_input_types,
                                       const std::vector<std::string>& worker_input_names);
 

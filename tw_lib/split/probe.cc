@@ -132,6 +132,10 @@ Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue
       for (Value* o : n->outputs()) outputs.push_back(o);
     }
   Probe probe;
+  if (stateless.empty()) {  // nothing to run: the values are the inputs
+    for (size_t i = 0; i < inputs.size(); ++i) probe.values[inputs[i]] = model_inputs.at(i);
+    return probe;
+  }
   try {
     auto g = sub_graph(a, stateless, inputs, outputs);
     torch::jit::GraphFunction fn("goldminer_probe", g, nullptr, torch::jit::ExecutorExecutionMode::SIMPLE);
@@ -144,7 +148,7 @@ Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue
                          torch_error_text(e));
   }
   if (!time_nodes) return probe;
-  torch::jit::AliasDb db(a.graph);
+  const torch::jit::AliasDb& db = *a.alias_db;
   for (Node* n : stateless) {
     std::vector<Value*> reads;
     for (Value* v : outer_inputs(n))

@@ -463,19 +463,17 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
     r.predicted_ms_saved_per_batch =
         split::cut_cost(problem, std::vector<bool>(stateless.size(), false)) - split::cut_cost(problem, choice.moved);
 
-    auto extraction =
-        split::extract_programs(a, moved, model, {transform, p.unpack}, worker_types, worker_names);
-    if (!extraction.ok()) return extraction.status();
+    const std::vector<Value*> cut = split::cut_values(a, moved);
     r.split_ms = since_ms(start);
 
-    // Report.
+    // Report (not timed), from the analysis before extraction consumes its graph.
     r.batch_size = batch;
     for (size_t i = 1; i < a.graph->inputs().size(); ++i) {
       Value* v = a.graph->inputs()[i];
       r.inputs.push_back(describe(model_schema.arguments()[i].name(), probe->values.at(v), batch));
       r.bytes_per_sample_before += r.inputs.back().bytes_per_sample;
     }
-    for (Value* v : extraction->cut) {
+    for (Value* v : cut) {
       std::string name = value_name(v);
       if (v->node() == a.graph->param_node()) name = model_schema.arguments()[v->offset()].name();
       r.cut.push_back(describe(name, probe->values.at(v), batch));
@@ -502,7 +500,7 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       KeptNode k;
       k.node = n->kind().toQualString();
       if (a.cls.at(n) == NodeClass::kStateful) {
-        k.reason = a.why.at(n);
+        k.reason = a.why(n);
       } else if (options.mode == SplitMode::kDataset) {
         k.reason = "stateless: dataset mode moves only the transform";
       } else if (options.mode == SplitMode::kMax) {
@@ -519,6 +517,11 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       else
         r.kept.push_back(k);
     }
+    start = Clock::now();
+    auto extraction =
+        split::extract_programs(&a, moved, cut, model, {transform, p.unpack}, worker_types, worker_names);
+    if (!extraction.ok()) return extraction.status();
+    r.split_ms += since_ms(start);
     result.worker = std::make_shared<torch::jit::Module>(extraction->worker);
     result.trainer = std::make_shared<torch::jit::Module>(extraction->trainer);
     if (options.measure) {
