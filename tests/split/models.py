@@ -106,6 +106,23 @@ class BatchNormDropout(nn.Module):
         return self.fc(self.drop(self.bn(x)))
 
 
+def _branch(x: Tensor) -> Tensor:
+    return torch.sin(x) * 2.0
+
+
+class Forked(nn.Module):
+    """A stateless head, then an asynchronous call (torch.jit.fork/wait)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = torch.relu(x + 1.0)
+        future = torch.jit.fork(_branch, x)
+        return self.fc(x + torch.jit.wait(future))
+
+
 class InPlace(nn.Module):
     """In-place ops on inputs (worker-safe and not) and on parameters/buffers."""
 
@@ -199,6 +216,7 @@ def main() -> int:
     save(outdir, "resnet18", torch.jit.script(torchvision.models.resnet18(num_classes=10)), (images,))
     save(outdir, "bn_dropout", torch.jit.script(BatchNormDropout()), (torch.randn(16, 8),))
     save(outdir, "inplace", torch.jit.script(InPlace()), (torch.randn(4, 6), torch.randn(4, 6)))
+    save(outdir, "forked", torch.jit.script(Forked()), (torch.randn(4, 6),))
     mask = torch.tensor([1.0, 1.0, 1.0, 0.0])
     save(outdir, "control", torch.jit.script(ControlFlow()), ({"x": torch.randn(4, 4), "mask": mask},))
     # Bad inputs.

@@ -180,6 +180,17 @@ TEST_F(SplitTest, InPlaceOpsOnInputsAndParametersStayEquivalent) {
   EXPECT_TRUE(kept(r, "aten::add_", "parameter")) << format_report(r);
 }
 
+// torch.jit.fork runs its function on torch's inter-op pool: the fork and
+// what waits on it stay on the trainer; what comes before still moves.
+TEST_F(SplitTest, ForkedCallsStayOnTheTrainer) {
+  for (SplitMode mode : {SplitMode::kExtended, SplitMode::kMax}) {
+    SplitReport r = split_and_verify(inputs("forked"), mode);
+    EXPECT_TRUE(kept(r, "prim::fork", "asynchronous call")) << format_report(r);
+  }
+  SplitReport r = split_and_verify(inputs("forked"), SplitMode::kMax);
+  EXPECT_GT(r.nodes_moved, 0);  // relu(x + 1)
+}
+
 TEST_F(SplitTest, ControlFlowDictInputsLoopsAndNestedBlocksStayEquivalent) {
   SplitReport r = split_and_verify(inputs("control"), SplitMode::kMax);
   EXPECT_GT(r.nodes_moved, 10);

@@ -234,6 +234,8 @@ class Reasons {
     if (n->kind() == prim::SetAttr) return kind_of(n) + " " + n->s(attr::name) + ": side effect (sets module state)";
     if (n->kind() == prim::CallMethod || n->kind() == prim::CallFunction)
       return kind_of(n) + ": call that cannot be inlined";
+    // torch.jit.fork: a task on the inter-op pool, awaited by aten::wait.
+    if (n->kind() == prim::fork) return kind_of(n) + ": asynchronous call (torch.jit.fork)";
     if (nondeterministic(n)) return kind_of(n) + ": nondeterministic in the model";
     // An exception aborts the batch on either side: raising on the worker
     // is the same program behaviour, so checks may move.
