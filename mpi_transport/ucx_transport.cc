@@ -16,13 +16,14 @@
 //            trainer maps the token to the peer. One endpoint per direction
 //            keeps each direction in order. When the control endpoint fails,
 //            the bulk endpoint is closed with it.
-// connect() returns once the bulk endpoint exists (or the trainer cannot be
-// reached), so no message of a worker is sent before it.
+// A worker's first send waits for the bind message (or the trainer's
+// failure) and creates the bulk endpoint, so no message of a worker goes
+// on the control endpoint.
 //
 // A message is one AM with the frame as its data: small ones arrive eagerly
 // and are copied once into a pooled buffer; large ones arrive by rendezvous,
 // received by UCX straight into a pooled buffer (zero copy; one copy in all
-// with cma, which reads the sender's memory).
+// with cma, which copies from the sender's memory into the receiver's).
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
