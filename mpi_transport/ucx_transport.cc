@@ -30,8 +30,6 @@
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
-#include <sys/random.h>
-
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -39,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gmcore/auth.h"
 #include "mpi_transport/buffer_pool.h"
 #include "mpi_transport/transport_impl.h"
 
@@ -262,7 +261,6 @@ class UcxEndpoint final : public Endpoint {
     bulk.err_mode = UCP_ERR_HANDLING_MODE_NONE;
     ucs_status_t s = ucp_ep_create(worker_, &bulk, &it->second.bulk);
     if (s != UCS_OK) return Status::error("ucx: connecting to the trainer (bulk endpoint): " + ucs_text(s));
-    it->second.token = bind_->token;
     return Status();
   }
 
@@ -308,7 +306,7 @@ class UcxEndpoint final : public Endpoint {
   struct Peer {
     ucp_ep_h control = nullptr;  // peer-failure mode; the trainer sends here
     ucp_ep_h bulk = nullptr;     // the worker's sends (client: its own; server: the reply endpoint)
-    uint64_t token = 0;          // names the peer in the header of its bulk messages
+    uint64_t token = 0;          // trainer: names the peer in the header of its bulk messages
   };
   struct Bind {
     uint64_t token = 0;
@@ -359,12 +357,17 @@ class UcxEndpoint final : public Endpoint {
   // error), then it is freed and the peer is gone.
   void abandon(PeerId peer, ucs_status_ptr_t req) {
     drop_peer(peer, true);
+    if (!settle(req)) ucp_request_cancel(worker_, req);
+    ucp_request_free(req);
+  }
+
+  // Progresses until `req` completes, up to 2 s; whether it did.
+  bool settle(ucs_status_ptr_t req) {
     const auto deadline = Clock::now() + std::chrono::seconds(2);
     while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
       if (ucp_worker_progress(worker_) == 0) wait_efd(1);
     }
-    if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
-    ucp_request_free(req);
+    return ucp_request_check_status(req) != UCS_INPROGRESS;
   }
 
   // Closes `ep`, waiting up to 2 s. A graceful close that does not finish
@@ -376,11 +379,7 @@ class UcxEndpoint final : public Endpoint {
     p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
     if (req == nullptr || UCS_PTR_IS_ERR(req)) return;
-    const auto deadline = Clock::now() + std::chrono::seconds(2);
-    while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
-      if (ucp_worker_progress(worker_) == 0) wait_efd(1);
-    }
-    if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+    if (!settle(req)) {
       unfinished_close_ = true;
       return;
     }
@@ -393,13 +392,6 @@ class UcxEndpoint final : public Endpoint {
     e.peer = peer;
     e.reason = std::move(reason);
     events_.push_back(std::move(e));
-  }
-
-  static uint64_t random_token() {
-    uint64_t t = 0;
-    while (getrandom(&t, sizeof t, 0) != static_cast<ssize_t>(sizeof t)) {
-    }
-    return t;
   }
 
   // Trainer: tells a new worker its token and where to send (kBindAmId).
@@ -430,10 +422,17 @@ class UcxEndpoint final : public Endpoint {
       ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = &UcxEndpoint::on_ep_error;
       ep.err_handler.arg = this;
+      // The token only the worker this bind reaches learns (getrandom).
+      auto nonce = auth::random_nonce();
+      if (!nonce.ok()) {
+        ucp_listener_reject(listener_, req);
+        continue;
+      }
+      uint64_t token;
+      std::memcpy(&token, nonce->data(), sizeof token);
       ucp_ep_h h = nullptr;
       if (ucp_ep_create(worker_, &ep, &h) != UCS_OK) continue;
       const PeerId peer = next_peer_++;
-      const uint64_t token = random_token();
       add_peer(peer, h, token);
       send_bind(h, token);
       Event e;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -49,26 +50,26 @@ struct Item {
   SessionBatch batch;
 };
 
-// FNV-1a over what a position's split ids and batch counts mean: the
-// splits (file, record range) and how a split becomes batches.
+// What a position's split ids and batch counts mean: the splits (file,
+// record range) and how a split becomes batches; the first 8 bytes of
+// their SHA-256.
 uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>& splits) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  };
-  auto mix_u64 = [&](uint64_t v) { mix(&v, sizeof v); };
-  mix_u64(o.batch_size);
-  mix_u64(o.shuffle_buffer);
-  mix_u64(splits.size());
+  std::string bytes;
+  auto add = [&](uint64_t v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  add(o.batch_size);
+  add(o.shuffle_buffer);
+  add(splits.size());
   for (const InputSplit& s : splits) {
-    mix_u64(s.id);
-    mix_u64(s.file.size());
-    mix(s.file.data(), s.file.size());
-    mix_u64(s.begin);
-    mix_u64(s.end);
+    add(s.id);
+    add(s.file.size());
+    bytes += s.file;
+    add(s.begin);
+    add(s.end);
   }
-  return h == 0 ? 1 : h;
+  const auth::Digest d = auth::sha256(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  uint64_t h;
+  std::memcpy(&h, d.data(), sizeof h);
+  return h == 0 ? 1 : h;  // 0 means "not recorded"
 }
 
 }  // namespace
