@@ -35,6 +35,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // leases and heartbeats while the trainer fetches a batch.
 constexpr size_t kBatchesInFlight = 1;
 
+// How long a draining worker waits for grants of leases it asked for.
+constexpr double kGrantGrace_s = 1.0;
+
 uint64_t batch_seed(uint64_t split_seed, uint32_t sequence) {
   return LeaseTable::split_seed(split_seed, sequence, 0x5eed);
 }
@@ -474,7 +477,11 @@ class Connection {
       if (draining) {
         std::lock_guard<std::mutex> lock(shared.mu);
         const bool idle = shared.busy == 0 && shared.outbox.empty() && shared.in_flight == 0;
-        if (idle && in_hand == 0) break;
+        // A lease asked for before the drain may be granted still: wait a
+        // little for it (it goes straight back), so the trainer does not
+        // see this worker leave with a split in hand.
+        const bool grant_pending = requested > 0 && seconds_since(drain_started) < kGrantGrace_s;
+        if (idle && in_hand == 0 && !grant_pending) break;
         if (seconds_since(drain_started) > o_.drain_timeout_s) {
           // No credit came for the finished batches: the trainer re-leases
           // those splits when this connection closes.

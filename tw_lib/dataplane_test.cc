@@ -303,7 +303,7 @@ TEST(DataplaneTest, SigtermDrainsWithoutLoss) {
   ASSERT_EQ(p.wait(), 0) << p.err();
   auto epochs = parse_json_lines(p.out());
   expect_clean(epochs, 8, 200000);
-  for (const Epoch& e : epochs) EXPECT_EQ(e.v.at("workers_lost"), 0);
+  for (const Epoch& e : epochs) EXPECT_EQ(e.v.at("workers_lost"), 0) << p.err();
   b.wait();
 }
 
