@@ -46,6 +46,9 @@ namespace {
 
 constexpr unsigned kAmId = 7;      // a frame
 constexpr unsigned kBindAmId = 8;  // trainer -> worker: token + trainer's worker address
+// How long the trainer keeps taking a worker's bulk messages after its
+// control endpoint failed.
+constexpr auto kBulkGrace = std::chrono::milliseconds(200);
 using Clock = std::chrono::steady_clock;
 
 std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
@@ -440,15 +443,26 @@ class UcxEndpoint final : public Endpoint {
       e.peer = peer;
       events_.push_back(std::move(e));
     }
-    // Control endpoints that failed: close the peer's endpoints and tell the owner.
+    // Control endpoints that failed: close the peer's endpoints and tell the
+    // owner. The trainer first takes, for a short grace, what the worker
+    // sent on its bulk endpoint before it closed (its last lease returns
+    // may still be on their way there when the control endpoint's failure
+    // is seen).
+    const auto now = Clock::now();
     while (!failed_.empty()) {
       auto [ep, status] = failed_.front();
       failed_.pop_front();
       auto it = peer_of_.find(ep);
       if (it == peer_of_.end()) continue;  // already dropped by disconnect()
-      const PeerId peer = it->second;
-      drop_peer(peer, true);
-      push_disconnect(peer, "connection lost: " + ucs_text(status));
+      closing_.push_back({it->second, status, server_ ? now + kBulkGrace : now});
+      peer_of_.erase(it);  // one report per failure
+    }
+    while (!closing_.empty() && (closing_.front().at <= now || peers_.count(closing_.front().peer) == 0)) {
+      const Closing c = closing_.front();
+      closing_.pop_front();
+      if (peers_.count(c.peer) == 0) continue;  // dropped by disconnect() meanwhile
+      drop_peer(c.peer, true);
+      push_disconnect(c.peer, "connection lost: " + ucs_text(c.status));
     }
     // Peers that sent what we cannot take.
     while (!refused_.empty()) {
@@ -626,6 +640,12 @@ class UcxEndpoint final : public Endpoint {
   std::deque<Event> events_;
   std::deque<ucp_conn_request_h> conn_requests_;
   std::deque<std::pair<ucp_ep_h, ucs_status_t>> failed_;
+  struct Closing {
+    PeerId peer;
+    ucs_status_t status;
+    Clock::time_point at;  // when to drop the peer and report it
+  };
+  std::deque<Closing> closing_;  // peers whose control endpoint failed
   std::deque<Rndv> rndv_;
   std::map<PeerId, std::deque<std::shared_ptr<Slot>>> order_;  // peers with a rendezvous in progress
   std::deque<std::pair<PeerId, size_t>> refused_;
