@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
       ("connect-timeout", po::value(&o.connect_timeout_s)->default_value(30), "seconds to wait for the trainer")
       ("drain-timeout", po::value(&o.drain_timeout_s)->default_value(30),
        "seconds a drain waits to send batches already made")
+      ("shm-mb", po::value(&o.shm_mb)->default_value(256),
+       "MiB of shared memory for batches to a trainer on this node (ucx; 0: none)")
       ("verbose,v", po::bool_switch(&verbose), "log every connection event");
   po::variables_map vm;
   try {
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
     return fail(std::string(e.what()) + " (see --help)", 2);
   }
   if (o.threads == 0 || o.threads > 1024) return fail("--threads: must be 1..1024", 2);
+  if (o.shm_mb > 65536) return fail("--shm-mb: must be 0..65536", 2);
   if (intra_op < 1 || intra_op > 1024) return fail("--intra-op-threads: must be 1..1024", 2);
   if (!(o.heartbeat_s > 0) || !(o.connect_timeout_s >= 0) || !(o.drain_timeout_s >= 0))
     return fail("--heartbeat must be positive, --connect-timeout and --drain-timeout not negative", 2);
@@ -102,9 +105,13 @@ int main(int argc, char** argv) {
     return fail(report.status().message(), 1);
   }
   if (verbose)
-    std::fprintf(stderr, "goldminer-dw: %s: sent %llu batches, finished %llu splits, returned %llu\n", o.id.c_str(),
-                 static_cast<unsigned long long>(report->batches_sent),
+    std::fprintf(stderr,
+                 "goldminer-dw: %s: sent %llu batches, finished %llu splits, returned %llu; %llu frames through "
+                 "shared memory (%s)\n",
+                 o.id.c_str(), static_cast<unsigned long long>(report->batches_sent),
                  static_cast<unsigned long long>(report->splits_done),
-                 static_cast<unsigned long long>(report->splits_returned));
+                 static_cast<unsigned long long>(report->splits_returned),
+                 static_cast<unsigned long long>(report->batches_shared_memory),
+                 report->shared_memory.empty() ? "none in this transport" : report->shared_memory.c_str());
   return 0;
 }

@@ -237,7 +237,9 @@ class Connection {
     // until the connect timeout.
     const auto start = Clock::now();
     for (;;) {
-      auto ep = transport::connect(o_.trainer);
+      transport::Options options;
+      options.shm_arena_bytes = size_t{o_.shm_mb} << 20;
+      auto ep = transport::connect(o_.trainer, options);
       Status s = ep.ok() ? Status() : ep.status();
       if (ep.ok()) {
         ep_ = std::move(ep).value();
@@ -338,6 +340,9 @@ class Connection {
       }
       for (auto& t : producers) t.join();
       if (!why.ok()) return why;
+      const transport::Endpoint::PathStats paths = ep_->path_stats();
+      report.batches_shared_memory = paths.shared_memory;
+      report.shared_memory = paths.shared_memory_status;
       return report;
     };
 

@@ -27,6 +27,7 @@ struct WorkerOptions {
   double heartbeat_s = 1.0;
   double connect_timeout_s = 30;  // retried until then (the trainer may start later)
   double drain_timeout_s = 30;  // waiting for credits to send finished batches
+  uint32_t shm_mb = 256;        // shared-memory arena for a trainer on this node (0: none)
   ProgramLoader load_program;   // how to load the trainer's program
 };
 
@@ -35,6 +36,8 @@ struct WorkerReport {
   uint64_t splits_done = 0;
   uint64_t splits_returned = 0;
   bool drained = false;  // left because asked to (trainer's drain or stop)
+  uint64_t batches_shared_memory = 0;  // frames (batches) through the shared-memory arena
+  std::string shared_memory;           // the transport's shared-memory status ("" if it has none)
 };
 
 // "HOST:PID", how a worker introduces itself by default.

@@ -4,10 +4,13 @@
 // implementations behind one factory:
 //
 //   ucx://HOST:PORT   UCX active messages over a listener; workers join and
-//                     leave at any time; peer failure is an event; shared
-//                     memory between processes of one node. Large
-//                     messages arrive by rendezvous straight into a pooled,
-//                     reused buffer (zero copy); small ones are copied once.
+//                     leave at any time; peer failure is an event. A
+//                     worker on the trainer's node puts its large frames
+//                     in a shared-memory arena the trainer maps (one copy,
+//                     by the worker; shm_arena.h); other frames arrive by
+//                     rendezvous straight into a pooled, reused buffer
+//                     (zero copy; one with cma on one node) or, small
+//                     ones, copied once.
 //   mpi://            MPI_COMM_WORLD of a static job (`srun ... : ...` or
 //                     `mpirun -np 1 trainer : -np N goldminer-dw`): rank 0
 //                     is the trainer, every other rank a worker.
@@ -85,11 +88,25 @@ class Endpoint {
 
   // Drops `peer` (a server refusing a worker); no kDisconnected follows.
   virtual void disconnect(PeerId peer) = 0;
+
+  // How frames went: a client counts its sends, a server its receives.
+  struct PathStats {
+    uint64_t shared_memory = 0;  // through a shared-memory arena
+    uint64_t copied = 0;         // as bytes on the wire (or by cma)
+    // Client: "off", "offered", "in use", or why not ("not used: ...",
+    // "refused by the trainer: ..."); "" where the transport has none.
+    std::string shared_memory_status;
+  };
+  virtual PathStats path_stats() const { return {}; }
 };
 
 struct Options {
   uint64_t max_message = uint64_t{1} << 32;  // larger announced frames are refused
   int send_timeout_ms = 30000;
+  // ucx client: the size of its shared-memory arena for frames to a trainer
+  // on the same node (virtual; pages are touched as frames use them). 0:
+  // every frame goes by copy.
+  size_t shm_arena_bytes = size_t{256} << 20;
 };
 
 // A server endpoint listening at `address`: "ucx://HOST:PORT" (PORT 0 picks

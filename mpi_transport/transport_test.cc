@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gm_config.h"
+#include "mpi_transport/shm_arena.h"
 
 namespace goldminer::transport {
 namespace {
@@ -208,7 +209,155 @@ TEST(TransportAddressTest, ErrorsNameTheAddress) {
   EXPECT_FALSE(listen("local://twice").ok());
 }
 
+// ------------------------------------------------------------ shared memory
+
+// A worker's arena mapped by the trainer (here one process plays both):
+// frames are viewed in place, a released block is reused, a full arena
+// says so, and bad descriptors are refused.
+TEST(ShmArenaTest, FramesAreViewedInPlaceAndBlocksReused) {
+  auto arena = ShmArena::create(1 << 20);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto offer = ShmOffer::decode((*arena)->offer().encode().data(), (*arena)->offer().encode().size());
+  ASSERT_TRUE(offer.ok()) << offer.status().message();
+  auto mapping = ShmMapping::open(*offer);
+  ASSERT_TRUE(mapping.ok()) << mapping.status().message();
+
+  auto a = pattern(300 << 10, 1), b = pattern(300 << 10, 2);
+  const ShmDescriptor* da = (*arena)->put(a.data(), a.size());
+  const ShmDescriptor* db = (*arena)->put(b.data(), b.size());
+  ASSERT_NE(da, nullptr);
+  ASSERT_NE(db, nullptr);
+  const ShmDescriptor first = *da;
+  auto fa = (*mapping)->frame(*da, 1 << 30);
+  auto fb = (*mapping)->frame(*db, 1 << 30);
+  ASSERT_TRUE(fa.ok() && fb.ok());
+  ASSERT_EQ((*fa)->size(), a.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*fa)->data()) % 64, 0u);
+  EXPECT_EQ(std::memcmp((*fa)->data(), a.data(), a.size()), 0);
+  EXPECT_EQ(std::memcmp((*fb)->data(), b.data(), b.size()), 0);
+
+  // Delivered once only.
+  auto again = (*mapping)->frame(*da, 1 << 30);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("names no filled block"), std::string::npos) << again.status().message();
+
+  // 1 MiB holds three blocks of 300 KiB; the fourth does not fit.
+  auto c = pattern(300 << 10, 3);
+  const ShmDescriptor* dc = (*arena)->put(c.data(), c.size());
+  ASSERT_NE(dc, nullptr);
+  EXPECT_EQ((*arena)->put(c.data(), c.size()), nullptr) << "a full arena sends by copy";
+  EXPECT_GE((*arena)->bytes_in_use(), 3 * (300u << 10));
+
+  // Dropping the first frame frees the lowest block, which is taken next.
+  fa->reset();
+  const ShmDescriptor* dd = (*arena)->put(c.data(), c.size());
+  ASSERT_NE(dd, nullptr);
+  EXPECT_EQ(dd->offset, first.offset);
+  auto fd = (*mapping)->frame(*dd, 1 << 30);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(std::memcmp((*fd)->data(), c.data(), c.size()), 0);
+  // A frame outlives the mapping's other holders.
+  mapping->reset();
+  EXPECT_EQ(std::memcmp((*fb)->data(), b.data(), b.size()), 0);
+}
+
+TEST(ShmArenaTest, BadDescriptorsAndOffersAreRefused) {
+  auto arena = ShmArena::create(1 << 20);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto mapping = ShmMapping::open((*arena)->offer());
+  ASSERT_TRUE(mapping.ok()) << mapping.status().message();
+  auto a = pattern(100 << 10, 1);
+  const ShmDescriptor* d = (*arena)->put(a.data(), a.size());
+  ASSERT_NE(d, nullptr);
+
+  auto refused = [&](ShmDescriptor bad, uint64_t limit = 1 << 30) {
+    auto f = (*mapping)->frame(bad, limit);
+    return f.ok() ? std::string("accepted") : f.status().message();
+  };
+  EXPECT_NE(refused({d->offset, uint64_t{1} << 40}, ~uint64_t{0}).find("outside the arena"), std::string::npos);
+  EXPECT_NE(refused({~uint64_t{0} - 10, 100}).find("outside the arena"), std::string::npos);
+  EXPECT_NE(refused({d->offset + 64, 100}).find("outside the arena"), std::string::npos) << "not a block start";
+  EXPECT_NE(refused({d->offset, d->size - 1}).find("names no filled block"), std::string::npos) << "size differs";
+  EXPECT_NE(refused({d->offset + 4096 * 50, 100}).find("names no filled block"), std::string::npos) << "free space";
+  EXPECT_NE(refused(*d, 1000).find("limit 1000"), std::string::npos);
+  EXPECT_TRUE((*mapping)->frame(*d, 1 << 30).ok()) << "the real descriptor still works after the refusals";
+
+  // Offers that do not describe the arena.
+  ShmOffer o = (*arena)->offer();
+  auto open_error = [](const ShmOffer& bad) {
+    auto m = ShmMapping::open(bad);
+    return m.ok() ? std::string("accepted") : m.status().message();
+  };
+  ShmOffer key = o;
+  key.key ^= 1;
+  EXPECT_NE(open_error(key).find("key differs"), std::string::npos) << open_error(key);
+  ShmOffer inode = o;
+  inode.inode += 1;
+  EXPECT_NE(open_error(inode).find("another file"), std::string::npos) << open_error(inode);
+  ShmOffer size = o;
+  size.size *= 2;
+  EXPECT_NE(open_error(size).find("announced"), std::string::npos) << open_error(size);
+  ShmOffer node = o;
+  node.boot_id = "00000000-0000-0000-0000-000000000000";
+  EXPECT_NE(open_error(node).find("another node"), std::string::npos) << open_error(node);
+  ShmOffer fd = o;
+  fd.fd = 1 << 20;
+  EXPECT_NE(open_error(fd).find("opening /proc/"), std::string::npos) << open_error(fd);
+  auto bytes = o.encode();
+  EXPECT_FALSE(ShmOffer::decode(bytes.data(), bytes.size() - 1).ok());
+  bytes[0] ^= 0x40;
+  auto v = ShmOffer::decode(bytes.data(), bytes.size());
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("version"), std::string::npos);
+}
+
 #ifdef GOLDMINER_HAVE_UCX
+// Over ucx on one node large frames go through the worker's arena, small
+// ones by copy; when the trainer holds the whole arena frames go by copy,
+// in order with the rest; without an arena everything is copied.
+TEST(UcxTest, LargeFramesGoThroughSharedMemory) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  auto server = listen("ucx://127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  Options o;
+  o.shm_arena_bytes = 1 << 20;
+  auto client = connect((*server)->address(), o);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::vector<std::vector<uint8_t>> sent;
+  for (int i = 0; i < 5; ++i) sent.push_back(pattern(i == 1 ? 100 : 400 << 10, static_cast<uint8_t>(i)));
+  std::vector<Event> seen;
+  for (auto& f : sent)
+    for (Event& e : send_while_polling(client->get(), f.data(), f.size(), server->get())) seen.push_back(std::move(e));
+  std::vector<Event> got;
+  while (got.size() < sent.size()) got.push_back(next_of(&seen, server->get(), Event::Kind::kMessage));
+  for (size_t i = 0; i < sent.size(); ++i) {
+    ASSERT_EQ(got[i].frame->size(), sent[i].size()) << "frame " << i;
+    EXPECT_EQ(std::memcmp(got[i].frame->data(), sent[i].data(), sent[i].size()), 0) << "frame " << i;
+  }
+  // 1 MiB holds two 400 KiB frames: frames 0 and 2 went through it, 3 and 4
+  // (held) and 1 (small) by copy.
+  Endpoint::PathStats c = (*client)->path_stats(), s = (*server)->path_stats();
+  EXPECT_EQ(c.shared_memory_status, "in use");
+  EXPECT_EQ(c.shared_memory, 2u);
+  EXPECT_EQ(c.copied, 3u);
+  EXPECT_EQ(s.shared_memory, 2u);
+  EXPECT_EQ(s.copied, 3u);
+  // Released blocks are used again.
+  got.clear();
+  for (Event& e : send_while_polling(client->get(), sent[0].data(), sent[0].size(), server->get()))
+    seen.push_back(std::move(e));
+  Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+  EXPECT_EQ(std::memcmp(m.frame->data(), sent[0].data(), sent[0].size()), 0);
+  EXPECT_EQ((*client)->path_stats().shared_memory, 3u);
+
+  o.shm_arena_bytes = 0;
+  auto plain = connect((*server)->address(), o);
+  ASSERT_TRUE(plain.ok());
+  (void)send_while_polling(plain->get(), sent[0].data(), sent[0].size(), server->get());
+  EXPECT_EQ((*plain)->path_stats().shared_memory_status, "off");
+  EXPECT_EQ((*plain)->path_stats().copied, 1u);
+}
+
 // The worker process of KilledPeerAndGarbageOnTheListener (this binary
 // re-run with GM_TEST_CONNECT set): connects, sends, waits to be killed.
 // Runs before gtest starts, so it adds no test of its own.
@@ -219,6 +368,8 @@ const bool worker_process = [] {
   if (!c.ok()) _exit(2);
   uint8_t msg[32] = {7};
   if (!(*c)->send(0, msg, sizeof msg).ok()) _exit(3);
+  auto large = pattern(1 << 20, 5);  // through shared memory
+  if (!(*c)->send(0, large.data(), large.size()).ok()) _exit(4);
   for (;;) (void)(*c)->poll(100);
 }();
 
@@ -237,10 +388,16 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
     _exit(127);
   }
   Event m = wait_for(server->get(), Event::Kind::kMessage);
+  Event large = wait_for(server->get(), Event::Kind::kMessage);
+  EXPECT_EQ((*server)->path_stats().shared_memory, 1u);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   Event d = wait_for(server->get(), Event::Kind::kDisconnected, 20000);
   EXPECT_EQ(d.peer, m.peer);
+  // A frame in the dead worker's arena is still readable.
+  ASSERT_EQ(large.frame->size(), size_t{1} << 20);
+  auto want = pattern(1 << 20, 5);
+  EXPECT_EQ(std::memcmp(large.frame->data(), want.data(), want.size()), 0);
 
   auto good = connect(addr);
   ASSERT_TRUE(good.ok());

@@ -236,12 +236,15 @@ TEST(DataplaneTest, EveryEpochDeliversEverySampleOnceOverUcxAndLocal) {
 }
 
 // kill -9 of workers mid-epoch, repeatedly, while new workers join at
-// random: every epoch still has every sample exactly once.
-TEST(DataplaneTest, KillNineRepeatedlyAndRandomJoinsLoseAndDuplicateNothing) {
+// random: every epoch still has every sample exactly once. Batches of
+// `batch` lines (~30 bytes each): small ones go by copy, ones over 64 KiB
+// through the workers' shared-memory arenas (checked on the joined
+// workers that were not killed).
+void kill_nine_repeatedly(const std::string& batch, const std::string& split, int epochs, bool shared_memory) {
   TempDir d;
   write_text(d / "big.txt", 200000);
-  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--records-per-split", "2000",
-                          "--epochs", "12", "--workers", "3", "--queue-batches", "8"}),
+  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", batch, "--records-per-split", split,
+                          "--epochs", std::to_string(epochs), "--workers", "3", "--queue-batches", "8"}),
             kEnv);
   const std::string addr = wait_address(&p);
   ASSERT_FALSE(addr.empty());
@@ -265,19 +268,34 @@ TEST(DataplaneTest, KillNineRepeatedlyAndRandomJoinsLoseAndDuplicateNothing) {
     if (rng() % 2 == 0 || candidates.size() <= 1) {
       auto env = kEnv;
       env["GOLDMINER_TRAINER"] = addr;
-      joined.push_back(std::make_unique<Process>(std::vector<std::string>{builddir() + "/goldminer-dw"}, env));
+      joined.push_back(std::make_unique<Process>(std::vector<std::string>{builddir() + "/goldminer-dw", "-v"}, env));
     }
   }
   ASSERT_EQ(p.wait(), 0) << p.err();
-  auto epochs = parse_json_lines(p.out());
-  expect_clean(epochs, 12, 200000);
+  auto got = parse_json_lines(p.out());
+  expect_clean(got, static_cast<size_t>(epochs), 200000);
   double lost = 0;
-  for (const Epoch& e : epochs) lost += e.v.at("workers_lost");
+  for (const Epoch& e : got) lost += e.v.at("workers_lost");
   EXPECT_GT(kills, 3);
   EXPECT_GT(lost, 0) << "some kill hit a worker holding splits";
   std::cerr << "kills " << kills << ", workers lost with splits " << lost << ", joins " << joined.size() << "\n";
-  for (auto& j : joined) j->wait();
+  uint64_t through_arena = 0;
+  const std::regex re("([0-9]+) frames through shared memory \\(in use\\)");
+  for (auto& j : joined) {
+    j->wait();
+    std::smatch m;
+    const std::string err = j->err();
+    if (std::regex_search(err, m, re)) through_arena += std::stoull(m[1]);
+  }
+  if (shared_memory)
+    EXPECT_GT(through_arena, 0u) << "no surviving joined worker sent through shared memory";
+  else
+    EXPECT_EQ(through_arena, 0u) << "small batches go by copy";
 }
+
+TEST(DataplaneTest, KillNineRepeatedlyAndRandomJoinsLoseAndDuplicateNothing) { kill_nine_repeatedly("64", "2000", 12, false); }
+
+TEST(DataplaneTest, KillNineRepeatedlyWithBatchesInSharedMemory) { kill_nine_repeatedly("2500", "2500", 250, true); }
 
 // SIGTERM: the worker finishes the batch in hand, returns its leases and
 // exits 0; nothing is lost and no split is counted as lost.
