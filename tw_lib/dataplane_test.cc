@@ -584,6 +584,26 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
   }
 }
 
+// next(interrupted) is asked while it waits and stops when told to; the
+// session goes on (a timeout still applies afterwards).
+TEST(SessionTest, NextStopsWhenInterruptedAndTheSessionGoesOn) {
+  TempDir d;
+  SessionOptions o = text_session(d, 300, "local://session-interrupt-test");
+  o.timeout_s = 0.5;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  int asked = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto b = (*s)->next([&asked] { return ++asked == 2; });
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), Session::kInterrupted);
+  EXPECT_EQ(asked, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(450)) << "stopped before the timeout";
+  auto again = (*s)->next([] { return false; });
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("no batch within 0.5 s"), std::string::npos) << again.status().message();
+}
+
 // With a timeout, next() fails when no batch comes (here: no worker ever
 // joins) and names what it saw; a worker joining later still delivers.
 TEST(SessionTest, NextTimesOutWithoutWorkersAndGoesOnWhenOneJoins) {

@@ -115,8 +115,9 @@ Errors: a bad argument raises ValueError or TypeError; a session that cannot sta
 (missing or unreadable input, no goldminer-dw) and a failed epoch (a corrupt record,
 a program that fails on a worker) raise RuntimeError with the cause, file included.
 A failed session stays failed. The iteration blocks (without the GIL) until a batch
-comes: with no worker connected it waits for one, and Ctrl-C takes effect when the
-next batch arrives. If every goldminer-dw the session started exits before any joined
+comes: with no worker connected it waits for one; Ctrl-C (any signal whose Python
+handler raises) ends the wait within about 0.1 s with KeyboardInterrupt, and the
+session goes on. If every goldminer-dw the session started exits before any joined
 (and nothing else can deliver: no in-process worker, no listen address given), the
 first batch raises RuntimeError with their exit statuses instead of waiting, unless
 all exited with status 1, which is also how a worker that reported its error to the
@@ -410,10 +411,16 @@ class PySession {
     Session& s = session();
     await_first_worker();
     Expected<std::optional<SessionBatch>> b = Status::error("not run");
+    bool signalled = false;  // a Python signal handler raised (Ctrl-C: KeyboardInterrupt)
     {
       py::gil_scoped_release release;
-      b = s.next();
+      b = s.next([&signalled] {
+        py::gil_scoped_acquire acquire;
+        signalled = PyErr_CheckSignals() != 0;
+        return signalled;
+      });
     }
+    if (signalled) throw py::error_already_set();
     if (!b.ok()) raise_runtime(b.status().message());
     if (!b->has_value()) throw py::stop_iteration();
     const SessionBatch& batch = **b;

@@ -122,7 +122,7 @@ class Session::Impl {
   const std::vector<std::string>& files() const { return plan_.config.files; }
   const std::vector<uint64_t>& records_per_file() const { return plan_.records_per_file; }
 
-  Expected<std::optional<SessionBatch>> next() {
+  Expected<std::optional<SessionBatch>> next(const std::function<bool()>& interrupted) {
     std::unique_lock<std::mutex> lock(mu_);
     if (want_next_epoch_) {
       // The consumer saw the end of the previous epoch: start the next.
@@ -165,6 +165,12 @@ class Session::Impl {
       const auto t0 = Clock::now();
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       wait_seconds_ += seconds_since(t0);
+      if (interrupted) {
+        lock.unlock();
+        const bool stop = interrupted();
+        lock.lock();
+        if (stop) return Status::error(Session::kInterrupted);
+      }
     }
   }
 
@@ -581,7 +587,12 @@ std::string Session::address() const { return impl_->address(); }
 uint64_t Session::total_records() const { return impl_->total_records(); }
 const std::vector<std::string>& Session::files() const { return impl_->files(); }
 const std::vector<uint64_t>& Session::records_per_file() const { return impl_->records_per_file(); }
-Expected<std::optional<SessionBatch>> Session::next() { return impl_->next(); }
+const char* const Session::kInterrupted = "interrupted while waiting for a batch";
+
+Expected<std::optional<SessionBatch>> Session::next() { return impl_->next({}); }
+Expected<std::optional<SessionBatch>> Session::next(const std::function<bool()>& interrupted) {
+  return impl_->next(interrupted);
+}
 
 void Session::EpochRange::iterator::advance() {
   current_.reset();

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -124,8 +125,14 @@ class Session {
   // The next batch of the current epoch, waiting for it; nothing at the end
   // of the epoch (the next call starts the following epoch). An error is
   // final: a corrupt record, the bad-record budget exceeded, a program that
-  // fails on a worker.
+  // fails on a worker. The timeout's error is not final.
   Expected<std::optional<SessionBatch>> next();
+  // As next(); while it waits it asks `interrupted` about every 100 ms
+  // (without holding the session's lock) and, when that says true, returns
+  // the error kInterrupted, which is not final either. How a caller with
+  // its own signals (Python's Ctrl-C) stops a long wait.
+  Expected<std::optional<SessionBatch>> next(const std::function<bool()>& interrupted);
+  static const char* const kInterrupted;
 
   // The rest of the current epoch as a range of batches (an input
   // iterator over next()). An error ends the range; status() says which.

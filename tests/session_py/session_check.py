@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import torch
@@ -383,6 +384,19 @@ def check_errors(folder):
         del os.environ["GOLDMINER_DW"]
     else:
         os.environ["GOLDMINER_DW"] = saved
+    with goldminer.Session(spec) as s:  # nobody delivers; Ctrl-C ends the wait
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        try:
+            next(iter(s))
+            fail("a batch came from nowhere")
+        except KeyboardInterrupt:
+            waited = time.monotonic() - start
+            print("Ctrl-C while waiting: KeyboardInterrupt")
+            check(waited < 5, "KeyboardInterrupt came after %.1f s" % waited)
+        timer.join()
+        check(s.metrics()["epoch"] == 0, "the session goes on after Ctrl-C")
     with goldminer.Session(spec, timeout=0.5) as s:  # nobody delivers
         start = time.monotonic()
         try:

@@ -137,6 +137,7 @@ TEST(SessionPy, ErrorsNameTheFileAndTheCause) {
   EXPECT_PRINTS(r, "workers exited: RuntimeError: ");
   EXPECT_PRINTS(r, "exit status 3");
   EXPECT_PRINTS(r, "missing goldminer-dw: RuntimeError: ");
+  EXPECT_PRINTS(r, "Ctrl-C while waiting: KeyboardInterrupt");
   EXPECT_PRINTS(r, "timeout: RuntimeError: goldminer.Session: no batch within 0.5 s (0 workers connected, 0 lost");
   EXPECT_PRINTS(r, "timeout: ValueError");
   EXPECT_PRINTS(r, "transport: ValueError");
