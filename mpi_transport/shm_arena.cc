@@ -21,6 +21,7 @@ constexpr size_t kArenaHeader = 4096;  // magic, key, size; blocks follow
 constexpr size_t kBlockHeader = 64;    // BlockHeader, padded: frames stay 64-byte aligned
 constexpr size_t kBlockAlign = 4096;
 constexpr size_t kBootIdLength = 36;
+constexpr uint64_t kMaxArena = (uint64_t{64} << 30) + kArenaHeader;  // goldminer-dw --shm-mb: up to 64 GiB
 
 struct ArenaHeader {
   uint64_t magic;
@@ -205,6 +206,9 @@ size_t ShmArena::bytes_in_use() const {
 // ----------------------------------------------------------------- trainer
 
 Expected<std::shared_ptr<ShmMapping>> ShmMapping::open(const ShmOffer& o) {
+  if (o.size > kMaxArena)
+    return Status::error("shared memory: an arena of " + std::to_string(o.size) + " bytes (limit " +
+                         std::to_string(kMaxArena) + ")");
   const std::string here = node_boot_id();
   if (o.boot_id.empty() || o.boot_id != here) return Status::error("shared memory: the worker is on another node");
   const std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);

@@ -297,6 +297,9 @@ TEST(ShmArenaTest, BadDescriptorsAndOffersAreRefused) {
   ShmOffer size = o;
   size.size *= 2;
   EXPECT_NE(open_error(size).find("announced"), std::string::npos) << open_error(size);
+  ShmOffer huge = o;
+  huge.size = uint64_t{1} << 40;
+  EXPECT_NE(open_error(huge).find("limit"), std::string::npos) << open_error(huge);
   ShmOffer node = o;
   node.boot_id = "00000000-0000-0000-0000-000000000000";
   EXPECT_NE(open_error(node).find("another node"), std::string::npos) << open_error(node);

@@ -125,6 +125,6 @@ print(f"assumptions: {cores} cores shared with other users' jobs. per core = sam
       "  epochs after the first. Both sides run the same TorchScript transforms with 1 intra-op thread per\n"
       "  worker; the DataLoader parses Criteo lines in Python (block of B lines per batch, transforms\n"
       "  batched) and decodes JPEGs with torchvision.io.decode_jpeg (libjpeg-turbo, as goldminer's reader).\n"
-      "  goldminer's numbers include the trainer process and the UCX transfer of every batch (shared\n"
-      "  memory: posix eager, cma rendezvous).")
+      "  goldminer's numbers include the trainer process and the transfer of every batch (on one node:\n"
+      "  the worker's shared-memory arena for batches >= 64 KiB, UCX posix eager below).")
 PY
