@@ -314,15 +314,19 @@ class UcxEndpoint final : public Endpoint {
       return;
     }
     arena_ = std::move(arena).value();
+    shm_ = Shm::kOffered;
     stats_.shared_memory_status = "offered";
     send_owned(bulk, kShmOfferAmId, arena_->offer().encode(), true);
     // The answer comes within a round trip; waiting for it here (once per
     // connection) makes every frame after the first send's take one path.
     const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
-    while (stats_.shared_memory_status == "offered" && failed_.empty() && Clock::now() < deadline) {
+    while (shm_ == Shm::kOffered && failed_.empty() && Clock::now() < deadline) {
       if (ucp_worker_progress(worker_) == 0 && ucp_worker_arm(worker_) == UCS_OK) wait_efd(10);
     }
-    if (stats_.shared_memory_status == "offered") stats_.shared_memory_status = "not used: the trainer did not answer";
+    if (shm_ == Shm::kOffered) {
+      shm_ = Shm::kNotUsed;
+      stats_.shared_memory_status = "not used: the trainer did not answer";
+    }
   }
 
   // When to keep progressing instead of sleeping (see poll()).
@@ -369,7 +373,7 @@ class UcxEndpoint final : public Endpoint {
     // descriptor lives in the block until the trainer releases it), else
     // the bytes. UCX 1.13 reads the header until the send completes: the
     // token lives in bind_ as long as the endpoint.
-    const ShmDescriptor* d = shm_ready_ && size >= kShmMinFrame ? arena_->put(data, size) : nullptr;
+    const ShmDescriptor* d = shm_ == Shm::kInUse && size >= kShmMinFrame ? arena_->put(data, size) : nullptr;
     ucs_status_ptr_t req =
         d != nullptr ? ucp_am_send_nbx(it->second.bulk, kShmFrameAmId, &bind_->token, sizeof bind_->token, d,
                                        sizeof *d, p)
@@ -705,11 +709,11 @@ class UcxEndpoint final : public Endpoint {
   static ucs_status_t on_shm_ack(void* arg, const void*, size_t, void* data, size_t length,
                                  const ucp_am_recv_param_t*) {
     auto* self = static_cast<UcxEndpoint*>(arg);
-    if (self->server_ || !self->arena_ || length == 0) return UCS_OK;
+    if (self->server_ || self->shm_ != Shm::kOffered || length == 0) return UCS_OK;
     const auto* a = static_cast<const char*>(data);
-    self->shm_ready_ = a[0] == 1;
+    self->shm_ = a[0] == 1 ? Shm::kInUse : Shm::kNotUsed;
     self->stats_.shared_memory_status =
-        self->shm_ready_ ? "in use" : "refused by the trainer: " + std::string(a + 1, length - 1);
+        a[0] == 1 ? "in use" : "refused by the trainer: " + std::string(a + 1, length - 1);
     return UCS_OK;
   }
 
@@ -826,7 +830,9 @@ class UcxEndpoint final : public Endpoint {
   std::deque<std::pair<PeerId, std::string>> refused_;  // peers to drop, and why
   std::deque<std::pair<PeerId, std::vector<uint8_t>>> shm_acks_;  // trainer: answers to send
   std::unique_ptr<ShmArena> arena_;  // worker: its shared-memory frames
-  bool shm_ready_ = false;           // worker: the trainer mapped arena_
+  // Worker: the arena's state; stats_.shared_memory_status says it in words.
+  enum class Shm { kNotUsed, kOffered, kInUse };
+  Shm shm_ = Shm::kNotUsed;
   Arrivals arrival_;
   PathStats stats_;
 };
