@@ -247,7 +247,11 @@ class UcxEndpoint final : public Endpoint {
   Expected<std::optional<Event>> poll(int timeout_ms) override {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     for (;;) {
-      while (ucp_worker_progress(worker_) != 0) {
+      // Returns as soon as an event is there: draining all progress first
+      // would hold the first of a burst of eager frames until the burst
+      // ends (the receiver's queue, not the sender's credits, would then
+      // bound what arrives).
+      while (events_.empty() && ucp_worker_progress(worker_) != 0) {
       }
       handle_pending();
       if (!events_.empty()) {
