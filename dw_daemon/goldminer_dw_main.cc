@@ -3,6 +3,7 @@
 // batches until drained. SIGTERM/SIGINT: finish the batch in hand, return
 // the leases, exit 0 (Slurm preemption sends SIGTERM first).
 #include <boost/program_options.hpp>
+#include <malloc.h>
 #include <signal.h>
 
 #include <atomic>
@@ -42,6 +43,19 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+
+  // Every batch allocates and frees buffers of megabytes (the reader's
+  // tensors, the program's intermediates and outputs). With glibc's
+  // defaults they go back to the kernel after each batch (munmap, or a
+  // trimmed heap), and the next batch pays the page faults and the
+  // kernel's zeroing again. Keep them in the heap instead: allocations up
+  // to 32 MiB (glibc's limit) come from it, and it is trimmed only above
+  // 1 GiB of free memory at its top. Measured on the JPEG benchmark (268
+  // images, batches of 32 x 602 KB, median of 3): the worker's minor
+  // faults per epoch after the first ~15,000 -> ~0, its CPU per epoch
+  // 0.82 -> 0.53 s.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 
   dw::WorkerOptions o;
   std::string secret_file;
