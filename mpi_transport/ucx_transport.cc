@@ -36,6 +36,7 @@
 // copy as above. A worker on another node is refused (boot id) and sends
 // by copy.
 #include <arpa/inet.h>
+#include <strings.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "gmcore/auth.h"
+#include "gmcore/log.h"
 #include "mpi_transport/buffer_pool.h"
 #include "mpi_transport/shm_arena.h"
 #include "mpi_transport/transport_impl.h"
@@ -98,6 +100,15 @@ class UcxEndpoint final : public Endpoint {
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return Status::error("ucx: reading the UCX configuration: " + ucs_text(s));
+    // With UCX 1.13's put_zcopy rendezvous, a worker killed mid-transfer
+    // left the trainer an endpoint UCX had freed (a segfault in
+    // ucp_am_send_nbx, in the kill -9 test). A lost worker must never take
+    // the trainer down: that scheme is replaced by UCX's own choice.
+    if (const char* v = std::getenv("UCX_RNDV_SCHEME"); v != nullptr && strcasecmp(v, "put_zcopy") == 0) {
+      if (ucp_config_modify(config, "RNDV_SCHEME", "auto") == UCS_OK)
+        log::error("goldminer: warning: UCX_RNDV_SCHEME=put_zcopy ignored (with this UCX a worker that dies "
+                   "mid-transfer crashes the trainer); using auto");
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;

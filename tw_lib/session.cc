@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -76,9 +77,8 @@ uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>
 
 class Session::Impl {
  public:
-  Impl(SessionOptions options, readers::DatasetPlan plan, std::unique_ptr<transport::Endpoint> ep,
-       LeaseTable table)
-      : o_(std::move(options)), plan_(std::move(plan)), ep_(std::move(ep)), table_(std::move(table)) {
+  Impl(SessionOptions options, readers::DatasetPlan plan, LeaseTable table)
+      : o_(std::move(options)), plan_(std::move(plan)), table_(std::move(table)) {
     epoch_started_ = Clock::now();
     consumer_epoch_ = table_.epoch();
     if (o_.resume) {
@@ -90,10 +90,31 @@ class Session::Impl {
     stream.shuffle_buffer = o_.shuffle_buffer;
     stream.dataset = plan_.config.encode();
     config_text_ = stream.encode();
-    loop_ = std::thread([this] { run(); });
-    // The address is read here: a worker thread may start after the
-    // destructor has closed the endpoint.
-    const std::string address = ep_->address();
+  }
+
+  // Starts the loop thread, which opens the endpoint, uses it and closes
+  // it: UCX wants one thread for a worker's whole life (an endpoint made on
+  // the caller's thread and closed on another crashed the trainer when
+  // workers were killed with UCX_RNDV_SCHEME=put_zcopy). Then the local
+  // workers, if any.
+  Status start() {
+    std::promise<Status> opened;
+    auto listening = opened.get_future();
+    loop_ = std::thread([this, &opened] {
+      auto ep = transport::listen(o_.listen);
+      if (!ep.ok()) {
+        opened.set_value(ep.status());
+        return;
+      }
+      ep_ = std::move(ep).value();
+      address_ = ep_->address();
+      opened.set_value(Status());
+      run();
+      ep_.reset();
+    });
+    Status s = listening.get();
+    if (!s.ok()) return s;
+    const std::string address = address_;
     for (uint32_t i = 0; i < o_.local_workers; ++i) {
       local_.emplace_back([this, i, address] {
         dw::WorkerOptions w;
@@ -106,18 +127,19 @@ class Session::Impl {
         if (!r.ok() && !stop_) log::error("goldminer: session: local worker " + w.id + ": " + r.status().message());
       });
     }
+    return Status();
   }
 
   ~Impl() {
-    // The loop tells every worker to drain; closing the endpoint ends them.
+    // The loop tells every worker to drain, then closes the endpoint,
+    // which ends them.
     stop_ = true;
     local_stop_ = true;
-    loop_.join();
-    ep_.reset();
+    if (loop_.joinable()) loop_.join();
     for (auto& t : local_) t.join();
   }
 
-  std::string address() const { return ep_->address(); }
+  std::string address() const { return address_; }
   uint64_t total_records() const { return plan_.total_records; }
   const std::vector<std::string>& files() const { return plan_.config.files; }
   const std::vector<uint64_t>& records_per_file() const { return plan_.records_per_file; }
@@ -476,7 +498,8 @@ class Session::Impl {
 
   const SessionOptions o_;
   readers::DatasetPlan plan_;
-  std::unique_ptr<transport::Endpoint> ep_;
+  std::unique_ptr<transport::Endpoint> ep_;  // the loop thread's
+  std::string address_;                      // set before start() returns
   LeaseTable table_;
   std::string config_text_;
   std::thread loop_;
@@ -554,11 +577,10 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
     Status s = table->resume(*o.resume);
     if (!s.ok()) return s;
   }
-  auto ep = transport::listen(o.listen);
-  if (!ep.ok()) return ep.status();
-  auto impl = std::make_unique<Impl>(std::move(o), std::move(plan).value(), std::move(ep).value(),
-                                     std::move(table).value());
+  auto impl = std::make_unique<Impl>(std::move(o), std::move(plan).value(), std::move(table).value());
   impl->plan_fingerprint_ = fingerprint;
+  Status started = impl->start();
+  if (!started.ok()) return started;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
