@@ -229,9 +229,14 @@ TEST(DataplaneTest, EveryEpochDeliversEverySampleOnceOverUcxAndLocal) {
     auto epochs = parse_json_lines(p.out());
     expect_clean(epochs, 3, 5777);
     for (const char* key : {"epoch", "samples", "unique_samples", "duplicates", "missing", "batches", "seconds",
-                            "samples_per_s", "bytes_per_s", "trainer_wait_fraction", "workers_lost"})
+                            "samples_per_s", "bytes_per_s", "trainer_wait_fraction", "workers_lost", "cpu_seconds"})
       EXPECT_TRUE(epochs[0].v.count(key)) << key;
     EXPECT_EQ(epochs[2].v.at("epoch"), 2);
+    // Cumulative CPU time: positive (start-up alone costs some) and never
+    // decreasing from one epoch to the next.
+    EXPECT_GT(epochs[0].v.at("cpu_seconds"), 0) << transport;
+    for (size_t i = 1; i < epochs.size(); ++i)
+      EXPECT_GE(epochs[i].v.at("cpu_seconds"), epochs[i - 1].v.at("cpu_seconds")) << transport << " epoch " << i;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -101,6 +102,36 @@ Status read_state(const std::string& path, LeasePosition* p, std::vector<std::pa
     if (ls.fail() && !ls.eof()) return Status::error(path + ":" + std::to_string(n) + ": bad number");
   }
   return Status();
+}
+
+// CPU seconds (user + system) of this process and of the workers it
+// started, since each started: its own, those of reaped workers, and those
+// of workers still running (or exited, not reaped yet), from /proc. A
+// worker reaped between the two reads is missed once.
+double cpu_seconds(const std::vector<pid_t>& workers) {
+  auto seconds = [](const rusage& r) {
+    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+  };
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  double total = seconds(self) + seconds(children);
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (pid_t pid : workers) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const size_t close = line.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    std::string field;
+    std::vector<std::string> v;
+    while (fields >> field && v.size() < 13) v.push_back(field);
+    // After the name: state, ppid, ... utime and stime are the 12th and 13th.
+    if (v.size() < 13 || std::stol(v[1]) != getpid()) continue;
+    total += (std::stod(v[11]) + std::stod(v[12])) / tick;
+  }
+  return total;
 }
 
 }  // namespace
@@ -347,12 +378,12 @@ int main(int argc, char** argv) {
       std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
                   "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
                   "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
-                  "\"bad_records\": %llu}\n",
+                  "\"bad_records\": %llu, \"cpu_seconds\": %.3f}\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
-                  static_cast<unsigned long long>(m.bad_records));
+                  static_cast<unsigned long long>(m.bad_records), cpu_seconds(pids));
     } else {
       std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
                   "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records\n",

@@ -12,8 +12,11 @@ goldminer-consume and applies the same TorchScript transforms
           then jpeg.pt's one() per image; the default collate stacks them.
 
 Prints one JSON object: dataset, workers, batch_size, epochs, samples,
-seconds and samples_per_s over the epochs after the first (warm-up), and
-cpu_seconds of this process and its waited-for workers over all epochs.
+seconds and samples_per_s over the epochs after the first (warm-up),
+cpu_seconds of this process and its workers over all epochs, and per epoch
+epoch_samples and epoch_cpu_seconds (cumulative CPU seconds at the epoch's
+end, counted from this process's start), whose differences give the CPU
+cost of the epochs after the first without start-up.
 
 usage: dataloader_compare.py criteo|jpeg PATH PROGRAM --workers K
          --batch-size B --epochs E
@@ -100,8 +103,23 @@ class JpegImages(Dataset):
 
 
 def cpu_seconds():
+    """CPU seconds of this process and its workers: its own, the reaped
+    workers' and, from /proc, those of workers still alive (persistent)."""
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+    total = s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+    me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()  # after the command name
+        if int(rest[1]) == me:  # ppid: a worker of this loader
+            total += (int(rest[11]) + int(rest[12])) / tick  # utime + stime
+    return total
 
 
 def main():
@@ -118,14 +136,19 @@ def main():
     # forkserver, whose workers are children of the server process, not of this
     # one, so neither cpu_seconds() nor GNU time would count their CPU time.
     context = "fork" if a.workers > 0 else None
+    # persistent_workers: the workers (and the program each loaded) stay
+    # from one epoch to the next instead of being started again: the
+    # stronger baseline.
+    persistent = a.workers > 0
     if a.dataset == "criteo":
         loader = DataLoader(CriteoBatches(a.path, a.program, a.batch_size), batch_size=None,
-                            num_workers=a.workers, multiprocessing_context=context)
+                            num_workers=a.workers, multiprocessing_context=context, persistent_workers=persistent)
     else:
         loader = DataLoader(JpegImages(a.path, a.program), batch_size=a.batch_size, shuffle=False,
-                            num_workers=a.workers, multiprocessing_context=context)
+                            num_workers=a.workers, multiprocessing_context=context, persistent_workers=persistent)
     cpu0 = cpu_seconds()
     counted_samples, counted_seconds, total = 0, 0.0, 0
+    epoch_samples, epoch_cpu = [], []
     for epoch in range(a.epochs):
         t0 = time.monotonic()
         samples = 0
@@ -133,6 +156,8 @@ def main():
             first = batch[0] if isinstance(batch, (tuple, list)) else batch
             samples += first.shape[0]
         seconds = time.monotonic() - t0
+        epoch_samples.append(samples)
+        epoch_cpu.append(cpu_seconds())
         total += samples
         if epoch > 0 or a.epochs == 1:
             counted_samples += samples
@@ -140,7 +165,8 @@ def main():
     print(json.dumps({"dataset": a.dataset, "workers": a.workers, "batch_size": a.batch_size, "epochs": a.epochs,
                       "samples": counted_samples, "seconds": counted_seconds,
                       "samples_per_s": counted_samples / counted_seconds, "total_samples": total,
-                      "cpu_seconds": cpu_seconds() - cpu0}))
+                      "cpu_seconds": cpu_seconds() - cpu0, "epoch_samples": epoch_samples,
+                      "epoch_cpu_seconds": epoch_cpu}))
 
 
 if __name__ == "__main__":
