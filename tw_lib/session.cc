@@ -93,10 +93,9 @@ class Session::Impl {
   }
 
   // Starts the loop thread, which opens the endpoint, uses it and closes
-  // it: UCX wants one thread for a worker's whole life (an endpoint made on
-  // the caller's thread and closed on another crashed the trainer when
-  // workers were killed with UCX_RNDV_SCHEME=put_zcopy). Then the local
-  // workers, if any.
+  // it: a UCX worker in UCS_THREAD_MODE_SINGLE, like MPI initialised with
+  // MPI_THREAD_FUNNELED, is used by the thread that created it and no
+  // other. Then the local workers, if any.
   Status start() {
     std::promise<Status> opened;
     auto listening = opened.get_future();
