@@ -36,9 +36,9 @@
 // copy as above. A worker on another node is refused (boot id) and sends
 // by copy.
 #include <arpa/inet.h>
-#include <strings.h>
 #include <netdb.h>
 #include <poll.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 

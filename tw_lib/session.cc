@@ -97,9 +97,11 @@ class Session::Impl {
   // MPI_THREAD_FUNNELED, is used by the thread that created it and no
   // other. Then the local workers, if any.
   Status start() {
+    // The thread owns the promise: one on this frame could be destroyed
+    // while set_value() is still returning on the other thread.
     std::promise<Status> opened;
     auto listening = opened.get_future();
-    loop_ = std::thread([this, &opened] {
+    loop_ = std::thread([this, opened = std::move(opened)]() mutable {
       auto ep = transport::listen(o_.listen);
       if (!ep.ok()) {
         opened.set_value(ep.status());
