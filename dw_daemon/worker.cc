@@ -27,13 +27,6 @@ using transport::Event;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Batches handed to the transport and not yet taken by the trainer. One:
-// with UCX 1.13 over shared memory (cma rendezvous), two or more
-// rendezvous sends in flight on one endpoint stall for milliseconds each
-// (bench/transport_bench --in-flight 4: 0.5-1.4 GB/s against 8-10 GB/s with
-// one). Sending asynchronously still lets this thread serve credits,
-// leases and heartbeats while the trainer fetches a batch.
-constexpr size_t kBatchesInFlight = 1;
 
 // How long a draining worker waits for grants of leases it asked for.
 constexpr double kGrantGrace_s = 1.0;
@@ -64,7 +57,10 @@ struct Shared {
   size_t busy = 0;        // producers working on a split
   std::function<void()> wake;  // wakes the connection thread's poll()
   // Connection thread only (send completions run there too):
-  size_t in_flight = 0;    // batches handed to send_async, not completed
+  // Batches handed to send_async and not completed (transport.h says how
+  // many and why). Sending asynchronously lets this thread serve credits,
+  // leases and heartbeats while the trainer takes a batch.
+  transport::SendWindow in_flight;
   std::string send_error;  // the first failed batch send
 };
 
@@ -360,8 +356,8 @@ class Connection {
       {
         std::lock_guard<std::mutex> lock(shared.mu);
         sendable = !shared.outbox.empty() &&
-                   ((credits > 0 && shared.in_flight < kBatchesInFlight) ||
-                    shared.outbox.front().kind != Outgoing::Kind::kBatch);
+                   (shared.outbox.front().kind != Outgoing::Kind::kBatch ||
+                    (credits > 0 && shared.in_flight.open(shared.outbox.front().batch->frame_size())));
       }
       // Producers wake the poll when they queue something; else it waits
       // for the trainer (or a send completion) until the next heartbeat.
@@ -427,7 +423,9 @@ class Connection {
           std::lock_guard<std::mutex> lock(shared.mu);
           if (shared.outbox.empty()) break;
           Outgoing& front = shared.outbox.front();
-          if (front.kind == Outgoing::Kind::kBatch && (credits == 0 || shared.in_flight >= kBatchesInFlight)) break;
+          if (front.kind == Outgoing::Kind::kBatch &&
+              (credits == 0 || !shared.in_flight.open(front.batch->frame_size())))
+            break;
           o = std::move(front);
           shared.outbox.pop_front();
           shared.cv.notify_all();
@@ -445,17 +443,18 @@ class Connection {
         }
         // The writer goes back to the spares when its send is done.
         wire::BatchWriter* batch = o.batch.release();
-        ++shared.in_flight;
-        s = ep_->send_async(0, batch->frame_data(), batch->frame_size(), [shared_ptr, batch](Status sent) {
+        const size_t size = batch->frame_size();
+        shared.in_flight.started(size);
+        s = ep_->send_async(0, batch->frame_data(), size, [shared_ptr, batch, size](Status sent) {
           std::unique_ptr<wire::BatchWriter> writer(batch);
-          --shared_ptr->in_flight;
+          shared_ptr->in_flight.finished(size);
           if (!sent.ok() && shared_ptr->send_error.empty()) shared_ptr->send_error = sent.message();
           std::lock_guard<std::mutex> lock(shared_ptr->mu);
           shared_ptr->spare.push_back(std::move(writer));
         });
         if (!s.ok()) {  // not started: the completion will not run
           delete batch;
-          --shared.in_flight;
+          shared.in_flight.finished(size);
           return finish(s);
         }
         --credits;
@@ -481,7 +480,7 @@ class Connection {
       }
       if (draining) {
         std::lock_guard<std::mutex> lock(shared.mu);
-        const bool idle = shared.busy == 0 && shared.outbox.empty() && shared.in_flight == 0;
+        const bool idle = shared.busy == 0 && shared.outbox.empty() && shared.in_flight.frames() == 0;
         // A lease asked for before the drain may be granted still: wait a
         // little for it (it goes straight back), so the trainer does not
         // see this worker leave with a split in hand.

@@ -194,6 +194,34 @@ TEST_P(TransportTest, WakeEndsAWaitingPoll) {
 
 INSTANTIATE_TEST_SUITE_P(All, TransportTest, ::testing::Values("local://transport-test", "ucx://127.0.0.1:0"));
 
+// The window goldminer-dw keeps: several small frames, one large frame,
+// and always one whatever its size.
+TEST(SendWindowTest, FramesAndBytesBoundWhatIsInFlight) {
+  SendWindow w;  // 4 frames within 4 MiB
+  const size_t mib = size_t{1} << 20;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(w.open(mib)) << "frame " << i;
+    w.started(mib);
+  }
+  EXPECT_FALSE(w.open(16)) << "a fifth frame";
+  w.finished(mib);
+  EXPECT_TRUE(w.open(mib));
+  EXPECT_FALSE(w.open(mib + 1)) << "past 4 MiB with the three in flight";
+  for (int i = 0; i < 3; ++i) w.finished(mib);
+  EXPECT_EQ(w.frames(), 0u);
+  ASSERT_TRUE(w.open(8 * mib)) << "one frame goes whatever its size";
+  w.started(8 * mib);
+  EXPECT_FALSE(w.open(16)) << "nothing beside a frame past the byte bound";
+  w.finished(8 * mib);
+
+  SendWindow frames_only(2, SIZE_MAX);  // transport_bench --in-flight 2
+  frames_only.started(8 * mib);
+  EXPECT_TRUE(frames_only.open(8 * mib));
+  frames_only.started(8 * mib);
+  EXPECT_FALSE(frames_only.open(1));
+  EXPECT_EQ(SendWindow(0, 0).max_frames(), 1u) << "at least one";
+}
+
 TEST(TransportAddressTest, ErrorsNameTheAddress) {
   auto a = listen("tcp://x:1");
   ASSERT_FALSE(a.ok());

@@ -12,6 +12,8 @@
 // ucx/tcp-socket (goal >= 0.8 of each).
 //
 // Usage: bench/transport_bench [--mib-per-run N] [--reps R] [--in-flight F] [--arena-mib A]
+// (--in-flight: a fixed number of frames in flight instead of goldminer-dw's
+// transport::SendWindow)
 // The sender is this binary re-run (`--send ...`): UCX state does not
 // survive fork(). UCX_NET_DEVICES defaults to lo; UCX_TLS is set per
 // configuration (shm: posix,sysv,cma,self,tcp; tcp: tcp; --shm-tls and
@@ -31,6 +33,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,25 +89,39 @@ void check_frame(const uint8_t* data, size_t size, size_t payload, int64_t seque
 // ---------------------------------------------------------------- senders
 // (child processes)
 
-// Sends `frames` copies of one batch frame with up to `depth` in flight
-// (send_async), as goldminer-dw does within its credits.
+// Sends `frames` copies of one batch frame, keeping goldminer-dw's window
+// of sends in flight (transport::SendWindow; `depth` > 0: up to that many
+// frames instead).
 int run_ucx_sender(const std::string& address, size_t payload, int frames, int depth, size_t arena_bytes) {
   transport::Options options;
   options.shm_arena_bytes = arena_bytes;
   auto ep = transport::connect(address, options);
   if (!ep.ok()) die(ep.status().message());
-  // One buffer per frame in flight: a buffer is stamped with the frame's
-  // number only when its previous send is done.
+  transport::SendWindow window =
+      depth > 0 ? transport::SendWindow(static_cast<size_t>(depth), SIZE_MAX) : transport::SendWindow();
+  // One buffer per frame the window lets be in flight at once (no more:
+  // goldminer-dw reuses its spare batches too), the last one freed used
+  // first (the warmest).
   std::vector<wire::BatchWriter> buffers;
-  for (int i = 0; i < depth; ++i) buffers.push_back(make_frame(payload));
+  buffers.push_back(make_frame(payload));
+  const size_t frame_size = buffers[0].frame_size();
+  for (transport::SendWindow probe = window; probe.started(frame_size), probe.open(frame_size);)
+    buffers.push_back(make_frame(payload));
+  std::vector<size_t> free_buffers;
+  for (size_t i = buffers.size(); i-- > 0;) free_buffers.push_back(i);
   int started = 0, done = 0;
   while (done < frames) {
-    while (started < frames && started - done < depth) {
-      wire::BatchWriter& w = buffers[static_cast<size_t>(started % depth)];
+    while (started < frames && window.open(frame_size)) {
+      const size_t b = free_buffers.back();
+      free_buffers.pop_back();
+      wire::BatchWriter& w = buffers[b];
       const int64_t stamp = started;
       std::memcpy(w.tensor_data(0), &stamp, sizeof stamp);
-      Status s = (*ep)->send_async(0, w.frame_data(), w.frame_size(), [&done](Status sent) {
+      window.started(frame_size);
+      Status s = (*ep)->send_async(0, w.frame_data(), frame_size, [&, b](Status sent) {
         if (!sent.ok()) die(sent.message());
+        window.finished(frame_size);
+        free_buffers.push_back(b);
         ++done;
       });
       if (!s.ok()) die(s.message());
@@ -189,7 +206,8 @@ void reap(pid_t pid) {
 }
 
 // Bytes/s of `frames` frames received over UCX with UCX_TLS=`tls`, the
-// sender keeping up to `depth` in flight, with a shared-memory arena of
+// sender keeping goldminer-dw's window in flight (`depth` > 0: up to that
+// many frames), with a shared-memory arena of
 // `arena_bytes` (0: none).
 double ucx_stream(const char* tls, size_t arena_bytes, size_t payload, int frames, int depth) {
   setenv("UCX_TLS", tls, 1);  // read by the context each endpoint creates
@@ -296,7 +314,7 @@ int main(int argc, char** argv) {
   }
   size_t mib_per_run = 2048;
   int reps = 3;
-  int depth = 1;
+  int depth = 0;  // goldminer-dw's SendWindow
   size_t arena_mib = transport::Options().shm_arena_bytes >> 20;
   // tcp stays in the shm list: UCX 1.13 connects listener endpoints through
   // its tcp connection manager and fails with "Destination is unreachable"
@@ -319,7 +337,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: transport_bench [--mib-per-run N (default 2048)] [--reps R (default 3)] "
-                   "[--in-flight F (default 1)] [--arena-mib A (default %zu)] [--shm-tls T] [--tcp-tls T]\n",
+                   "[--in-flight F (default: goldminer-dw's window)] [--arena-mib A (default %zu)] [--shm-tls T] [--tcp-tls T]\n",
                    arena_mib);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
@@ -328,9 +346,13 @@ int main(int argc, char** argv) {
   const char* kShm = shm_tls.c_str();
   const char* kTcp = tcp_tls.c_str();
   std::printf("transport_bench: batch frames, sender and receiver in separate processes, receiver decodes in place\n");
-  std::printf("  %zu MiB per measurement (after %d warm-up frames), median of %d; ucx sender: up to %d frames in "
-              "flight; UCX_NET_DEVICES=%s\n\n",
-              mib_per_run, kWarmup, reps, depth, getenv("UCX_NET_DEVICES"));
+  const std::string window =
+      depth > 0 ? "up to " + std::to_string(depth) + " frames"
+                : "goldminer-dw's window (up to " + std::to_string(transport::SendWindow::kDefaultFrames) +
+                      " frames within " + std::to_string(transport::SendWindow::kDefaultBytes >> 20) + " MiB)";
+  std::printf("  %zu MiB per measurement (after %d warm-up frames), median of %d; ucx sender: %s in flight; "
+              "UCX_NET_DEVICES=%s\n\n",
+              mib_per_run, kWarmup, reps, window.c_str(), getenv("UCX_NET_DEVICES"));
   std::printf("%-8s %10s %10s %10s %10s %10s | %12s %12s %12s %12s %12s\n", "payload", "memcpy", "tcp-sock",
               "ucx-arena", "ucx-cma", "ucx-tcp", "arena/memcpy", "arena/sock", "cma/memcpy", "tcp/memcpy",
               "tcp/sock");
@@ -371,6 +393,7 @@ int main(int argc, char** argv) {
               "  its shared-memory arena and sends a 16-byte descriptor (the default on one node); ucx-cma:\n"
               "  no arena, UCX's posix eager + cma rendezvous (one copy, by the receiver); ucx-tcp:\n"
               "  UCX_TLS=tcp, no arena (a worker on another node); tcp-sock: sender->kernel->receiver.\n"
-              "  The ucx sender keeps up to --in-flight frames in flight (send_async, as goldminer-dw does).\n");
+              "  The ucx sender keeps goldminer-dw's window of frames in flight (send_async;\n"
+              "  transport::SendWindow), or --in-flight frames.\n");
   return 0;
 }
