@@ -56,6 +56,8 @@ struct Shared {
   bool quit = false;      // producers exit now
   size_t busy = 0;        // producers working on a split
   std::function<void()> wake;  // wakes the connection thread's poll()
+  // Room for a batch in the transport's shared memory (Endpoint::reserve).
+  std::function<std::unique_ptr<wire::FrameStorage>(size_t)> reserve;
   // Connection thread only (send completions run there too):
   // Batches handed to send_async and not completed (transport.h says how
   // many and why). Sending asynchronously lets this thread serve credits,
@@ -201,8 +203,12 @@ class Producer {
     h.last_of_split = last;
     h.samples = static_cast<uint32_t>(n);
     h.bad_records = static_cast<uint32_t>(b.bad_records);
+    // Built straight in the transport's shared memory where it has room,
+    // so that the copy below is the only one on this side.
+    auto size = wire::BatchWriter::frame_size_for(specs);
+    if (!size.ok()) return size.status();
     auto w = writer();
-    Status s = w->reset(h, specs);
+    Status s = w->reset(h, specs, s_->reserve(*size));
     if (!s.ok()) return s;
     for (size_t i = 0; i < views.size(); ++i) {
       if (views[i].nbytes != w->tensor_bytes(i))
@@ -322,6 +328,7 @@ class Connection {
     Shared& shared = *shared_ptr;
     shared.outbox_limit = std::max<size_t>(2, o_.threads * 2);
     shared.wake = [ep = ep_.get()] { ep->wake(); };
+    shared.reserve = [ep = ep_.get()](size_t size) { return ep->reserve(size); };
     std::vector<std::thread> producers;
     std::vector<std::unique_ptr<Producer>> bodies;
     for (uint32_t i = 0; i < std::max<uint32_t>(1, o_.threads); ++i) {
@@ -338,6 +345,7 @@ class Connection {
       if (!why.ok()) return why;
       const transport::Endpoint::PathStats paths = ep_->path_stats();
       report.batches_shared_memory = paths.shared_memory;
+      report.batches_built_in_place = paths.built_in_place;
       report.shared_memory = paths.shared_memory_status;
       return report;
     };

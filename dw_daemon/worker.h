@@ -37,6 +37,7 @@ struct WorkerReport {
   uint64_t splits_returned = 0;
   bool drained = false;  // left because asked to (trainer's drain or stop)
   uint64_t batches_shared_memory = 0;  // frames (batches) through the shared-memory arena
+  uint64_t batches_built_in_place = 0;  // of those, built there (no copy by the transport)
   std::string shared_memory;           // the transport's shared-memory status ("" if it has none)
 };
 

@@ -403,58 +403,94 @@ std::vector<uint8_t> encode(const Message& message) {
   return frame.out;
 }
 
-Status BatchWriter::reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors) {
+namespace {
+
+// Where each tensor of a batch frame goes: its size, its offset from the
+// frame's start, and the frame's size.
+struct BatchLayout {
+  std::vector<uint64_t> sizes;
+  std::vector<size_t> offsets;
+  size_t table = 0;       // bytes of the tensor table
+  size_t data_start = 0;  // of the first tensor
+  size_t frame_size = 0;
+};
+
+Expected<BatchLayout> batch_layout(const std::vector<BatchWriter::TensorSpec>& tensors) {
   if (tensors.size() > kMaxTensors)
     return Status::error("wire: batch: " + std::to_string(tensors.size()) + " tensors exceed " +
                          std::to_string(kMaxTensors));
-  offsets_.clear();
-  sizes_.clear();
-  frame_size_ = 0;
-  size_t table = 0;
+  BatchLayout l;
   uint64_t data = 0;
+  std::vector<uint64_t> starts;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     uint64_t n = 0;
     if (dtype_size(t.dtype) == 0 || t.shape.size() > static_cast<size_t>(kMaxDims) ||
         !tensor_size(t.dtype, t.shape, &n) || n > (uint64_t{1} << 46)) {
-      sizes_.clear();
       return Status::error("wire: batch: tensor " + std::to_string(i) + ": cannot encode " +
                            dtype_name(t.dtype) + " " + shape_text(t.shape));
     }
-    table += kEntryFixed + 8 * t.shape.size();
-    sizes_.push_back(n);
-    data = align_up(data, kDataAlignment) + n;
+    l.table += kEntryFixed + 8 * t.shape.size();
+    l.sizes.push_back(n);
+    data = align_up(data, kDataAlignment);
+    starts.push_back(data);
+    data += n;
   }
-  const size_t data_start = align_up(kFrameHeaderSize + kBatchFixed + table, kDataAlignment);
+  l.data_start = align_up(kFrameHeaderSize + kBatchFixed + l.table, kDataAlignment);
+  for (uint64_t start : starts) l.offsets.push_back(l.data_start + start);
+  l.frame_size = l.data_start + data;
+  return l;
+}
+
+}  // namespace
+
+Expected<size_t> BatchWriter::frame_size_for(const std::vector<TensorSpec>& tensors) {
+  auto l = batch_layout(tensors);
+  if (!l.ok()) return l.status();
+  return l->frame_size;
+}
+
+Status BatchWriter::reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors,
+                          std::unique_ptr<FrameStorage> storage) {
+  offsets_.clear();
+  sizes_.clear();
+  frame_size_ = 0;
+  storage_.reset();  // a previous batch's storage goes back
+  auto l = batch_layout(tensors);
+  if (!l.ok()) return l.status();
+  if (storage != nullptr && storage->capacity() < l->frame_size)
+    return Status::error("wire: batch: " + std::to_string(l->frame_size) + " bytes do not fit the " +
+                         std::to_string(storage->capacity()) + " bytes of storage given");
   Writer head;
-  put_header(&head, MessageType::kBatch, data_start + data - kFrameHeaderSize);
+  put_header(&head, MessageType::kBatch, l->frame_size - kFrameHeaderSize);
   head.put<uint64_t>(header.split_id);
   head.put<uint32_t>(header.sequence);
   head.put<uint32_t>(header.last_of_split ? 1u : 0u);
   head.put<uint32_t>(header.samples);
   head.put<uint32_t>(header.bad_records);
   head.put<uint32_t>(static_cast<uint32_t>(tensors.size()));
-  uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    offset = align_up(offset, kDataAlignment);
     head.put<uint8_t>(static_cast<uint8_t>(tensors[i].dtype));
     head.put<uint8_t>(static_cast<uint8_t>(tensors[i].shape.size()));
     head.put<uint16_t>(0);
-    head.put<uint64_t>(offset);
-    head.put<uint64_t>(sizes_[i]);
+    head.put<uint64_t>(l->offsets[i] - l->data_start);
+    head.put<uint64_t>(l->sizes[i]);
     for (int64_t d : tensors[i].shape) head.put<int64_t>(d);
-    offsets_.push_back(data_start + offset);
-    offset += sizes_[i];
   }
-  // The buffer only grows: a steady stream of like batches reuses it as is.
-  // Padding between tensors is zeroed so no stale bytes leave the process.
-  frame_size_ = data_start + data;
-  if (buffer_.size() < frame_size_) buffer_.resize(frame_size_);
-  std::memset(buffer_.data(), 0, data_start);
-  std::memcpy(buffer_.data(), head.out.data(), head.out.size());
+  sizes_ = std::move(l->sizes);
+  offsets_ = std::move(l->offsets);
+  frame_size_ = l->frame_size;
+  // Without storage the buffer only grows: a steady stream of like batches
+  // reuses it as is. Padding between tensors is zeroed so no stale bytes
+  // leave the process.
+  storage_ = std::move(storage);
+  if (storage_ == nullptr && buffer_.size() < frame_size_) buffer_.resize(frame_size_);
+  uint8_t* out = base();
+  std::memset(out, 0, l->data_start);
+  std::memcpy(out, head.out.data(), head.out.size());
   for (size_t i = 0; i + 1 < sizes_.size(); ++i) {
     const size_t pad_from = offsets_[i] + sizes_[i];
-    std::memset(buffer_.data() + pad_from, 0, offsets_[i + 1] - pad_from);
+    std::memset(out + pad_from, 0, offsets_[i + 1] - pad_from);
   }
   return Status();
 }

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -143,6 +144,16 @@ Expected<Message> decode_frame(const uint8_t* data, size_t size, uint64_t max_pa
 // Encodes any message but a batch as one frame.
 std::vector<uint8_t> encode(const Message& message);
 
+// Memory a BatchWriter may lay its frame out in instead of its own buffer
+// (a transport's shared-memory block, which it then sends without copying:
+// transport::Endpoint::reserve). The writer owns it until its next reset.
+class FrameStorage {
+ public:
+  virtual ~FrameStorage() = default;
+  virtual uint8_t* data() = 0;
+  virtual size_t capacity() const = 0;
+};
+
 // Builds a batch frame in one buffer: the caller declares the tensors, then
 // writes each tensor's bytes straight into tensor_data(i) (the only copy on
 // the sending side) and sends frame_data()/frame_size(). The buffer is
@@ -154,22 +165,30 @@ class BatchWriter {
     DType dtype;
     std::vector<int64_t> shape;
   };
-  // Lays out a new batch in this writer's buffer. Fails on an unknown
-  // dtype, a negative dimension, too many dims or tensors, or a size that
-  // overflows.
-  Status reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors);
+  // The size of the frame reset() would lay out; the same errors.
+  static Expected<size_t> frame_size_for(const std::vector<TensorSpec>& tensors);
+
+  // Lays out a new batch in this writer's buffer, or in `storage` when
+  // given (at least frame_size_for() bytes). Fails on an unknown dtype, a
+  // negative dimension, too many dims or tensors, a size that overflows, or
+  // storage too small.
+  Status reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors,
+               std::unique_ptr<FrameStorage> storage = nullptr);
   static Expected<BatchWriter> create(const BatchHeader& header, const std::vector<TensorSpec>& tensors);
 
-  uint8_t* tensor_data(size_t i) { return buffer_.data() + offsets_[i]; }
+  uint8_t* tensor_data(size_t i) { return base() + offsets_[i]; }
   uint64_t tensor_bytes(size_t i) const { return sizes_[i]; }
   size_t tensor_count() const { return sizes_.size(); }
-  const uint8_t* frame_data() const { return buffer_.data(); }
+  const uint8_t* frame_data() const { return storage_ != nullptr ? storage_->data() : buffer_.data(); }
   size_t frame_size() const { return frame_size_; }
 
  private:
+  uint8_t* base() { return storage_ != nullptr ? storage_->data() : buffer_.data(); }
+
   std::vector<uint8_t> buffer_;  // grows only; frame_size_ bytes are in use
+  std::unique_ptr<FrameStorage> storage_;  // used instead of buffer_ when set
   size_t frame_size_ = 0;
-  std::vector<size_t> offsets_;  // into buffer_
+  std::vector<size_t> offsets_;  // into the frame
   std::vector<uint64_t> sizes_;
 };
 

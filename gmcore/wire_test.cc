@@ -169,6 +169,55 @@ TEST(WireTest, WriterReusesItsBuffer) {
   for (const uint8_t* p = b.tensors[0].data + 12; p < b.tensors[1].data; ++p) ASSERT_EQ(*p, 0);
 }
 
+// Storage the writer is given: a frame laid out there is byte for byte the
+// one its own buffer would hold (stale bytes in the padding included), the
+// storage is dropped at the next reset, and too little of it is an error.
+TEST(WireTest, WriterLaysOutInStorageItIsGiven) {
+  class Bytes final : public FrameStorage {
+   public:
+    Bytes(size_t n, int* dropped) : b_(n, 0xcd), dropped_(dropped) {}
+    ~Bytes() override { ++*dropped_; }
+    uint8_t* data() override { return b_.data(); }
+    size_t capacity() const override { return b_.size(); }
+
+   private:
+    std::vector<uint8_t> b_;
+    int* dropped_;
+  };
+  const std::vector<BatchWriter::TensorSpec> specs = {{DType::kInt32, {3}}, {DType::kFloat64, {2, 5}}};
+  const BatchHeader h{7, 2, true, 3, 1};
+  auto size = BatchWriter::frame_size_for(specs);
+  ASSERT_TRUE(size.ok()) << size.status().message();
+  auto own = BatchWriter::create(h, specs);
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->frame_size(), *size);
+  int dropped = 0;
+  BatchWriter w;
+  auto storage = std::make_unique<Bytes>(*size + 10, &dropped);
+  uint8_t* const at = storage->data();
+  ASSERT_TRUE(w.reset(h, specs, std::move(storage)).ok());
+  EXPECT_EQ(w.frame_data(), at);
+  for (size_t i = 0; i < 2; ++i) {
+    std::memset(w.tensor_data(i), static_cast<int>(i + 1), w.tensor_bytes(i));
+    std::memset(own->tensor_data(i), static_cast<int>(i + 1), own->tensor_bytes(i));
+  }
+  ASSERT_EQ(w.frame_size(), own->frame_size());
+  EXPECT_EQ(std::memcmp(w.frame_data(), own->frame_data(), w.frame_size()), 0);
+  auto m = decode_frame(w.frame_data(), w.frame_size(), kLimit);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(std::get<BatchView>(*m).split_id, 7u);
+
+  ASSERT_TRUE(w.reset(h, specs).ok());
+  EXPECT_EQ(dropped, 1) << "the storage goes back at the next reset";
+  EXPECT_NE(w.frame_data(), at);
+  Status small = w.reset(h, specs, std::make_unique<Bytes>(*size - 1, &dropped));
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.message(), "wire: batch: " + std::to_string(*size) + " bytes do not fit the " +
+                                 std::to_string(*size - 1) + " bytes of storage given");
+  EXPECT_EQ(dropped, 2);
+  EXPECT_FALSE(BatchWriter::frame_size_for({{DType::kFloat32, {2, -1}}}).ok());
+}
+
 TEST(WireTest, WriterRefusesWhatCannotBeEncoded) {
   auto neg = BatchWriter::create(BatchHeader{1, 0, false, 1, 0}, {{DType::kFloat32, {2, -1}}});
   ASSERT_FALSE(neg.ok());

@@ -32,7 +32,8 @@ struct ArenaHeader {
 // The header before every block's frame. `state` moves filled (worker) ->
 // delivered (trainer, once) -> released (trainer, when the frame is
 // dropped); the worker reuses released blocks.
-enum BlockState : uint32_t { kReleased = 0, kFilled = 1, kDelivered = 2 };
+// A reserved block (worker only) is neither free nor deliverable.
+enum BlockState : uint32_t { kReleased = 0, kFilled = 1, kDelivered = 2, kReserved = 3 };
 struct BlockHeader {
   uint32_t magic;
   uint32_t state;
@@ -123,9 +124,9 @@ Expected<ShmOffer> ShmOffer::decode(const uint8_t* data, size_t size) {
 
 // ------------------------------------------------------------------ worker
 
-Expected<std::unique_ptr<ShmArena>> ShmArena::create(size_t bytes) {
+Expected<std::shared_ptr<ShmArena>> ShmArena::create(size_t bytes) {
   const size_t size = round_up(std::max<size_t>(bytes, 64 << 10), kBlockAlign) + kArenaHeader;
-  std::unique_ptr<ShmArena> a(new ShmArena);
+  std::shared_ptr<ShmArena> a(new ShmArena);
   a->fd_ = memfd_create("goldminer-frames", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (a->fd_ < 0) return Status::error(errno_text("shared memory: memfd_create"));
   if (ftruncate(a->fd_, static_cast<off_t>(size)) != 0)
@@ -168,9 +169,8 @@ void ShmArena::reclaim() {
   }
 }
 
-const ShmDescriptor* ShmArena::put(const uint8_t* data, size_t size) {
-  const uint64_t need = round_up(kBlockHeader + size, kBlockAlign);
-  if (need > size_ - kArenaHeader) return nullptr;
+uint64_t ShmArena::take(uint64_t need) {
+  if (need > size_ - kArenaHeader) return 0;
   reclaim();
   // First fit, lowest address first.
   uint64_t at = kArenaHeader;
@@ -182,8 +182,15 @@ const ShmDescriptor* ShmArena::put(const uint8_t* data, size_t size) {
     }
     at = offset + length;
   }
-  if (!found && size_ - at < need) return nullptr;
+  if (!found && size_ - at < need) return 0;
   used_.emplace(at, need);
+  return at;
+}
+
+const ShmDescriptor* ShmArena::put(const uint8_t* data, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t at = take(round_up(kBlockHeader + size, kBlockAlign));
+  if (at == 0) return nullptr;
   auto* h = reinterpret_cast<BlockHeader*>(base_ + at);
   std::memcpy(base_ + at + kBlockHeader, data, size);
   h->magic = kBlockMagic;
@@ -192,9 +199,68 @@ const ShmDescriptor* ShmArena::put(const uint8_t* data, size_t size) {
   return &h->desc;
 }
 
-void ShmArena::unput(const ShmDescriptor* d) { used_.erase(d->offset - kBlockHeader); }
+void ShmArena::unput(const ShmDescriptor* d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  used_.erase(d->offset - kBlockHeader);
+}
+
+// A reserved block, given back when dropped unless it was committed.
+class ShmArena::Reservation final : public wire::FrameStorage {
+ public:
+  Reservation(std::shared_ptr<ShmArena> arena, uint8_t* data, size_t capacity, uint64_t ticket)
+      : arena_(std::move(arena)), data_(data), capacity_(capacity), ticket_(ticket) {}
+  ~Reservation() override { arena_->unreserve(ticket_); }
+  uint8_t* data() override { return data_; }
+  size_t capacity() const override { return capacity_; }
+
+ private:
+  std::shared_ptr<ShmArena> arena_;  // keeps the memory mapped
+  uint8_t* data_;
+  size_t capacity_;
+  uint64_t ticket_;
+};
+
+std::unique_ptr<wire::FrameStorage> ShmArena::reserve(size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t need = round_up(kBlockHeader + size, kBlockAlign);
+  const uint64_t at = take(need);
+  if (at == 0) return nullptr;
+  auto* h = reinterpret_cast<BlockHeader*>(base_ + at);
+  h->magic = kBlockMagic;
+  h->desc = ShmDescriptor{0, 0};
+  __atomic_store_n(&h->state, kReserved, __ATOMIC_RELEASE);
+  const uint64_t ticket = next_ticket_++;
+  reserved_[at] = ticket;
+  return std::make_unique<Reservation>(shared_from_this(), base_ + at + kBlockHeader, need - kBlockHeader, ticket);
+}
+
+const ShmDescriptor* ShmArena::commit(const uint8_t* data, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!owns(data) || static_cast<uint64_t>(data - base_) < kBlockHeader) return nullptr;
+  const uint64_t at = static_cast<uint64_t>(data - base_) - kBlockHeader;
+  auto r = reserved_.find(at);
+  if (r == reserved_.end() || kBlockHeader + size > used_[at]) return nullptr;
+  reserved_.erase(r);
+  auto* h = reinterpret_cast<BlockHeader*>(base_ + at);
+  h->desc = ShmDescriptor{at + kBlockHeader, size};
+  __atomic_store_n(&h->state, kFilled, __ATOMIC_RELEASE);
+  return &h->desc;
+}
+
+void ShmArena::unreserve(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = reserved_.begin(); it != reserved_.end(); ++it) {
+    if (it->second != ticket) continue;
+    auto* h = reinterpret_cast<BlockHeader*>(base_ + it->first);
+    __atomic_store_n(&h->state, kReleased, __ATOMIC_RELEASE);
+    used_.erase(it->first);
+    reserved_.erase(it);
+    return;
+  }
+}
 
 size_t ShmArena::bytes_in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (const auto& [offset, length] : used_) {
     auto* h = reinterpret_cast<const BlockHeader*>(base_ + offset);

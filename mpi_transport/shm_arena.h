@@ -24,7 +24,12 @@
 // descriptor is checked against the mapping's bounds and the block's
 // header.
 //
-// Threading: ShmArena is used by one thread (the worker endpoint's).
+// A frame can also be built in a block in the first place (reserve, then
+// commit when it is sent): then the worker's writing of the batch is the
+// only copy there is.
+//
+// Threading: ShmArena is thread-safe (the worker endpoint's thread puts and
+// commits; producer threads reserve, and drop reservations).
 // ShmMapping::frame is called by one thread (the trainer endpoint's);
 // frames may be dropped from any thread (an atomic store into the block's
 // header).
@@ -35,10 +40,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "gmcore/status.h"
+#include "gmcore/wire.h"
 #include "mpi_transport/transport.h"
 
 namespace goldminer::transport {
@@ -64,11 +71,11 @@ struct ShmDescriptor {
   uint64_t size = 0;    // of the frame
 };
 
-class ShmArena {
+class ShmArena : public std::enable_shared_from_this<ShmArena> {
  public:
   // An arena of `bytes` (rounded up to pages; at least one block of 64
   // KiB). Pages are touched only as blocks are used.
-  static Expected<std::unique_ptr<ShmArena>> create(size_t bytes);
+  static Expected<std::shared_ptr<ShmArena>> create(size_t bytes);
   ~ShmArena();
   ShmArena(const ShmArena&) = delete;
   ShmArena& operator=(const ShmArena&) = delete;
@@ -85,18 +92,39 @@ class ShmArena {
   // Gives back the block of `d` that was never sent (its send failed).
   void unput(const ShmDescriptor* d);
 
+  // A free block for a frame of up to `size` bytes that the caller builds
+  // in place and then sends with commit(); it keeps the arena mapped.
+  // Dropping it uncommitted gives the block back. nullptr when no block is
+  // free.
+  std::unique_ptr<wire::FrameStorage> reserve(size_t size);
+
+  // The frame of `size` bytes built at `data`, the start of a reserved
+  // block, is being sent: its descriptor, as put() returns it. nullptr if
+  // `data` starts no uncommitted reservation or `size` exceeds it.
+  const ShmDescriptor* commit(const uint8_t* data, size_t size);
+
+  // Whether `p` points into this arena.
+  bool owns(const uint8_t* p) const { return p >= base_ && p < base_ + size_; }
+
   // Bytes in blocks not yet released by the trainer.
   size_t bytes_in_use() const;
 
  private:
+  class Reservation;
   ShmArena() = default;
+  // The offset of a free block of `need` bytes, taken; 0 if none. mu_ held.
+  uint64_t take(uint64_t need);
   void reclaim();
+  void unreserve(uint64_t ticket);
 
   int fd_ = -1;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
   ShmOffer offer_;
-  std::map<uint64_t, uint64_t> used_;  // block offset -> block length
+  mutable std::mutex mu_;
+  std::map<uint64_t, uint64_t> used_;      // block offset -> block length
+  std::map<uint64_t, uint64_t> reserved_;  // block offset -> ticket, until committed
+  uint64_t next_ticket_ = 1;
 };
 
 // The trainer's view of one worker's arena.

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "gmcore/status.h"
+#include "gmcore/wire.h"
 
 namespace goldminer::transport {
 
@@ -89,10 +90,20 @@ class Endpoint {
   // Drops `peer` (a server refusing a worker); no kDisconnected follows.
   virtual void disconnect(PeerId peer) = 0;
 
+  // Client: room for a frame of up to `size` bytes that send_async() or
+  // send() of bytes starting at its data() then sends without copying them
+  // (the ucx client's shared-memory arena, once the trainer has accepted
+  // it). Null when there is none, or no room now: build the frame
+  // elsewhere. Dropped unsent, the room is given back; once sent it
+  // belongs to the transport (the storage may be dropped at any time). Safe
+  // from any thread. The default has none.
+  virtual std::unique_ptr<wire::FrameStorage> reserve(size_t /*size*/) { return nullptr; }
+
   // How frames went: a client counts its sends, a server its receives.
   struct PathStats {
     uint64_t shared_memory = 0;  // through a shared-memory arena
     uint64_t copied = 0;         // as bytes on the wire (or by cma)
+    uint64_t built_in_place = 0;  // client: of shared_memory, built in reserve()d room
     // Client: "off", "offered", "in use", or why not ("not used: ...",
     // "refused by the trainer: ..."); "" where the transport has none.
     std::string shared_memory_status;

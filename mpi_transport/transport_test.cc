@@ -289,6 +289,56 @@ TEST(ShmArenaTest, FramesAreViewedInPlaceAndBlocksReused) {
   EXPECT_EQ(std::memcmp((*fb)->data(), b.data(), b.size()), 0);
 }
 
+// A frame built in a reserved block: committed, it is the trainer's like a
+// put one; the trainer refuses a block still reserved; a reservation
+// dropped after its block was committed, released and reserved anew leaves
+// the new reservation alone; dropped uncommitted, its block is free again.
+TEST(ShmArenaTest, FramesBuiltInReservedBlocks) {
+  auto arena = ShmArena::create(1 << 20);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto mapping = ShmMapping::open((*arena)->offer());
+  ASSERT_TRUE(mapping.ok()) << mapping.status().message();
+  auto a = pattern(300 << 10, 1), b = pattern(300 << 10, 2);
+
+  std::unique_ptr<wire::FrameStorage> r = (*arena)->reserve(a.size());
+  ASSERT_NE(r, nullptr);
+  ASSERT_GE(r->capacity(), a.size());
+  uint8_t* const block = r->data();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % 64, 0u);
+  EXPECT_TRUE((*arena)->owns(block));
+  EXPECT_FALSE((*arena)->owns(a.data()));
+  std::memcpy(block, a.data(), a.size());
+  EXPECT_EQ((*arena)->commit(block + 64, a.size()), nullptr) << "not a block's start";
+  EXPECT_EQ((*arena)->commit(block, r->capacity() + 1), nullptr) << "larger than the block";
+  const ShmDescriptor* d = (*arena)->commit(block, a.size());
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ((*arena)->commit(block, a.size()), nullptr) << "committed twice";
+  auto f = (*mapping)->frame(*d, 1 << 30);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_EQ((*f)->size(), a.size());
+  EXPECT_EQ(std::memcmp((*f)->data(), a.data(), a.size()), 0);
+  const ShmDescriptor first = *d;
+
+  // Released by the trainer, the block is reserved anew (lowest first);
+  // dropping the old, committed reservation must not free it.
+  f->reset();
+  std::unique_ptr<wire::FrameStorage> again = (*arena)->reserve(a.size());
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->data(), block);
+  r.reset();
+  const ShmDescriptor* other = (*arena)->put(b.data(), b.size());
+  ASSERT_NE(other, nullptr);
+  EXPECT_NE(other->offset, first.offset) << "the reserved block was given away";
+  EXPECT_FALSE((*mapping)->frame(ShmDescriptor{first.offset, a.size()}, 1 << 30).ok())
+      << "a block still reserved is not delivered";
+
+  // Dropped uncommitted, the block is free again.
+  again.reset();
+  const ShmDescriptor* reused = (*arena)->put(b.data(), b.size());
+  ASSERT_NE(reused, nullptr);
+  EXPECT_EQ(reused->offset, first.offset);
+}
+
 TEST(ShmArenaTest, BadDescriptorsAndOffersAreRefused) {
   auto arena = ShmArena::create(1 << 20);
   ASSERT_TRUE(arena.ok()) << arena.status().message();
@@ -387,6 +437,48 @@ TEST(UcxTest, LargeFramesGoThroughSharedMemory) {
   (void)send_while_polling(plain->get(), sent[0].data(), sent[0].size(), server->get());
   EXPECT_EQ((*plain)->path_stats().shared_memory_status, "off");
   EXPECT_EQ((*plain)->path_stats().copied, 1u);
+}
+
+// A frame built in room the client reserved goes through shared memory as
+// it is; there is no room before the trainer has accepted the arena, nor
+// for a small frame, nor without an arena.
+TEST(UcxTest, FramesBuiltInReservedRoom) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  auto server = listen("ucx://127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  Options o;
+  o.shm_arena_bytes = 1 << 20;
+  auto client = connect((*server)->address(), o);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto large = pattern(400 << 10, 3);
+  EXPECT_EQ((*client)->reserve(large.size()), nullptr) << "before the arena is offered and accepted";
+  std::vector<Event> seen = send_while_polling(client->get(), large.data(), large.size(), server->get());
+  (void)next_of(&seen, server->get(), Event::Kind::kMessage);
+  ASSERT_EQ((*client)->path_stats().shared_memory_status, "in use");
+  EXPECT_EQ((*client)->reserve(100), nullptr) << "a small frame goes by copy";
+
+  std::unique_ptr<wire::FrameStorage> room = (*client)->reserve(large.size());
+  ASSERT_NE(room, nullptr);
+  auto other = pattern(large.size(), 4);
+  std::memcpy(room->data(), other.data(), other.size());
+  for (Event& e : send_while_polling(client->get(), room->data(), other.size(), server->get()))
+    seen.push_back(std::move(e));
+  Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+  ASSERT_EQ(m.frame->size(), other.size());
+  EXPECT_EQ(std::memcmp(m.frame->data(), other.data(), other.size()), 0);
+  EXPECT_EQ((*client)->path_stats().shared_memory, 2u);
+  EXPECT_EQ((*client)->path_stats().copied, 0u);
+  // The same room sent again is refused: its block is the trainer's now.
+  Status twice = (*client)->send(0, room->data(), other.size());
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.message().find("not a whole reserved block"), std::string::npos) << twice.message();
+  room.reset();
+
+  o.shm_arena_bytes = 0;
+  auto plain = connect((*server)->address(), o);
+  ASSERT_TRUE(plain.ok());
+  (void)send_while_polling(plain->get(), large.data(), large.size(), server->get());
+  EXPECT_EQ((*plain)->reserve(large.size()), nullptr) << "no arena";
 }
 
 // The worker process of KilledPeerAndGarbageOnTheListener (this binary

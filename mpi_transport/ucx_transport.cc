@@ -285,6 +285,11 @@ class UcxEndpoint final : public Endpoint {
 
   void disconnect(PeerId peer) override { drop_peer(peer, true); }
 
+  std::unique_ptr<wire::FrameStorage> reserve(size_t size) override {
+    if (shm_.load(std::memory_order_acquire) != Shm::kInUse || size < kShmMinFrame) return nullptr;
+    return arena_->reserve(size);
+  }
+
   PathStats path_stats() const override { return stats_; }
 
   void wake() override {
@@ -388,7 +393,16 @@ class UcxEndpoint final : public Endpoint {
     // descriptor lives in the block until the trainer releases it), else
     // the bytes. UCX 1.13 reads the header until the send completes: the
     // token lives in bind_ as long as the endpoint.
-    const ShmDescriptor* d = shm_ == Shm::kInUse && size >= kShmMinFrame ? arena_->put(data, size) : nullptr;
+    const ShmDescriptor* d = nullptr;
+    const bool in_place = arena_ != nullptr && arena_->owns(data);
+    if (in_place) {  // built in a block reserve() gave
+      d = arena_->commit(data, size);
+      if (d == nullptr)
+        return Status::error("ucx: send to " + peer_name(peer) + ": " + std::to_string(size) +
+                             " bytes in the shared-memory arena that are not a whole reserved block");
+    } else if (shm_ == Shm::kInUse && size >= kShmMinFrame) {
+      d = arena_->put(data, size);
+    }
     ucs_status_ptr_t req =
         d != nullptr ? ucp_am_send_nbx(it->second.bulk, kShmFrameAmId, &bind_->token, sizeof bind_->token, d,
                                        sizeof *d, p)
@@ -398,6 +412,7 @@ class UcxEndpoint final : public Endpoint {
       return Status::error("ucx: send to " + peer_name(peer) + ": " + ucs_text(UCS_PTR_STATUS(req)));
     }
     ++(d != nullptr ? stats_.shared_memory : stats_.copied);
+    if (in_place) ++stats_.built_in_place;
     return req;
   }
 
@@ -726,7 +741,7 @@ class UcxEndpoint final : public Endpoint {
     auto* self = static_cast<UcxEndpoint*>(arg);
     if (self->server_ || self->shm_ != Shm::kOffered || length == 0) return UCS_OK;
     const auto* a = static_cast<const char*>(data);
-    self->shm_ = a[0] == 1 ? Shm::kInUse : Shm::kNotUsed;
+    self->shm_.store(a[0] == 1 ? Shm::kInUse : Shm::kNotUsed, std::memory_order_release);
     self->stats_.shared_memory_status =
         a[0] == 1 ? "in use" : "refused by the trainer: " + std::string(a + 1, length - 1);
     return UCS_OK;
@@ -844,10 +859,12 @@ class UcxEndpoint final : public Endpoint {
   std::map<PeerId, std::deque<std::shared_ptr<Slot>>> order_;  // peers with a rendezvous in progress
   std::deque<std::pair<PeerId, std::string>> refused_;  // peers to drop, and why
   std::deque<std::pair<PeerId, std::vector<uint8_t>>> shm_acks_;  // trainer: answers to send
-  std::unique_ptr<ShmArena> arena_;  // worker: its shared-memory frames
+  std::shared_ptr<ShmArena> arena_;  // worker: its shared-memory frames
   // Worker: the arena's state; stats_.shared_memory_status says it in words.
+  // Atomic: reserve() reads it on other threads (and arena_ only once it is
+  // kInUse, after which arena_ does not change).
   enum class Shm { kNotUsed, kOffered, kInUse };
-  Shm shm_ = Shm::kNotUsed;
+  std::atomic<Shm> shm_{Shm::kNotUsed};
   Arrivals arrival_;
   PathStats stats_;
 };

@@ -291,18 +291,25 @@ void kill_nine_repeatedly(const std::string& batch, const std::string& split, in
   EXPECT_GT(kills, 3);
   EXPECT_GT(lost, 0) << "some kill hit a worker holding splits";
   std::cerr << "kills " << kills << ", workers lost with splits " << lost << ", joins " << joined.size() << "\n";
-  uint64_t through_arena = 0;
-  const std::regex re("([0-9]+) frames through shared memory \\(in use\\)");
+  uint64_t through_arena = 0, built_there = 0;
+  const std::regex re("([0-9]+) frames through shared memory, ([0-9]+) built there \\(in use\\)");
   for (auto& j : joined) {
     j->wait();
     std::smatch m;
     const std::string err = j->err();
-    if (std::regex_search(err, m, re)) through_arena += std::stoull(m[1]);
+    if (std::regex_search(err, m, re)) {
+      through_arena += std::stoull(m[1]);
+      built_there += std::stoull(m[2]);
+    }
   }
-  if (shared_memory)
+  if (shared_memory) {
     EXPECT_GT(through_arena, 0u) << "no surviving joined worker sent through shared memory";
-  else
+    // After the first batch (sent before the trainer accepted the arena),
+    // batches are built in it: no copy by the transport.
+    EXPECT_GT(built_there, 0u) << "no batch was built in shared memory";
+  } else {
     EXPECT_EQ(through_arena, 0u) << "small batches go by copy";
+  }
 }
 
 TEST(DataplaneTest, KillNineRepeatedlyAndRandomJoinsLoseAndDuplicateNothing) { kill_nine_repeatedly("64", "2000", 12, false); }
