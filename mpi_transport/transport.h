@@ -7,7 +7,8 @@
 //                     leave at any time; peer failure is an event. A
 //                     worker on the trainer's node puts its large frames
 //                     in a shared-memory arena the trainer maps (one copy,
-//                     by the worker; shm_arena.h); other frames arrive by
+//                     by the worker, or none where it built the frame there:
+//                     reserve(); shm_arena.h); other frames arrive by
 //                     rendezvous straight into a pooled, reused buffer
 //                     (zero copy; one with cma on one node) or, small
 //                     ones, copied once.
