@@ -27,7 +27,6 @@ using transport::Event;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-
 // How long a draining worker waits for grants of leases it asked for.
 constexpr double kGrantGrace_s = 1.0;
 
