@@ -19,7 +19,7 @@ namespace goldminer::readers::internal {
 // decoded values; samples are recycled so its capacity is reused.
 struct Sample {
   uint64_t record = 0;
-  std::vector<uint8_t> bytes;
+  ByteBuffer bytes;  // resize() does not zero-fill: decoders write it all
 };
 
 enum class Outcome { kRecord, kCorrupt, kEnd };

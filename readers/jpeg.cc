@@ -206,7 +206,7 @@ void on_output_message(j_common_ptr) {}
 
 // Decodes into out = {int64 height, int64 width, RGB pixels}. No C++
 // object with a destructor is created between setjmp and a longjmp.
-bool decode_jpeg(const uint8_t* data, size_t size, std::vector<uint8_t>* out, std::string* why) {
+bool decode_jpeg(const uint8_t* data, size_t size, ByteBuffer* out, std::string* why) {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
   cinfo.err = jpeg_std_error(&err.pub);
@@ -304,7 +304,7 @@ class JpegSource : public RecordSource {
     t.push_back(make_tensor(wire::DType::kInt64, {static_cast<int64_t>(samples.size()), 3}));
     uint8_t* dst = t[0].data.data();
     for (size_t i = 0; i < samples.size(); ++i) {
-      const std::vector<uint8_t>& b = samples[i]->bytes;
+      const ByteBuffer& b = samples[i]->bytes;
       std::memcpy(dst, b.data() + kShapeBytes, b.size() - kShapeBytes);
       dst += b.size() - kShapeBytes;
       int64_t shape[3] = {0, 0, 3};

@@ -92,7 +92,7 @@ class TextSource : public LineSource {
     t.push_back(make_tensor(wire::DType::kInt64, {static_cast<int64_t>(samples.size())}));
     uint8_t* data = t[0].data.data();
     for (size_t i = 0; i < samples.size(); ++i) {
-      const std::vector<uint8_t>& b = samples[i]->bytes;
+      const ByteBuffer& b = samples[i]->bytes;
       if (!b.empty()) std::memcpy(data, b.data(), b.size());
       data += b.size();
       int64_t len = static_cast<int64_t>(b.size());

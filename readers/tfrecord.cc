@@ -204,7 +204,7 @@ bool TfRecordSource::decode(std::string_view example, Sample* sample, std::strin
     *why = "malformed tf.Example: " + *why;
     return false;
   }
-  std::vector<uint8_t>& out = sample->bytes;
+  ByteBuffer& out = sample->bytes;
   out.clear();
   for (size_t i = 0; i < features_.size(); ++i) {
     const Feature& f = features_[i];
