@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -337,6 +339,89 @@ TEST(ShmArenaTest, FramesBuiltInReservedBlocks) {
   const ShmDescriptor* reused = (*arena)->put(b.data(), b.size());
   ASSERT_NE(reused, nullptr);
   EXPECT_EQ(reused->offset, first.offset);
+  // Full (three blocks of 300 KiB in 1 MiB): no room to reserve.
+  auto third = (*arena)->reserve(a.size());
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ((*arena)->reserve(a.size()), nullptr) << "a full arena has no room";
+}
+
+// Producer threads reserve, fill, commit or drop blocks while the owner
+// thread puts frames and a trainer releases them: no two frames ever share
+// bytes, and every delivered frame holds what was written into it.
+TEST(ShmArenaTest, ConcurrentReservationsNeverOverlap) {
+  auto arena = ShmArena::create(4 << 20);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto mapping = ShmMapping::open((*arena)->offer());
+  ASSERT_TRUE(mapping.ok()) << mapping.status().message();
+  std::mutex mu;  // guards `committed` (the owner thread's sends)
+  std::deque<std::pair<ShmDescriptor, uint8_t>> committed;
+  std::atomic<int> bad{0}, done{0};
+  std::vector<std::thread> producers;
+  for (int t = 0; t < 3; ++t) {
+    producers.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        const size_t size = (64 << 10) + static_cast<size_t>((i * 7919 + t * 104729) % (200 << 10));
+        std::unique_ptr<wire::FrameStorage> r = (*arena)->reserve(size);
+        if (r == nullptr) {
+          std::this_thread::yield();
+          continue;
+        }
+        const auto fill = static_cast<uint8_t>(1 + (t * 300 + i) % 251);
+        std::memset(r->data(), fill, size);
+        if (i % 3 == 0) continue;  // dropped unsent
+        std::lock_guard<std::mutex> lock(mu);  // the owner's thread, in effect
+        const ShmDescriptor* d = (*arena)->commit(r->data(), size);
+        if (d == nullptr) {
+          ++bad;
+          continue;
+        }
+        committed.emplace_back(*d, fill);
+      }
+      ++done;
+    });
+  }
+  auto put_pattern = pattern(100 << 10, 0);
+  size_t delivered = 0;
+  for (bool finished = false; !finished;) {
+    std::pair<ShmDescriptor, uint8_t> next{};
+    bool have = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = done == 3 && committed.empty();
+      if (!committed.empty()) {
+        next = committed.front();
+        committed.pop_front();
+        have = true;
+      }
+      // The owner also puts frames by copy now and then; they are released at once.
+      if (delivered % 5 == 0) {
+        const ShmDescriptor* p = (*arena)->put(put_pattern.data(), put_pattern.size());
+        if (p != nullptr) {
+          auto f = (*mapping)->frame(*p, 1 << 30);
+          if (!f.ok() || std::memcmp((*f)->data(), put_pattern.data(), put_pattern.size()) != 0) ++bad;
+        }
+      }
+    }
+    if (!have) {
+      std::this_thread::yield();
+      continue;
+    }
+    auto f = (*mapping)->frame(next.first, 1 << 30);  // dropped at once: released
+    if (!f.ok()) {
+      ++bad;
+      continue;
+    }
+    const uint8_t* p = (*f)->data();
+    for (size_t k = 0; k < (*f)->size(); k += 4093)
+      if (p[k] != next.second) {
+        ++bad;
+        break;
+      }
+    ++delivered;
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(delivered, 100u);
 }
 
 TEST(ShmArenaTest, BadDescriptorsAndOffersAreRefused) {
