@@ -259,18 +259,26 @@ void kill_nine_repeatedly(const std::string& batch, const std::string& split, in
   std::mt19937 rng(42);
   std::vector<pid_t> live;
   std::vector<std::unique_ptr<Process>> joined;
+  // Only workers seen 1.5 s ago or earlier are killed: one still loading
+  // its libraries has not connected, so killing it would test nothing (and
+  // most kills used to hit such fresh joiners).
+  std::map<pid_t, std::chrono::steady_clock::time_point> first_seen;
   int kills = 0;
   for (int round = 0; round < 40; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 150));
     if (!alive(p.pid())) break;
     for (pid_t w : worker_pids(&p)) live.push_back(w);
     for (auto& j : joined) live.push_back(j->pid());
-    std::vector<pid_t> candidates;
-    for (pid_t w : std::set<pid_t>(live.begin(), live.end()))
-      if (alive(w)) candidates.push_back(w);
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<pid_t> candidates, settled;
+    for (pid_t w : std::set<pid_t>(live.begin(), live.end())) {
+      if (!alive(w)) continue;
+      candidates.push_back(w);
+      if (now - first_seen.emplace(w, now).first->second >= std::chrono::milliseconds(1500)) settled.push_back(w);
+    }
     live.clear();
-    if (candidates.size() > 1 && rng() % 2 == 0) {
-      kill(candidates[rng() % candidates.size()], SIGKILL);
+    if (candidates.size() > 1 && !settled.empty() && rng() % 2 == 0) {
+      kill(settled[rng() % settled.size()], SIGKILL);
       ++kills;
     }
     if (rng() % 2 == 0 || candidates.size() <= 1) {
