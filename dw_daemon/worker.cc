@@ -358,13 +358,16 @@ class Connection {
     auto last_heartbeat = Clock::now();
     Clock::time_point drain_started;
     bool draining = false;
+    // Whether `o` may be sent now: a batch needs a credit and room in the
+    // send window. shared.mu held.
+    auto may_send = [&](const Outgoing& o) {
+      return o.kind != Outgoing::Kind::kBatch || (credits > 0 && shared.in_flight.open(o.batch->frame_size()));
+    };
     for (;;) {
       bool sendable;
       {
         std::lock_guard<std::mutex> lock(shared.mu);
-        sendable = !shared.outbox.empty() &&
-                   (shared.outbox.front().kind != Outgoing::Kind::kBatch ||
-                    (credits > 0 && shared.in_flight.open(shared.outbox.front().batch->frame_size())));
+        sendable = !shared.outbox.empty() && may_send(shared.outbox.front());
       }
       // Producers wake the poll when they queue something; else it waits
       // for the trainer (or a send completion) until the next heartbeat.
@@ -428,12 +431,8 @@ class Connection {
         Outgoing o;
         {
           std::lock_guard<std::mutex> lock(shared.mu);
-          if (shared.outbox.empty()) break;
-          Outgoing& front = shared.outbox.front();
-          if (front.kind == Outgoing::Kind::kBatch &&
-              (credits == 0 || !shared.in_flight.open(front.batch->frame_size())))
-            break;
-          o = std::move(front);
+          if (shared.outbox.empty() || !may_send(shared.outbox.front())) break;
+          o = std::move(shared.outbox.front());
           shared.outbox.pop_front();
           shared.cv.notify_all();
         }

@@ -187,16 +187,20 @@ uint64_t ShmArena::take(uint64_t need) {
   return at;
 }
 
-const ShmDescriptor* ShmArena::put(const uint8_t* data, size_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t at = take(round_up(kBlockHeader + size, kBlockAlign));
-  if (at == 0) return nullptr;
+const ShmDescriptor* ShmArena::fill(uint64_t at, size_t size) {
   auto* h = reinterpret_cast<BlockHeader*>(base_ + at);
-  std::memcpy(base_ + at + kBlockHeader, data, size);
   h->magic = kBlockMagic;
   h->desc = ShmDescriptor{at + kBlockHeader, size};
   __atomic_store_n(&h->state, kFilled, __ATOMIC_RELEASE);
   return &h->desc;
+}
+
+const ShmDescriptor* ShmArena::put(const uint8_t* data, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t at = take(round_up(kBlockHeader + size, kBlockAlign));
+  if (at == 0) return nullptr;
+  std::memcpy(base_ + at + kBlockHeader, data, size);
+  return fill(at, size);
 }
 
 void ShmArena::unput(const ShmDescriptor* d) {
@@ -241,10 +245,7 @@ const ShmDescriptor* ShmArena::commit(const uint8_t* data, size_t size) {
   auto r = reserved_.find(at);
   if (r == reserved_.end() || kBlockHeader + size > used_[at]) return nullptr;
   reserved_.erase(r);
-  auto* h = reinterpret_cast<BlockHeader*>(base_ + at);
-  h->desc = ShmDescriptor{at + kBlockHeader, size};
-  __atomic_store_n(&h->state, kFilled, __ATOMIC_RELEASE);
-  return &h->desc;
+  return fill(at, size);
 }
 
 void ShmArena::unreserve(uint64_t ticket) {

@@ -114,6 +114,9 @@ class ShmArena : public std::enable_shared_from_this<ShmArena> {
   ShmArena() = default;
   // The offset of a free block of `need` bytes, taken; 0 if none. mu_ held.
   uint64_t take(uint64_t need);
+  // Marks the block at `at` filled with a frame of `size` bytes, for the
+  // trainer to take; its descriptor. mu_ held.
+  const ShmDescriptor* fill(uint64_t at, size_t size);
   void reclaim();
   void unreserve(uint64_t ticket);
 

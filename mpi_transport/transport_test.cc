@@ -478,31 +478,40 @@ TEST(ShmArenaTest, BadDescriptorsAndOffersAreRefused) {
 }
 
 #ifdef GOLDMINER_HAVE_UCX
+// A ucx server on lo and a client of it with a 1 MiB arena, set in `*o`
+// (which the test reuses to connect more clients).
+void connect_with_arena(Options* o, std::unique_ptr<Endpoint>* server, std::unique_ptr<Endpoint>* client) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  auto s = listen("ucx://127.0.0.1:0");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  o->shm_arena_bytes = 1 << 20;
+  auto c = connect((*s)->address(), *o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  *server = std::move(s).value();
+  *client = std::move(c).value();
+}
+
 // Over ucx on one node large frames go through the worker's arena, small
 // ones by copy; when the trainer holds the whole arena frames go by copy,
 // in order with the rest; without an arena everything is copied.
 TEST(UcxTest, LargeFramesGoThroughSharedMemory) {
-  setenv("UCX_NET_DEVICES", "lo", 1);
-  auto server = listen("ucx://127.0.0.1:0");
-  ASSERT_TRUE(server.ok()) << server.status().message();
   Options o;
-  o.shm_arena_bytes = 1 << 20;
-  auto client = connect((*server)->address(), o);
-  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::unique_ptr<Endpoint> server, client;
+  ASSERT_NO_FATAL_FAILURE(connect_with_arena(&o, &server, &client));
   std::vector<std::vector<uint8_t>> sent;
   for (int i = 0; i < 5; ++i) sent.push_back(pattern(i == 1 ? 100 : 400 << 10, static_cast<uint8_t>(i)));
   std::vector<Event> seen;
   for (auto& f : sent)
-    for (Event& e : send_while_polling(client->get(), f.data(), f.size(), server->get())) seen.push_back(std::move(e));
+    for (Event& e : send_while_polling(client.get(), f.data(), f.size(), server.get())) seen.push_back(std::move(e));
   std::vector<Event> got;
-  while (got.size() < sent.size()) got.push_back(next_of(&seen, server->get(), Event::Kind::kMessage));
+  while (got.size() < sent.size()) got.push_back(next_of(&seen, server.get(), Event::Kind::kMessage));
   for (size_t i = 0; i < sent.size(); ++i) {
     ASSERT_EQ(got[i].frame->size(), sent[i].size()) << "frame " << i;
     EXPECT_EQ(std::memcmp(got[i].frame->data(), sent[i].data(), sent[i].size()), 0) << "frame " << i;
   }
   // 1 MiB holds two 400 KiB frames: frames 0 and 2 went through it, 3 and 4
   // (held) and 1 (small) by copy.
-  Endpoint::PathStats c = (*client)->path_stats(), s = (*server)->path_stats();
+  Endpoint::PathStats c = client->path_stats(), s = server->path_stats();
   EXPECT_EQ(c.shared_memory_status, "in use");
   EXPECT_EQ(c.shared_memory, 2u);
   EXPECT_EQ(c.copied, 3u);
@@ -510,16 +519,16 @@ TEST(UcxTest, LargeFramesGoThroughSharedMemory) {
   EXPECT_EQ(s.copied, 3u);
   // Released blocks are used again.
   got.clear();
-  for (Event& e : send_while_polling(client->get(), sent[0].data(), sent[0].size(), server->get()))
+  for (Event& e : send_while_polling(client.get(), sent[0].data(), sent[0].size(), server.get()))
     seen.push_back(std::move(e));
-  Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+  Event m = next_of(&seen, server.get(), Event::Kind::kMessage);
   EXPECT_EQ(std::memcmp(m.frame->data(), sent[0].data(), sent[0].size()), 0);
-  EXPECT_EQ((*client)->path_stats().shared_memory, 3u);
+  EXPECT_EQ(client->path_stats().shared_memory, 3u);
 
   o.shm_arena_bytes = 0;
-  auto plain = connect((*server)->address(), o);
+  auto plain = connect(server->address(), o);
   ASSERT_TRUE(plain.ok());
-  (void)send_while_polling(plain->get(), sent[0].data(), sent[0].size(), server->get());
+  (void)send_while_polling(plain->get(), sent[0].data(), sent[0].size(), server.get());
   EXPECT_EQ((*plain)->path_stats().shared_memory_status, "off");
   EXPECT_EQ((*plain)->path_stats().copied, 1u);
 }
@@ -528,41 +537,37 @@ TEST(UcxTest, LargeFramesGoThroughSharedMemory) {
 // it is; there is no room before the trainer has accepted the arena, nor
 // for a small frame, nor without an arena.
 TEST(UcxTest, FramesBuiltInReservedRoom) {
-  setenv("UCX_NET_DEVICES", "lo", 1);
-  auto server = listen("ucx://127.0.0.1:0");
-  ASSERT_TRUE(server.ok()) << server.status().message();
   Options o;
-  o.shm_arena_bytes = 1 << 20;
-  auto client = connect((*server)->address(), o);
-  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::unique_ptr<Endpoint> server, client;
+  ASSERT_NO_FATAL_FAILURE(connect_with_arena(&o, &server, &client));
   auto large = pattern(400 << 10, 3);
-  EXPECT_EQ((*client)->reserve(large.size()), nullptr) << "before the arena is offered and accepted";
-  std::vector<Event> seen = send_while_polling(client->get(), large.data(), large.size(), server->get());
-  (void)next_of(&seen, server->get(), Event::Kind::kMessage);
-  ASSERT_EQ((*client)->path_stats().shared_memory_status, "in use");
-  EXPECT_EQ((*client)->reserve(100), nullptr) << "a small frame goes by copy";
+  EXPECT_EQ(client->reserve(large.size()), nullptr) << "before the arena is offered and accepted";
+  std::vector<Event> seen = send_while_polling(client.get(), large.data(), large.size(), server.get());
+  (void)next_of(&seen, server.get(), Event::Kind::kMessage);
+  ASSERT_EQ(client->path_stats().shared_memory_status, "in use");
+  EXPECT_EQ(client->reserve(100), nullptr) << "a small frame goes by copy";
 
-  std::unique_ptr<wire::FrameStorage> room = (*client)->reserve(large.size());
+  std::unique_ptr<wire::FrameStorage> room = client->reserve(large.size());
   ASSERT_NE(room, nullptr);
   auto other = pattern(large.size(), 4);
   std::memcpy(room->data(), other.data(), other.size());
-  for (Event& e : send_while_polling(client->get(), room->data(), other.size(), server->get()))
+  for (Event& e : send_while_polling(client.get(), room->data(), other.size(), server.get()))
     seen.push_back(std::move(e));
-  Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+  Event m = next_of(&seen, server.get(), Event::Kind::kMessage);
   ASSERT_EQ(m.frame->size(), other.size());
   EXPECT_EQ(std::memcmp(m.frame->data(), other.data(), other.size()), 0);
-  EXPECT_EQ((*client)->path_stats().shared_memory, 2u);
-  EXPECT_EQ((*client)->path_stats().copied, 0u);
+  EXPECT_EQ(client->path_stats().shared_memory, 2u);
+  EXPECT_EQ(client->path_stats().copied, 0u);
   // The same room sent again is refused: its block is the trainer's now.
-  Status twice = (*client)->send(0, room->data(), other.size());
+  Status twice = client->send(0, room->data(), other.size());
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.message().find("not a whole reserved block"), std::string::npos) << twice.message();
   room.reset();
 
   o.shm_arena_bytes = 0;
-  auto plain = connect((*server)->address(), o);
+  auto plain = connect(server->address(), o);
   ASSERT_TRUE(plain.ok());
-  (void)send_while_polling(plain->get(), large.data(), large.size(), server->get());
+  (void)send_while_polling(plain->get(), large.data(), large.size(), server.get());
   EXPECT_EQ((*plain)->reserve(large.size()), nullptr) << "no arena";
 }
 

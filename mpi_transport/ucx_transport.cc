@@ -29,7 +29,8 @@
 // worker offers the trainer its arena (kShmOfferAmId); the trainer maps it
 // and answers on the control endpoint (kShmAckAmId: mapped, or why not).
 // From then on the worker copies each frame of at least kShmMinFrame bytes
-// into a free arena block and sends only the block's descriptor
+// into a free arena block (or has built it in one: reserve()) and sends
+// only the block's descriptor
 // (kShmFrameAmId) on the bulk endpoint, in order with its other messages;
 // the trainer delivers the block itself as the frame. A frame the arena has
 // no room for, or any frame before the answer, or after a refusal, goes by
