@@ -20,7 +20,6 @@ constexpr uint32_t kOfferVersion = 1;
 constexpr size_t kArenaHeader = 4096;  // magic, key, size; blocks follow
 constexpr size_t kBlockHeader = 64;    // BlockHeader, padded: frames stay 64-byte aligned
 constexpr size_t kBlockAlign = 4096;
-constexpr size_t kBootIdLength = 36;
 constexpr uint64_t kMaxArena = (uint64_t{64} << 30) + kArenaHeader;  // goldminer-dw --shm-mb: up to 64 GiB
 
 struct ArenaHeader {
@@ -84,6 +83,11 @@ std::string node_boot_id() {
   std::string id;
   std::getline(in, id);
   return id.size() == kBootIdLength ? id : "";
+}
+
+uint64_t network_namespace_id() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/net", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
 std::vector<uint8_t> ShmOffer::encode() const {

@@ -151,8 +151,16 @@ class ShmMapping : public std::enable_shared_from_this<ShmMapping> {
   size_t size_ = 0;
 };
 
-// This node's boot id ("" if unreadable).
+// This node's boot id ("" if unreadable): 36 characters.
+constexpr size_t kBootIdLength = 36;
 std::string node_boot_id();
+
+// The network namespace this process is in (the inode of
+// /proc/self/ns/net; 0 if unreadable). Processes of one kernel in different
+// network namespaces (containers, goldminer-devcluster's nodes) share
+// memory but not abstract Unix sockets, which UCX 1.13's posix and sysv
+// transports rely on to wake their peer.
+uint64_t network_namespace_id();
 
 }  // namespace goldminer::transport
 

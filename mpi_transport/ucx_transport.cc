@@ -7,10 +7,11 @@
 //            The trainer sends on it; the worker sends nothing on it.
 //   bulk     created by the trainer's worker address, which the trainer
 //            sends on the control endpoint right after accepting it
-//            (kBindAmId: a random 64-bit token + the address), without
-//            error-handling mode. UCX 1.13 selects its shared-memory
-//            transports (posix/sysv eager, cma single-copy rendezvous) only
-//            for such endpoints (posix/sysv lack peer-failure support), and
+//            (kBindAmId: a random 64-bit token, the trainer's boot id and
+//            network namespace, the address), without error-handling
+//            mode. UCX 1.13 selects its shared-memory transports
+//            (posix/sysv eager, cma single-copy rendezvous) only for such
+//            endpoints (posix/sysv lack peer-failure support), and
 //            TCP or the fabric where the trainer is on another node. The
 //            worker sends every message on it, the token as AM header; the
 //            trainer maps the token to the peer. One endpoint per direction
@@ -18,7 +19,14 @@
 //            the bulk endpoint is closed with it.
 // A worker's first send waits for the bind message (or the trainer's
 // failure) and creates the bulk endpoint, so no message of a worker goes
-// on the control endpoint.
+// on the control endpoint. Except: a trainer of the same kernel (boot id)
+// in another network namespace (a container, goldminer-devcluster's
+// nodes). UCX 1.13 then takes it for a peer on this node, but its posix and
+// sysv transports wake their peer through an abstract Unix socket, which
+// does not cross network namespaces: the bulk endpoint's first message
+// would never be seen. Such a worker sends on its control endpoint, where
+// UCX uses neither (TCP, and cma's single copy for large frames); the
+// arena, which needs no socket, still works.
 //
 // A message is one AM with the frame as its data: small ones arrive eagerly
 // and are copied once into a pooled buffer; large ones arrive by rendezvous,
@@ -60,7 +68,7 @@ namespace goldminer::transport {
 namespace {
 
 constexpr unsigned kAmId = 7;           // a frame
-constexpr unsigned kBindAmId = 8;       // trainer -> worker: token + trainer's worker address
+constexpr unsigned kBindAmId = 8;       // trainer -> worker: BindHead + trainer's worker address
 constexpr unsigned kShmOfferAmId = 9;   // worker -> trainer: its arena (ShmOffer)
 constexpr unsigned kShmAckAmId = 10;    // trainer -> worker: 1 mapped / 0 + why not
 constexpr unsigned kShmFrameAmId = 11;  // worker -> trainer: a frame in the arena (ShmDescriptor)
@@ -71,6 +79,13 @@ constexpr size_t kShmMinFrame = 64 << 10;
 // control endpoint failed.
 constexpr auto kBulkGrace = std::chrono::milliseconds(200);
 using Clock = std::chrono::steady_clock;
+
+// The bind message's fixed part; the trainer's worker address follows.
+struct BindHead {
+  uint64_t token;
+  uint64_t network_namespace;  // network_namespace_id(); 0: unknown
+  char boot_id[kBootIdLength];  // node_boot_id(), NUL-padded
+};
 
 std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -312,6 +327,13 @@ class UcxEndpoint final : public Endpoint {
     }
     auto it = peers_.find(0);
     if (it == peers_.end()) return Status::error("ucx: connecting to the trainer: connection closed");
+    if (bind_->other_network_namespace) {
+      log::info("goldminer: ucx: the trainer shares this kernel but not its network namespace: sending on the "
+                "connection endpoint (UCX's posix and sysv transports cannot wake a peer there)");
+      it->second.bulk = it->second.control;
+      offer_shm(it->second.bulk);
+      return Status();
+    }
     ucp_ep_params_t bulk{};
     bulk.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     bulk.address = reinterpret_cast<const ucp_address_t*>(bind_->address.data());
@@ -433,6 +455,7 @@ class UcxEndpoint final : public Endpoint {
   struct Bind {
     uint64_t token = 0;
     std::vector<uint8_t> address;
+    bool other_network_namespace = false;  // same kernel, another network namespace
   };
   // One message of a peer in arrival order: an eager one is complete at
   // once, a rendezvous one when its data is in. Events follow this order,
@@ -471,8 +494,8 @@ class UcxEndpoint final : public Endpoint {
     if (server_) peer_of_token_.erase(p.token);
     peers_.erase(it);
     order_.erase(peer);
-    if (p.bulk != nullptr) close_ep(p.bulk, force);
-    close_ep(p.control, true);
+    if (p.bulk != nullptr && p.bulk != p.control) close_ep(p.bulk, force);
+    close_ep(p.control, p.bulk == p.control ? force : true);
   }
 
   // A send that cannot finish: closing the endpoints completes it (with an
@@ -518,9 +541,13 @@ class UcxEndpoint final : public Endpoint {
 
   // Trainer: tells a new worker its token and where to send (kBindAmId).
   void send_bind(ucp_ep_h ep, uint64_t token) {
-    std::vector<uint8_t> payload(sizeof token + worker_address_.size());
-    std::memcpy(payload.data(), &token, sizeof token);
-    std::memcpy(payload.data() + sizeof token, worker_address_.data(), worker_address_.size());
+    BindHead head{};
+    head.token = token;
+    head.network_namespace = network_namespace_;
+    std::memcpy(head.boot_id, boot_id_.data(), std::min(boot_id_.size(), sizeof head.boot_id));
+    std::vector<uint8_t> payload(sizeof head + worker_address_.size());
+    std::memcpy(payload.data(), &head, sizeof head);
+    std::memcpy(payload.data() + sizeof head, worker_address_.data(), worker_address_.size());
     send_owned(ep, kBindAmId, std::move(payload), false);
   }
 
@@ -693,11 +720,16 @@ class UcxEndpoint final : public Endpoint {
   static ucs_status_t on_bind(void* arg, const void*, size_t, void* data, size_t length,
                               const ucp_am_recv_param_t*) {
     auto* self = static_cast<UcxEndpoint*>(arg);
-    if (self->server_ || self->bind_.has_value() || length <= sizeof(uint64_t)) return UCS_OK;
+    if (self->server_ || self->bind_.has_value() || length <= sizeof(BindHead)) return UCS_OK;
+    BindHead head;
+    std::memcpy(&head, data, sizeof head);
     Bind b;
-    std::memcpy(&b.token, data, sizeof b.token);
-    const auto* a = static_cast<const uint8_t*>(data) + sizeof b.token;
-    b.address.assign(a, a + (length - sizeof b.token));
+    b.token = head.token;
+    const auto* a = static_cast<const uint8_t*>(data) + sizeof head;
+    b.address.assign(a, a + (length - sizeof head));
+    const std::string boot_id(head.boot_id, strnlen(head.boot_id, sizeof head.boot_id));
+    b.other_network_namespace = !boot_id.empty() && boot_id == self->boot_id_ && head.network_namespace != 0 &&
+                                self->network_namespace_ != 0 && head.network_namespace != self->network_namespace_;
     self->bind_ = std::move(b);
     return UCS_OK;
   }
@@ -841,6 +873,8 @@ class UcxEndpoint final : public Endpoint {
   std::atomic<bool> woken_{false};
   std::string address_;
   std::vector<uint8_t> worker_address_;  // trainer: what workers connect their bulk endpoint to
+  const std::string boot_id_ = node_boot_id();                // bind message: same kernel?
+  const uint64_t network_namespace_ = network_namespace_id();  // bind message: same network namespace?
   std::optional<Bind> bind_;             // worker: the trainer's bind message
   std::shared_ptr<BufferPool> pool_ = BufferPool::create();
   std::map<PeerId, Peer> peers_;

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
@@ -462,6 +463,33 @@ TEST(DataplaneTest, BadInputsAreClearErrors) {
   Process dw({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
   EXPECT_EQ(dw.wait(), 2);
   EXPECT_NE(dw.err().find("no job secret"), std::string::npos) << dw.err();
+}
+
+// --min-workers: no batch is taken before that many workers joined (so
+// every one of them joins, however short the run), or the run ends naming
+// how many did.
+TEST(DataplaneTest, MinWorkersWaitsForThemOrSaysHowManyJoined) {
+  TempDir d;
+  write_text(d / "a.txt", 300);
+  Process p(consume_args({"--input", "text:" + (d / "a.txt"), "--batch-size", "50", "--workers", "3",
+                          "--min-workers", "3", "-v"}),
+            kEnv);
+  ASSERT_EQ(p.wait(), 0) << p.err();
+  expect_clean(parse_json_lines(p.out()), 1, 300);
+  const std::regex joined("worker [^ ]+ joined");
+  const std::string err = p.err();
+  EXPECT_EQ(std::distance(std::sregex_iterator(err.begin(), err.end(), joined), std::sregex_iterator()), 3) << err;
+
+  Process few(consume_args({"--input", "text:" + (d / "a.txt"), "--workers", "1", "--min-workers", "2",
+                            "--join-timeout", "2"}),
+              kEnv);
+  EXPECT_EQ(few.wait(), 1);
+  EXPECT_NE(few.err().find("--min-workers 2: only 1 workers joined within 2 s"), std::string::npos) << few.err();
+  EXPECT_TRUE(few.out().empty()) << few.out();
+
+  Process bad(consume_args({"--input", "text:" + (d / "a.txt"), "--join-timeout", "0"}), kEnv);
+  EXPECT_EQ(bad.wait(), 2);
+  EXPECT_NE(bad.err().find("--join-timeout: must be 1..86400"), std::string::npos) << bad.err();
 }
 
 // The worker program runs on the workers: a TorchScript module scripted

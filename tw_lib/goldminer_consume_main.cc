@@ -139,7 +139,7 @@ double cpu_seconds(const std::vector<pid_t>& workers) {
 int main(int argc, char** argv) {
   SessionOptions o;
   std::string input, program_path, transport = "ucx", listen, state_out, resume;
-  uint32_t epochs = 1, workers = 1, threads = 1;
+  uint32_t epochs = 1, workers = 1, threads = 1, min_workers = 0, join_timeout = 60;
   uint64_t stop_after = 0;
   bool json = false, verbose = false;
   po::options_description desc(
@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
       ("epochs", po::value(&epochs)->default_value(1), "epochs to consume")
       ("workers", po::value(&workers)->default_value(1), "local data workers to start (0: only --listen)")
       ("threads", po::value(&threads)->default_value(1), "threads per data worker")
+      ("min-workers", po::value(&min_workers)->default_value(0),
+       "take no batch before this many workers have joined")
+      ("join-timeout", po::value(&join_timeout)->default_value(60),
+       "seconds --min-workers waits before it is an error")
       ("transport", po::value(&transport)->default_value("ucx"), "ucx | mpi | local")
       ("listen", po::value(&listen), "address to listen on for external workers "
        "(ucx://HOST:PORT; default ucx://127.0.0.1:0)")
@@ -191,6 +195,8 @@ int main(int argc, char** argv) {
   if (epochs == 0 || epochs > 1000000) return fail("--epochs: must be 1..1000000", 2);
   if (workers > 1024) return fail("--workers: must be 0..1024", 2);
   if (threads == 0 || threads > 1024) return fail("--threads: must be 1..1024", 2);
+  if (min_workers > 4096) return fail("--min-workers: must be 0..4096", 2);
+  if (join_timeout == 0 || join_timeout > 86400) return fail("--join-timeout: must be 1..86400", 2);
   if (o.batch_size == 0 || o.batch_size > (1u << 24)) return fail("--batch-size: must be 1..16777216", 2);
   if (o.queue_batches == 0 || o.queue_batches > 1000000) return fail("--queue-batches: must be 1..1000000", 2);
   if (o.shuffle_buffer > (1u << 26)) return fail("--shuffle-buffer: must be at most 67108864", 2);
@@ -199,9 +205,10 @@ int main(int argc, char** argv) {
       if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
     });
 
-  // MPI: every process is part of one MPI job; without one, start it:
-  // this program as rank 0 and the workers as ranks 1..N.
-  if (transport == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
+  // MPI: every process is part of one MPI job (mpirun sets
+  // OMPI_COMM_WORLD_SIZE, `srun --mpi=pmix` PMIX_RANK); without one, start
+  // it: this program as rank 0 and the workers as ranks 1..N.
+  if (transport == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && std::getenv("PMIX_RANK") == nullptr) {
     if (workers == 0) return fail("--transport mpi starts its workers itself: --workers must be at least 1", 2);
     auto secret = make_secret();
     if (!secret.ok()) return fail(secret.status().message(), 1);
@@ -310,6 +317,27 @@ int main(int argc, char** argv) {
     }
   });
 
+  // Stops the watchdog, drains the workers, ends those this run started.
+  auto shut_down = [&] {
+    watching = false;
+    watchdog.join();
+    session->reset();
+    stop_workers(pids, SIGTERM, 10);
+  };
+  // --min-workers: the first batch is taken (and the first epoch timed)
+  // once that many workers are connected.
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(join_timeout);
+       s.metrics().workers < min_workers;) {
+    if (std::chrono::steady_clock::now() > until) {
+      const size_t joined = s.metrics().workers;
+      shut_down();
+      return fail("--min-workers " + std::to_string(min_workers) + ": only " + std::to_string(joined) +
+                      " workers joined within " + std::to_string(join_timeout) + " s (--join-timeout)",
+                  1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
   const auto& per_file = s.records_per_file();
   bool clean = true;
   uint64_t lost_before = 0;
@@ -395,10 +423,7 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
-  watching = false;
-  watchdog.join();
-  session->reset();  // drains the workers
-  stop_workers(pids, SIGTERM, 10);
+  shut_down();
   if (rc != 0) return rc;
   return clean ? 0 : 4;
 }
