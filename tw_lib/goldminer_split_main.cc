@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
        "trainer-side receive bandwidth, GB/s, that prices shipping a cut value")
       ("repeat", po::value(&options.repeat)->default_value(5), "timed runs per measured program (median)")
       ("no-measure", "do not time the programs on the example (faster; no measured figures, no --advise)")
+      ("allow-non-tensor-cut", "let ints, lists, tuples and dicts cross the cut too (programs that "
+       "goldminer-dw cannot run: it sends tensors only)")
       ("verify", "check trainer(*worker(*x)) == model(*x) in eval and train mode on the example")
       ("seed", po::value(&seed)->default_value(0), "RNG seed of --verify")
       ("advise", "print the estimated trainer speedup against the number of data workers")
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
   options.mode = *mode;
   options.method = method;
   options.measure = vm.count("no-measure") == 0;
+  options.tensors_only = vm.count("allow-non-tensor-cut") == 0;
   const bool advise_only = vm.count("advise") > 0;
   if (!advise_only && (worker_path.empty() || trainer_path.empty()))
     return fail("--worker and --trainer are required (unless --advise) (try --help)", 2);

@@ -32,7 +32,7 @@ std::string save_program(const py::module_& torch, const py::module_& io, const 
 
 py::tuple split(const py::object& model, const py::object& example_inputs, const py::object& transform,
                 const std::string& mode, const std::string& method, double transfer_gbps, bool measure,
-                int repeat) {
+                int repeat, bool tensors_only) {
   py::module_ torch = py::module_::import("torch");
   py::module_ io = py::module_::import("io");
   SplitOptions options;
@@ -44,6 +44,7 @@ py::tuple split(const py::object& model, const py::object& example_inputs, const
   options.transfer_gbps = transfer_gbps;
   options.measure = measure;
   options.repeat = repeat;
+  options.tensors_only = tensors_only;
   if (transfer_gbps <= 0) throw py::value_error("goldminer.split: transfer_gbps must be > 0");
 
   SplitInputs in;
@@ -77,13 +78,15 @@ PYBIND11_MODULE(_split, m) {
   m.doc() = "GoldMiner: automatic stateless-subgraph split of TorchScript programs (goldminer-split(1))";
   m.def("split", &goldminer::split,
         "split(model, example_inputs, transform=None, mode='extended', method='forward', transfer_gbps=4.0,\n"
-        "      measure=True, repeat=5) -> (worker, trainer, report)\n\n"
+        "      measure=True, repeat=5, tensors_only=True) -> (worker, trainer, report)\n\n"
         "Splits the scripted `model` (and the scripted per-batch `transform` run before it) into a worker\n"
         "program (runs on data workers, returns the cut values as a tuple) and a trainer program (holds\n"
         "all parameters): trainer(*worker(*x)) == model(*transform(*x)). `example_inputs` is a tuple of\n"
         "inputs (of the transform when given). `report` is a dict with the keys of\n"
-        "goldminer-split --report-json. Raises ValueError with the cause on bad input.",
+        "goldminer-split --report-json. With tensors_only (the default) only tensors cross the cut, so\n"
+        "goldminer-dw can run the worker program and send its outputs (goldminer.Session(program=worker)).\n"
+        "Raises ValueError with the cause on bad input.",
         py::arg("model"), py::arg("example_inputs"), py::arg("transform") = py::none(),
         py::arg("mode") = "extended", py::arg("method") = "forward", py::arg("transfer_gbps") = 4.0,
-        py::arg("measure") = true, py::arg("repeat") = 5);
+        py::arg("measure") = true, py::arg("repeat") = 5, py::arg("tensors_only") = true);
 }

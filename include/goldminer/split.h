@@ -62,6 +62,12 @@ struct SplitOptions {
   // fields are 0 and `measured` is false.
   bool measure = true;
   int repeat = 5;  // timed runs per program; the median is reported
+  // Only tensors cross the cut: goldminer-dw sends a batch as tensors, so a
+  // stateless node whose int, list or other non-tensor output the trainer
+  // reads (e.g. the `target.size()` of a loss function's check) stays on
+  // the trainer. false: such values may cross too (both programs run in
+  // one process, as in verify_split).
+  bool tensors_only = true;
 };
 
 // One value crossing from worker to trainer, measured on the example.

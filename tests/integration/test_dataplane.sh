@@ -2,28 +2,32 @@
 # whose trainer (goldminer-consume) runs on a GPU node and whose two
 # goldminer-dw workers run on the CPU nodes and reach it over UCX.
 
-# Submits job script SCRIPT (examples/dataplane-job.sh or one like it) on
-# INPUT (FORMAT:PATH) and waits for it; prints the job id. In netns mode
-# every node is its own network namespace (ours) and the trainer listens on
-# its node's address; otherwise all nodes share lo.
+# Submits job script SCRIPT with ARGS (examples/dataplane-job.sh or one
+# like it) and waits for it; prints the job id. In netns mode every node is
+# its own network namespace (ours) and the trainer listens on its node's
+# address; otherwise all nodes share lo.
 submit_dataplane_job() {
     (
-        export GM_BIN GM_INPUT=$2 GM_EPOCHS=2 GM_BATCH=50
+        export GM_BIN GM_EPOCHS=2 GM_BATCH=50 PYTHONPATH
         GM_BIN=$(dirname "$devcluster")
+        PYTHONPATH=$GM_BIN/python${PYTHONPATH:+:$PYTHONPATH}
         if grep -q '^network=netns' "$state/run/cluster"; then
             unset UCX_NET_DEVICES
         else
             export GM_TRAINER_HOST=127.0.0.1
         fi
-        submit_wait -o "$work/dp.%j" "$1"
+        submit_wait -o "$work/dp.%j" "$@"
     )
+}
+
+dataplane_example() {
+    echo "$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples" && pwd)/$1"
 }
 
 test_dataplane_workers_on_cpu_nodes_feed_a_trainer_on_a_gpu_node() {
     local job out lines=5000 n
     seq 1 "$lines" | sed 's/^/sample /' >"$work/dp-input.txt"
-    job=$(submit_dataplane_job "$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples" && pwd)/dataplane-job.sh" \
-          "text:$work/dp-input.txt") || { cat "$work"/dp.* 2>/dev/null | tail -20; return 1; }
+    job=$(GM_INPUT=text:$work/dp-input.txt submit_dataplane_job "$(dataplane_example dataplane-job.sh)") || { cat "$work"/dp.* 2>/dev/null | tail -20; return 1; }
     out=$(cat "$work/dp.$job")
     expect_contains "job end" "$out" "trainer exit 0, workers exit 0" || return 1
     # Every epoch: every sample exactly once.
@@ -57,27 +61,25 @@ set -u
 cd "$SLURM_SUBMIT_DIR"
 GOLDMINER_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); export GOLDMINER_SECRET
 host=${GM_TRAINER_HOST:-$(srun --het-group=0 hostname -I | awk '{ print $1 }')}
+GOLDMINER_TRAINER=ucx://$host:$((20000 + SLURM_JOB_ID % 20000)); export GOLDMINER_TRAINER
 out=trainer.$SLURM_JOB_ID
 srun --het-group=0 "$GM_BIN/goldminer-consume" --input "$GM_INPUT" --batch-size 50 --epochs 3 --workers 0 \
-    --min-workers 2 --listen "ucx://$host:0" --json -v >"$out" 2>"$out.err" &
+    --min-workers 2 --listen "$GOLDMINER_TRAINER" --json -v >"$out" 2>"$out.err" &
 trainer=$!
-for _ in $(seq 600); do
-    addr=$(sed -n 's/^goldminer-consume: listening on //p' "$out.err"); [ -n "$addr" ] && break; sleep 0.1
-done
-srun --het-group=1 --job-name=gm-first-workers "$GM_BIN/goldminer-dw" --trainer "$addr" -v &
+srun --het-group=1 --job-name=gm-first-workers "$GM_BIN/goldminer-dw" --connect-timeout 60 -v &
 first=$!
 # Mid-epoch 1 (an epoch takes seconds): SIGTERM to that step's tasks.
 until grep -q '"epoch": 0' "$out" || ! kill -0 "$trainer"; do sleep 0.1; done
 step=$(scontrol -o show step | sed -n 's/^StepId=\([0-9]*\.[0-9]*\) .*Name=gm-first-workers.*/\1/p')
 scancel --signal=TERM "$step"
 wait "$first"; echo "first workers exit $?"
-srun --het-group=1 "$GM_BIN/goldminer-dw" --trainer "$addr" -v &
+srun --het-group=1 "$GM_BIN/goldminer-dw" -v &
 second=$!
 wait "$trainer"; echo "trainer exit $?"
 wait "$second"; echo "second workers exit $?"
 cat "$out" "$out.err"
 SCRIPT
-    job=$(submit_dataplane_job "$work/dp-term.sh" "text:$work/dp-big.txt") || { tail -20 "$work"/dp.*; return 1; }
+    job=$(GM_INPUT=text:$work/dp-big.txt submit_dataplane_job "$work/dp-term.sh") || { tail -20 "$work"/dp.*; return 1; }
     out=$(cat "$work/dp.$job")
     for what in "first workers exit 0" "trainer exit 0" "second workers exit 0"; do
         expect_contains "job" "$out" "$what" || return 1
@@ -89,4 +91,24 @@ SCRIPT
                head -2 | awk '{ n += $1 } END { print n + 0 }')
     [ "${returned:-0}" -ge 1 ] || { echo "no lease returned by the drained workers: $out"; return 1; }
     expect_eq "drained workers" "$(echo "$out" | grep -c '^goldminer-dw: draining')" 4
+}
+
+# A real training script as the trainer: examples/train_dlrm.py splits its
+# model with goldminer.split, ships the worker program through
+# goldminer.Session, and trains on what the workers on the CPU nodes send.
+test_dataplane_python_training_script_trains_on_batches_from_cpu_nodes() {
+    local job out rows=20000 n first last
+    /usr/bin/python3 "$(dataplane_example ../bench/dataplane/gen_criteo.py)" "$work/dp-criteo.tsv" "$rows" 3 || return 1
+    job=$(submit_dataplane_job "$(dataplane_example dataplane-job.sh)" /usr/bin/python3 \
+          "$(dataplane_example train_dlrm.py)" --input "criteo-tsv:$work/dp-criteo.tsv" --epochs 2 \
+          --batch-size 1000 --min-workers 2) || { tail -20 "$work"/dp.*; return 1; }
+    out=$(cat "$work/dp.$job")
+    expect_contains "job end" "$out" "trainer exit 0, workers exit 0" || return 1
+    expect_contains "split" "$out" "train_dlrm: split: " || return 1
+    n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $rows, \"unique_samples\": $rows, \"loss\": [0-9.]*, .*\"workers\": 2}")
+    expect_eq "epochs with every sample once" "$n" 2 || { echo "$out" | tail -12; return 1; }
+    # It trains: the mean loss of the second epoch is below the first's.
+    first=$(echo "$out" | sed -n 's/^{"epoch": 0, .*"loss": \([0-9.]*\),.*/\1/p')
+    last=$(echo "$out" | sed -n 's/^{"epoch": 1, .*"loss": \([0-9.]*\),.*/\1/p')
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || { echo "loss did not fall: $first -> $last"; return 1; }
 }

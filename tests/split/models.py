@@ -194,6 +194,19 @@ class ControlFlow(nn.Module):
         return {"out": out, "h": h.sum(dim=1) + noise}
 
 
+class ClickLoss(nn.Module):
+    """A loss inside the model: binary_cross_entropy_with_logits checks
+    target.size() == input.size(), an int[] of a stateless value."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 1)
+
+    def forward(self, x: Tensor, label: Tensor) -> Tensor:
+        y = torch.nan_to_num(label, nan=0.0)
+        return F.binary_cross_entropy_with_logits(self.fc(torch.log1p(x.abs())).squeeze(1), y)
+
+
 def save(outdir: str, name: str, module: torch.jit.ScriptModule, example: tuple) -> None:
     module.save(os.path.join(outdir, name + ".pt"))
     torch.save(example, os.path.join(outdir, name + "_example.pt"))
@@ -217,6 +230,7 @@ def main() -> int:
     save(outdir, "bn_dropout", torch.jit.script(BatchNormDropout()), (torch.randn(16, 8),))
     save(outdir, "inplace", torch.jit.script(InPlace()), (torch.randn(4, 6), torch.randn(4, 6)))
     save(outdir, "forked", torch.jit.script(Forked()), (torch.randn(4, 6),))
+    save(outdir, "click_loss", torch.jit.script(ClickLoss()), (torch.randn(16, 8), torch.rand(16).round()))
     mask = torch.tensor([1.0, 1.0, 1.0, 0.0])
     save(outdir, "control", torch.jit.script(ControlFlow()), ({"x": torch.randn(4, 4), "mask": mask},))
     # Bad inputs.

@@ -191,6 +191,30 @@ TEST_F(SplitTest, ForkedCallsStayOnTheTrainer) {
   EXPECT_GT(r.nodes_moved, 0);  // relu(x + 1)
 }
 
+// goldminer-dw sends a worker program's outputs as a batch of tensors, so
+// by default only tensors cross the cut: the loss's target.size() check (an
+// int[] of the stateless label transform) stays on the trainer. Allowed, it
+// crosses (max mode moves every stateless node it may).
+TEST_F(SplitTest, OnlyTensorsCrossTheCutUnlessAllowed) {
+  for (bool tensors_only : {true, false}) {
+    SplitOptions options;
+    options.mode = SplitMode::kMax;
+    options.repeat = 1;
+    options.tensors_only = tensors_only;
+    auto split = split_serialized(inputs("click_loss"), options);
+    ASSERT_TRUE(split.ok()) << split.status().message();
+    int non_tensors = 0;
+    for (const CutValue& c : split->report.cut) non_tensors += c.dtype == "List[int]";
+    EXPECT_EQ(non_tensors, tensors_only ? 0 : 1) << format_report(split->report);
+    EXPECT_GT(split->report.nodes_moved, 0);  // nan_to_num, abs, log1p
+    for (uint64_t seed : {0, 3}) {
+      auto eq = verify_split(inputs("click_loss"), split->worker, split->trainer, "forward", seed);
+      ASSERT_TRUE(eq.ok()) << eq.status().message();
+      EXPECT_TRUE(eq->ok()) << eq->detail;
+    }
+  }
+}
+
 TEST_F(SplitTest, ControlFlowDictInputsLoopsAndNestedBlocksStayEquivalent) {
   SplitReport r = split_and_verify(inputs("control"), SplitMode::kMax);
   EXPECT_GT(r.nodes_moved, 10);

@@ -432,7 +432,9 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       split::CutProblem::Value pv;
       bool input = v->node() == a.graph->param_node();
       pv.producer = input ? -1 : index.at(v->node());
-      double bytes = split::value_bytes(probe->values.at(v));
+      const IValue& example = probe->values.at(v);
+      double bytes = split::value_bytes(example);
+      if (options.tensors_only && !example.isTensor()) bytes = -1;
       pv.cost = bytes < 0 ? (input ? 0 : split::kCannotCross) : bytes / (options.transfer_gbps * 1e6);
       value_index[v] = static_cast<int>(problem.values.size());
       problem.values.push_back(pv);
