@@ -101,12 +101,10 @@ def main():
     with goldminer.Session(a.input, batch_size=a.batch_size, program=worker, workers=a.workers,
                            seed=a.seed) as session:
         print("train_dlrm: listening on %s" % session.address, file=sys.stderr, flush=True)
-        until = time.monotonic() + a.join_timeout
-        while session.metrics()["workers"] < a.min_workers:
-            if time.monotonic() > until:
-                sys.exit("train_dlrm: --min-workers %d: only %d workers joined within %g s" %
-                         (a.min_workers, session.metrics()["workers"], a.join_timeout))
-            time.sleep(0.02)
+        try:
+            session.wait_for_workers(a.min_workers, timeout=a.join_timeout)
+        except RuntimeError as e:
+            sys.exit("train_dlrm: --min-workers: %s" % e)
         offsets = torch.tensor([0] + list(session.records_per_file)).cumsum(0)
         for epoch in range(a.epochs):
             seen = torch.zeros(session.total_records, dtype=torch.bool)

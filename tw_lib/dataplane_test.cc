@@ -484,7 +484,7 @@ TEST(DataplaneTest, MinWorkersWaitsForThemOrSaysHowManyJoined) {
                             "--join-timeout", "2"}),
               kEnv);
   EXPECT_EQ(few.wait(), 1);
-  EXPECT_NE(few.err().find("--min-workers 2: only 1 workers joined within 2 s"), std::string::npos) << few.err();
+  EXPECT_NE(few.err().find("--min-workers: only 1 of 2 workers joined within 2 s"), std::string::npos) << few.err();
   EXPECT_TRUE(few.out().empty()) << few.out();
 
   Process bad(consume_args({"--input", "text:" + (d / "a.txt"), "--join-timeout", "0"}), kEnv);
@@ -699,6 +699,47 @@ TEST(SessionTest, NextTimesOutWithoutWorkersAndGoesOnWhenOneJoins) {
   stop = true;
   s->reset();
   worker.join();
+}
+
+// wait_for_workers: an error naming how many joined when the time is up
+// (the session goes on), kInterrupted when asked to stop, and the count as
+// soon as enough workers are connected.
+TEST(SessionTest, WaitForWorkersTimesOutOrReturnsOnceTheyJoined) {
+  TempDir d;
+  SessionOptions o = text_session(d, 300, "local://session-wait-test");
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto none = (*s)->wait_for_workers(1, 0.2);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "only 0 of 1 workers joined within 0.2 s");
+  int asked = 0;
+  auto stopped = (*s)->wait_for_workers(1, 60, [&asked] { return ++asked == 3; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().message(), Session::kInterrupted);
+  auto zero = (*s)->wait_for_workers(0, 0);
+  ASSERT_TRUE(zero.ok()) << zero.status().message();
+  EXPECT_EQ(*zero, 0u);
+
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (const char* id : {"w1", "w2"})
+    workers.emplace_back([&, id] {
+      dw::WorkerOptions w;
+      w.trainer = o.listen;
+      w.secret = o.secret;
+      w.id = id;
+      (void)dw::run_worker(w, stop);
+    });
+  auto two = (*s)->wait_for_workers(2, 60);
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(*two, 2u);
+  EXPECT_EQ((*s)->metrics().workers, 2u);
+  uint64_t samples = 0;
+  for (const SessionBatch& b : (*s)->epoch()) samples += b.samples;
+  EXPECT_EQ(samples, 300u);
+  stop = true;
+  s->reset();
+  for (auto& t : workers) t.join();
 }
 
 TEST(SessionTest, RefusesBadOptions) {

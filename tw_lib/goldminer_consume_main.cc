@@ -326,16 +326,9 @@ int main(int argc, char** argv) {
   };
   // --min-workers: the first batch is taken (and the first epoch timed)
   // once that many workers are connected.
-  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(join_timeout);
-       s.metrics().workers < min_workers;) {
-    if (std::chrono::steady_clock::now() > until) {
-      const size_t joined = s.metrics().workers;
-      shut_down();
-      return fail("--min-workers " + std::to_string(min_workers) + ": only " + std::to_string(joined) +
-                      " workers joined within " + std::to_string(join_timeout) + " s (--join-timeout)",
-                  1);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (auto joined = s.wait_for_workers(min_workers, join_timeout); !joined.ok()) {
+    shut_down();
+    return fail("--min-workers: " + joined.status().message() + " (--join-timeout)", 1);
   }
 
   const auto& per_file = s.records_per_file();

@@ -105,6 +105,11 @@ Methods and attributes:
                    workers, workers_lost, workers_rejected, bad_records,
                    duplicates_dropped, per_worker: [{id, batches, bytes, batches_per_s}]).
   drain_workers(n) asks up to n workers to finish their batch and leave; returns how many.
+  wait_for_workers(n, timeout=60)
+                   waits until n workers are connected and returns how many are; raises
+                   RuntimeError naming how many joined when timeout s passed first (the
+                   session goes on). For a trainer that should not start before its
+                   workers (under Slurm: examples/dataplane-job.sh).
   address          where workers connect (give it to goldminer-dw as GOLDMINER_TRAINER).
   total_records, files, records_per_file, worker_pids (the goldminer-dw this session started).
   close()          ends the session and stops the workers it started (SIGTERM while the
@@ -488,6 +493,25 @@ class PySession {
   }
 
   size_t drain_workers(size_t n) { return session().drain_workers(n); }
+
+  size_t wait_for_workers(int64_t n, double timeout) {
+    if (n < 0) throw py::value_error("goldminer.Session.wait_for_workers: n must be >= 0");
+    if (!(timeout >= 0)) throw py::value_error("goldminer.Session.wait_for_workers: timeout must be >= 0");
+    Session& s = session();
+    Expected<size_t> joined = Status::error("not run");
+    bool signalled = false;
+    {
+      py::gil_scoped_release release;
+      joined = s.wait_for_workers(static_cast<size_t>(n), timeout, [&signalled] {
+        py::gil_scoped_acquire acquire;
+        signalled = PyErr_CheckSignals() != 0;
+        return signalled;
+      });
+    }
+    if (signalled) throw py::error_already_set();
+    if (!joined.ok()) raise_runtime(joined.status().message());
+    return *joined;
+  }
   std::string address() { return session().address(); }
   uint64_t total_records() { return session().total_records(); }
   std::vector<std::string> files() { return session().files(); }
@@ -596,6 +620,8 @@ PYBIND11_MODULE(_session, m) {
       .def("metrics", &gm::PySession::metrics, "The session's counters as a dict.")
       .def("drain_workers", &gm::PySession::drain_workers, py::arg("n"),
            "Asks up to n workers to finish their batch and leave; returns how many.")
+      .def("wait_for_workers", &gm::PySession::wait_for_workers, py::arg("n"), py::arg("timeout") = 60.0,
+           "Waits until n workers are connected (at most timeout s); returns how many are.")
       .def("close", &gm::PySession::close, "Ends the session and stops the workers it started.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](gm::PySession& s, py::args) { s.close(); return false; })

@@ -237,6 +237,28 @@ class Session::Impl {
     return std::min(n, per_worker_.size());
   }
 
+  Expected<size_t> wait_for_workers(size_t n, double timeout_s, const std::function<bool()>& interrupted) {
+    const auto asked = Clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (per_worker_.size() >= n) return per_worker_.size();
+      if (!failure_.ok()) return failure_;
+      if (seconds_since(asked) >= timeout_s) {
+        char waited[32];
+        std::snprintf(waited, sizeof waited, "%g", timeout_s);
+        return Status::error("only " + std::to_string(per_worker_.size()) + " of " + std::to_string(n) +
+                             " workers joined within " + waited + " s");
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      if (interrupted) {
+        lock.unlock();
+        const bool stop = interrupted();
+        lock.lock();
+        if (stop) return Status::error(Session::kInterrupted);
+      }
+    }
+  }
+
  private:
   enum class Phase { kHello, kAuth, kReady };
   struct Worker {
@@ -631,5 +653,8 @@ void Session::EpochRange::iterator::advance() {
 LeasePosition Session::state() const { return impl_->state(); }
 SessionMetrics Session::metrics() const { return impl_->metrics(); }
 size_t Session::drain_workers(size_t n) { return impl_->drain_workers(n); }
+Expected<size_t> Session::wait_for_workers(size_t n, double timeout_s, const std::function<bool()>& interrupted) {
+  return impl_->wait_for_workers(n, timeout_s, interrupted);
+}
 
 }  // namespace goldminer

@@ -184,6 +184,14 @@ class Session {
   // and exit (the autosizer shrinking the job). Returns how many were asked.
   size_t drain_workers(size_t n);
 
+  // Waits until at least `n` workers are connected (metrics().workers), for
+  // at most `timeout_s` seconds, asking `interrupted` about every 20 ms as
+  // next() does. Returns how many are connected; else an error that says
+  // how many joined in time (not final), kInterrupted, or the session's
+  // failure. For a trainer that should not start before its workers: a
+  // short job whose late workers would find it gone, a benchmark.
+  Expected<size_t> wait_for_workers(size_t n, double timeout_s, const std::function<bool()>& interrupted = {});
+
  private:
   class Impl;
   explicit Session(std::unique_ptr<Impl> impl);

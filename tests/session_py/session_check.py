@@ -439,9 +439,12 @@ def check_metrics(folder):
         it = iter(s)
         for _ in range(3):
             count.add(check_batch("text", next(it), s.last_sample_ids))
-        deadline = time.time() + 30
-        while s.metrics()["workers"] < 2 and time.time() < deadline:
-            time.sleep(0.1)
+        print("wait_for_workers(2) -> %d" % s.wait_for_workers(2, timeout=30))
+        try:
+            s.wait_for_workers(3, timeout=0.2)
+            fail("wait_for_workers(3) returned with 2 workers")
+        except RuntimeError as e:
+            print("wait_for_workers(3): RuntimeError: %s" % e)
         m = s.metrics()
         keys = ["arrival_rate", "bad_records", "consumption_rate", "duplicates_dropped", "epoch", "per_worker",
                 "queue_batches", "queue_bytes", "queue_fill", "trainer_wait_fraction", "workers", "workers_lost",

@@ -156,6 +156,8 @@ TEST(SessionPy, MetricsDrainAndWorkerLifetime) {
   EXPECT_PRINTS(r, "metrics keys: arrival_rate bad_records consumption_rate duplicates_dropped epoch per_worker "
                    "queue_batches queue_bytes queue_fill trainer_wait_fraction workers workers_lost workers_rejected");
   EXPECT_PRINTS(r, "workers 2");
+  EXPECT_PRINTS(r, "wait_for_workers(2) -> 2");
+  EXPECT_PRINTS(r, "wait_for_workers(3): RuntimeError: goldminer.Session: only 2 of 3 workers joined within 0.2 s");
   EXPECT_PRINTS(r, "drain_workers(1) -> 1");
   EXPECT_PRINTS(r, "after drain: epoch 0: samples 1537 unique 1537 duplicates 0 missing 0");
   EXPECT_PRINTS(r, "workers after drain 1");
