@@ -22,7 +22,8 @@
 #   GM_EPOCHS        its epochs (2)     GM_BATCH   its batch size (64)
 #   GM_TRAINER_HOST  address the trainer listens on (the first address of its
 #                    node, `hostname -I`)
-#   GM_PORT          port it listens on (20000 + job id modulo 20000)
+#   GM_PORT          port it listens on (20000 + job id modulo 20000; if
+#                    another process holds it, the trainer says so: set one)
 #   GM_BIN           directory of goldminer-consume and goldminer-dw (PATH)
 #
 #SBATCH --job-name=gm-dataplane

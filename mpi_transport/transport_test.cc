@@ -237,6 +237,15 @@ TEST(TransportAddressTest, ErrorsNameTheAddress) {
   auto l1 = listen("local://twice");
   ASSERT_TRUE(l1.ok());
   EXPECT_FALSE(listen("local://twice").ok());
+  // A port another listener holds (a job-id port taken by another job).
+  auto u1 = listen("ucx://127.0.0.1:0");
+  ASSERT_TRUE(u1.ok()) << u1.status().message();
+  const std::string taken = (*u1)->address().substr(std::string("ucx://").size());
+  auto u2 = listen("ucx://" + taken);
+  ASSERT_FALSE(u2.ok());
+  EXPECT_EQ(u2.status().message(), "ucx: listening on " + taken +
+                                       ": the address is in use (another process listens on that port; choose "
+                                       "another, or port 0 for any free one)");
 }
 
 // ------------------------------------------------------------ shared memory

@@ -173,6 +173,9 @@ class UcxEndpoint final : public Endpoint {
     lp.conn_handler.cb = &UcxEndpoint::on_conn_request;
     lp.conn_handler.arg = this;
     s = ucp_listener_create(worker_, &lp, &listener_);
+    if (s == UCS_ERR_BUSY)  // UCX's word for EADDRINUSE
+      return Status::error("ucx: listening on " + host_port + ": the address is in use (another process listens "
+                           "on that port; choose another, or port 0 for any free one)");
     if (s != UCS_OK) return Status::error("ucx: listening on " + host_port + ": " + ucs_text(s));
     ucp_listener_attr_t attr{};
     attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
