@@ -51,14 +51,13 @@ test_dataplane_workers_on_cpu_nodes_feed_a_trainer_on_a_gpu_node() {
     fi
 }
 
-# Slurm's preemption signal to the workers' step (scancel --signal=TERM, as
-# a preempted or shrunk job step gets): the workers finish the batch in
-# hand, return their leases and exit 0; a new worker step takes over and
-# every epoch still has every sample exactly once.
-test_dataplane_sigterm_to_the_worker_step_drains_and_new_workers_finish() {
-    local job out lines=1000000 n returned
-    seq 1 "$lines" | sed 's/^/sample /' >"$work/dp-big.txt"
-    cat >"$work/dp-term.sh" <<'SCRIPT'
+# Writes $work/dp-replace.sh: a hetjob whose trainer (goldminer-consume, 3
+# epochs of $GM_INPUT) is fed by a first worker step until the middle of
+# epoch 1, when that step gets signal $GM_SIGNAL from scancel; a second
+# worker step then finishes the run. Prints each step's exit status, then
+# the trainer's output.
+write_replace_workers_job() {
+    cat >"$work/dp-replace.sh" <<'SCRIPT'
 #!/bin/bash
 #SBATCH -p gpu --gpus=1 -N1 -n1
 #SBATCH hetjob
@@ -74,10 +73,10 @@ srun --het-group=0 "$GM_BIN/goldminer-consume" --input "$GM_INPUT" --batch-size 
 trainer=$!
 srun --het-group=1 --job-name=gm-first-workers "$GM_BIN/goldminer-dw" --connect-timeout 60 -v &
 first=$!
-# Mid-epoch 1 (an epoch takes seconds): SIGTERM to that step's tasks.
+# Mid-epoch 1 (an epoch takes seconds): the signal to that step's tasks.
 until grep -q '"epoch": 0' "$out" || ! kill -0 "$trainer"; do sleep 0.1; done
 step=$(scontrol -o show step | sed -n 's/^StepId=\([0-9]*\.[0-9]*\) .*Name=gm-first-workers.*/\1/p')
-scancel --signal=TERM "$step"
+scancel --signal="$GM_SIGNAL" "$step"
 wait "$first"; echo "first workers exit $?"
 srun --het-group=1 "$GM_BIN/goldminer-dw" -v &
 second=$!
@@ -85,7 +84,18 @@ wait "$trainer"; echo "trainer exit $?"
 wait "$second"; echo "second workers exit $?"
 cat "$out" "$out.err"
 SCRIPT
-    job=$(GM_INPUT=text:$work/dp-big.txt submit_dataplane_job "$work/dp-term.sh") || { tail -20 "$work"/dp.*; return 1; }
+    echo "$work/dp-replace.sh"
+}
+
+# Slurm's preemption signal to the workers' step (scancel --signal=TERM, as
+# a preempted or shrunk job step gets): the workers finish the batch in
+# hand, return their leases and exit 0; a new worker step takes over and
+# every epoch still has every sample exactly once.
+test_dataplane_sigterm_to_the_worker_step_drains_and_new_workers_finish() {
+    local job out lines=1000000 n returned
+    seq 1 "$lines" | sed 's/^/sample /' >"$work/dp-big.txt"
+    job=$(GM_SIGNAL=TERM GM_INPUT=text:$work/dp-big.txt submit_dataplane_job "$(write_replace_workers_job)") ||
+        { tail -20 "$work"/dp.*; return 1; }
     out=$(cat "$work/dp.$job")
     for what in "first workers exit 0" "trainer exit 0" "second workers exit 0"; do
         expect_contains "job" "$out" "$what" || return 1
@@ -97,6 +107,27 @@ SCRIPT
                head -2 | awk '{ n += $1 } END { print n + 0 }')
     [ "${returned:-0}" -ge 1 ] || { echo "no lease returned by the drained workers: $out"; return 1; }
     expect_eq "drained workers" "$(echo "$out" | grep -c '^goldminer-dw: draining')" 4
+}
+
+# SIGKILL to the workers' step mid-epoch (a node lost, a job step killed):
+# the trainer re-leases what they held and drops their partial batches; a
+# new worker step finishes, and every epoch still has every sample once.
+test_dataplane_sigkill_to_the_worker_step_loses_and_duplicates_nothing() {
+    local job out lines=1000000 n lost
+    [ -f "$work/dp-big.txt" ] || seq 1 "$lines" | sed 's/^/sample /' >"$work/dp-big.txt"
+    job=$(GM_SIGNAL=KILL GM_INPUT=text:$work/dp-big.txt submit_dataplane_job "$(write_replace_workers_job)") ||
+        { tail -20 "$work"/dp.*; return 1; }
+    out=$(cat "$work/dp.$job")
+    for what in "trainer exit 0" "second workers exit 0"; do
+        expect_contains "job" "$out" "$what" || return 1
+    done
+    expect_contains "job" "$out" "first workers exit" || return 1
+    if echo "$out" | grep -q "first workers exit 0"; then echo "killed workers exited 0: $out"; return 1; fi
+    n=$(echo "$out" | grep -c "^{\"epoch\": [012], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
+    expect_eq "clean epochs" "$n" 3 || { echo "$out" | grep '^{'; return 1; }
+    # The kill came mid-epoch 1: its workers were lost with splits in hand.
+    lost=$(echo "$out" | sed -n 's/^{"epoch": 1, .*"workers_lost": \([0-9]*\),.*/\1/p')
+    [ "${lost:-0}" -ge 1 ] || { echo "no worker lost with splits in epoch 1: $(echo "$out" | grep '^{')"; return 1; }
 }
 
 # A real training script as the trainer: examples/train_dlrm.py splits its
