@@ -1,17 +1,23 @@
-# The data plane across Slurm nodes: examples/dataplane-job.sh, a hetjob
-# whose trainer (goldminer-consume) runs on a GPU node and whose two
-# goldminer-dw workers run on the CPU nodes and reach it over UCX.
+# The data plane across Slurm nodes: hetjobs (examples/dataplane-job.sh and
+# one like it) whose trainer (goldminer-consume, or examples/train_dlrm.py)
+# runs on a GPU node and whose two goldminer-dw workers run on the CPU nodes
+# and reach it over UCX.
+
+# True when every devcluster node is a network namespace of its own (ours),
+# with its own address and host name; else all nodes share this host's.
+nodes_have_namespaces() {
+    grep -q '^network=netns' "$state/run/cluster"
+}
 
 # Submits job script SCRIPT with ARGS (examples/dataplane-job.sh or one
-# like it) and waits for it; prints the job id. In netns mode every node is
-# its own network namespace (ours) and the trainer listens on its node's
-# address; otherwise all nodes share lo.
+# like it) and waits for it; prints the job id. With node namespaces the
+# trainer listens on its node's address; otherwise all nodes share lo.
 submit_dataplane_job() {
     (
         export GM_BIN GM_EPOCHS=2 GM_BATCH=50 PYTHONPATH
         GM_BIN=$(dirname "$devcluster")
         PYTHONPATH=$GM_BIN/python${PYTHONPATH:+:$PYTHONPATH}
-        if grep -q '^network=netns' "$state/run/cluster"; then
+        if nodes_have_namespaces; then
             unset UCX_NET_DEVICES
         else
             export GM_TRAINER_HOST=127.0.0.1
@@ -27,7 +33,8 @@ dataplane_example() {
 test_dataplane_workers_on_cpu_nodes_feed_a_trainer_on_a_gpu_node() {
     local job out lines=5000 n
     seq 1 "$lines" | sed 's/^/sample /' >"$work/dp-input.txt"
-    job=$(GM_INPUT=text:$work/dp-input.txt submit_dataplane_job "$(dataplane_example dataplane-job.sh)") || { cat "$work"/dp.* 2>/dev/null | tail -20; return 1; }
+    job=$(GM_INPUT=text:$work/dp-input.txt submit_dataplane_job "$(dataplane_example dataplane-job.sh)") ||
+        { echo "$job"; tail -20 "$work"/dp.* 2>/dev/null; return 1; }
     out=$(cat "$work/dp.$job")
     expect_contains "job end" "$out" "trainer exit 0, workers exit 0" || return 1
     # Every epoch: every sample exactly once.
@@ -36,7 +43,7 @@ test_dataplane_workers_on_cpu_nodes_feed_a_trainer_on_a_gpu_node() {
     # Both workers joined (from the CPU nodes c1 and c2: a worker's id is
     # HOST:PID, and only namespaced nodes have host names of their own) and
     # were drained.
-    if grep -q '^network=netns' "$state/run/cluster"; then
+    if nodes_have_namespaces; then
         expect_eq "workers joined" "$(echo "$out" | sed -n 's/.*session: worker \(c[0-9]*\):[0-9]* joined.*/\1/p' |
                                       sort | tr '\n' ' ')" "c1 c2 " || return 1
     else
@@ -46,7 +53,7 @@ test_dataplane_workers_on_cpu_nodes_feed_a_trainer_on_a_gpu_node() {
     # Node namespaces share this kernel: UCX's posix/sysv shared memory cannot
     # wake a peer across them, so the workers send on their connection
     # endpoint (mpi_transport/ucx_transport.cc).
-    if grep -q '^network=netns' "$state/run/cluster"; then
+    if nodes_have_namespaces; then
         expect_eq "namespace path" "$(echo "$out" | grep -c 'shares this kernel but not its network namespace')" 2
     fi
 }
@@ -95,7 +102,7 @@ test_dataplane_sigterm_to_the_worker_step_drains_and_new_workers_finish() {
     local job out lines=1000000 n returned
     seq 1 "$lines" | sed 's/^/sample /' >"$work/dp-big.txt"
     job=$(GM_SIGNAL=TERM GM_INPUT=text:$work/dp-big.txt submit_dataplane_job "$(write_replace_workers_job)") ||
-        { tail -20 "$work"/dp.*; return 1; }
+        { echo "$job"; tail -20 "$work"/dp.* 2>/dev/null; return 1; }
     out=$(cat "$work/dp.$job")
     for what in "first workers exit 0" "trainer exit 0" "second workers exit 0"; do
         expect_contains "job" "$out" "$what" || return 1
@@ -116,7 +123,7 @@ test_dataplane_sigkill_to_the_worker_step_loses_and_duplicates_nothing() {
     local job out lines=1000000 n lost
     [ -f "$work/dp-big.txt" ] || seq 1 "$lines" | sed 's/^/sample /' >"$work/dp-big.txt"
     job=$(GM_SIGNAL=KILL GM_INPUT=text:$work/dp-big.txt submit_dataplane_job "$(write_replace_workers_job)") ||
-        { tail -20 "$work"/dp.*; return 1; }
+        { echo "$job"; tail -20 "$work"/dp.* 2>/dev/null; return 1; }
     out=$(cat "$work/dp.$job")
     for what in "trainer exit 0" "second workers exit 0"; do
         expect_contains "job" "$out" "$what" || return 1
@@ -138,7 +145,7 @@ test_dataplane_python_training_script_trains_on_batches_from_cpu_nodes() {
     /usr/bin/python3 "$(dataplane_example ../bench/dataplane/gen_criteo.py)" "$work/dp-criteo.tsv" "$rows" 3 || return 1
     job=$(submit_dataplane_job "$(dataplane_example dataplane-job.sh)" /usr/bin/python3 \
           "$(dataplane_example train_dlrm.py)" --input "criteo-tsv:$work/dp-criteo.tsv" --epochs 2 \
-          --batch-size 1000 --min-workers 2) || { tail -20 "$work"/dp.*; return 1; }
+          --batch-size 1000 --min-workers 2) || { echo "$job"; tail -20 "$work"/dp.* 2>/dev/null; return 1; }
     out=$(cat "$work/dp.$job")
     expect_contains "job end" "$out" "trainer exit 0, workers exit 0" || return 1
     expect_contains "split" "$out" "train_dlrm: split: " || return 1
