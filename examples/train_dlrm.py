@@ -11,8 +11,9 @@ trainer program on the batches they send, on the GPU when there is one.
 
     python3 examples/train_dlrm.py --input criteo-tsv:day_0.tsv --epochs 3
 
-Workers: --workers N starts N local goldminer-dw processes; under Slurm,
-examples/dataplane-job.sh starts them on the CPU nodes and sets
+Workers: --workers N starts N local goldminer-dw processes, as does
+`goldminer-run --workers N -- python3 examples/train_dlrm.py ...`; under
+Slurm, examples/dataplane-job.sh starts them on the CPU nodes and sets
 GOLDMINER_LISTEN and GOLDMINER_SECRET, which the session reads.
 
 Prints one JSON object per epoch on stdout: epoch, samples, unique_samples
