@@ -206,6 +206,10 @@ TEST_F(SplitTest, OnlyTensorsCrossTheCutUnlessAllowed) {
     int non_tensors = 0;
     for (const CutValue& c : split->report.cut) non_tensors += c.dtype == "List[int]";
     EXPECT_EQ(non_tensors, tensors_only ? 0 : 1) << format_report(split->report);
+    // The report says why the size check stayed.
+    EXPECT_EQ(kept(split->report, "aten::size", "cannot be shipped (List[int]: goldminer-dw sends tensors only)"),
+              tensors_only)
+        << format_report(split->report);
     EXPECT_GT(split->report.nodes_moved, 0);  // nan_to_num, abs, log1p
     for (uint64_t seed : {0, 3}) {
       auto eq = verify_split(inputs("click_loss"), split->worker, split->trainer, "forward", seed);

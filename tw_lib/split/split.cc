@@ -495,16 +495,30 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       return v->node() == a.graph->param_node() || on_worker.count(v->node()) > 0 ||
              (a.cls.count(v->node()) && a.cls.at(v->node()) == NodeClass::kStateless);
     };
+    // Why a stateless node's result may not cross the cut ("" if it may).
+    auto cannot_ship = [&](Node* n) -> std::string {
+      for (Value* o : n->outputs()) {
+        auto it = probe->values.find(o);
+        if (it == probe->values.end()) continue;
+        if (split::value_bytes(it->second) < 0) return o->type()->repr_str();
+        if (options.tensors_only && !it->second.isTensor())
+          return o->type()->repr_str() + ": goldminer-dw sends tensors only";
+      }
+      return "";
+    };
     for (Node* n : a.nodes) {
       if (on_worker.count(n) || a.cls.at(n) == NodeClass::kShared) continue;
       auto reads = split::outer_inputs(n);
       if (std::none_of(reads.begin(), reads.end(), data_from_worker)) continue;
       KeptNode k;
       k.node = n->kind().toQualString();
+      std::string unshippable;
       if (a.cls.at(n) == NodeClass::kStateful) {
         k.reason = a.why(n);
       } else if (options.mode == SplitMode::kDataset) {
         k.reason = "stateless: dataset mode moves only the transform";
+      } else if (!(unshippable = cannot_ship(n)).empty()) {
+        k.reason = "stateless: its result cannot be shipped (" + unshippable + ")";
       } else if (options.mode == SplitMode::kMax) {
         k.reason = "stateless: its result cannot be shipped (" + n->output(0)->type()->repr_str() + ")";
       } else {
