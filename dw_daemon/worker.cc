@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <deque>
@@ -516,9 +517,15 @@ class Connection {
 }  // namespace
 
 std::string default_worker_id() {
+  // A Slurm task's node name: several nodes may share one host name (a
+  // devcluster without namespaces, or a site whose node names are aliases).
+  const char* node = std::getenv("SLURMD_NODENAME");
   char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  return std::string(host) + ":" + std::to_string(getpid());
+  if (node == nullptr || *node == '\0') {
+    gethostname(host, sizeof host - 1);
+    node = host;
+  }
+  return std::string(node) + ":" + std::to_string(getpid());
 }
 
 const char* const kStopped = "stopped before the trainer answered";

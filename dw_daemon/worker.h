@@ -41,7 +41,8 @@ struct WorkerReport {
   std::string shared_memory;           // the transport's shared-memory status ("" if it has none)
 };
 
-// "HOST:PID", how a worker introduces itself by default.
+// "NODE:PID", how a worker introduces itself by default: NODE is the Slurm
+// node name ($SLURMD_NODENAME) in a Slurm task, else the host name.
 std::string default_worker_id();
 
 // The error run_worker returns when `stop` was set before the trainer

@@ -742,6 +742,23 @@ TEST(SessionTest, WaitForWorkersTimesOutOrReturnsOnceTheyJoined) {
   for (auto& t : workers) t.join();
 }
 
+// A worker's default id: the Slurm node name in a Slurm task (nodes may
+// share a host name), else the host name; then the process id.
+TEST(WorkerIdTest, SlurmNodeNameElseHostName) {
+  const std::string pid = ":" + std::to_string(getpid());
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  const char* saved = std::getenv("SLURMD_NODENAME");
+  const std::string before = saved != nullptr ? saved : "";
+  setenv("SLURMD_NODENAME", "c7", 1);
+  EXPECT_EQ(dw::default_worker_id(), "c7" + pid);
+  setenv("SLURMD_NODENAME", "", 1);
+  EXPECT_EQ(dw::default_worker_id(), host + pid);
+  unsetenv("SLURMD_NODENAME");
+  EXPECT_EQ(dw::default_worker_id(), host + pid);
+  if (saved != nullptr) setenv("SLURMD_NODENAME", before.c_str(), 1);
+}
+
 TEST(SessionTest, RefusesBadOptions) {
   SessionOptions o;
   o.input = "text:/etc/hostname";

@@ -40,15 +40,10 @@ test_dataplane_workers_on_cpu_nodes_feed_a_trainer_on_a_gpu_node() {
     # Every epoch: every sample exactly once.
     n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
     expect_eq "clean epochs" "$n" 2 || { echo "$out" | grep '^{'; return 1; }
-    # Both workers joined (from the CPU nodes c1 and c2: a worker's id is
-    # HOST:PID, and only namespaced nodes have host names of their own) and
+    # Both workers joined from the CPU nodes (a worker's id is NODE:PID) and
     # were drained.
-    if nodes_have_namespaces; then
-        expect_eq "workers joined" "$(echo "$out" | sed -n 's/.*session: worker \(c[0-9]*\):[0-9]* joined.*/\1/p' |
-                                      sort | tr '\n' ' ')" "c1 c2 " || return 1
-    else
-        expect_eq "workers joined" "$(echo "$out" | grep -c 'session: worker [^ ]* joined')" 2 || return 1
-    fi
+    expect_eq "workers joined" "$(echo "$out" | sed -n 's/.*session: worker \(c[0-9]*\):[0-9]* joined.*/\1/p' |
+                                  sort | tr '\n' ' ')" "c1 c2 " || return 1
     expect_eq "workers drained" "$(echo "$out" | grep -c '^goldminer-dw: [^ ]*: sent [0-9]* batches')" 2 || return 1
     # Node namespaces share this kernel: UCX's posix/sysv shared memory cannot
     # wake a peer across them, so the workers send on their connection
