@@ -133,6 +133,26 @@ leaving are logged on stderr. Use a session from one thread.
 
 [[noreturn]] void raise_runtime(const std::string& message) { throw std::runtime_error("goldminer.Session: " + message); }
 
+// Runs call(interrupted) with the GIL released, where `interrupted` lets a
+// Python signal handler that raises (Ctrl-C: KeyboardInterrupt) end the
+// wait; that exception is then raised here. A failed Expected raises
+// RuntimeError with its message; else its value is returned.
+template <typename Call>
+auto wait_without_gil(Call call) {
+  bool signalled = false;
+  auto result = [&] {
+    py::gil_scoped_release release;
+    return call([&signalled] {
+      py::gil_scoped_acquire acquire;
+      signalled = PyErr_CheckSignals() != 0;
+      return signalled;
+    });
+  }();
+  if (signalled) throw py::error_already_set();
+  if (!result.ok()) raise_runtime(result.status().message());
+  return std::move(result).value();
+}
+
 at::ScalarType torch_dtype(wire::DType d) {
   switch (d) {
     case wire::DType::kUInt8: return at::kByte;
@@ -415,20 +435,10 @@ class PySession {
   py::tuple next() {
     Session& s = session();
     await_first_worker();
-    Expected<std::optional<SessionBatch>> b = Status::error("not run");
-    bool signalled = false;  // a Python signal handler raised (Ctrl-C: KeyboardInterrupt)
-    {
-      py::gil_scoped_release release;
-      b = s.next([&signalled] {
-        py::gil_scoped_acquire acquire;
-        signalled = PyErr_CheckSignals() != 0;
-        return signalled;
-      });
-    }
-    if (signalled) throw py::error_already_set();
-    if (!b.ok()) raise_runtime(b.status().message());
-    if (!b->has_value()) throw py::stop_iteration();
-    const SessionBatch& batch = **b;
+    std::optional<SessionBatch> b =
+        wait_without_gil([&s](const std::function<bool()>& interrupted) { return s.next(interrupted); });
+    if (!b.has_value()) throw py::stop_iteration();
+    const SessionBatch& batch = *b;
     BatchTensors views(batch);
     py::tuple out(batch.tensors.size());
     for (size_t i = 0; i < batch.tensors.size(); ++i) {
@@ -498,19 +508,9 @@ class PySession {
     if (n < 0) throw py::value_error("goldminer.Session.wait_for_workers: n must be >= 0");
     if (!(timeout >= 0)) throw py::value_error("goldminer.Session.wait_for_workers: timeout must be >= 0");
     Session& s = session();
-    Expected<size_t> joined = Status::error("not run");
-    bool signalled = false;
-    {
-      py::gil_scoped_release release;
-      joined = s.wait_for_workers(static_cast<size_t>(n), timeout, [&signalled] {
-        py::gil_scoped_acquire acquire;
-        signalled = PyErr_CheckSignals() != 0;
-        return signalled;
-      });
-    }
-    if (signalled) throw py::error_already_set();
-    if (!joined.ok()) raise_runtime(joined.status().message());
-    return *joined;
+    return wait_without_gil([&](const std::function<bool()>& interrupted) {
+      return s.wait_for_workers(static_cast<size_t>(n), timeout, interrupted);
+    });
   }
   std::string address() { return session().address(); }
   uint64_t total_records() { return session().total_records(); }

@@ -40,6 +40,22 @@ using transport::PeerId;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// "0.3", "60": a timeout as the caller gave it, for messages.
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+
+// Asks `interrupted` (if any) without holding `lock`: true means stop.
+bool ask_interrupted(std::unique_lock<std::mutex>& lock, const std::function<bool()>& interrupted) {
+  if (!interrupted) return false;
+  lock.unlock();
+  const bool stop = interrupted();
+  lock.lock();
+  return stop;
+}
+
 std::string peer_name(PeerId p) { return "connection " + std::to_string(p); }
 
 // An item of the queue: a delivered batch, or the end of an epoch.
@@ -179,21 +195,14 @@ class Session::Impl {
         return std::optional<SessionBatch>(std::move(item.batch));
       }
       if (o_.timeout_s > 0 && seconds_since(asked) >= o_.timeout_s) {
-        char waited[32];
-        std::snprintf(waited, sizeof waited, "%g", o_.timeout_s);
-        return Status::error("no batch within " + std::string(waited) + " s (" +
+        return Status::error("no batch within " + seconds_text(o_.timeout_s) + " s (" +
                              std::to_string(per_worker_.size()) + " workers connected, " +
                              std::to_string(workers_lost_) + " lost with splits in hand)");
       }
       const auto t0 = Clock::now();
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       wait_seconds_ += seconds_since(t0);
-      if (interrupted) {
-        lock.unlock();
-        const bool stop = interrupted();
-        lock.lock();
-        if (stop) return Status::error(Session::kInterrupted);
-      }
+      if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
     }
   }
 
@@ -243,19 +252,11 @@ class Session::Impl {
     for (;;) {
       if (per_worker_.size() >= n) return per_worker_.size();
       if (!failure_.ok()) return failure_;
-      if (seconds_since(asked) >= timeout_s) {
-        char waited[32];
-        std::snprintf(waited, sizeof waited, "%g", timeout_s);
+      if (seconds_since(asked) >= timeout_s)
         return Status::error("only " + std::to_string(per_worker_.size()) + " of " + std::to_string(n) +
-                             " workers joined within " + waited + " s");
-      }
+                             " workers joined within " + seconds_text(timeout_s) + " s");
       cv_.wait_for(lock, std::chrono::milliseconds(20));
-      if (interrupted) {
-        lock.unlock();
-        const bool stop = interrupted();
-        lock.lock();
-        if (stop) return Status::error(Session::kInterrupted);
-      }
+      if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
     }
   }
 

@@ -135,6 +135,14 @@ CutValue describe(const std::string& name, const IValue& v, int64_t batch) {
   return c;
 }
 
+// Why value `v` (of TorchScript type `type`, as on the example) may not
+// cross the cut; "" if it may.
+std::string why_not_shippable(const IValue& v, const c10::TypePtr& type, const SplitOptions& options) {
+  if (split::value_bytes(v) < 0) return type->repr_str();
+  if (options.tensors_only && !v.isTensor()) return type->repr_str() + ": goldminer-dw sends tensors only";
+  return "";
+}
+
 // "prim::GetAttr embs.3.weight: parameter" -> "prim::GetAttr embs.*.weight: parameter".
 std::string collapse_indices(const std::string& reason) {
   std::string out;
@@ -433,9 +441,9 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       bool input = v->node() == a.graph->param_node();
       pv.producer = input ? -1 : index.at(v->node());
       const IValue& example = probe->values.at(v);
-      double bytes = split::value_bytes(example);
-      if (options.tensors_only && !example.isTensor()) bytes = -1;
-      pv.cost = bytes < 0 ? (input ? 0 : split::kCannotCross) : bytes / (options.transfer_gbps * 1e6);
+      const bool shippable = why_not_shippable(example, v->type(), options).empty();
+      pv.cost = !shippable ? (input ? 0 : split::kCannotCross)
+                           : split::value_bytes(example) / (options.transfer_gbps * 1e6);
       value_index[v] = static_cast<int>(problem.values.size());
       problem.values.push_back(pv);
     }
@@ -500,9 +508,7 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       for (Value* o : n->outputs()) {
         auto it = probe->values.find(o);
         if (it == probe->values.end()) continue;
-        if (split::value_bytes(it->second) < 0) return o->type()->repr_str();
-        if (options.tensors_only && !it->second.isTensor())
-          return o->type()->repr_str() + ": goldminer-dw sends tensors only";
+        if (std::string why = why_not_shippable(it->second, o->type(), options); !why.empty()) return why;
       }
       return "";
     };
