@@ -1,5 +1,10 @@
 #include "gmcore/admin_config.h"
 
+// Where `make install` puts goldminer-dw (Makefile.am defines it).
+#ifndef GOLDMINER_BINDIR
+#define GOLDMINER_BINDIR "/usr/local/bin"
+#endif
+
 namespace goldminer {
 
 const OptionTable& admin_option_table() {
@@ -15,6 +20,10 @@ const OptionTable& admin_option_table() {
        integer_in_range(1, 100000), ""},
       {"max_cpus_per_dw", "16", "N", "most CPUs one data worker may ask for (cpus-per-dw)",
        integer_in_range(1, 4096), ""},
+      {"dw_command", GOLDMINER_BINDIR "/goldminer-dw", "PATH",
+       "the goldminer-dw that a batch job's companion job of data workers runs, the same path on every "
+       "node",
+       absolute_path(), ""},
   };
   return table;
 }
@@ -27,6 +36,7 @@ Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args) {
   config.dw_qos = values->text("dw_qos");
   config.max_dw_per_job = static_cast<int>(values->integer("max_dw_per_job"));
   config.max_cpus_per_dw = static_cast<int>(values->integer("max_cpus_per_dw"));
+  config.dw_command = values->text("dw_command");
   return config;
 }
 

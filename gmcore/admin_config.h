@@ -17,6 +17,7 @@ struct AdminConfig {
   std::string dw_qos;        // "" = the job's own QOS
   int max_dw_per_job = 64;
   int max_cpus_per_dw = 16;
+  std::string dw_command;  // goldminer-dw that companion jobs run
 };
 
 const OptionTable& admin_option_table();

@@ -182,4 +182,10 @@ std::string to_hex(const Digest& d) {
   return s;
 }
 
+Expected<std::string> make_secret() {
+  auto n = random_nonce();
+  if (!n.ok()) return n.status();
+  return to_hex(*n);
+}
+
 }  // namespace goldminer::auth

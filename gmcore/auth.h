@@ -37,6 +37,9 @@ Expected<std::string> load_secret(const char* env_value, const std::string& path
 
 std::string to_hex(const Digest& d);
 
+// A fresh random job secret (64 hex digits).
+Expected<std::string> make_secret();
+
 }  // namespace goldminer::auth
 
 #endif  // GOLDMINER_GMCORE_AUTH_H_

@@ -113,12 +113,25 @@ TEST(AdminConfigTest, ParsesAndRejectsStrictly) {
   EXPECT_EQ(a->dw_partition, "cpu");
   EXPECT_EQ(a->max_dw_per_job, 16);
   EXPECT_EQ(a->max_cpus_per_dw, 16);
+  EXPECT_EQ(a->dw_command.rfind('/', 0), 0u) << "the installed goldminer-dw by default";
+  EXPECT_NE(a->dw_command.find("/goldminer-dw"), std::string::npos) << a->dw_command;
+  auto dw = parse_admin_config({"dw_command=/opt/gm/bin/goldminer-dw"});
+  ASSERT_TRUE(dw.ok()) << dw.status().message();
+  EXPECT_EQ(dw->dw_command, "/opt/gm/bin/goldminer-dw");
+  for (const char* arg : {"dw_command=goldminer-dw", "dw_command=/opt/gm bin/goldminer-dw",
+                          "dw_command=/opt/$(id)/goldminer-dw"}) {
+    auto refused = parse_admin_config({arg});
+    ASSERT_FALSE(refused.ok()) << arg;
+    EXPECT_NE(refused.status().message().find("goldminer: plugstack.conf: dw_command: invalid value"),
+              std::string::npos)
+        << refused.status().message();
+  }
 
   auto bad = parse_admin_config({"dw_partion=cpu"});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, "
-            "max_dw_per_job, max_cpus_per_dw)");
+            "max_dw_per_job, max_cpus_per_dw, dw_command)");
   auto zero = parse_admin_config({"max_dw_per_job=0"});
   ASSERT_FALSE(zero.ok());
   EXPECT_EQ(zero.status().message(),

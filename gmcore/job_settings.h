@@ -28,6 +28,7 @@ class JobSettings {
 
   bool requested() const { return options_.has_value(); }
   const std::optional<JobOptions>& options() const { return options_; }
+  const AdminConfig& admin() const { return admin_; }
 
   // The variables to export into the job: the full set on the first call of
   // a job that asked for --goldminer, nothing on later calls (SPANK calls

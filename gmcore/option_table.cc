@@ -86,6 +86,18 @@ ValueCheck slurm_name() {
   };
 }
 
+ValueCheck absolute_path() {
+  return [](const std::string& value) -> std::string {
+    if (value.empty() || value[0] != '/') return "expected an absolute path";
+    for (char c : value) {
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '/' ||
+                c == '_' || c == '-' || c == '.' || c == '+';
+      if (!ok) return "expected a path of letters, digits, '/', '_', '-', '.', '+'";
+    }
+    return "";
+  };
+}
+
 const std::string& OptionValues::text(const std::string& key) const { return values_.at(key); }
 
 long OptionValues::integer(const std::string& key) const {

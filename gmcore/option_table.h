@@ -22,6 +22,9 @@ ValueCheck integer_at_least(long min);
 ValueCheck one_of(std::vector<std::string> choices);
 // Letters, digits, '_', '-', '.': a Slurm partition, QOS or account name.
 ValueCheck slurm_name();
+// An absolute path of letters, digits and '/', '_', '-', '.', '+': safe
+// to write into a shell command without quoting.
+ValueCheck absolute_path();
 
 struct OptionSpec {
   std::string key;            // e.g. "dw-max"

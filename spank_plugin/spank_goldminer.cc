@@ -3,17 +3,27 @@
 // values to the Slurm-free core (gmcore/job_settings.h) and maps its answers
 // to SPANK return codes. This is the one switch on spank_context()
 // (STYLE.md §1). No exception leaves an entry point (STYLE.md §2).
+//
+// In a batch job's batch step it also starts the job's data workers as a
+// companion job and cancels that job when the batch step ends
+// (gmcore/companion_job.h plans both; gmcore/subprocess.h runs sbatch and
+// scancel as the job's user).
 extern "C" {
+#include <slurm/slurm.h>
 #include <slurm/spank.h>
 }
 
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "gmcore/auth.h"
+#include "gmcore/companion_job.h"
 #include "gmcore/job_options.h"
 #include "gmcore/job_settings.h"
 #include "gmcore/log.h"
+#include "gmcore/subprocess.h"
 
 // SPANK_PLUGIN() defines these; in C++ they need C linkage declared first.
 extern "C" {
@@ -31,6 +41,17 @@ namespace {
 
 goldminer::JobSettings settings;
 std::string option_usage;  // must outlive the registration
+
+// The companion job this batch step started, to cancel when it ends.
+struct Companion {
+  uint32_t job_id = 0;  // 0: none
+  std::vector<std::string> job_env;
+  std::string work_dir;
+};
+Companion companion;
+
+// How long sbatch and scancel may take before the step goes on without them.
+constexpr double kCommandTimeoutS = 60;
 
 void to_slurm_log(goldminer::log::Level level, const std::string& line) {
   using goldminer::log::Level;
@@ -93,6 +114,111 @@ int export_environment(spank_t sp) {
   return 0;
 }
 
+bool is_batch_step(spank_t sp) {
+  uint32_t step = 0;
+  return spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_BATCH_SCRIPT;
+}
+
+uint32_t job_id(spank_t sp) {
+  uint32_t id = 0;
+  spank_get_item(sp, S_JOB_ID, &id);
+  return id;
+}
+
+std::vector<std::string> job_environment(spank_t sp) {
+  char** env = nullptr;
+  std::vector<std::string> out;
+  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == nullptr) return out;
+  for (char** e = env; *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
+goldminer::Expected<goldminer::Credentials> job_user(spank_t sp) {
+  goldminer::Credentials c;
+  gid_t* groups = nullptr;
+  int ngroups = 0;
+  if (spank_get_item(sp, S_JOB_UID, &c.uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &c.gid) != ESPANK_SUCCESS)
+    return goldminer::Status::error("cannot tell the job's user and group");
+  if (spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &groups, &ngroups) == ESPANK_SUCCESS && groups != nullptr)
+    c.groups.assign(groups, groups + ngroups);
+  return c;
+}
+
+// Runs the Slurm command `name` (found on the job's PATH) as the job's user.
+goldminer::Expected<goldminer::CommandResult> run_as_job_user(spank_t sp, const std::string& name,
+                                                              const std::vector<std::string>& args,
+                                                              const std::vector<std::string>& env,
+                                                              const std::string& cwd) {
+  auto user = job_user(sp);
+  if (!user.ok()) return user.status();
+  auto program = goldminer::find_executable(name, goldminer::env_value(env, "PATH"));
+  if (!program.ok()) return program.status();
+  goldminer::CommandSpec spec;
+  spec.argv = {*program};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.env = env;
+  spec.cwd = cwd;
+  spec.as = *user;
+  spec.timeout_s = kCommandTimeoutS;
+  return goldminer::run_command(spec);
+}
+
+// Batch step, user_init: submits the job's data workers and tells the batch
+// script where its session listens. A failure does not fail the job: it is
+// logged and reaches the script as GOLDMINER_DW_ERROR.
+int start_companion_job(spank_t sp) {
+  const goldminer::JobOptions& options = *settings.options();
+  const std::string job = "goldminer: job " + std::to_string(job_id(sp));
+  std::string why_not = goldminer::why_no_companion_job(options);
+  if (!why_not.empty()) {
+    goldminer::log::verbose(job + ": no companion job of data workers: " + why_not);
+    return 0;
+  }
+  goldminer::BatchJob batch{job_id(sp), job_environment(sp), goldminer::first_ipv4_address()};
+  auto fail = [&](const std::string& why) {
+    std::string message = job + ": cannot start its data workers: " + why;
+    goldminer::log::error(message);
+    spank_setenv(sp, "GOLDMINER_DW_ERROR", message.c_str(), 1);
+    return 0;
+  };
+  auto secret = goldminer::auth::make_secret();
+  if (!secret.ok()) return fail(secret.status().message());
+  goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch, *secret);
+  for (const auto& [name, value] : plan.trainer_env) {
+    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) return fail("cannot set " + name + ": " + spank_strerror(rc));
+  }
+  auto result = run_as_job_user(sp, "sbatch", plan.sbatch_args, plan.sbatch_env, plan.work_dir);
+  if (!result.ok()) return fail(result.status().message());
+  auto id = goldminer::parse_submitted_job_id(result->output);
+  if (result->exit_code != 0 || !id.ok()) return fail("sbatch: " + goldminer::describe(*result));
+  companion = {*id, batch.env, plan.work_dir};
+  spank_setenv(sp, "GOLDMINER_DW_JOB", std::to_string(*id).c_str(), 1);
+  goldminer::log::info(job + ": data workers are job " + std::to_string(*id) + " (" +
+                       std::to_string(options.dw) + " x goldminer-dw), trainer address " + plan.trainer);
+  return 0;
+}
+
+// Batch step, exit: the workers' job ends with the batch job, whether or
+// not a session drained them (scancel of a finished job does nothing).
+int cancel_companion_job(spank_t sp) {
+  if (companion.job_id == 0) return 0;
+  const std::string id = std::to_string(companion.job_id);
+  std::vector<std::string> env;
+  for (const char* name : {"PATH", "SLURM_CONF"}) {
+    std::string value = goldminer::env_value(companion.job_env, name);
+    if (!value.empty()) env.push_back(std::string(name) + "=" + value);
+  }
+  auto result = run_as_job_user(sp, "scancel", {"--quiet", id}, env, companion.work_dir);
+  companion = {};
+  if (!result.ok() || result->exit_code != 0) {
+    goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": cannot cancel its data workers (job " +
+                          id + "): " + (result.ok() ? goldminer::describe(*result) : result.status().message()));
+  }
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
@@ -119,12 +245,15 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
 
 extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("user_init", [&] {
-    return spank_context() == S_CTX_REMOTE ? export_environment(sp) : 0;
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    if (export_environment(sp) != 0) return -1;
+    return settings.requested() && is_batch_step(sp) ? start_companion_job(sp) : 0;
   });
 }
 
-extern "C" int slurm_spank_exit(spank_t /*sp*/, int /*ac*/, char** /*av*/) {
+extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("exit", [&] {
+    if (spank_context() == S_CTX_REMOTE) cancel_companion_job(sp);
     goldminer::log::set_sink(nullptr);
     return 0;
   });

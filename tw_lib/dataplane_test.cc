@@ -712,6 +712,15 @@ TEST(SessionTest, WaitForWorkersTimesOutOrReturnsOnceTheyJoined) {
   auto none = (*s)->wait_for_workers(1, 0.2);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().message(), "only 0 of 1 workers joined within 0.2 s");
+  // In a --goldminer batch job whose companion job could not be submitted,
+  // the plugin's reason follows.
+  setenv("GOLDMINER_DW_ERROR", "goldminer: job 7: cannot start its data workers: sbatch: exit 1: no partition", 1);
+  none = (*s)->wait_for_workers(1, 0.1);
+  unsetenv("GOLDMINER_DW_ERROR");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            "only 0 of 1 workers joined within 0.1 s; goldminer: job 7: cannot start its data workers: sbatch: exit "
+            "1: no partition");
   int asked = 0;
   auto stopped = (*s)->wait_for_workers(1, 60, [&asked] { return ++asked == 3; });
   ASSERT_FALSE(stopped.ok());

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "gmcore/auth.h"
 #include "gmcore/log.h"
 #include "goldminer/session.h"
 #include "tw_lib/worker_processes.h"
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
   // it: this program as rank 0 and the workers as ranks 1..N.
   if (transport == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && std::getenv("PMIX_RANK") == nullptr) {
     if (workers == 0) return fail("--transport mpi starts its workers itself: --workers must be at least 1", 2);
-    auto secret = make_secret();
+    auto secret = auth::make_secret();
     if (!secret.ok()) return fail(secret.status().message(), 1);
     setenv("GOLDMINER_SECRET", secret->c_str(), 1);
     std::vector<std::string> args = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "GOLDMINER_SECRET",
@@ -245,7 +246,7 @@ int main(int argc, char** argv) {
     o.listen.clear();
     o.local_workers = 0;
     if (o.secret.empty()) {
-      auto secret = make_secret();
+      auto secret = auth::make_secret();
       if (!secret.ok()) return fail(secret.status().message(), 1);
       o.secret = *secret;
     }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "gmcore/auth.h"
 #include "tw_lib/worker_processes.h"
 
 namespace po = boost::program_options;
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
   if (transport != "ucx" && transport != "local")
     return fail("--transport: invalid value '" + transport + "': expected ucx or local", 2);
 
-  auto secret = make_secret();
+  auto secret = auth::make_secret();
   if (!secret.ok()) return fail(secret.status().message(), 1);
   setenv("GOLDMINER_SECRET", secret->c_str(), 1);
   unsetenv("GOLDMINER_SECRET_FILE");

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "dw_daemon/program.h"
+#include "gmcore/auth.h"
 #include "goldminer/session.h"
 #include "tw_lib/worker_processes.h"
 
@@ -345,7 +346,7 @@ class PySession {
     }
     if (!secret.is_none()) o.secret = secret.cast<std::string>();
     if (o.secret.empty()) {
-      auto s = make_secret();
+      auto s = auth::make_secret();
       if (!s.ok()) raise_runtime(s.status().message());
       o.secret = *s;
     }

@@ -47,6 +47,14 @@ std::string seconds_text(double s) {
   return text;
 }
 
+// Why the job's data workers never came, when spank_goldminer.so could not
+// submit their companion job (GOLDMINER_DW_ERROR), as a suffix for the
+// messages of waits that timed out; "" otherwise.
+std::string companion_job_failure() {
+  const char* why = std::getenv("GOLDMINER_DW_ERROR");
+  return why != nullptr && *why != '\0' ? std::string("; ") + why : "";
+}
+
 // Asks `interrupted` (if any) without holding `lock`: true means stop.
 bool ask_interrupted(std::unique_lock<std::mutex>& lock, const std::function<bool()>& interrupted) {
   if (!interrupted) return false;
@@ -197,7 +205,8 @@ class Session::Impl {
       if (o_.timeout_s > 0 && seconds_since(asked) >= o_.timeout_s) {
         return Status::error("no batch within " + seconds_text(o_.timeout_s) + " s (" +
                              std::to_string(per_worker_.size()) + " workers connected, " +
-                             std::to_string(workers_lost_) + " lost with splits in hand)");
+                             std::to_string(workers_lost_) + " lost with splits in hand)" +
+                             companion_job_failure());
       }
       const auto t0 = Clock::now();
       cv_.wait_for(lock, std::chrono::milliseconds(100));
@@ -254,7 +263,8 @@ class Session::Impl {
       if (!failure_.ok()) return failure_;
       if (seconds_since(asked) >= timeout_s)
         return Status::error("only " + std::to_string(per_worker_.size()) + " of " + std::to_string(n) +
-                             " workers joined within " + seconds_text(timeout_s) + " s");
+                             " workers joined within " + seconds_text(timeout_s) + " s" +
+                             companion_job_failure());
       cv_.wait_for(lock, std::chrono::milliseconds(20));
       if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
     }

@@ -67,10 +67,4 @@ void stop_workers(const std::vector<pid_t>& pids, int sig, double timeout_s) {
   }
 }
 
-Expected<std::string> make_secret() {
-  auto n = auth::random_nonce();
-  if (!n.ok()) return n.status();
-  return auth::to_hex(*n);
-}
-
 }  // namespace goldminer

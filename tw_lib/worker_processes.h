@@ -31,9 +31,6 @@ Expected<pid_t> spawn_worker(const WorkerProcessOptions& options);
 // after that). Only these pids are touched.
 void stop_workers(const std::vector<pid_t>& pids, int sig, double timeout_s);
 
-// A fresh random job secret (64 hex digits).
-Expected<std::string> make_secret();
-
 }  // namespace goldminer
 
 #endif  // GOLDMINER_TW_LIB_WORKER_PROCESSES_H_

@@ -1,0 +1,119 @@
+#include "gmcore/companion_job.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <cstdlib>
+
+namespace goldminer {
+namespace {
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Variables that describe the batch job to Slurm's commands, or that are
+// ours: not passed on to the companion job.
+bool slurm_input_or_ours(const std::string& entry) {
+  if (starts_with(entry, "SLURM_CONF=")) return false;
+  for (const char* prefix : {"SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "GOLDMINER_"})
+    if (starts_with(entry, prefix)) return true;
+  return false;
+}
+
+}  // namespace
+
+int trainer_port(uint32_t job_id) { return 20000 + static_cast<int>(job_id % 20000); }
+
+std::string first_ipv4_address() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found;
+  for (ifaddrs* a = list; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) found = text;
+  }
+  freeifaddrs(list);
+  return found.empty() ? "127.0.0.1" : found;
+}
+
+std::string why_no_companion_job(const JobOptions& options) {
+  if (options.dw == 0) return "dw=0: no data workers at start";
+  if (options.transport == Transport::kMpi)
+    return "transport=mpi: the workers share the trainer's MPI_COMM_WORLD, so the job script starts them "
+           "with it (srun ... : ...)";
+  return "";
+}
+
+std::string env_value(const std::vector<std::string>& env, const std::string& name) {
+  const std::string prefix = name + "=";
+  for (const std::string& e : env)
+    if (starts_with(e, prefix.c_str())) return e.substr(prefix.size());
+  return "";
+}
+
+CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job,
+                                const std::string& secret) {
+  CompanionJob c;
+  c.trainer = "ucx://" + job.node_address + ":" + std::to_string(trainer_port(job.job_id));
+  std::string job_secret = env_value(job.env, "GOLDMINER_SECRET");
+  if (job_secret.empty()) job_secret = secret;
+  c.trainer_env = {{"GOLDMINER_LISTEN", c.trainer},
+                   {"GOLDMINER_TRAINER", c.trainer},
+                   {"GOLDMINER_SECRET", job_secret}};
+
+  for (const char* name : {"PWD", "SLURM_SUBMIT_DIR"}) {
+    std::string dir = env_value(job.env, name);
+    if (!dir.empty() && dir[0] == '/') {
+      c.work_dir = dir;
+      break;
+    }
+  }
+  if (c.work_dir.empty()) c.work_dir = "/";
+
+  const std::string id = std::to_string(job.job_id);
+  std::string partition = admin.dw_partition.empty() ? env_value(job.env, "SLURM_JOB_PARTITION") : admin.dw_partition;
+  std::string qos = admin.dw_qos.empty() ? env_value(job.env, "SLURM_JOB_QOS") : admin.dw_qos;
+  std::string account = env_value(job.env, "SLURM_JOB_ACCOUNT");
+  c.sbatch_args = {"--parsable",
+                   "--job-name=goldminer-dw." + id,
+                   "--comment=goldminer data workers of job " + id,
+                   "--ntasks=" + std::to_string(options.dw),
+                   "--cpus-per-task=" + std::to_string(options.cpus_per_dw),
+                   "--chdir=" + c.work_dir,
+                   "--output=goldminer-dw-%j.out",
+                   "--export=ALL"};
+  if (!partition.empty()) c.sbatch_args.push_back("--partition=" + partition);
+  if (!qos.empty()) c.sbatch_args.push_back("--qos=" + qos);
+  if (!account.empty()) c.sbatch_args.push_back("--account=" + account);
+  // dw_command is an absolute path of [A-Za-z0-9/_.+-] (admin_config), so
+  // it needs no quoting in the script --wrap writes.
+  c.sbatch_args.push_back("--wrap=exec srun --mpi=none " + admin.dw_command + " --threads " +
+                          std::to_string(options.cpus_per_dw) + " --connect-timeout " +
+                          std::to_string(kCompanionConnectTimeoutS));
+
+  for (const std::string& e : job.env)
+    if (!slurm_input_or_ours(e)) c.sbatch_env.push_back(e);
+  c.sbatch_env.push_back("GOLDMINER_TRAINER=" + c.trainer);
+  c.sbatch_env.push_back("GOLDMINER_SECRET=" + job_secret);
+  return c;
+}
+
+Expected<uint32_t> parse_submitted_job_id(const std::string& output) {
+  std::string text = output;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
+  size_t nl = text.rfind('\n');
+  std::string last = nl == std::string::npos ? text : text.substr(nl + 1);
+  std::string digits = last.substr(0, last.find(';'));
+  bool ok = !digits.empty() && digits.size() <= 10 && digits.find_first_not_of("0123456789") == std::string::npos;
+  if (ok) {
+    unsigned long long v = std::strtoull(digits.c_str(), nullptr, 10);
+    if (v > 0 && v <= 0xffffffffULL) return static_cast<uint32_t>(v);
+  }
+  return Status::error("sbatch printed no job id: '" + text + "'");
+}
+
+}  // namespace goldminer

@@ -1,0 +1,85 @@
+// The data workers of a `sbatch --goldminer` job, started as a companion
+// job: what the SPANK plugin submits from the batch step's slurmstepd, the
+// environment the batch script gets so that its session and those workers
+// meet, and how the companion job ends with the job. Slurm-free: the
+// plugin passes in what SPANK told it and runs the commands planned here
+// (gmcore/subprocess.h).
+//
+//   batch job (component 0 of a hetjob too)        companion job, dw tasks
+//   GOLDMINER_LISTEN=ucx://ADDR:PORT  <---------   goldminer-dw (srun, one per
+//   GOLDMINER_SECRET=S                              task, cpus-per-dw CPUs each)
+//   GOLDMINER_DW_JOB=J                              GOLDMINER_TRAINER=ucx://ADDR:PORT
+//                                                   GOLDMINER_SECRET=S
+//
+// ADDR is the batch node's address, PORT 20000 + job id mod 20000 (the
+// way MASTER_PORT is often chosen), S a fresh random secret that travels in
+// the two jobs' environments only. The workers retry until the session
+// listens; the session drains them when it ends; the plugin cancels the
+// companion job when the batch job ends, whatever happened.
+#ifndef GOLDMINER_GMCORE_COMPANION_JOB_H_
+#define GOLDMINER_GMCORE_COMPANION_JOB_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmcore/admin_config.h"
+#include "gmcore/job_options.h"
+#include "gmcore/status.h"
+
+namespace goldminer {
+
+// How long a companion worker waits for the session to listen (goldminer-dw
+// --connect-timeout): a training script may spend hours before it opens its
+// session; the companion job is cancelled with the batch job anyway.
+constexpr int kCompanionConnectTimeoutS = 86400;
+
+// What the plugin knows of the batch job.
+struct BatchJob {
+  uint32_t job_id = 0;
+  std::vector<std::string> env;  // the batch script's environment, "NAME=value"
+  std::string node_address;      // where workers reach the batch node
+};
+
+// 20000 + job_id mod 20000.
+int trainer_port(uint32_t job_id);
+
+// This node's first IPv4 address that is up and not loopback (what
+// `hostname -I` prints first), else 127.0.0.1.
+std::string first_ipv4_address();
+
+// "" when the job's workers start as a companion job; else why not, in
+// words for the log (dw=0; transport=mpi, whose workers share the
+// trainer's MPI_COMM_WORLD and so start with it: `srun ... : ...`).
+std::string why_no_companion_job(const JobOptions& options);
+
+struct CompanionJob {
+  std::string trainer;  // ucx://ADDR:PORT
+  // Into the batch script: GOLDMINER_LISTEN, GOLDMINER_TRAINER,
+  // GOLDMINER_SECRET (the job's own GOLDMINER_SECRET when it has one).
+  std::vector<std::pair<std::string, std::string>> trainer_env;
+  std::vector<std::string> sbatch_args;  // after sbatch itself
+  // sbatch's whole environment, exported to the workers (--export=ALL):
+  // the job's, without Slurm's input variables (SLURM_* but SLURM_CONF,
+  // SBATCH_*, SALLOC_*, SRUN_*: they describe the batch job, e.g.
+  // SLURM_GPUS would make the workers' srun ask for GPUs) and without
+  // GOLDMINER_*, plus GOLDMINER_TRAINER and GOLDMINER_SECRET.
+  std::vector<std::string> sbatch_env;
+  std::string work_dir;  // the batch job's (PWD, else SLURM_SUBMIT_DIR, else /)
+};
+
+// `secret` is used when the job's environment has no GOLDMINER_SECRET.
+CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job,
+                                const std::string& secret);
+
+// The job id in `sbatch --parsable` output ("J" or "J;CLUSTER" on its last
+// line, after any warnings); an error quoting the output otherwise.
+Expected<uint32_t> parse_submitted_job_id(const std::string& output);
+
+// The value of NAME in an environment of "NAME=value" strings; "" if unset.
+std::string env_value(const std::vector<std::string>& env, const std::string& name);
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_GMCORE_COMPANION_JOB_H_

@@ -1,0 +1,133 @@
+#include "gmcore/companion_job.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace goldminer {
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+bool any_starts_with(const std::vector<std::string>& v, const std::string& prefix) {
+  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
+}
+
+TEST(CompanionJobTest, PortComesFromTheJobId) {
+  EXPECT_EQ(trainer_port(5), 20005);
+  EXPECT_EQ(trainer_port(20000), 20000);
+  EXPECT_EQ(trainer_port(45123), 25123);
+  EXPECT_EQ(trainer_port(0xffffffffu), 20000 + static_cast<int>(0xffffffffu % 20000));
+}
+
+TEST(CompanionJobTest, OnlyUcxJobsWithWorkersGetOne) {
+  JobOptions o;
+  EXPECT_EQ(why_no_companion_job(o), "");
+  o.mode = ScalingMode::kStatic;
+  EXPECT_EQ(why_no_companion_job(o), "");
+  o.dw = 0;
+  EXPECT_EQ(why_no_companion_job(o), "dw=0: no data workers at start");
+  o.dw = 2;
+  o.transport = Transport::kMpi;
+  EXPECT_NE(why_no_companion_job(o).find("transport=mpi"), std::string::npos);
+}
+
+TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandLine) {
+  JobOptions o;
+  o.dw = 2;
+  o.cpus_per_dw = 3;
+  AdminConfig admin;
+  admin.dw_partition = "cpu";
+  admin.dw_command = "/opt/gm/bin/goldminer-dw";
+  BatchJob job;
+  job.job_id = 20042;
+  job.node_address = "10.9.0.2";
+  job.env = {"PATH=/usr/bin:/bin",      "HOME=/home/u",         "PWD=/home/u/run",
+             "SLURM_JOB_PARTITION=gpu", "SLURM_GPUS=1",         "SLURM_CONF=/etc/gm/slurm.conf",
+             "SBATCH_PARTITION=gpu",    "SRUN_CPUS_PER_TASK=4", "GOLDMINER_DW=2",
+             "UCX_NET_DEVICES=lo",      "SLURM_JOB_ACCOUNT=ml"};
+  CompanionJob c = plan_companion_job(o, admin, job, "s3cr3t");
+
+  EXPECT_EQ(c.trainer, "ucx://10.9.0.2:20042");
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(c.trainer_env, (Env{{"GOLDMINER_LISTEN", "ucx://10.9.0.2:20042"},
+                                {"GOLDMINER_TRAINER", "ucx://10.9.0.2:20042"},
+                                {"GOLDMINER_SECRET", "s3cr3t"}}));
+  EXPECT_EQ(c.work_dir, "/home/u/run");
+
+  const auto& a = c.sbatch_args;
+  EXPECT_EQ(a.front(), "--parsable");
+  EXPECT_TRUE(has(a, "--job-name=goldminer-dw.20042"));
+  EXPECT_TRUE(has(a, "--ntasks=2"));
+  EXPECT_TRUE(has(a, "--cpus-per-task=3"));
+  EXPECT_TRUE(has(a, "--partition=cpu")) << "the site's dw_partition wins over the job's";
+  EXPECT_TRUE(has(a, "--account=ml"));
+  EXPECT_FALSE(any_starts_with(a, "--qos=")) << "neither the site nor the job named one";
+  EXPECT_TRUE(has(a, "--chdir=/home/u/run"));
+  EXPECT_TRUE(has(a, "--export=ALL"));
+  EXPECT_TRUE(has(a, "--wrap=exec srun --mpi=none /opt/gm/bin/goldminer-dw --threads 3 --connect-timeout " +
+                         std::to_string(kCompanionConnectTimeoutS)));
+  for (const std::string& arg : a) EXPECT_EQ(arg.find("s3cr3t"), std::string::npos) << arg;
+
+  const auto& e = c.sbatch_env;
+  for (const char* kept : {"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/home/u/run", "UCX_NET_DEVICES=lo",
+                           "SLURM_CONF=/etc/gm/slurm.conf", "GOLDMINER_TRAINER=ucx://10.9.0.2:20042",
+                           "GOLDMINER_SECRET=s3cr3t"})
+    EXPECT_TRUE(has(e, kept)) << kept;
+  for (const char* dropped : {"SLURM_GPUS=", "SLURM_JOB_PARTITION=", "SBATCH_", "SRUN_", "GOLDMINER_DW="})
+    EXPECT_FALSE(any_starts_with(e, dropped)) << dropped;
+}
+
+TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionQosAndSecret) {
+  JobOptions o;
+  AdminConfig admin;
+  admin.dw_command = "/usr/bin/goldminer-dw";
+  BatchJob job;
+  job.job_id = 7;
+  job.node_address = "127.0.0.1";
+  job.env = {"SLURM_JOB_PARTITION=batch", "SLURM_JOB_QOS=normal", "SLURM_SUBMIT_DIR=/srv/run",
+             "GOLDMINER_SECRET=mine", "PWD=relative"};
+  CompanionJob c = plan_companion_job(o, admin, job, "fresh");
+  EXPECT_TRUE(has(c.sbatch_args, "--partition=batch"));
+  EXPECT_TRUE(has(c.sbatch_args, "--qos=normal"));
+  EXPECT_FALSE(any_starts_with(c.sbatch_args, "--account="));
+  EXPECT_EQ(c.work_dir, "/srv/run") << "PWD is not absolute: the submit directory";
+  EXPECT_EQ(c.trainer_env.back(), (std::pair<std::string, std::string>{"GOLDMINER_SECRET", "mine"}));
+  EXPECT_TRUE(has(c.sbatch_env, "GOLDMINER_SECRET=mine"));
+  EXPECT_FALSE(has(c.sbatch_env, "GOLDMINER_SECRET=fresh"));
+
+  job.env.clear();
+  EXPECT_EQ(plan_companion_job(o, admin, job, "fresh").work_dir, "/");
+}
+
+TEST(CompanionJobTest, ReadsTheJobIdSbatchPrinted) {
+  EXPECT_EQ(*parse_submitted_job_id("123\n"), 123u);
+  EXPECT_EQ(*parse_submitted_job_id("123;cluster\n"), 123u);
+  EXPECT_EQ(*parse_submitted_job_id("sbatch: warning: something\n456\n"), 456u);
+  for (const char* bad : {"", "\n", "sbatch: error: Invalid partition name specified", "0\n",
+                          "99999999999\n", "12a\n"}) {
+    auto r = parse_submitted_job_id(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message().rfind("sbatch printed no job id: '", 0), 0u) << r.status().message();
+  }
+}
+
+TEST(CompanionJobTest, NodeAddressIsAnIpv4Address) {
+  std::string a = first_ipv4_address();
+  in_addr parsed{};
+  EXPECT_EQ(inet_pton(AF_INET, a.c_str(), &parsed), 1) << a;
+}
+
+TEST(CompanionJobTest, EnvValue) {
+  std::vector<std::string> env = {"A=1", "AB=2", "C="};
+  EXPECT_EQ(env_value(env, "A"), "1");
+  EXPECT_EQ(env_value(env, "AB"), "2");
+  EXPECT_EQ(env_value(env, "C"), "");
+  EXPECT_EQ(env_value(env, "D"), "");
+}
+
+}  // namespace
+}  // namespace goldminer

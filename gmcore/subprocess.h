@@ -1,0 +1,58 @@
+// Running a Slurm command (sbatch, scancel) from a Slurm daemon process
+// (slurmstepd, through the SPANK plugin) on behalf of a job's user: a fresh
+// process with exactly the environment, working directory and credentials
+// given, its output captured, killed when it overruns its time.
+//
+// The child does only async-signal-safe work between fork and exec (the
+// daemon has other threads), so everything it needs is prepared first.
+#ifndef GOLDMINER_GMCORE_SUBPROCESS_H_
+#define GOLDMINER_GMCORE_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmcore/status.h"
+
+namespace goldminer {
+
+// Who the command runs as. The caller must be root, or a root process whose
+// effective ids were dropped to these (slurmstepd in SPANK user_init): the
+// child then takes them for good (real, effective and saved), and is
+// refused if it could still become root again.
+struct Credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups; set only where the caller is root
+};
+
+struct CommandSpec {
+  std::vector<std::string> argv;  // argv[0]: an absolute path
+  std::vector<std::string> env;   // "NAME=value": the child's whole environment
+  std::string cwd = "/";          // "/" when it cannot be entered
+  std::optional<Credentials> as;  // unset: this process's own
+  double timeout_s = 60;          // then SIGKILL
+};
+
+struct CommandResult {
+  int exit_code = -1;    // -1 when killed by a signal (or the timeout)
+  bool timed_out = false;
+  std::string output;    // stdout and stderr together, at most 64 KiB
+};
+
+// An error only when the command could not be run at all (fork, pipe, exec
+// or the credentials failed); its own failure is in the result.
+Expected<CommandResult> run_command(const CommandSpec& spec);
+
+// The first executable `name` in the colon-separated `path`; `name` itself
+// when it holds a '/'. An error names `name` and the directories searched.
+Expected<std::string> find_executable(const std::string& name, const std::string& path);
+
+// "exit 1: <last line of output>" style summary for error messages.
+std::string describe(const CommandResult& r);
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_GMCORE_SUBPROCESS_H_
