@@ -249,7 +249,10 @@ class Connection {
         s = handshake();
       }
       if (s.ok()) break;
-      if (reached_ || stop_ || seconds_since(start) > o_.connect_timeout_s) return s;
+      // Stopped while the trainer was still out of reach (SIGTERM to a
+      // worker whose trainer never listened): nothing to drain.
+      if (stop_ && !reached_) return Status::error(kStopped);
+      if (reached_ || seconds_since(start) > o_.connect_timeout_s) return s;
       ep_.reset();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }

@@ -102,6 +102,27 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   return c;
 }
 
+CompanionState parse_companion_state(int squeue_exit_code, const std::string& squeue_output) {
+  std::string state = squeue_output;
+  while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) state.pop_back();
+  // squeue fails ("Invalid job id specified") once the job left the queue.
+  if (squeue_exit_code != 0 || state.empty()) return CompanionState::kGone;
+  if (state == "RUNNING" || state == "CONFIGURING") return CompanionState::kRunning;
+  for (const char* ended : {"COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                            "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
+    if (state == ended) return CompanionState::kGone;
+  return CompanionState::kWaiting;  // PENDING, SUSPENDED, REQUEUED, ...: cancelled
+}
+
+std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env) {
+  std::vector<std::string> env;
+  for (const char* name : {"PATH", "SLURM_CONF"}) {
+    std::string value = env_value(job_env, name);
+    if (!value.empty()) env.push_back(std::string(name) + "=" + value);
+  }
+  return env;
+}
+
 Expected<uint32_t> parse_submitted_job_id(const std::string& output) {
   std::string text = output;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();

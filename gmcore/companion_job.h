@@ -77,6 +77,23 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
 // line, after any warnings); an error quoting the output otherwise.
 Expected<uint32_t> parse_submitted_job_id(const std::string& output);
 
+// Where the companion job stands when the batch step ends, from `squeue -h
+// -o %T -j J` (its exit code and output).
+// kRunning: the plugin gives it kCompanionSelfEndS to end by itself (a
+//   session that ended has drained its workers), then sends SIGTERM
+//   (goldminer-dw drains and exits 0, so the job ends COMPLETED), waits up
+//   to kCompanionDrainGraceS, and cancels what is left;
+// kWaiting (pending, suspended, ...): cancelled at once;
+// kGone: nothing to do.
+enum class CompanionState { kGone, kWaiting, kRunning };
+CompanionState parse_companion_state(int squeue_exit_code, const std::string& squeue_output);
+constexpr double kCompanionSelfEndS = 3;
+constexpr double kCompanionDrainGraceS = 10;
+
+// The environment for the plugin's squeue and scancel: the job's PATH and
+// SLURM_CONF, nothing else.
+std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env);
+
 // The value of NAME in an environment of "NAME=value" strings; "" if unset.
 std::string env_value(const std::vector<std::string>& env, const std::string& name);
 

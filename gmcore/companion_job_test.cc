@@ -115,6 +115,23 @@ TEST(CompanionJobTest, ReadsTheJobIdSbatchPrinted) {
   }
 }
 
+TEST(CompanionJobTest, TellsRunningWaitingAndGoneJobsApart) {
+  EXPECT_EQ(parse_companion_state(0, "RUNNING\n"), CompanionState::kRunning);
+  EXPECT_EQ(parse_companion_state(0, "CONFIGURING\n"), CompanionState::kRunning);
+  EXPECT_EQ(parse_companion_state(0, "PENDING\n"), CompanionState::kWaiting);
+  EXPECT_EQ(parse_companion_state(0, "SUSPENDED\n"), CompanionState::kWaiting);
+  EXPECT_EQ(parse_companion_state(0, "COMPLETING\n"), CompanionState::kGone);
+  EXPECT_EQ(parse_companion_state(0, "CANCELLED\n"), CompanionState::kGone);
+  EXPECT_EQ(parse_companion_state(0, ""), CompanionState::kGone);
+  EXPECT_EQ(parse_companion_state(1, "slurm_load_jobs error: Invalid job id specified\n"), CompanionState::kGone);
+}
+
+TEST(CompanionJobTest, SlurmCommandsGetOnlyPathAndConf) {
+  EXPECT_EQ(slurm_command_env({"HOME=/h", "PATH=/usr/bin", "SLURM_JOB_ID=3", "SLURM_CONF=/etc/s.conf"}),
+            (std::vector<std::string>{"PATH=/usr/bin", "SLURM_CONF=/etc/s.conf"}));
+  EXPECT_EQ(slurm_command_env({"HOME=/h"}), std::vector<std::string>{});
+}
+
 TEST(CompanionJobTest, NodeAddressIsAnIpv4Address) {
   std::string a = first_ipv4_address();
   in_addr parsed{};

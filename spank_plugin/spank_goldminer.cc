@@ -13,9 +13,11 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmcore/auth.h"
@@ -45,7 +47,7 @@ std::string option_usage;  // must outlive the registration
 // The companion job this batch step started, to cancel when it ends.
 struct Companion {
   uint32_t job_id = 0;  // 0: none
-  std::vector<std::string> job_env;
+  std::vector<std::string> slurm_env;  // PATH and SLURM_CONF for squeue and scancel
   std::string work_dir;
 };
 Companion companion;
@@ -193,29 +195,47 @@ int start_companion_job(spank_t sp) {
   if (!result.ok()) return fail(result.status().message());
   auto id = goldminer::parse_submitted_job_id(result->output);
   if (result->exit_code != 0 || !id.ok()) return fail("sbatch: " + goldminer::describe(*result));
-  companion = {*id, batch.env, plan.work_dir};
+  companion = {*id, goldminer::slurm_command_env(batch.env), plan.work_dir};
   spank_setenv(sp, "GOLDMINER_DW_JOB", std::to_string(*id).c_str(), 1);
   goldminer::log::info(job + ": data workers are job " + std::to_string(*id) + " (" +
                        std::to_string(options.dw) + " x goldminer-dw), trainer address " + plan.trainer);
   return 0;
 }
 
-// Batch step, exit: the workers' job ends with the batch job, whether or
-// not a session drained them (scancel of a finished job does nothing).
-int cancel_companion_job(spank_t sp) {
+// Batch step, exit: the workers' job ends with the batch job
+// (gmcore/companion_job.h, CompanionState).
+int end_companion_job(spank_t sp) {
   if (companion.job_id == 0) return 0;
   const std::string id = std::to_string(companion.job_id);
-  std::vector<std::string> env;
-  for (const char* name : {"PATH", "SLURM_CONF"}) {
-    std::string value = goldminer::env_value(companion.job_env, name);
-    if (!value.empty()) env.push_back(std::string(name) + "=" + value);
+  auto slurm = [&](const char* name, const std::vector<std::string>& args) {
+    return run_as_job_user(sp, name, args, companion.slurm_env, companion.work_dir);
+  };
+  auto state = [&] {
+    auto r = slurm("squeue", {"--noheader", "--format=%T", "--jobs=" + id});
+    // Not knowing, cancel: scancel of an ended job does nothing.
+    return r.ok() ? goldminer::parse_companion_state(r->exit_code, r->output) : goldminer::CompanionState::kWaiting;
+  };
+  goldminer::CompanionState now = state();
+  auto wait_while_running = [&](double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    while (now == goldminer::CompanionState::kRunning && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      now = state();
+    }
+  };
+  // A session that ended drains its workers: their job ends by itself.
+  wait_while_running(goldminer::kCompanionSelfEndS);
+  if (now == goldminer::CompanionState::kRunning) {
+    (void)slurm("scancel", {"--quiet", "--signal=TERM", id});
+    wait_while_running(goldminer::kCompanionDrainGraceS);
   }
-  auto result = run_as_job_user(sp, "scancel", {"--quiet", id}, env, companion.work_dir);
+  if (now != goldminer::CompanionState::kGone) {
+    auto r = slurm("scancel", {"--quiet", id});
+    if (!r.ok() || r->exit_code != 0)
+      goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": cannot cancel its data workers (job " +
+                            id + "): " + (r.ok() ? goldminer::describe(*r) : r.status().message()));
+  }
   companion = {};
-  if (!result.ok() || result->exit_code != 0) {
-    goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": cannot cancel its data workers (job " +
-                          id + "): " + (result.ok() ? goldminer::describe(*result) : result.status().message()));
-  }
   return 0;
 }
 
@@ -253,7 +273,7 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
 
 extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("exit", [&] {
-    if (spank_context() == S_CTX_REMOTE) cancel_companion_job(sp);
+    if (spank_context() == S_CTX_REMOTE) end_companion_job(sp);
     goldminer::log::set_sink(nullptr);
     return 0;
   });

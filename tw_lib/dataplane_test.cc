@@ -645,6 +645,27 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
   }
 }
 
+// SIGTERM to a worker whose trainer never listened (a companion job ended
+// with its batch job): it stops retrying at once and says it was stopped,
+// which goldminer-dw turns into exit 0.
+TEST(WorkerTest, StopWhileTheTrainerIsOutOfReachEndsTheRetries) {
+  dw::WorkerOptions w;
+  w.trainer = "local://nobody-listens-here";
+  w.secret = "s";
+  w.connect_timeout_s = 600;
+  std::atomic<bool> stop{false};
+  std::thread stopper([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto r = dw::run_worker(w, stop);
+  stopper.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), dw::kStopped);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 // next(interrupted) is asked while it waits and stops when told to; the
 // session goes on (a timeout still applies afterwards).
 TEST(SessionTest, NextStopsWhenInterruptedAndTheSessionGoesOn) {
