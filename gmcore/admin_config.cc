@@ -24,6 +24,10 @@ const OptionTable& admin_option_table() {
        "the goldminer-dw that a batch job's companion job of data workers runs, the same path on every "
        "node",
        absolute_path(), ""},
+      {"dw_network", "", "INTERFACE",
+       "network interface whose IPv4 address data workers reach a batch job's trainer at; unset, the "
+       "node's first one that is up and not loopback",
+       slurm_name(), ""},
   };
   return table;
 }
@@ -37,6 +41,7 @@ Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args) {
   config.max_dw_per_job = static_cast<int>(values->integer("max_dw_per_job"));
   config.max_cpus_per_dw = static_cast<int>(values->integer("max_cpus_per_dw"));
   config.dw_command = values->text("dw_command");
+  config.dw_network = values->text("dw_network");
   return config;
 }
 

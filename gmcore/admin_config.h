@@ -18,6 +18,7 @@ struct AdminConfig {
   int max_dw_per_job = 64;
   int max_cpus_per_dw = 16;
   std::string dw_command;  // goldminer-dw that companion jobs run
+  std::string dw_network;  // interface workers reach a trainer on; "" = the first non-loopback
 };
 
 const OptionTable& admin_option_table();

@@ -25,19 +25,25 @@ bool slurm_input_or_ours(const std::string& entry) {
 
 int trainer_port(uint32_t job_id) { return 20000 + static_cast<int>(job_id % 20000); }
 
-std::string first_ipv4_address() {
+Expected<std::string> node_ipv4_address(const std::string& interface) {
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  if (getifaddrs(&list) != 0)
+    return interface.empty() ? Expected<std::string>(std::string("127.0.0.1"))
+                             : Status::error("dw_network: cannot list this node's network interfaces");
   std::string found;
   for (ifaddrs* a = list; a != nullptr && found.empty(); a = a->ifa_next) {
     if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    if (!interface.empty() ? interface != a->ifa_name
+                           : (a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0)
+      continue;
     char text[INET_ADDRSTRLEN] = {};
     const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
     if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) found = text;
   }
   freeifaddrs(list);
-  return found.empty() ? "127.0.0.1" : found;
+  if (!found.empty()) return found;
+  if (interface.empty()) return std::string("127.0.0.1");
+  return Status::error("dw_network: interface '" + interface + "' has no IPv4 address on this node");
 }
 
 std::string why_no_companion_job(const JobOptions& options) {

@@ -132,10 +132,17 @@ TEST(CompanionJobTest, SlurmCommandsGetOnlyPathAndConf) {
   EXPECT_EQ(slurm_command_env({"HOME=/h"}), std::vector<std::string>{});
 }
 
-TEST(CompanionJobTest, NodeAddressIsAnIpv4Address) {
-  std::string a = first_ipv4_address();
+TEST(CompanionJobTest, NodeAddressIsAnIpv4AddressOfTheSitesInterface) {
+  auto a = node_ipv4_address("");
+  ASSERT_TRUE(a.ok()) << a.status().message();
   in_addr parsed{};
-  EXPECT_EQ(inet_pton(AF_INET, a.c_str(), &parsed), 1) << a;
+  EXPECT_EQ(inet_pton(AF_INET, a->c_str(), &parsed), 1) << *a;
+  auto lo = node_ipv4_address("lo");
+  ASSERT_TRUE(lo.ok()) << lo.status().message();
+  EXPECT_EQ(*lo, "127.0.0.1");
+  auto none = node_ipv4_address("gm-no-such0");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "dw_network: interface 'gm-no-such0' has no IPv4 address on this node");
 }
 
 TEST(CompanionJobTest, EnvValue) {

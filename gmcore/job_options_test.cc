@@ -131,7 +131,7 @@ TEST(AdminConfigTest, ParsesAndRejectsStrictly) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, "
-            "max_dw_per_job, max_cpus_per_dw, dw_command)");
+            "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network)");
   auto zero = parse_admin_config({"max_dw_per_job=0"});
   ASSERT_FALSE(zero.ok());
   EXPECT_EQ(zero.status().message(),

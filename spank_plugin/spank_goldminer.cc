@@ -177,13 +177,15 @@ int start_companion_job(spank_t sp) {
     goldminer::log::verbose(job + ": no companion job of data workers: " + why_not);
     return 0;
   }
-  goldminer::BatchJob batch{job_id(sp), job_environment(sp), goldminer::first_ipv4_address()};
   auto fail = [&](const std::string& why) {
     std::string message = job + ": cannot start its data workers: " + why;
     goldminer::log::error(message);
     spank_setenv(sp, "GOLDMINER_DW_ERROR", message.c_str(), 1);
     return 0;
   };
+  auto address = goldminer::node_ipv4_address(settings.admin().dw_network);
+  if (!address.ok()) return fail(address.status().message());
+  goldminer::BatchJob batch{job_id(sp), job_environment(sp), *address};
   auto secret = goldminer::auth::make_secret();
   if (!secret.ok()) return fail(secret.status().message());
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch, *secret);
