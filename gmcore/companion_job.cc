@@ -96,10 +96,11 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   if (!qos.empty()) c.sbatch_args.push_back("--qos=" + qos);
   if (!account.empty()) c.sbatch_args.push_back("--account=" + account);
   // dw_command is an absolute path of [A-Za-z0-9/_.+-] (admin_config), so
-  // it needs no quoting in the script --wrap writes.
+  // it needs no quoting in the script --wrap writes. -v: the workers' output
+  // file says how each connected and what it sent.
   c.sbatch_args.push_back("--wrap=exec srun --mpi=none " + admin.dw_command + " --threads " +
                           std::to_string(options.cpus_per_dw) + " --connect-timeout " +
-                          std::to_string(kCompanionConnectTimeoutS));
+                          std::to_string(kCompanionConnectTimeoutS) + " -v");
 
   for (const std::string& e : job.env)
     if (!slurm_input_or_ours(e)) c.sbatch_env.push_back(e);

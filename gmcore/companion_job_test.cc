@@ -69,7 +69,7 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   EXPECT_TRUE(has(a, "--chdir=/home/u/run"));
   EXPECT_TRUE(has(a, "--export=ALL"));
   EXPECT_TRUE(has(a, "--wrap=exec srun --mpi=none /opt/gm/bin/goldminer-dw --threads 3 --connect-timeout " +
-                         std::to_string(kCompanionConnectTimeoutS)));
+                         std::to_string(kCompanionConnectTimeoutS) + " -v"));
   for (const std::string& arg : a) EXPECT_EQ(arg.find("s3cr3t"), std::string::npos) << arg;
 
   const auto& e = c.sbatch_env;

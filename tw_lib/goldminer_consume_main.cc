@@ -163,7 +163,8 @@ int main(int argc, char** argv) {
        "seconds --min-workers waits before it is an error")
       ("transport", po::value(&transport)->default_value("ucx"), "ucx | mpi | local")
       ("listen", po::value(&listen), "address to listen on for external workers "
-       "(ucx://HOST:PORT; default ucx://127.0.0.1:0)")
+       "(ucx://HOST:PORT; default $GOLDMINER_LISTEN, which a --goldminer batch job has, else "
+       "ucx://127.0.0.1:0)")
       ("seed", po::value(&o.seed)->default_value(0), "seed of the split order, shuffle buffer and transforms")
       ("shuffle-buffer", po::value(&o.shuffle_buffer)->default_value(0), "within-split shuffle buffer (samples)")
       ("deterministic", po::bool_switch(&o.deterministic), "splits in file order, not shuffled per epoch")
@@ -243,6 +244,7 @@ int main(int argc, char** argv) {
     // fresh secret for the workers this run starts.
     Status env = o.from_environment();
     if (!env.ok()) return fail(env.message(), 2);
+    if (listen.empty()) listen = o.listen;  // GOLDMINER_LISTEN
     o.listen.clear();
     o.local_workers = 0;
     if (o.secret.empty()) {

@@ -1,0 +1,92 @@
+# sbatch --goldminer: spank_goldminer.so starts the batch job's data workers
+# as a companion job in the site's dw_partition (cpu here), hands the batch
+# script GOLDMINER_LISTEN / GOLDMINER_SECRET / GOLDMINER_DW_JOB, and ends
+# the companion job with the batch job.
+
+# Submits a --goldminer batch job (ARGS: sbatch arguments) and waits for it;
+# prints its id. The script's output goes to $work/cj.JOB. On a cluster of
+# node namespaces UCX must use the nodes' own interfaces, not lo; on a
+# localhost one the devcluster set dw_network=lo.
+submit_goldminer_job() {
+    (
+        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
+        submit_wait -o "$work/cj.%j" "$@"
+    )
+}
+
+# The state job J ends in (waits while it is pending, running or
+# completing; Slurm keeps ended jobs for MinJobAge).
+final_job_state() {
+    local i st=
+    for i in $(seq 80); do
+        st=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([A-Z_]*\) .*/\1/p')
+        case $st in
+            PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED) sleep 0.25 ;;
+            *) break ;;
+        esac
+    done
+    echo "$st $(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\) .*/\1/p')"
+}
+
+test_companion_job_feeds_the_batch_jobs_session_from_cpu_nodes() {
+    local job out dw lines=3000 n bin
+    bin=$(dirname "$devcluster")
+    seq 1 "$lines" | sed 's/^/sample /' >"$work/cj-input.txt"
+    # The job script names no address, secret or worker: goldminer-consume
+    # listens on GOLDMINER_LISTEN by default.
+    job=$(submit_goldminer_job --goldminer=dw=2,cpus-per-dw=1 -p gpu --gpus=1 --wrap \
+          "echo dw_job=\$GOLDMINER_DW_JOB listen=\$GOLDMINER_LISTEN; $bin/goldminer-consume \
+           --input text:$work/cj-input.txt --epochs 2 --batch-size 50 --workers 0 --min-workers 2 \
+           --join-timeout 60 --json -v") || { echo "$job"; return 1; }
+    out=$(cat "$work/cj.$job")
+    dw=$(echo "$out" | sed -n 's/^dw_job=\([0-9]*\) .*/\1/p')
+    [ -n "$dw" ] || { echo "no GOLDMINER_DW_JOB in the job: $out"; return 1; }
+    expect_contains "listen address" "$out" "listen=ucx://" || return 1
+    expect_contains "listen port" "$out" ":$((20000 + job % 20000))" || return 1
+    n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
+    expect_eq "clean epochs" "$n" 2 || { echo "$out"; return 1; }
+    # Both workers came from the CPU partition's nodes (an id is NODE:PID).
+    expect_eq "workers from cpu nodes" \
+        "$(echo "$out" | sed -n 's/.*session: worker \([a-z0-9]*\):[0-9]* joined.*/\1/p' | grep -c '^c[12]$')" 2 || {
+        echo "$out"; return 1; }
+    expect_eq "companion job name" "$(scontrol -o show job "$dw" | sed -n 's/.* JobName=\([^ ]*\) .*/\1/p')" \
+        "goldminer-dw.$job" || return 1
+    expect_eq "companion partition" "$(scontrol -o show job "$dw" | sed -n 's/.* Partition=\([^ ]*\) .*/\1/p')" cpu ||
+        return 1
+    # The session drained them: the companion job ended by itself, cleanly.
+    expect_eq "companion job end" "$(final_job_state "$dw")" "COMPLETED 0:0" || {
+        cat "$work/goldminer-dw-$dw.out" 2>/dev/null; return 1; }
+    expect_eq "workers drained" "$(grep -c '^goldminer-dw: [^ ]*: sent [0-9]* batches' "$work/goldminer-dw-$dw.out")" 2
+}
+
+# A --goldminer job that never opens a session: its workers wait for it, and
+# when the batch job ends they are told to stop (SIGTERM) and exit 0.
+test_companion_job_ends_with_a_batch_job_that_never_listened() {
+    local job out dw
+    job=$(submit_goldminer_job --goldminer=dw=1 -p gpu --wrap 'echo dw_job=$GOLDMINER_DW_JOB; sleep 3') ||
+        { echo "$job"; return 1; }
+    out=$(cat "$work/cj.$job")
+    dw=$(echo "$out" | sed -n 's/^dw_job=\([0-9]*\)$/\1/p')
+    [ -n "$dw" ] || { echo "no GOLDMINER_DW_JOB in the job: $out"; return 1; }
+    expect_eq "companion job end" "$(final_job_state "$dw")" "COMPLETED 0:0" || {
+        cat "$work/goldminer-dw-$dw.out" 2>/dev/null; return 1; }
+    grep -q "data workers are job $dw (1 x goldminer-dw)" "$state"/log/slurmd-g*.log || {
+        echo "no 'data workers are job $dw' line in the GPU nodes' slurmd logs"; return 1; }
+}
+
+# dw=0 asks for no workers at start: no companion job, no address. A
+# companion job sbatch refuses leaves the job running, with the reason in
+# GOLDMINER_DW_ERROR and in its output.
+test_companion_job_none_for_dw_0_and_the_reason_when_sbatch_refuses() {
+    local job out
+    job=$(submit_goldminer_job --goldminer=dw=0 -p gpu \
+          --wrap 'echo "dw_job=${GOLDMINER_DW_JOB-unset} listen=${GOLDMINER_LISTEN-unset}"') ||
+        { echo "$job"; return 1; }
+    expect_eq "dw=0" "$(cat "$work/cj.$job")" "dw_job=unset listen=unset" || return 1
+    # The CPU nodes have 8 CPUs; the site allows 16 per worker (max_cpus_per_dw).
+    job=$(submit_goldminer_job --goldminer=dw=1,cpus-per-dw=16 -p gpu \
+          --wrap 'echo "dw_job=${GOLDMINER_DW_JOB-unset} error=$GOLDMINER_DW_ERROR"') || { echo "$job"; return 1; }
+    out=$(cat "$work/cj.$job")
+    expect_contains "refused" "$out" \
+        "dw_job=unset error=goldminer: job $job: cannot start its data workers: sbatch: exit 1: sbatch: error: Batch job submission failed: Requested node configuration is not available"
+}
