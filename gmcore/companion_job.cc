@@ -71,8 +71,7 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
                    {"GOLDMINER_TRAINER", c.trainer},
                    {"GOLDMINER_SECRET", job_secret}};
 
-  for (const char* name : {"PWD", "SLURM_SUBMIT_DIR"}) {
-    std::string dir = env_value(job.env, name);
+  for (const std::string& dir : {job.work_dir, env_value(job.env, "PWD"), env_value(job.env, "SLURM_SUBMIT_DIR")}) {
     if (!dir.empty() && dir[0] == '/') {
       c.work_dir = dir;
       break;
@@ -107,6 +106,13 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   c.sbatch_env.push_back("GOLDMINER_TRAINER=" + c.trainer);
   c.sbatch_env.push_back("GOLDMINER_SECRET=" + job_secret);
   return c;
+}
+
+std::string parse_work_dir(int squeue_exit_code, const std::string& squeue_output) {
+  std::string dir = squeue_output;
+  while (!dir.empty() && (dir.back() == '\n' || dir.back() == ' ')) dir.pop_back();
+  if (squeue_exit_code != 0 || dir.empty() || dir[0] != '/' || dir.find('\n') != std::string::npos) return "";
+  return dir;
 }
 
 CompanionState parse_companion_state(int squeue_exit_code, const std::string& squeue_output) {

@@ -40,6 +40,10 @@ struct BatchJob {
   uint32_t job_id = 0;
   std::vector<std::string> env;  // the batch script's environment, "NAME=value"
   std::string node_address;      // where workers reach the batch node
+  // The job's working directory (sbatch --chdir), which the plugin asks
+  // squeue for: its environment's PWD is still the submitter's at
+  // user_init. "" when unknown.
+  std::string work_dir;
 };
 
 // 20000 + job_id mod 20000.
@@ -69,7 +73,9 @@ struct CompanionJob {
   // SLURM_GPUS would make the workers' srun ask for GPUs) and without
   // GOLDMINER_*, plus GOLDMINER_TRAINER and GOLDMINER_SECRET.
   std::vector<std::string> sbatch_env;
-  std::string work_dir;  // the batch job's (PWD, else SLURM_SUBMIT_DIR, else /)
+  // The batch job's: BatchJob::work_dir, else PWD, else SLURM_SUBMIT_DIR,
+  // else /. The workers' output, goldminer-dw-JOB.out, goes there.
+  std::string work_dir;
 };
 
 // `secret` is used when the job's environment has no GOLDMINER_SECRET.
@@ -79,6 +85,10 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
 // The job id in `sbatch --parsable` output ("J" or "J;CLUSTER" on its last
 // line, after any warnings); an error quoting the output otherwise.
 Expected<uint32_t> parse_submitted_job_id(const std::string& output);
+
+// The working directory in `squeue -h -o %Z -j J` output; "" if it names
+// none.
+std::string parse_work_dir(int squeue_exit_code, const std::string& squeue_output);
 
 // Where the companion job stands when the batch step ends, from `squeue -h
 // -o %T -j J` (its exit code and output).

@@ -95,6 +95,9 @@ TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionQosAndSecret) {
   EXPECT_TRUE(has(c.sbatch_args, "--qos=normal"));
   EXPECT_FALSE(any_starts_with(c.sbatch_args, "--account="));
   EXPECT_EQ(c.work_dir, "/srv/run") << "PWD is not absolute: the submit directory";
+  job.work_dir = "/scratch/u/run";
+  EXPECT_EQ(plan_companion_job(o, admin, job, "fresh").work_dir, "/scratch/u/run") << "squeue's answer first";
+  job.work_dir.clear();
   EXPECT_EQ(c.trainer_env.back(), (std::pair<std::string, std::string>{"GOLDMINER_SECRET", "mine"}));
   EXPECT_TRUE(has(c.sbatch_env, "GOLDMINER_SECRET=mine"));
   EXPECT_FALSE(has(c.sbatch_env, "GOLDMINER_SECRET=fresh"));
@@ -124,6 +127,14 @@ TEST(CompanionJobTest, TellsRunningWaitingAndGoneJobsApart) {
   EXPECT_EQ(parse_companion_state(0, "CANCELLED\n"), CompanionState::kGone);
   EXPECT_EQ(parse_companion_state(0, ""), CompanionState::kGone);
   EXPECT_EQ(parse_companion_state(1, "slurm_load_jobs error: Invalid job id specified\n"), CompanionState::kGone);
+}
+
+TEST(CompanionJobTest, ReadsTheWorkDirSqueuePrinted) {
+  EXPECT_EQ(parse_work_dir(0, "/tmp/run\n"), "/tmp/run");
+  EXPECT_EQ(parse_work_dir(0, ""), "");
+  EXPECT_EQ(parse_work_dir(1, "slurm_load_jobs error: Invalid job id specified\n"), "");
+  EXPECT_EQ(parse_work_dir(0, "relative\n"), "");
+  EXPECT_EQ(parse_work_dir(0, "/a\n/b\n"), "");
 }
 
 TEST(CompanionJobTest, SlurmCommandsGetOnlyPathAndConf) {

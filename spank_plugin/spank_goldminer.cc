@@ -185,7 +185,10 @@ int start_companion_job(spank_t sp) {
   };
   auto address = goldminer::node_ipv4_address(settings.admin().dw_network);
   if (!address.ok()) return fail(address.status().message());
-  goldminer::BatchJob batch{job_id(sp), job_environment(sp), *address};
+  goldminer::BatchJob batch{job_id(sp), job_environment(sp), *address, ""};
+  auto where = run_as_job_user(sp, "squeue", {"--noheader", "--format=%Z", "--jobs=" + std::to_string(batch.job_id)},
+                               goldminer::slurm_command_env(batch.env), "/");
+  if (where.ok()) batch.work_dir = goldminer::parse_work_dir(where->exit_code, where->output);
   auto secret = goldminer::auth::make_secret();
   if (!secret.ok()) return fail(secret.status().message());
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch, *secret);
