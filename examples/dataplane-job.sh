@@ -3,8 +3,10 @@
 # component 0 (one GPU node) runs the trainer; component 1 (CPU nodes) runs
 # one goldminer-dw data worker per task, which connects to the trainer over
 # UCX, reads and transforms its share of the input and streams the batches
-# back. Until the SPANK plugin starts data workers itself
-# (docs/ARCHITECTURE.md, "Planned"), a job script does it like this.
+# back. `sbatch --goldminer` has spank_goldminer.so start such workers as a
+# companion job by itself (spank_goldminer(8)); this script places them in
+# the job instead, as a het component, which a job that wants them inside
+# its own allocation (or an salloc/srun job) does like this.
 #
 #   sbatch examples/dataplane-job.sh [TRAINER [ARGS...]]
 #
