@@ -5,7 +5,9 @@
 #include <net/if.h>
 #include <netinet/in.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 namespace goldminer {
 namespace {
@@ -125,6 +127,36 @@ CompanionState parse_companion_state(int squeue_exit_code, const std::string& sq
                             "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
     if (state == ended) return CompanionState::kGone;
   return CompanionState::kWaiting;  // PENDING, SUSPENDED, REQUEUED, ...: cancelled
+}
+
+Status end_companion_job(uint32_t id, const SlurmCommand& run, double self_end_s, double drain_grace_s,
+                         double poll_s) {
+  const std::string job = std::to_string(id);
+  auto state = [&] {
+    auto r = run("squeue", {"--noheader", "--format=%T", "--jobs=" + job});
+    // Not knowing, cancel: scancel of an ended job does nothing.
+    return r.ok() ? parse_companion_state(r->exit_code, r->output) : CompanionState::kWaiting;
+  };
+  CompanionState now = state();
+  auto wait_while_running = [&](double seconds) {
+    using Clock = std::chrono::steady_clock;
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    while (now == CompanionState::kRunning && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+      now = state();
+    }
+  };
+  // A session that ended drains its workers: their job ends by itself.
+  wait_while_running(self_end_s);
+  if (now == CompanionState::kRunning) {
+    (void)run("scancel", {"--quiet", "--signal=TERM", job});
+    wait_while_running(drain_grace_s);
+  }
+  if (now == CompanionState::kGone) return Status();
+  auto r = run("scancel", {"--quiet", job});
+  if (!r.ok()) return Status::error("cannot cancel job " + job + ": " + r.status().message());
+  if (r->exit_code != 0) return Status::error("cannot cancel job " + job + ": scancel: " + describe(*r));
+  return Status();
 }
 
 std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env) {

@@ -20,6 +20,7 @@
 #define GOLDMINER_GMCORE_COMPANION_JOB_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "gmcore/admin_config.h"
 #include "gmcore/job_options.h"
 #include "gmcore/status.h"
+#include "gmcore/subprocess.h"
 
 namespace goldminer {
 
@@ -102,6 +104,16 @@ enum class CompanionState { kGone, kWaiting, kRunning };
 CompanionState parse_companion_state(int squeue_exit_code, const std::string& squeue_output);
 constexpr double kCompanionSelfEndS = 3;
 constexpr double kCompanionDrainGraceS = 10;
+
+// Runs Slurm command NAME (squeue, scancel) with ARGS as the job's user.
+using SlurmCommand =
+    std::function<Expected<CommandResult>(const std::string& name, const std::vector<std::string>& args)>;
+
+// Ends companion job `id` as CompanionState says, waiting up to
+// `self_end_s`, then `drain_grace_s`, in steps of `poll_s`. An error names
+// what could not be done (the final scancel failed).
+Status end_companion_job(uint32_t id, const SlurmCommand& run, double self_end_s = kCompanionSelfEndS,
+                         double drain_grace_s = kCompanionDrainGraceS, double poll_s = 0.25);
 
 // The environment for the plugin's squeue and scancel: the job's PATH and
 // SLURM_CONF, nothing else.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace goldminer {
 namespace {
@@ -135,6 +136,78 @@ TEST(CompanionJobTest, ReadsTheWorkDirSqueuePrinted) {
   EXPECT_EQ(parse_work_dir(1, "slurm_load_jobs error: Invalid job id specified\n"), "");
   EXPECT_EQ(parse_work_dir(0, "relative\n"), "");
   EXPECT_EQ(parse_work_dir(0, "/a\n/b\n"), "");
+}
+
+// A fake squeue/scancel: squeue answers the states in `states` one by one
+// (the last one for ever after); every call is recorded.
+struct FakeSlurm {
+  explicit FakeSlurm(std::vector<std::string> answers) : states(std::move(answers)) {}
+  std::vector<std::string> states;
+  std::vector<std::string> calls;
+  int scancel_exit = 0;
+  size_t asked = 0;
+  SlurmCommand command() {
+    return [this](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
+      std::string call = name;
+      for (const std::string& a : args) call += " " + a;
+      calls.push_back(call);
+      CommandResult r;
+      if (name == "squeue") {
+        const std::string& st = states.at(std::min(asked++, states.size() - 1));
+        r.exit_code = st == "invalid" ? 1 : 0;
+        r.output = st == "invalid" ? "slurm_load_jobs error: Invalid job id specified\n" : st + "\n";
+      } else {
+        r.exit_code = scancel_exit;
+        if (scancel_exit != 0) r.output = "scancel: error: Access/permission denied\n";
+      }
+      return r;
+    };
+  }
+  size_t count(const std::string& call) const { return std::count(calls.begin(), calls.end(), call); }
+};
+
+TEST(CompanionJobTest, EndingAJobThatEndsByItselfSendsNothing) {
+  FakeSlurm slurm({"RUNNING", "RUNNING", "COMPLETING"});
+  EXPECT_TRUE(end_companion_job(42, slurm.command(), 5, 5, 0.001).ok());
+  EXPECT_EQ(slurm.count("squeue --noheader --format=%T --jobs=42"), 3u);
+  EXPECT_EQ(slurm.calls.size(), 3u) << "no scancel";
+}
+
+TEST(CompanionJobTest, RunningWorkersGetSigtermAndDrain) {
+  FakeSlurm slurm({"RUNNING"});
+  // Still running after the self-end wait: SIGTERM; then it completes.
+  auto run = slurm.command();
+  SlurmCommand term_then_done = [&](const std::string& name, const std::vector<std::string>& args) {
+    if (name == "scancel") {
+      slurm.states = {"COMPLETED"};
+      slurm.asked = 0;
+    }
+    return run(name, args);
+  };
+  EXPECT_TRUE(end_companion_job(42, term_then_done, 0.01, 5, 0.001).ok());
+  EXPECT_EQ(slurm.count("scancel --quiet --signal=TERM 42"), 1u);
+  EXPECT_EQ(slurm.count("scancel --quiet 42"), 0u) << "it drained: no hard cancel";
+}
+
+TEST(CompanionJobTest, WorkersThatDoNotDrainAreCancelledAndWaitingOnesAtOnce) {
+  FakeSlurm stuck({"RUNNING"});
+  EXPECT_TRUE(end_companion_job(42, stuck.command(), 0.01, 0.01, 0.001).ok());
+  EXPECT_EQ(stuck.count("scancel --quiet --signal=TERM 42"), 1u);
+  EXPECT_EQ(stuck.calls.back(), "scancel --quiet 42");
+
+  FakeSlurm pending({"PENDING"});
+  EXPECT_TRUE(end_companion_job(7, pending.command(), 5, 5, 0.001).ok());
+  EXPECT_EQ(pending.calls, (std::vector<std::string>{"squeue --noheader --format=%T --jobs=7", "scancel --quiet 7"}));
+
+  FakeSlurm gone({"invalid"});
+  EXPECT_TRUE(end_companion_job(7, gone.command(), 5, 5, 0.001).ok());
+  EXPECT_EQ(gone.calls.size(), 1u);
+
+  FakeSlurm refused({"PENDING"});
+  refused.scancel_exit = 1;
+  Status s = end_companion_job(7, refused.command(), 5, 5, 0.001);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "cannot cancel job 7: scancel: exit 1: scancel: error: Access/permission denied");
 }
 
 TEST(CompanionJobTest, SlurmCommandsGetOnlyPathAndConf) {

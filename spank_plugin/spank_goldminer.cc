@@ -13,11 +13,9 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gmcore/auth.h"
@@ -211,35 +209,12 @@ int start_companion_job(spank_t sp) {
 // (gmcore/companion_job.h, CompanionState).
 int end_companion_job(spank_t sp) {
   if (companion.job_id == 0) return 0;
-  const std::string id = std::to_string(companion.job_id);
-  auto slurm = [&](const char* name, const std::vector<std::string>& args) {
-    return run_as_job_user(sp, name, args, companion.slurm_env, companion.work_dir);
-  };
-  auto state = [&] {
-    auto r = slurm("squeue", {"--noheader", "--format=%T", "--jobs=" + id});
-    // Not knowing, cancel: scancel of an ended job does nothing.
-    return r.ok() ? goldminer::parse_companion_state(r->exit_code, r->output) : goldminer::CompanionState::kWaiting;
-  };
-  goldminer::CompanionState now = state();
-  auto wait_while_running = [&](double seconds) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-    while (now == goldminer::CompanionState::kRunning && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      now = state();
-    }
-  };
-  // A session that ended drains its workers: their job ends by itself.
-  wait_while_running(goldminer::kCompanionSelfEndS);
-  if (now == goldminer::CompanionState::kRunning) {
-    (void)slurm("scancel", {"--quiet", "--signal=TERM", id});
-    wait_while_running(goldminer::kCompanionDrainGraceS);
-  }
-  if (now != goldminer::CompanionState::kGone) {
-    auto r = slurm("scancel", {"--quiet", id});
-    if (!r.ok() || r->exit_code != 0)
-      goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": cannot cancel its data workers (job " +
-                            id + "): " + (r.ok() ? goldminer::describe(*r) : r.status().message()));
-  }
+  goldminer::Status s = goldminer::end_companion_job(
+      companion.job_id, [&](const std::string& name, const std::vector<std::string>& args) {
+        return run_as_job_user(sp, name, args, companion.slurm_env, companion.work_dir);
+      });
+  if (!s.ok())
+    goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": its data workers: " + s.message());
   companion = {};
   return 0;
 }
