@@ -18,7 +18,10 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 // ours: not passed on to the companion job.
 bool slurm_input_or_ours(const std::string& entry) {
   if (starts_with(entry, "SLURM_CONF=")) return false;
-  for (const char* prefix : {"SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "GOLDMINER_"})
+  // _SLURM_SPANK_OPTION_*: srun would forward the job's --goldminer to the
+  // workers' step; SLURM_SPANK_*: sbatch would take it as the companion
+  // job's own, and that job would start workers of its own.
+  for (const char* prefix : {"SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "GOLDMINER_", "_SLURM_SPANK_OPTION_", "SPANK_"})
     if (starts_with(entry, prefix)) return true;
   return false;
 }

@@ -71,9 +71,11 @@ struct CompanionJob {
   std::vector<std::string> sbatch_args;  // after sbatch itself
   // sbatch's whole environment, exported to the workers (--export=ALL):
   // the job's, without Slurm's input variables (SLURM_* but SLURM_CONF,
-  // SBATCH_*, SALLOC_*, SRUN_*: they describe the batch job, e.g.
-  // SLURM_GPUS would make the workers' srun ask for GPUs) and without
-  // GOLDMINER_*, plus GOLDMINER_TRAINER and GOLDMINER_SECRET.
+  // SBATCH_*, SALLOC_*, SRUN_*, SPANK options: they describe the batch job,
+  // e.g. SLURM_GPUS would make the workers' srun ask for GPUs, and a
+  // --goldminer the companion job's sbatch took from its environment would
+  // start more workers) and without GOLDMINER_*, plus GOLDMINER_TRAINER and
+  // GOLDMINER_SECRET.
   std::vector<std::string> sbatch_env;
   // The batch job's: BatchJob::work_dir, else PWD, else SLURM_SUBMIT_DIR,
   // else /. The workers' output, goldminer-dw-JOB.out, goes there.

@@ -49,7 +49,9 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   job.env = {"PATH=/usr/bin:/bin",      "HOME=/home/u",         "PWD=/home/u/run",
              "SLURM_JOB_PARTITION=gpu", "SLURM_GPUS=1",         "SLURM_CONF=/etc/gm/slurm.conf",
              "SBATCH_PARTITION=gpu",    "SRUN_CPUS_PER_TASK=4", "GOLDMINER_DW=2",
-             "UCX_NET_DEVICES=lo",      "SLURM_JOB_ACCOUNT=ml"};
+             "UCX_NET_DEVICES=lo",      "SLURM_JOB_ACCOUNT=ml",
+             "_SLURM_SPANK_OPTION_goldminer_goldminer=dw=2",
+             "SLURM_SPANK__SLURM_SPANK_OPTION_goldminer_goldminer=dw=2", "SPANK_X=1"};
   CompanionJob c = plan_companion_job(o, admin, job, "s3cr3t");
 
   EXPECT_EQ(c.trainer, "ucx://10.9.0.2:20042");
@@ -78,7 +80,8 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
                            "SLURM_CONF=/etc/gm/slurm.conf", "GOLDMINER_TRAINER=ucx://10.9.0.2:20042",
                            "GOLDMINER_SECRET=s3cr3t"})
     EXPECT_TRUE(has(e, kept)) << kept;
-  for (const char* dropped : {"SLURM_GPUS=", "SLURM_JOB_PARTITION=", "SBATCH_", "SRUN_", "GOLDMINER_DW="})
+  for (const char* dropped : {"SLURM_GPUS=", "SLURM_JOB_PARTITION=", "SBATCH_", "SRUN_", "GOLDMINER_DW=",
+                              "_SLURM_SPANK_OPTION_", "SLURM_SPANK_", "SPANK_"})
     EXPECT_FALSE(any_starts_with(e, dropped)) << dropped;
 }
 

@@ -241,6 +241,43 @@ TEST(DataplaneTest, EveryEpochDeliversEverySampleOnceOverUcxAndLocal) {
   }
 }
 
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+    port = ntohs(sa.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+// In a --goldminer batch job GOLDMINER_LISTEN says where the job's
+// companion workers connect: goldminer-consume listens there unless told
+// otherwise.
+TEST(DataplaneTest, ConsumeListensOnGoldminerListenByDefault) {
+  TempDir d;
+  write_text(d / "a.txt", 500);
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string address = "ucx://127.0.0.1:" + std::to_string(port);
+  auto env = kEnv;
+  env["GOLDMINER_LISTEN"] = address;
+  Process p(consume_args({"--input", "text:" + (d / "a.txt"), "--batch-size", "50", "--workers", "1"}), env);
+  ASSERT_EQ(p.wait(), 0) << p.err();
+  expect_clean(parse_json_lines(p.out()), 1, 500);
+  EXPECT_NE(p.err().find("listening on " + address + "\n"), std::string::npos) << p.err();
+  Process given(consume_args({"--input", "text:" + (d / "a.txt"), "--batch-size", "50", "--workers", "1", "--listen",
+                              "ucx://127.0.0.1:0"}),
+                env);
+  ASSERT_EQ(given.wait(), 0) << given.err();
+  EXPECT_EQ(given.err().find("listening on " + address), std::string::npos) << given.err();
+}
+
 // kill -9 of workers mid-epoch, repeatedly, while new workers join at
 // random: every epoch still has every sample exactly once. Batches of
 // `batch` lines (~30 bytes each): small ones go by copy, ones over 64 KiB

@@ -244,7 +244,8 @@ int main(int argc, char** argv) {
     // fresh secret for the workers this run starts.
     Status env = o.from_environment();
     if (!env.ok()) return fail(env.message(), 2);
-    if (listen.empty()) listen = o.listen;  // GOLDMINER_LISTEN
+    // --listen's default: GOLDMINER_LISTEN (a --goldminer batch job's).
+    if (const char* v = std::getenv("GOLDMINER_LISTEN"); listen.empty() && v != nullptr && *v != '\0') listen = v;
     o.listen.clear();
     o.local_workers = 0;
     if (o.secret.empty()) {
