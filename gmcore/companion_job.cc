@@ -6,6 +6,9 @@
 #include <netinet/in.h>
 
 #include <chrono>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <cstdlib>
 #include <thread>
 
@@ -89,7 +92,7 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   std::string qos = admin.dw_qos.empty() ? env_value(job.env, "SLURM_JOB_QOS") : admin.dw_qos;
   std::string account = env_value(job.env, "SLURM_JOB_ACCOUNT");
   c.sbatch_args = {"--parsable",
-                   "--job-name=goldminer-dw." + id,
+                   "--job-name=" + companion_job_name(job.job_id),
                    "--comment=goldminer data workers of job " + id,
                    "--ntasks=" + std::to_string(options.dw),
                    "--cpus-per-task=" + std::to_string(options.cpus_per_dw),
@@ -105,12 +108,25 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   c.sbatch_args.push_back("--wrap=exec srun --mpi=none " + admin.dw_command + " --threads " +
                           std::to_string(options.cpus_per_dw) + " --connect-timeout " +
                           std::to_string(kCompanionConnectTimeoutS) + " -v");
+  c.worker_sbatch_args = c.sbatch_args;
+  for (std::string& a : c.worker_sbatch_args)
+    if (starts_with(a, "--ntasks=")) a = "--ntasks=1";
+  if (options.mode == ScalingMode::kElastic) c.trainer_env.emplace_back("GOLDMINER_DW_SBATCH", quote_words(c.worker_sbatch_args));
 
-  for (const std::string& e : job.env)
-    if (!slurm_input_or_ours(e)) c.sbatch_env.push_back(e);
-  c.sbatch_env.push_back("GOLDMINER_TRAINER=" + c.trainer);
-  c.sbatch_env.push_back("GOLDMINER_SECRET=" + job_secret);
+  c.sbatch_env = companion_job_env(job.env, c.trainer, job_secret);
   return c;
+}
+
+std::string companion_job_name(uint32_t job_id) { return "goldminer-dw." + std::to_string(job_id); }
+
+std::vector<std::string> companion_job_env(const std::vector<std::string>& env, const std::string& trainer,
+                                           const std::string& secret) {
+  std::vector<std::string> out;
+  for (const std::string& e : env)
+    if (!slurm_input_or_ours(e)) out.push_back(e);
+  out.push_back("GOLDMINER_TRAINER=" + trainer);
+  out.push_back("GOLDMINER_SECRET=" + secret);
+  return out;
 }
 
 std::string parse_work_dir(int squeue_exit_code, const std::string& squeue_output) {
@@ -132,33 +148,61 @@ CompanionState parse_companion_state(int squeue_exit_code, const std::string& sq
   return CompanionState::kWaiting;  // PENDING, SUSPENDED, REQUEUED, ...: cancelled
 }
 
-Status end_companion_job(uint32_t id, const SlurmCommand& run, double self_end_s, double drain_grace_s,
-                         double poll_s) {
-  const std::string job = std::to_string(id);
-  auto state = [&] {
-    auto r = run("squeue", {"--noheader", "--format=%T", "--jobs=" + job});
-    // Not knowing, cancel: scancel of an ended job does nothing.
-    return r.ok() ? parse_companion_state(r->exit_code, r->output) : CompanionState::kWaiting;
+Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run, double self_end_s,
+                          double drain_grace_s, double poll_s) {
+  const std::string name = companion_job_name(job_id);
+  // Job id -> state, of the user's jobs of that name; nothing when squeue
+  // could not tell.
+  auto list = [&]() -> std::optional<std::map<std::string, CompanionState>> {
+    auto r = run("squeue", {"--noheader", "--format=%i %T", "--name=" + name, "--user=" + std::to_string(uid)});
+    if (!r.ok() || r->exit_code != 0) return std::nullopt;
+    std::map<std::string, CompanionState> jobs;
+    std::istringstream lines(r->output);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::string id, state;
+      if (!(words >> id >> state) || id.find_first_not_of("0123456789") != std::string::npos) continue;
+      CompanionState s = parse_companion_state(0, state);
+      if (s != CompanionState::kGone) jobs[id] = s;
+    }
+    return jobs;
   };
-  CompanionState now = state();
+  auto now = list();
+  if (!now) {
+    auto r = run("scancel", {"--quiet", "--name=" + name, "--user=" + std::to_string(uid)});
+    if (!r.ok()) return Status::error("cannot cancel jobs " + name + ": " + r.status().message());
+    if (r->exit_code != 0) return Status::error("cannot cancel jobs " + name + ": scancel: " + describe(*r));
+    return Status();
+  }
+  auto ids = [&](CompanionState want) {
+    std::string out;
+    for (const auto& [id, state] : *now)
+      if (state == want) out += (out.empty() ? "" : ",") + id;
+    return out;
+  };
   auto wait_while_running = [&](double seconds) {
     using Clock = std::chrono::steady_clock;
     const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    while (now == CompanionState::kRunning && Clock::now() < until) {
+    while (!ids(CompanionState::kRunning).empty() && Clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
-      now = state();
+      auto next = list();
+      if (next) now = std::move(next);
     }
   };
-  // A session that ended drains its workers: their job ends by itself.
+  // A session that ended drains its workers: their jobs end by themselves.
   wait_while_running(self_end_s);
-  if (now == CompanionState::kRunning) {
-    (void)run("scancel", {"--quiet", "--signal=TERM", job});
+  if (std::string running = ids(CompanionState::kRunning); !running.empty()) {
+    (void)run("scancel", {"--quiet", "--signal=TERM", running});
     wait_while_running(drain_grace_s);
   }
-  if (now == CompanionState::kGone) return Status();
-  auto r = run("scancel", {"--quiet", job});
-  if (!r.ok()) return Status::error("cannot cancel job " + job + ": " + r.status().message());
-  if (r->exit_code != 0) return Status::error("cannot cancel job " + job + ": scancel: " + describe(*r));
+  // What still waits (at once when nothing ran) or still runs.
+  std::string left;
+  for (const auto& [id, state] : *now) left += (left.empty() ? "" : ",") + id;
+  if (left.empty()) return Status();
+  auto r = run("scancel", {"--quiet", left});
+  if (!r.ok()) return Status::error("cannot cancel jobs " + left + ": " + r.status().message());
+  if (r->exit_code != 0) return Status::error("cannot cancel jobs " + left + ": scancel: " + describe(*r));
   return Status();
 }
 
@@ -183,6 +227,62 @@ Expected<uint32_t> parse_submitted_job_id(const std::string& output) {
     if (v > 0 && v <= 0xffffffffULL) return static_cast<uint32_t>(v);
   }
   return Status::error("sbatch printed no job id: '" + text + "'");
+}
+
+std::string quote_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                         "0123456789-_=./,:%+@") == std::string::npos;
+    if (plain) {
+      out += w;
+      continue;
+    }
+    out += '\'';
+    for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+Expected<std::vector<std::string>> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\'') {
+      const size_t close = text.find('\'', i + 1);
+      if (close == std::string::npos)
+        return Status::error("unterminated ' at offset " + std::to_string(i));
+      word.append(text, i + 1, close - i - 1);
+      i = close;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size() && std::string("\"\\$`").find(text[j + 1]) != std::string::npos)
+          ++j;
+        word += text[j];
+      }
+      if (j >= text.size()) return Status::error("unterminated \" at offset " + std::to_string(i));
+      i = j;
+    } else if (c == '\\') {
+      if (i + 1 >= text.size()) return Status::error("a lone \\ at the end");
+      word += text[++i];
+    } else {
+      word += c;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
 }
 
 }  // namespace goldminer

@@ -66,9 +66,12 @@ std::string why_no_companion_job(const JobOptions& options);
 struct CompanionJob {
   std::string trainer;  // ucx://ADDR:PORT
   // Into the batch script: GOLDMINER_LISTEN, GOLDMINER_TRAINER,
-  // GOLDMINER_SECRET (the job's own GOLDMINER_SECRET when it has one).
+  // GOLDMINER_SECRET (the job's own GOLDMINER_SECRET when it has one) and,
+  // with mode=elastic, GOLDMINER_DW_SBATCH: quote_words(worker_sbatch_args),
+  // how the session starts more workers (gmcore/elastic.h).
   std::vector<std::pair<std::string, std::string>> trainer_env;
   std::vector<std::string> sbatch_args;  // after sbatch itself
+  std::vector<std::string> worker_sbatch_args;  // the same for one more worker (--ntasks=1)
   // sbatch's whole environment, exported to the workers (--export=ALL):
   // the job's, without Slurm's input variables (SLURM_* but SLURM_CONF,
   // SBATCH_*, SALLOC_*, SRUN_*, SPANK options: they describe the batch job,
@@ -82,6 +85,14 @@ struct CompanionJob {
   std::string work_dir;
 };
 
+// The companion jobs' name: goldminer-dw.JOB.
+std::string companion_job_name(uint32_t job_id);
+
+// The environment of a companion job's sbatch (CompanionJob::sbatch_env)
+// from the job's environment `env`.
+std::vector<std::string> companion_job_env(const std::vector<std::string>& env, const std::string& trainer,
+                                           const std::string& secret);
+
 // `secret` is used when the job's environment has no GOLDMINER_SECRET.
 CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job,
                                 const std::string& secret);
@@ -94,8 +105,8 @@ Expected<uint32_t> parse_submitted_job_id(const std::string& output);
 // none.
 std::string parse_work_dir(int squeue_exit_code, const std::string& squeue_output);
 
-// Where the companion job stands when the batch step ends, from `squeue -h
-// -o %T -j J` (its exit code and output).
+// Where a companion job stands when the batch step ends, from its state as
+// `squeue -o %T` prints it (exit code and output).
 // kRunning: the plugin gives it kCompanionSelfEndS to end by itself (a
 //   session that ended has drained its workers), then sends SIGTERM
 //   (goldminer-dw drains and exits 0, so the job ends COMPLETED), waits up
@@ -111,15 +122,26 @@ constexpr double kCompanionDrainGraceS = 10;
 using SlurmCommand =
     std::function<Expected<CommandResult>(const std::string& name, const std::vector<std::string>& args)>;
 
-// Ends companion job `id` as CompanionState says, waiting up to
-// `self_end_s`, then `drain_grace_s`, in steps of `poll_s`. An error names
-// what could not be done (the final scancel failed).
-Status end_companion_job(uint32_t id, const SlurmCommand& run, double self_end_s = kCompanionSelfEndS,
-                         double drain_grace_s = kCompanionDrainGraceS, double poll_s = 0.25);
+// Ends the companion jobs of batch job `job_id` (all of them: the first
+// and those an elastic session added, found by name among user `uid`'s
+// jobs) as CompanionState says, waiting up to `self_end_s`, then
+// `drain_grace_s`, in steps of `poll_s`. When squeue cannot list them,
+// cancels by name. An error names what could not be done (the final
+// scancel failed).
+Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run,
+                          double self_end_s = kCompanionSelfEndS, double drain_grace_s = kCompanionDrainGraceS,
+                          double poll_s = 0.25);
 
 // The environment for the plugin's squeue and scancel: the job's PATH and
 // SLURM_CONF, nothing else.
 std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env);
+
+// Shell words: `quote_words` joins them so that `split_words` gives them
+// back (single quotes where needed); split_words takes plain words, '...'
+// and "..." (with \" \\ \$ \` inside) and backslash escapes, and refuses
+// an unterminated quote.
+std::string quote_words(const std::vector<std::string>& words);
+Expected<std::vector<std::string>> split_words(const std::string& text);
 
 // The value of NAME in an environment of "NAME=value" strings; "" if unset.
 std::string env_value(const std::vector<std::string>& env, const std::string& name);

@@ -56,9 +56,19 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
 
   EXPECT_EQ(c.trainer, "ucx://10.9.0.2:20042");
   using Env = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_EQ(c.trainer_env, (Env{{"GOLDMINER_LISTEN", "ucx://10.9.0.2:20042"},
-                                {"GOLDMINER_TRAINER", "ucx://10.9.0.2:20042"},
-                                {"GOLDMINER_SECRET", "s3cr3t"}}));
+  ASSERT_EQ(c.trainer_env.size(), 4u);
+  EXPECT_EQ(Env(c.trainer_env.begin(), c.trainer_env.begin() + 3),
+            (Env{{"GOLDMINER_LISTEN", "ucx://10.9.0.2:20042"},
+                 {"GOLDMINER_TRAINER", "ucx://10.9.0.2:20042"},
+                 {"GOLDMINER_SECRET", "s3cr3t"}}));
+  // mode=elastic: how the session starts one more worker.
+  EXPECT_EQ(c.trainer_env[3].first, "GOLDMINER_DW_SBATCH");
+  EXPECT_EQ(*split_words(c.trainer_env[3].second), c.worker_sbatch_args);
+  std::vector<std::string> one = c.sbatch_args;
+  std::replace(one.begin(), one.end(), std::string("--ntasks=2"), std::string("--ntasks=1"));
+  EXPECT_EQ(c.worker_sbatch_args, one) << "the same job but one task";
+  o.mode = ScalingMode::kStatic;
+  EXPECT_EQ(plan_companion_job(o, admin, job, "s3cr3t").trainer_env.size(), 3u) << "static: no growing";
   EXPECT_EQ(c.work_dir, "/home/u/run");
 
   const auto& a = c.sbatch_args;
@@ -102,7 +112,8 @@ TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionQosAndSecret) {
   job.work_dir = "/scratch/u/run";
   EXPECT_EQ(plan_companion_job(o, admin, job, "fresh").work_dir, "/scratch/u/run") << "squeue's answer first";
   job.work_dir.clear();
-  EXPECT_EQ(c.trainer_env.back(), (std::pair<std::string, std::string>{"GOLDMINER_SECRET", "mine"}));
+  EXPECT_TRUE(std::count(c.trainer_env.begin(), c.trainer_env.end(),
+                         std::pair<std::string, std::string>{"GOLDMINER_SECRET", "mine"}));
   EXPECT_TRUE(has(c.sbatch_env, "GOLDMINER_SECRET=mine"));
   EXPECT_FALSE(has(c.sbatch_env, "GOLDMINER_SECRET=fresh"));
 
@@ -141,11 +152,12 @@ TEST(CompanionJobTest, ReadsTheWorkDirSqueuePrinted) {
   EXPECT_EQ(parse_work_dir(0, "/a\n/b\n"), "");
 }
 
-// A fake squeue/scancel: squeue answers the states in `states` one by one
-// (the last one for ever after); every call is recorded.
+// A fake squeue/scancel: squeue answers the outputs in `answers` one by one
+// (the last one for ever after; "error" fails as when slurmctld is down);
+// every call is recorded.
 struct FakeSlurm {
-  explicit FakeSlurm(std::vector<std::string> answers) : states(std::move(answers)) {}
-  std::vector<std::string> states;
+  explicit FakeSlurm(std::vector<std::string> outputs) : answers(std::move(outputs)) {}
+  std::vector<std::string> answers;
   std::vector<std::string> calls;
   int scancel_exit = 0;
   size_t asked = 0;
@@ -156,9 +168,9 @@ struct FakeSlurm {
       calls.push_back(call);
       CommandResult r;
       if (name == "squeue") {
-        const std::string& st = states.at(std::min(asked++, states.size() - 1));
-        r.exit_code = st == "invalid" ? 1 : 0;
-        r.output = st == "invalid" ? "slurm_load_jobs error: Invalid job id specified\n" : st + "\n";
+        const std::string& out = answers.at(std::min(asked++, answers.size() - 1));
+        r.exit_code = out == "error" ? 1 : 0;
+        r.output = out == "error" ? "squeue: error: Unable to contact slurm controller\n" : out;
       } else {
         r.exit_code = scancel_exit;
         if (scancel_exit != 0) r.output = "scancel: error: Access/permission denied\n";
@@ -169,48 +181,73 @@ struct FakeSlurm {
   size_t count(const std::string& call) const { return std::count(calls.begin(), calls.end(), call); }
 };
 
-TEST(CompanionJobTest, EndingAJobThatEndsByItselfSendsNothing) {
-  FakeSlurm slurm({"RUNNING", "RUNNING", "COMPLETING"});
-  EXPECT_TRUE(end_companion_job(42, slurm.command(), 5, 5, 0.001).ok());
-  EXPECT_EQ(slurm.count("squeue --noheader --format=%T --jobs=42"), 3u);
+const char* const kList = "squeue --noheader --format=%i %T --name=goldminer-dw.42 --user=1000";
+
+TEST(CompanionJobTest, EndingJobsThatEndByThemselvesSendsNothing) {
+  FakeSlurm slurm({"43 RUNNING\n44 RUNNING\n", "43 RUNNING\n44 COMPLETING\n", "44 COMPLETED\n"});
+  EXPECT_TRUE(end_companion_jobs(42, 1000, slurm.command(), 5, 5, 0.001).ok());
+  EXPECT_EQ(slurm.count(kList), 3u);
   EXPECT_EQ(slurm.calls.size(), 3u) << "no scancel";
 }
 
 TEST(CompanionJobTest, RunningWorkersGetSigtermAndDrain) {
-  FakeSlurm slurm({"RUNNING"});
-  // Still running after the self-end wait: SIGTERM; then it completes.
+  FakeSlurm slurm({"43 RUNNING\n44 RUNNING\n"});
+  // Still running after the self-end wait: SIGTERM to both; then they complete.
   auto run = slurm.command();
   SlurmCommand term_then_done = [&](const std::string& name, const std::vector<std::string>& args) {
     if (name == "scancel") {
-      slurm.states = {"COMPLETED"};
+      slurm.answers = {""};
       slurm.asked = 0;
     }
     return run(name, args);
   };
-  EXPECT_TRUE(end_companion_job(42, term_then_done, 0.01, 5, 0.001).ok());
-  EXPECT_EQ(slurm.count("scancel --quiet --signal=TERM 42"), 1u);
-  EXPECT_EQ(slurm.count("scancel --quiet 42"), 0u) << "it drained: no hard cancel";
+  EXPECT_TRUE(end_companion_jobs(42, 1000, term_then_done, 0.01, 5, 0.001).ok());
+  EXPECT_EQ(slurm.count("scancel --quiet --signal=TERM 43,44"), 1u);
+  EXPECT_EQ(slurm.count("scancel --quiet 43,44"), 0u) << "they drained: no hard cancel";
+  EXPECT_EQ(slurm.calls.back(), kList);
 }
 
 TEST(CompanionJobTest, WorkersThatDoNotDrainAreCancelledAndWaitingOnesAtOnce) {
-  FakeSlurm stuck({"RUNNING"});
-  EXPECT_TRUE(end_companion_job(42, stuck.command(), 0.01, 0.01, 0.001).ok());
-  EXPECT_EQ(stuck.count("scancel --quiet --signal=TERM 42"), 1u);
-  EXPECT_EQ(stuck.calls.back(), "scancel --quiet 42");
+  FakeSlurm stuck({"43 RUNNING\n45 PENDING\n"});
+  EXPECT_TRUE(end_companion_jobs(42, 1000, stuck.command(), 0.01, 0.01, 0.001).ok());
+  EXPECT_EQ(stuck.count("scancel --quiet --signal=TERM 43"), 1u) << "only the running one";
+  EXPECT_EQ(stuck.calls.back(), "scancel --quiet 43,45");
 
-  FakeSlurm pending({"PENDING"});
-  EXPECT_TRUE(end_companion_job(7, pending.command(), 5, 5, 0.001).ok());
-  EXPECT_EQ(pending.calls, (std::vector<std::string>{"squeue --noheader --format=%T --jobs=7", "scancel --quiet 7"}));
+  FakeSlurm pending({"7 PENDING\n"});
+  EXPECT_TRUE(end_companion_jobs(42, 1000, pending.command(), 5, 5, 0.001).ok());
+  EXPECT_EQ(pending.calls, (std::vector<std::string>{kList, "scancel --quiet 7"}));
 
-  FakeSlurm gone({"invalid"});
-  EXPECT_TRUE(end_companion_job(7, gone.command(), 5, 5, 0.001).ok());
+  FakeSlurm gone({""});
+  EXPECT_TRUE(end_companion_jobs(42, 1000, gone.command(), 5, 5, 0.001).ok());
   EXPECT_EQ(gone.calls.size(), 1u);
 
-  FakeSlurm refused({"PENDING"});
+  FakeSlurm refused({"7 PENDING\n"});
   refused.scancel_exit = 1;
-  Status s = end_companion_job(7, refused.command(), 5, 5, 0.001);
+  Status s = end_companion_jobs(42, 1000, refused.command(), 5, 5, 0.001);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), "cannot cancel job 7: scancel: exit 1: scancel: error: Access/permission denied");
+  EXPECT_EQ(s.message(), "cannot cancel jobs 7: scancel: exit 1: scancel: error: Access/permission denied");
+}
+
+TEST(CompanionJobTest, WhenSqueueCannotListThemTheyAreCancelledByName) {
+  FakeSlurm down({"error"});
+  EXPECT_TRUE(end_companion_jobs(42, 1000, down.command(), 5, 5, 0.001).ok());
+  EXPECT_EQ(down.calls, (std::vector<std::string>{kList, "scancel --quiet --name=goldminer-dw.42 --user=1000"}));
+}
+
+TEST(CompanionJobTest, ShellWordsRoundTrip) {
+  const std::vector<std::string> words = {"--parsable", "--job-name=goldminer-dw.7", "--comment=data workers of job 7",
+                                          "--wrap=exec srun --mpi=none /opt/gm/goldminer-dw -v", "it's", "", "a\"b\\c$"};
+  const std::string text = quote_words(words);
+  EXPECT_EQ(text.substr(0, 37), "--parsable --job-name=goldminer-dw.7 ");
+  auto back = split_words(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, words);
+  auto shell = split_words("a  \"b \\\"c\\\"\" 'd e'f\\ g");
+  ASSERT_TRUE(shell.ok());
+  EXPECT_EQ(*shell, (std::vector<std::string>{"a", "b \"c\"", "d ef g"}));
+  EXPECT_EQ(split_words("--x 'open").status().message(), "unterminated ' at offset 4");
+  EXPECT_EQ(split_words("\"open").status().message(), "unterminated \" at offset 0");
+  EXPECT_EQ(split_words("x\\").status().message(), "a lone \\ at the end");
 }
 
 TEST(CompanionJobTest, SlurmCommandsGetOnlyPathAndConf) {

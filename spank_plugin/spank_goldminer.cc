@@ -5,9 +5,9 @@
 // (STYLE.md §1). No exception leaves an entry point (STYLE.md §2).
 //
 // In a batch job's batch step it also starts the job's data workers as a
-// companion job and cancels that job when the batch step ends
-// (gmcore/companion_job.h plans both; gmcore/subprocess.h runs sbatch and
-// scancel as the job's user).
+// companion job and, when the batch step ends, ends that job and those an
+// elastic session added (gmcore/companion_job.h plans both;
+// gmcore/subprocess.h runs sbatch, squeue and scancel as the job's user).
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -42,9 +42,9 @@ namespace {
 goldminer::JobSettings settings;
 std::string option_usage;  // must outlive the registration
 
-// The companion job this batch step started, to cancel when it ends.
+// The batch job whose companion jobs end with this batch step.
 struct Companion {
-  uint32_t job_id = 0;  // 0: none
+  uint32_t job_id = 0;  // the batch job's; 0: none
   std::vector<std::string> slurm_env;  // PATH and SLURM_CONF for squeue and scancel
   std::string work_dir;
 };
@@ -198,19 +198,25 @@ int start_companion_job(spank_t sp) {
   if (!result.ok()) return fail(result.status().message());
   auto id = goldminer::parse_submitted_job_id(result->output);
   if (result->exit_code != 0 || !id.ok()) return fail("sbatch: " + goldminer::describe(*result));
-  companion = {*id, goldminer::slurm_command_env(batch.env), plan.work_dir};
+  companion = {batch.job_id, goldminer::slurm_command_env(batch.env), plan.work_dir};
   spank_setenv(sp, "GOLDMINER_DW_JOB", std::to_string(*id).c_str(), 1);
   goldminer::log::info(job + ": data workers are job " + std::to_string(*id) + " (" +
                        std::to_string(options.dw) + " x goldminer-dw), trainer address " + plan.trainer);
   return 0;
 }
 
-// Batch step, exit: the workers' job ends with the batch job
+// Batch step, exit: the workers' jobs end with the batch job
 // (gmcore/companion_job.h, CompanionState).
-int end_companion_job(spank_t sp) {
+int end_companion_jobs(spank_t sp) {
   if (companion.job_id == 0) return 0;
-  goldminer::Status s = goldminer::end_companion_job(
-      companion.job_id, [&](const std::string& name, const std::vector<std::string>& args) {
+  auto user = job_user(sp);
+  if (!user.ok()) {
+    goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": its data workers: " +
+                          user.status().message());
+    return 0;
+  }
+  goldminer::Status s = goldminer::end_companion_jobs(
+      companion.job_id, user->uid, [&](const std::string& name, const std::vector<std::string>& args) {
         return run_as_job_user(sp, name, args, companion.slurm_env, companion.work_dir);
       });
   if (!s.ok())
@@ -253,7 +259,7 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
 
 extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("exit", [&] {
-    if (spank_context() == S_CTX_REMOTE) end_companion_job(sp);
+    if (spank_context() == S_CTX_REMOTE) end_companion_jobs(sp);
     goldminer::log::set_sink(nullptr);
     return 0;
   });

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     return fail(std::string(e.what()) + " (see --help)", 2);
   }
+  // Boost reads "-1" as a huge unsigned value: the bounds catch it.
+  if (workers > 1024) return fail("--workers: must be 0..1024", 2);
+  if (threads == 0 || threads > 1024) return fail("--threads: must be 1..1024", 2);
   if (command.empty()) return fail("no command: goldminer-run --workers N -- COMMAND [ARG...]", 2);
   if (transport != "ucx" && transport != "local")
     return fail("--transport: invalid value '" + transport + "': expected ucx or local", 2);

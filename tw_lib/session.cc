@@ -152,16 +152,26 @@ class Session::Impl {
         if (!r.ok() && !stop_) log::error("goldminer: session: local worker " + w.id + ": " + r.status().message());
       });
     }
+    if (o_.elastic.launcher) elastic_ = std::thread([this] { elastic_loop(); });
     return Status();
   }
 
   ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      elastic_stop_ = true;
+    }
+    elastic_cv_.notify_all();
+    if (elastic_.joinable()) elastic_.join();
     // The loop tells every worker to drain, then closes the endpoint,
     // which ends them.
     stop_ = true;
     local_stop_ = true;
     if (loop_.joinable()) loop_.join();
     for (auto& t : local_) t.join();
+    // Those the launcher started and that never joined: cancelled or told
+    // to stop.
+    if (o_.elastic.launcher) o_.elastic.launcher->end();
   }
 
   std::string address() const { return address_; }
@@ -190,9 +200,12 @@ class Session::Impl {
           want_next_epoch_ = true;
           return std::optional<SessionBatch>();
         }
+        fill_sum_ += queue_fill_locked();  // as the trainer found it
+        ++fill_samples_;
         queue_bytes_ -= item.bytes;
-        credit_returns_.push_back(item.from);
+        consumed_from_.push_back(item.from);
         ++consumed_batches_;
+        ++consumed_total_;
         uint64_t& n = consumed_[item.batch.split_id];
         ++n;
         if (item.last_of_split) {
@@ -211,6 +224,7 @@ class Session::Impl {
       const auto t0 = Clock::now();
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       wait_seconds_ += seconds_since(t0);
+      wait_total_ += seconds_since(t0);
       if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
     }
   }
@@ -234,8 +248,7 @@ class Session::Impl {
     m.epoch = consumer_epoch_;
     m.queue_batches = queue_.size();
     m.queue_bytes = queue_bytes_;
-    m.queue_fill = std::max(static_cast<double>(queue_.size()) / std::max<uint32_t>(1, o_.queue_batches),
-                            static_cast<double>(queue_bytes_) / std::max<uint64_t>(1, o_.queue_bytes));
+    m.queue_fill = queue_fill_locked();
     const double wall = std::max(1e-9, seconds_since(epoch_started_));
     m.arrival_rate = static_cast<double>(arrived_batches_) / wall;
     m.consumption_rate = static_cast<double>(consumed_batches_) / wall;
@@ -265,7 +278,9 @@ class Session::Impl {
         return Status::error("only " + std::to_string(per_worker_.size()) + " of " + std::to_string(n) +
                              " workers joined within " + seconds_text(timeout_s) + " s" +
                              companion_job_failure());
+      const auto t0 = Clock::now();
       cv_.wait_for(lock, std::chrono::milliseconds(20));
+      wait_total_ += seconds_since(t0);  // the trainer waits for workers: elastic growth sees it
       if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
     }
   }
@@ -278,8 +293,61 @@ class Session::Impl {
     std::string id;
     Clock::time_point connected = Clock::now();
     uint32_t wants = 0;        // lease requests not yet granted
+    uint32_t credits = 0;      // batches it may send that have not come yet
+    uint32_t queued = 0;       // its batches in the queue
     bool draining = false;
   };
+
+  // Every interval: the queue's metrics over the interval to the
+  // controller, and what it says done (gmcore/elastic.h).
+  void elastic_loop() {
+    const ElasticSetup& e = o_.elastic;
+    ElasticController controller(e.config, e.launcher.get(), now());
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t arrived = arrived_total_, consumed = consumed_total_, fills = fill_samples_;
+    double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
+    const auto interval = std::chrono::duration<double>(e.interval_s);
+    for (;;) {
+      const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(interval);
+      elastic_cv_.wait_until(lock, until, [this] { return elastic_stop_; });
+      if (elastic_stop_) return;
+      const double t = now(), window = std::max(1e-9, t - since);
+      QueueMetrics m;
+      m.workers = static_cast<int>(per_worker_.size());
+      m.arrival_rate = static_cast<double>(arrived_total_ - arrived) / window;
+      m.consumption_rate = static_cast<double>(consumed_total_ - consumed) / window;
+      m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
+      // The fill as the trainer found it when it took batches in the
+      // window; now, when it took none.
+      m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)
+                                           : queue_fill_locked();
+      // What one worker can make: the most measured while the queue had
+      // room (a full queue holds workers back by credits, and their rate
+      // is then the trainer's; at an epoch's end they idle), used while it
+      // stays full.
+      const double observed = m.workers > 0 ? m.arrival_rate / m.workers : 0;
+      if (m.queue_fill < 0.5) capacity = std::max(capacity, observed);
+      m.per_worker_rate = m.queue_fill < 0.5 || capacity == 0 ? observed : capacity;
+      arrived = arrived_total_, consumed = consumed_total_, waited = wait_total_, since = t;
+      fills = fill_samples_, fill_sum = fill_sum_;
+      lock.unlock();  // the launcher runs Slurm's commands
+      const ElasticStep step = controller.observe(m, t);
+      char why[160];
+      std::snprintf(why, sizeof why, "%d workers, trainer waited %.0f %% of the last %.1f s, queue %.0f %% full",
+                    m.workers, 100 * m.trainer_wait_fraction, window, 100 * m.queue_fill);
+      if (step.started > 0) log::info("goldminer: session: " + std::string(why) + ": started " +
+                                      std::to_string(step.started) + " more data workers");
+      if (!step.error.empty()) log::error("goldminer: session: cannot start more data workers: " + step.error);
+      if (step.cancelled > 0) log::info("goldminer: session: " + std::string(why) + ": cancelled " +
+                                        std::to_string(step.cancelled) + " data workers still waiting to start");
+      if (step.drain > 0) {
+        log::info("goldminer: session: " + std::string(why) + ": draining " + std::to_string(step.drain) +
+                  " data workers");
+        drain_workers(static_cast<size_t>(step.drain));
+      }
+      lock.lock();
+    }
+  }
 
   void consumer_reset_rates() {
     epoch_started_ = Clock::now();
@@ -363,8 +431,7 @@ class Session::Impl {
           std::lock_guard<std::mutex> lock(mu_);
           per_worker_[peer].id = w.id;
         }
-        send(peer, wire::Program{config_text_, o_.program});
-        send(peer, wire::Credit{o_.credits_per_worker});
+        send(peer, wire::Program{config_text_, o_.program});  // credits follow (grant_credits)
         log::info("goldminer: session: worker " + w.id + " joined");
         return;
       }
@@ -392,10 +459,11 @@ class Session::Impl {
   }
 
   void on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame) {
+    if (auto w = workers_.find(peer); w != workers_.end() && w->second.credits > 0) --w->second.credits;
     auto verdict = table_.accept_batch(peer, b.split_id, b.sequence, now());
     if (!verdict.ok()) return drop(peer, verdict.status().message(), true);
     if (*verdict != BatchVerdict::kDeliver) {
-      send(peer, wire::Credit{1});
+      // Not queued: grant_credits gives its credit back.
       std::lock_guard<std::mutex> lock(mu_);
       if (*verdict == BatchVerdict::kDuplicate) ++duplicates_dropped_;
       return;
@@ -411,6 +479,7 @@ class Session::Impl {
     Item item;
     item.from = peer;
     item.bytes = frame->size();
+    batch_bytes_ = batch_bytes_ == 0 ? item.bytes : (7 * batch_bytes_ + item.bytes) / 8;
     item.last_of_split = b.last_of_split;
     item.batch.epoch = table_.epoch();
     item.batch.split_id = b.split_id;
@@ -428,9 +497,13 @@ class Session::Impl {
     ++pw.batches;
     pw.bytes += item.bytes;
     const auto jt = workers_.find(peer);
-    if (jt != workers_.end()) pw.batches_per_s = pw.batches / std::max(1e-9, seconds_since(jt->second.connected));
+    if (jt != workers_.end()) {
+      pw.batches_per_s = pw.batches / std::max(1e-9, seconds_since(jt->second.connected));
+      ++jt->second.queued;
+    }
     queue_bytes_ += item.bytes;
     ++arrived_batches_;
+    ++arrived_total_;
     queue_.push_back(std::move(item));
     cv_.notify_all();
   }
@@ -456,6 +529,48 @@ class Session::Impl {
     }
   }
 
+  // Keeps the queue bounded: the batches of all workers in the queue or
+  // still to come on their credits stay within queue_batches and, at the
+  // recent batch size, queue_bytes, except that every worker may always
+  // have one (so the bound is max(that, workers) batches). Each worker gets
+  // an equal share, at most credits_per_worker; until the first batch tells
+  // its size, one each. A worker's consumed batches give it room again;
+  // when workers join, the others' share shrinks as their batches are
+  // consumed.
+  void grant_credits() {
+    uint64_t ready = 0, total = 0;
+    for (const auto& [peer, w] : workers_)
+      if (w.phase == Phase::kReady) {
+        ++ready;
+        total += uint64_t{w.credits} + w.queued;
+      }
+    if (ready == 0) return;
+    uint64_t limit = batch_bytes_ > 0 ? std::min<uint64_t>(o_.queue_batches, o_.queue_bytes / batch_bytes_) : ready;
+    limit = std::max(limit, ready);
+    const uint64_t share = std::clamp<uint64_t>(limit / ready, 1, std::max<uint32_t>(1, o_.credits_per_worker));
+    for (auto& [peer, w] : workers_) {
+      const uint64_t out = uint64_t{w.credits} + w.queued;
+      if (w.phase != Phase::kReady || out >= share) continue;
+      uint64_t allowed = total < limit ? limit - total : 0;
+      if (out == 0) allowed = std::max<uint64_t>(allowed, 1);
+      const auto n = static_cast<uint32_t>(std::min(share - out, allowed));
+      if (n == 0) continue;
+      total += n;
+      w.credits += n;
+      send(peer, wire::Credit{n});
+    }
+  }
+
+  // How full the queue is, 0..1: of the room workers may use (queue_batches,
+  // or credits_per_worker per connected worker where that is less), and of
+  // queue_bytes. 1: workers wait for the trainer. mu_ held.
+  double queue_fill_locked() const {
+    const uint64_t room = std::max<uint64_t>(
+        1, std::min<uint64_t>(o_.queue_batches, std::max<size_t>(1, per_worker_.size()) * o_.credits_per_worker));
+    return std::min(1.0, std::max(static_cast<double>(queue_.size()) / room,
+                                  static_cast<double>(queue_bytes_) / std::max<uint64_t>(1, o_.queue_bytes)));
+  }
+
   void run() {
     created_ = Clock::now();
     auto last_check = Clock::now();
@@ -479,22 +594,21 @@ class Session::Impl {
             break;
         }
       }
-      // Credits for consumed batches; epoch changes; drain requests.
-      std::vector<PeerId> credits;
+      // Credits for the room the queue has; epoch changes; drain requests.
       bool start_epoch = false;
       size_t drains = 0;
+      std::vector<PeerId> consumed;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (queue_bytes_ <= o_.queue_bytes && queue_.size() < o_.queue_batches) credits.swap(credit_returns_);
+        consumed.swap(consumed_from_);
         start_epoch = start_next_epoch_;
         start_next_epoch_ = false;
         drains = drain_requests_;
         drain_requests_ = 0;
       }
-      std::map<PeerId, uint32_t> per_peer;
-      for (PeerId p : credits) ++per_peer[p];
-      for (auto [p, n] : per_peer)
-        if (workers_.count(p)) send(p, wire::Credit{n});
+      for (PeerId p : consumed)
+        if (auto w = workers_.find(p); w != workers_.end() && w->second.queued > 0) --w->second.queued;
+      grant_credits();
       for (auto& [peer, w] : workers_) {
         if (drains == 0) break;
         if (w.phase == Phase::kReady && !w.draining) {
@@ -544,6 +658,7 @@ class Session::Impl {
 
   // Loop only.
   std::map<PeerId, Worker> workers_;
+  uint64_t batch_bytes_ = 0;  // recent batch frame size (moving average); 0: none yet
   bool epoch_end_queued_ = false;
 
   // Shared, under mu_.
@@ -551,7 +666,7 @@ class Session::Impl {
   std::condition_variable cv_;
   std::deque<Item> queue_;
   uint64_t queue_bytes_ = 0;
-  std::vector<PeerId> credit_returns_;
+  std::vector<PeerId> consumed_from_;  // who sent the batches next() took, for the loop
   Status failure_;
   bool want_next_epoch_ = false;   // the consumer saw the end of an epoch
   bool start_next_epoch_ = false;  // ... and asked for the next
@@ -562,6 +677,12 @@ class Session::Impl {
   Clock::time_point epoch_started_;
   uint64_t arrived_batches_ = 0, consumed_batches_ = 0;
   double wait_seconds_ = 0;
+  // Since creation, for the elastic loop's windows.
+  uint64_t arrived_total_ = 0, consumed_total_ = 0, fill_samples_ = 0;
+  double wait_total_ = 0, fill_sum_ = 0;
+  bool elastic_stop_ = false;
+  std::condition_variable elastic_cv_;
+  std::thread elastic_;
   uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
 
  public:
@@ -634,6 +755,11 @@ Status SessionOptions::from_environment() {
       return Status::error("GOLDMINER_LOCAL_WORKERS: invalid value '" + std::string(v) + "': expected 0..1024");
     local_workers = static_cast<uint32_t>(n);
   }
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  auto e = elastic_from_environment(env);
+  if (!e.ok()) return e.status();
+  if (e->launcher) elastic = std::move(e).value();
   return Status();
 }
 

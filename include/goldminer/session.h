@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "dw_daemon/program.h"
+#include "gmcore/elastic.h"
 #include "gmcore/lease_table.h"
 #include "gmcore/status.h"
 #include "gmcore/wire.h"
@@ -50,9 +51,13 @@ struct SessionOptions {
   bool deterministic = false;    // splits in file order instead of a per-epoch shuffle
   uint64_t records_per_split = 0;  // 0: 16 batches per split
   uint64_t max_bad_records = 0;  // corrupt records allowed per epoch; 0: the first is an error
-  uint32_t queue_batches = 64;   // queue bound (batches)
-  uint64_t queue_bytes = uint64_t{1} << 30;  // queue bound (bytes)
-  uint32_t credits_per_worker = 4;  // batches a worker may have in flight
+  // The queue's bound: batches queued plus those workers may still send
+  // (their credits) stay within queue_batches, and within queue_bytes at
+  // the recent batch size; each worker may always send one, so with more
+  // workers than queue_batches the bound is one batch per worker.
+  uint32_t queue_batches = 64;
+  uint64_t queue_bytes = uint64_t{1} << 30;
+  uint32_t credits_per_worker = 4;  // most batches one worker may have in flight
   double lease_timeout_s = 30;   // a worker silent this long loses its splits
   double handshake_timeout_s = 10;
   // next() fails when no batch came within this many seconds (like a
@@ -65,10 +70,17 @@ struct SessionOptions {
   uint32_t local_workers = 0;
   uint32_t local_worker_threads = 1;
   dw::ProgramLoader program_loader;  // how local workers load `program`
+  // Elastic workers: with a launcher, every elastic.interval_s the session
+  // measures its queue over the interval and grows or shrinks its workers
+  // within elastic.config's bounds (gmcore/elastic.h); at its end it
+  // stops those the launcher started. No launcher: the workers that come.
+  ElasticSetup elastic;
 
   // Fills listen, secret and local_workers from the environment that
   // goldminer-run sets: GOLDMINER_LISTEN, GOLDMINER_SECRET (or
-  // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS. Unset ones are kept.
+  // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS; and `elastic` from
+  // the one spank_goldminer.so gives a mode=elastic batch job
+  // (elastic_from_environment). Unset ones are kept.
   Status from_environment();
 };
 
@@ -96,7 +108,10 @@ struct SessionMetrics {
   uint32_t epoch = 0;
   size_t queue_batches = 0;
   uint64_t queue_bytes = 0;
-  double queue_fill = 0;        // max of the batch and byte fill, 0..1
+  // 0..1: queued batches over the room workers may use (queue_batches,
+  // or credits_per_worker per worker where less), or queued bytes over
+  // queue_bytes, whichever is more; 1: the workers wait for the trainer.
+  double queue_fill = 0;
   double arrival_rate = 0;      // batches/s into the queue, this epoch
   double consumption_rate = 0;  // batches/s taken by the training loop, this epoch
   double trainer_wait_fraction = 0;  // of this epoch's wall time spent waiting in next()

@@ -90,3 +90,31 @@ test_companion_job_none_for_dw_0_and_the_reason_when_sbatch_refuses() {
     expect_contains "refused" "$out" \
         "dw_job=unset error=goldminer: job $job: cannot start its data workers: sbatch: exit 1: sbatch: error: Batch job submission failed: Requested node configuration is not available"
 }
+
+# mode=elastic (the default): a session whose trainer waits for workers
+# grows its companion workers towards dw-max, one sbatch --ntasks=1 job each
+# (GOLDMINER_DW_SBATCH), and every one of them ends with the batch job.
+# goldminer-consume --min-workers 3 waits for three workers while the job
+# starts one: only growth can let it begin.
+test_elastic_session_grows_its_companion_workers_to_dw_max() {
+    local job out n bin ids id
+    bin=$(dirname "$devcluster")
+    seq 1 2000 | sed 's/^/sample /' >"$work/el-input.txt"
+    job=$(submit_goldminer_job --goldminer=dw=1,dw-max=3,cpus-per-dw=1 -p gpu --gpus=1 --wrap \
+          "GOLDMINER_AUTOSCALE_INTERVAL=0.5 $bin/goldminer-consume --input text:$work/el-input.txt --epochs 2 \
+           --batch-size 50 --workers 0 --min-workers 3 --join-timeout 120 --json -v") || { echo "$job"; return 1; }
+    out=$(cat "$work/cj.$job")
+    n=$(echo "$out" | grep -c '^{"epoch": [01], "samples": 2000, "unique_samples": 2000, "duplicates": 0, "missing": 0,')
+    expect_eq "clean epochs" "$n" 2 || { echo "$out"; return 1; }
+    expect_contains "growth logged" "$out" "started 1 more data workers" || return 1
+    expect_eq "workers joined" "$(echo "$out" | grep -c 'session: worker [a-z0-9]*:[0-9]* joined')" 3 || {
+        echo "$out"; return 1; }
+    ids=$(scontrol -o show job | sed -n "s/^JobId=\([0-9]*\) JobName=goldminer-dw\.$job .*/\1/p")
+    expect_eq "companion jobs" "$(echo "$ids" | wc -w)" 3 || { echo "$ids"; return 1; }
+    for id in $ids; do
+        expect_eq "companion job $id end" "$(final_job_state "$id")" "COMPLETED 0:0" || {
+            cat "$work/goldminer-dw-$id.out" 2>/dev/null; return 1; }
+        expect_eq "companion job $id tasks" "$(scontrol -o show job "$id" | sed -n 's/.* NumTasks=\([0-9]*\) .*/\1/p')" 1 ||
+            return 1
+    done
+}

@@ -1,0 +1,197 @@
+#include "gmcore/elastic.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+#include <utility>
+
+namespace goldminer {
+namespace {
+
+std::string ids_text(const std::vector<uint32_t>& ids) {
+  std::string out;
+  for (uint32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
+}
+
+// A whole number in [lo, hi] from variable NAME's value.
+Expected<long> integer_variable(const std::string& name, const std::string& value, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+    return Status::error(name + ": invalid value '" + value + "': expected an integer from " + std::to_string(lo) +
+                         " to " + std::to_string(hi));
+  return v;
+}
+
+}  // namespace
+
+ElasticController::ElasticController(const ElasticConfig& config, WorkerLauncher* launcher, double now_s)
+    : config_(config),
+      launcher_(launcher),
+      autosizer_(config.autosizer),
+      settle_target_(config.initial_workers),
+      settle_deadline_(now_s + config.join_grace_s) {}
+
+ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s) {
+  ElasticStep step;
+  const int change = autosizer_.observe(m);
+  if (change > 0) {
+    // Workers already on their way (waiting in Slurm's queue, or started
+    // and not yet joined) are the growth asked for: more would overshoot.
+    const bool settling = m.workers < settle_target_ && now_s < settle_deadline_;
+    if (settling || now_s < retry_at_ || launcher_->waiting() > 0) return step;
+    const int n = std::min(change, config_.autosizer.max_workers - m.workers);
+    if (n <= 0) return step;
+    step.started = launcher_->start(n, &step.error);
+    if (step.started < n) retry_at_ = now_s + config_.retry_after_s;
+    if (step.started > 0) {
+      settle_target_ = m.workers + step.started;
+      settle_deadline_ = now_s + config_.join_grace_s;
+    }
+  } else if (change < 0) {
+    const int n = -change;
+    settle_target_ = 0;  // what still comes is not wanted any more
+    step.cancelled = launcher_->cancel_waiting(n);
+    step.drain = std::max(0, std::min(n - step.cancelled, m.workers - config_.autosizer.min_workers));
+  }
+  return step;
+}
+
+SlurmWorkerLauncher::SlurmWorkerLauncher(std::vector<std::string> sbatch_args, SlurmCommand run)
+    : sbatch_args_(std::move(sbatch_args)), run_(std::move(run)) {}
+
+SlurmWorkerLauncher::~SlurmWorkerLauncher() { end(); }
+
+int SlurmWorkerLauncher::start(int n, std::string* error) {
+  int started = 0;
+  for (; started < n && !ended_; ++started) {
+    auto r = run_("sbatch", sbatch_args_);
+    if (!r.ok()) {
+      if (error != nullptr) *error = "sbatch: " + r.status().message();
+      break;
+    }
+    auto id = parse_submitted_job_id(r->output);
+    if (r->exit_code != 0 || !id.ok()) {
+      if (error != nullptr) *error = "sbatch: " + describe(*r);
+      break;
+    }
+    jobs_.push_back(*id);
+  }
+  return started;
+}
+
+std::map<uint32_t, CompanionState> SlurmWorkerLauncher::states() {
+  std::vector<uint32_t> live;
+  for (uint32_t id : jobs_)
+    if (std::find(gone_.begin(), gone_.end(), id) == gone_.end()) live.push_back(id);
+  std::map<uint32_t, CompanionState> out;
+  if (live.empty()) return out;
+  auto r = run_("squeue", {"--noheader", "--format=%i %T", "--jobs=" + ids_text(live)});
+  // squeue fails ("Invalid job id specified") when it knows none of them.
+  const bool listed = r.ok() && (r->exit_code == 0 || r->output.find("Invalid job id") != std::string::npos);
+  for (uint32_t id : live) out[id] = listed ? CompanionState::kGone : CompanionState::kWaiting;
+  if (!listed) return out;  // not knowing: as if they wait (growth holds, cancels are --state=PENDING)
+  std::istringstream lines(r->output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    unsigned long id = 0;
+    std::string state;
+    if (!(words >> id >> state) || out.count(static_cast<uint32_t>(id)) == 0) continue;
+    out[static_cast<uint32_t>(id)] = parse_companion_state(0, state);
+  }
+  for (const auto& [id, state] : out)
+    if (state == CompanionState::kGone) gone_.push_back(id);
+  return out;
+}
+
+int SlurmWorkerLauncher::waiting() {
+  int n = 0;
+  for (const auto& [id, state] : states()) n += state == CompanionState::kWaiting;
+  return n;
+}
+
+int SlurmWorkerLauncher::cancel_waiting(int n) {
+  std::vector<uint32_t> cancel;
+  const auto now = states();
+  for (auto it = jobs_.rbegin(); it != jobs_.rend() && static_cast<int>(cancel.size()) < n; ++it) {
+    auto s = now.find(*it);
+    if (s != now.end() && s->second == CompanionState::kWaiting) cancel.push_back(*it);
+  }
+  if (cancel.empty()) return 0;
+  // --state=PENDING: one that started meanwhile is left to run (and join).
+  auto r = run_("scancel", {"--quiet", "--state=PENDING", ids_text(cancel)});
+  if (!r.ok() || r->exit_code != 0) return 0;
+  gone_.insert(gone_.end(), cancel.begin(), cancel.end());
+  return static_cast<int>(cancel.size());
+}
+
+void SlurmWorkerLauncher::end() {
+  if (ended_) return;
+  ended_ = true;
+  std::vector<uint32_t> waiting, running;
+  for (const auto& [id, state] : states()) {
+    if (state == CompanionState::kWaiting) waiting.push_back(id);
+    if (state == CompanionState::kRunning) running.push_back(id);
+  }
+  if (!waiting.empty()) (void)run_("scancel", {"--quiet", "--state=PENDING", ids_text(waiting)});
+  // goldminer-dw drains on SIGTERM (also one still trying to reach the
+  // session) and exits 0: its job ends COMPLETED.
+  if (!running.empty()) (void)run_("scancel", {"--quiet", "--signal=TERM", ids_text(running)});
+}
+
+Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& env, const CommandRunner& runner) {
+  ElasticSetup setup;
+  const std::string args_text = env_value(env, "GOLDMINER_DW_SBATCH");
+  const std::string mode = env_value(env, "GOLDMINER_MODE");
+  if (args_text.empty() || mode == "static") return setup;
+  if (mode != "elastic") return Status::error("GOLDMINER_MODE: invalid value '" + mode + "': expected elastic or static");
+  auto args = split_words(args_text);
+  if (!args.ok()) return Status::error("GOLDMINER_DW_SBATCH: " + args.status().message());
+  if (args->empty()) return Status::error("GOLDMINER_DW_SBATCH: no sbatch arguments");
+  auto dw = integer_variable("GOLDMINER_DW", env_value(env, "GOLDMINER_DW"), 0, 1 << 20);
+  if (!dw.ok()) return dw.status();
+  auto dw_max = integer_variable("GOLDMINER_DW_MAX", env_value(env, "GOLDMINER_DW_MAX"), 1, 1 << 20);
+  if (!dw_max.ok()) return dw_max.status();
+  const std::string trainer = env_value(env, "GOLDMINER_TRAINER");
+  const std::string secret = env_value(env, "GOLDMINER_SECRET");
+  if (trainer.empty() || secret.empty())
+    return Status::error("GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_SECRET is not");
+  setup.interval_s = kDefaultAutoscaleIntervalS;
+  if (std::string v = env_value(env, "GOLDMINER_AUTOSCALE_INTERVAL"); !v.empty()) {
+    char* end = nullptr;
+    const double s = std::strtod(v.c_str(), &end);
+    if (*end != '\0' || !(s >= 0.01 && s <= 3600))
+      return Status::error("GOLDMINER_AUTOSCALE_INTERVAL: invalid value '" + v +
+                           "': expected seconds from 0.01 to 3600");
+    setup.interval_s = s;
+  }
+  setup.config.initial_workers = static_cast<int>(*dw);
+  setup.config.autosizer.max_workers = static_cast<int>(*dw_max);
+  setup.config.autosizer.min_workers = std::min<int>(1, static_cast<int>(*dw));
+
+  // sbatch gets the workers' environment (the job's without Slurm's input
+  // variables, as the first companion job's); squeue and scancel PATH and
+  // SLURM_CONF only.
+  const std::vector<std::string> worker_env = companion_job_env(env, trainer, secret);
+  const std::vector<std::string> slurm_env = slurm_command_env(env);
+  const std::string path = env_value(env, "PATH");
+  CommandRunner run = runner ? runner : CommandRunner(run_command);
+  SlurmCommand slurm = [=](const std::string& name, const std::vector<std::string>& cmd_args) -> Expected<CommandResult> {
+    auto program = find_executable(name, path);
+    if (!program.ok()) return program.status();
+    CommandSpec spec;
+    spec.argv = {*program};
+    spec.argv.insert(spec.argv.end(), cmd_args.begin(), cmd_args.end());
+    spec.env = name == "sbatch" ? worker_env : slurm_env;
+    spec.timeout_s = 60;
+    return run(spec);
+  };
+  setup.launcher = std::make_shared<SlurmWorkerLauncher>(std::move(args).value(), std::move(slurm));
+  return setup;
+}
+
+}  // namespace goldminer

@@ -1,0 +1,137 @@
+// Elastic data workers of one job (--goldminer mode=elastic): every
+// interval the trainer's session measures its queue, the autosizer
+// (autosizer.h) says grow, shrink or keep, and the ElasticController acts:
+// it starts more workers through a WorkerLauncher (under Slurm: one-worker
+// companion jobs, SlurmWorkerLauncher), and when it shrinks it first
+// cancels workers still waiting in Slurm's queue, then has the session
+// drain connected ones (they finish the batch in hand, return their leases
+// and exit 0). Slurm-free: the launcher runs sbatch, squeue and scancel
+// through a SlurmCommand (companion_job.h).
+//
+//   session (every interval_s)      ElasticController       SlurmWorkerLauncher
+//   window QueueMetrics ----------> observe() -- start(n) -> sbatch x n
+//   drain_workers(Step::drain) <--- Step       -- cancel --> scancel (pending)
+//   ~Session ----------------------------------- end() ----> scancel (pending),
+//                                                            scancel -s TERM (running)
+#ifndef GOLDMINER_GMCORE_ELASTIC_H_
+#define GOLDMINER_GMCORE_ELASTIC_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmcore/autosizer.h"
+#include "gmcore/companion_job.h"
+#include "gmcore/status.h"
+#include "gmcore/subprocess.h"
+
+namespace goldminer {
+
+// Starts data workers that connect to the session by themselves later.
+class WorkerLauncher {
+ public:
+  virtual ~WorkerLauncher() = default;
+  // Starts up to `n` more; returns how many it started, with `error` saying
+  // why when fewer.
+  virtual int start(int n, std::string* error) = 0;
+  // How many of those it started still wait for resources (pending).
+  virtual int waiting() = 0;
+  // Cancels up to `n` of the waiting ones, newest first; returns how many.
+  virtual int cancel_waiting(int n) = 0;
+  // The session ends: cancels those that wait and stops those that run
+  // (they drain). Later calls do nothing.
+  virtual void end() = 0;
+};
+
+struct ElasticConfig {
+  AutosizerConfig autosizer;  // min_workers, max_workers and the thresholds
+  // Workers started with the job (its first companion job), still to join
+  // when the controller is created.
+  int initial_workers = 0;
+  // Started workers that have not joined within this long no longer hold
+  // growth back (one that failed to start, a node that went away).
+  double join_grace_s = 120;
+  // After a start that failed, no new start for this long.
+  double retry_after_s = 60;
+};
+
+// What to do after one observation.
+struct ElasticStep {
+  int started = 0;    // workers the launcher started
+  int cancelled = 0;  // waiting workers cancelled
+  int drain = 0;      // connected workers the session should drain
+  std::string error;  // why a start failed
+};
+
+// Thread-compatible; one per session. The launcher must outlive it.
+class ElasticController {
+ public:
+  ElasticController(const ElasticConfig& config, WorkerLauncher* launcher, double now_s);
+
+  // One observation window (m.workers: connected workers) ending at `now_s`
+  // (seconds, the same clock as the constructor's).
+  ElasticStep observe(const QueueMetrics& m, double now_s);
+
+ private:
+  ElasticConfig config_;
+  WorkerLauncher* launcher_;
+  Autosizer autosizer_;
+  int settle_target_;       // connected workers expected once started ones join
+  double settle_deadline_;  // ... until then
+  double retry_at_ = 0;
+};
+
+// Under Slurm: each worker is a companion job of one task, submitted with
+// `sbatch_args` (those of the job's first companion job but --ntasks=1).
+// `run` runs sbatch with the workers' environment, squeue and scancel.
+class SlurmWorkerLauncher : public WorkerLauncher {
+ public:
+  SlurmWorkerLauncher(std::vector<std::string> sbatch_args, SlurmCommand run);
+  ~SlurmWorkerLauncher() override;
+
+  int start(int n, std::string* error) override;
+  int waiting() override;
+  int cancel_waiting(int n) override;
+  void end() override;
+
+  // The jobs it submitted, oldest first.
+  const std::vector<uint32_t>& jobs() const { return jobs_; }
+
+ private:
+  std::map<uint32_t, CompanionState> states();  // of jobs_ not known gone
+  std::vector<std::string> sbatch_args_;
+  SlurmCommand run_;
+  std::vector<uint32_t> jobs_;
+  std::vector<uint32_t> gone_;
+  bool ended_ = false;
+};
+
+// What the session reads from the environment spank_goldminer.so gives a
+// batch job with mode=elastic (GOLDMINER_MODE, GOLDMINER_DW,
+// GOLDMINER_DW_MAX, GOLDMINER_DW_SBATCH, GOLDMINER_TRAINER,
+// GOLDMINER_SECRET; GOLDMINER_AUTOSCALE_INTERVAL optional).
+struct ElasticSetup {
+  ElasticConfig config;
+  double interval_s = 5;
+  std::shared_ptr<WorkerLauncher> launcher;
+};
+
+// Seconds between observations when GOLDMINER_AUTOSCALE_INTERVAL is unset.
+constexpr double kDefaultAutoscaleIntervalS = 5;
+
+// `runner` runs the launcher's Slurm commands (found on the environment's
+// PATH); empty: run_command (gmcore/subprocess.h). Tests pass a fake.
+// Nothing (no launcher) when the environment asks for no elastic workers:
+// no GOLDMINER_DW_SBATCH (no companion job: dw=0, transport=mpi, not under
+// spank_goldminer.so) or GOLDMINER_MODE=static. An error names the
+// variable whose value is wrong. `env`: "NAME=value" strings.
+using CommandRunner = std::function<Expected<CommandResult>(const CommandSpec&)>;
+Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& env,
+                                                const CommandRunner& runner = {});
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_GMCORE_ELASTIC_H_

@@ -1,0 +1,306 @@
+#include "gmcore/elastic.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace goldminer {
+namespace {
+
+// Starts nothing real: counts what it was asked.
+struct FakeLauncher : WorkerLauncher {
+  int started = 0, waiting_now = 0, cancelled = 0, ended = 0;
+  int refuse_after = 1 << 20;  // start() fails beyond this many
+  int start(int n, std::string* error) override {
+    const int ok = std::max(0, std::min(n, refuse_after - started));
+    started += ok;
+    if (ok < n) *error = "sbatch: exit 1: Batch job submission failed";
+    return ok;
+  }
+  int waiting() override { return waiting_now; }
+  int cancel_waiting(int n) override {
+    const int c = std::min(n, waiting_now);
+    waiting_now -= c;
+    cancelled += c;
+    return c;
+  }
+  void end() override { ++ended; }
+};
+
+ElasticConfig config(int initial, int max) {
+  ElasticConfig c;
+  c.initial_workers = initial;
+  c.autosizer.min_workers = 1;
+  c.autosizer.max_workers = max;
+  c.autosizer.patience = 2;
+  c.join_grace_s = 30;
+  c.retry_after_s = 60;
+  return c;
+}
+
+// The trainer waits half the time; each worker makes 10 batches/s.
+QueueMetrics starved(int workers) {
+  QueueMetrics m;
+  m.workers = workers;
+  m.arrival_rate = m.consumption_rate = 10.0 * workers;
+  m.per_worker_rate = 10;
+  m.trainer_wait_fraction = 0.5;
+  m.queue_fill = 0;
+  return m;
+}
+
+// The queue stays full; consumption 5 batches/s, 10 per worker.
+QueueMetrics oversupplied(int workers) {
+  QueueMetrics m;
+  m.workers = workers;
+  m.arrival_rate = m.consumption_rate = 5;
+  m.per_worker_rate = 10;
+  m.trainer_wait_fraction = 0;
+  m.queue_fill = 1;
+  return m;
+}
+
+TEST(ElasticTest, GrowsWhenTheTrainerWaitsOnceTheFirstWorkersJoined) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  // The job's first two workers have not joined yet: no growth.
+  for (double t = 1; t <= 4; ++t) EXPECT_EQ(c.observe(starved(0), t).started, 0);
+  EXPECT_EQ(l.started, 0);
+  EXPECT_EQ(c.observe(starved(2), 5).started, 0) << "patience: one agreeing observation";
+  ElasticStep s = c.observe(starved(2), 6);
+  // Trainer waits half: it could take twice as much: 2 more workers.
+  EXPECT_EQ(s.started, 2);
+  EXPECT_EQ(l.started, 2);
+  EXPECT_TRUE(s.error.empty());
+  // Those two on their way hold further growth back until they join.
+  for (double t = 7; t <= 10; ++t) EXPECT_EQ(c.observe(starved(2), t).started, 0);
+  c.observe(starved(4), 11);
+  EXPECT_EQ(c.observe(starved(4), 12).started, 4);
+  EXPECT_EQ(l.started, 6);
+}
+
+TEST(ElasticTest, NeverAboveMaxAndNotWhileWorkersWaitForResources) {
+  FakeLauncher l;
+  ElasticController c(config(1, 3), &l, 0);
+  c.observe(starved(1), 1);
+  EXPECT_EQ(c.observe(starved(1), 2).started, 1) << "gap 10/s = one worker";
+  l.waiting_now = 1;  // Slurm has no CPUs for it yet
+  for (double t = 3; t < 100; ++t) EXPECT_EQ(c.observe(starved(1), t).started, 0);
+  l.waiting_now = 0;
+  EXPECT_EQ(c.observe(starved(2), 100).started + c.observe(starved(2), 101).started, 1) << "max 3: one more, not two";
+  for (double t = 102; t < 110; ++t) EXPECT_EQ(c.observe(starved(3), t).started, 0);
+  EXPECT_EQ(l.started, 2);
+}
+
+TEST(ElasticTest, WorkersThatNeverJoinStopHoldingGrowthBackAfterTheGrace) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  EXPECT_EQ(c.observe(starved(0), 10).started, 0);
+  EXPECT_EQ(c.observe(starved(0), 20).started, 0);
+  // 30 s: the job's first workers never came (its companion job failed).
+  EXPECT_EQ(c.observe(starved(0), 31).started, 1) << "below min_workers: back to one at once";
+}
+
+TEST(ElasticTest, AFailedStartWaitsBeforeTheNextTry) {
+  FakeLauncher l;
+  l.refuse_after = 0;
+  ElasticController c(config(1, 4), &l, 0);
+  c.observe(starved(1), 1);
+  ElasticStep s = c.observe(starved(1), 2);
+  EXPECT_EQ(s.started, 0);
+  EXPECT_EQ(s.error, "sbatch: exit 1: Batch job submission failed");
+  for (double t = 3; t < 62; ++t) EXPECT_TRUE(c.observe(starved(1), t).error.empty()) << t;
+  l.refuse_after = 10;
+  EXPECT_EQ(c.observe(starved(1), 62).started + c.observe(starved(1), 63).started, 1);
+}
+
+TEST(ElasticTest, ShrinksByCancellingWaitingWorkersFirstThenDraining) {
+  FakeLauncher l;
+  ElasticController c(config(3, 8), &l, 0);
+  l.waiting_now = 1;
+  c.observe(oversupplied(3), 1);
+  ElasticStep s = c.observe(oversupplied(3), 2);
+  EXPECT_EQ(s.cancelled, 1);
+  EXPECT_EQ(s.drain, 0);
+  c.observe(oversupplied(3), 3);
+  s = c.observe(oversupplied(3), 4);
+  EXPECT_EQ(s.cancelled, 0);
+  EXPECT_EQ(s.drain, 1);
+  // One worker (10/s) still covers 5/s, but min_workers is 1.
+  for (double t = 5; t < 20; ++t) EXPECT_EQ(c.observe(oversupplied(1), t).drain, 0);
+}
+
+// A fake sbatch/squeue/scancel: sbatch hands out ids from 100; squeue
+// answers `states` (id -> state, missing: gone); every call is recorded.
+struct FakeSlurm {
+  uint32_t next_id = 100;
+  int sbatch_exit = 0;
+  std::map<uint32_t, std::string> states;
+  std::vector<std::string> calls;
+  SlurmCommand command() {
+    return [this](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
+      std::string call = name;
+      for (const std::string& a : args) call += " " + a;
+      calls.push_back(call);
+      CommandResult r;
+      r.exit_code = 0;
+      if (name == "sbatch") {
+        r.exit_code = sbatch_exit;
+        r.output = sbatch_exit == 0 ? std::to_string(next_id) + "\n" : "sbatch: error: Invalid partition name\n";
+        if (sbatch_exit == 0) states[next_id++] = "PENDING";
+      } else if (name == "squeue") {
+        for (const auto& [id, st] : states) r.output += std::to_string(id) + " " + st + "\n";
+        if (r.output.empty()) {
+          r.exit_code = 1;
+          r.output = "slurm_load_jobs error: Invalid job id specified\n";
+        }
+      }
+      return r;
+    };
+  }
+};
+
+TEST(ElasticTest, SlurmLauncherSubmitsOneJobPerWorkerAndCancelsOnlyPendingOnes) {
+  FakeSlurm slurm;
+  SlurmWorkerLauncher l({"--parsable", "--ntasks=1"}, slurm.command());
+  std::string error;
+  EXPECT_EQ(l.start(3, &error), 3);
+  EXPECT_EQ(l.jobs(), (std::vector<uint32_t>{100, 101, 102}));
+  EXPECT_EQ(slurm.calls[0], "sbatch --parsable --ntasks=1");
+  EXPECT_EQ(l.waiting(), 3);
+  EXPECT_EQ(slurm.calls.back(), "squeue --noheader --format=%i %T --jobs=100,101,102");
+  slurm.states[100] = "RUNNING";
+  EXPECT_EQ(l.waiting(), 2);
+  // Newest first.
+  EXPECT_EQ(l.cancel_waiting(1), 1);
+  EXPECT_EQ(slurm.calls.back(), "scancel --quiet --state=PENDING 102");
+  slurm.states.erase(102);
+  EXPECT_EQ(l.cancel_waiting(5), 1) << "only 101 still waits";
+  EXPECT_EQ(slurm.calls.back(), "scancel --quiet --state=PENDING 101");
+  slurm.states.erase(101);
+  EXPECT_EQ(l.waiting(), 0);
+  EXPECT_EQ(slurm.calls.back(), "squeue --noheader --format=%i %T --jobs=100") << "gone ones are not asked again";
+
+  slurm.sbatch_exit = 1;
+  EXPECT_EQ(l.start(2, &error), 0);
+  EXPECT_EQ(error, "sbatch: exit 1: sbatch: error: Invalid partition name");
+
+  // The end: the running one is told to drain; nothing after that.
+  l.end();
+  EXPECT_EQ(slurm.calls.back(), "scancel --quiet --signal=TERM 100");
+  const size_t calls = slurm.calls.size();
+  l.end();
+  EXPECT_EQ(l.start(1, &error), 0);
+  EXPECT_EQ(slurm.calls.size(), calls);
+}
+
+TEST(ElasticTest, SlurmLauncherEndCancelsWaitingJobs) {
+  FakeSlurm slurm;
+  {
+    SlurmWorkerLauncher l({"--parsable"}, slurm.command());
+    std::string error;
+    l.start(2, &error);
+    slurm.states[100] = "RUNNING";
+  }  // destroyed: end()
+  EXPECT_EQ(slurm.calls[slurm.calls.size() - 2], "scancel --quiet --state=PENDING 101");
+  EXPECT_EQ(slurm.calls.back(), "scancel --quiet --signal=TERM 100");
+}
+
+TEST(ElasticTest, SlurmLauncherTreatsUnknownStatesAsWaiting) {
+  FakeSlurm slurm;
+  SlurmWorkerLauncher l({"--parsable"}, [&](const std::string& name, const std::vector<std::string>& args) {
+    if (name == "squeue") {
+      CommandResult r;
+      r.exit_code = 1;
+      r.output = "squeue: error: Unable to contact slurm controller\n";
+      return Expected<CommandResult>(r);
+    }
+    return slurm.command()(name, args);
+  });
+  std::string error;
+  l.start(1, &error);
+  EXPECT_EQ(l.waiting(), 1) << "not knowing holds growth back";
+}
+
+std::vector<std::string> elastic_env() {
+  return {"PATH=/usr/bin:/bin",
+          "GOLDMINER_MODE=elastic",
+          "GOLDMINER_DW=2",
+          "GOLDMINER_DW_MAX=6",
+          "GOLDMINER_DW_SBATCH=--parsable '--wrap=exec srun goldminer-dw -v' --ntasks=1",
+          "GOLDMINER_TRAINER=ucx://10.0.0.1:20007",
+          "GOLDMINER_SECRET=s",
+          "GOLDMINER_LISTEN=ucx://10.0.0.1:20007",
+          "SLURM_JOB_ID=7",
+          "SLURM_CONF=/etc/slurm.conf",
+          "HOME=/home/u"};
+}
+
+TEST(ElasticTest, SetUpFromTheBatchJobsEnvironment) {
+  std::vector<CommandSpec> ran;
+  auto setup = elastic_from_environment(elastic_env(), [&](const CommandSpec& spec) -> Expected<CommandResult> {
+    ran.push_back(spec);
+    CommandResult r;
+    r.exit_code = 0;
+    r.output = "55\n";
+    return r;
+  });
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  ASSERT_NE(setup->launcher, nullptr);
+  EXPECT_EQ(setup->config.initial_workers, 2);
+  EXPECT_EQ(setup->config.autosizer.min_workers, 1);
+  EXPECT_EQ(setup->config.autosizer.max_workers, 6);
+  EXPECT_EQ(setup->interval_s, kDefaultAutoscaleIntervalS);
+  std::string error;
+  ASSERT_EQ(setup->launcher->start(1, &error), 1) << error;
+  ASSERT_EQ(ran.size(), 1u);
+  EXPECT_EQ(ran[0].argv, (std::vector<std::string>{"/usr/bin/sbatch", "--parsable", "--wrap=exec srun goldminer-dw -v",
+                                                   "--ntasks=1"}));
+  // The workers' environment: the job's without Slurm's input variables
+  // and GOLDMINER_* but the trainer and the secret.
+  const auto& env = ran[0].env;
+  for (const char* kept : {"PATH=/usr/bin:/bin", "HOME=/home/u", "SLURM_CONF=/etc/slurm.conf",
+                           "GOLDMINER_TRAINER=ucx://10.0.0.1:20007", "GOLDMINER_SECRET=s"})
+    EXPECT_NE(std::find(env.begin(), env.end(), kept), env.end()) << kept;
+  for (const char* dropped : {"SLURM_JOB_ID=7", "GOLDMINER_DW_SBATCH=", "GOLDMINER_LISTEN=", "GOLDMINER_MODE="})
+    EXPECT_TRUE(std::none_of(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(dropped, 0) == 0; }))
+        << dropped;
+  // squeue and scancel get PATH and SLURM_CONF only.
+  setup->launcher->waiting();
+  EXPECT_EQ(ran.back().argv[0], "/usr/bin/squeue");
+  EXPECT_EQ(ran.back().env, (std::vector<std::string>{"PATH=/usr/bin:/bin", "SLURM_CONF=/etc/slurm.conf"}));
+  setup->launcher->end();
+}
+
+TEST(ElasticTest, NoLauncherForStaticJobsOrWithoutACompanionJob) {
+  auto env = elastic_env();
+  std::replace(env.begin(), env.end(), std::string("GOLDMINER_MODE=elastic"), std::string("GOLDMINER_MODE=static"));
+  auto s = elastic_from_environment(env, [](const CommandSpec&) { return Expected<CommandResult>(CommandResult{}); });
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->launcher, nullptr);
+  s = elastic_from_environment({"GOLDMINER_MODE=elastic", "GOLDMINER_DW=0"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->launcher, nullptr);
+}
+
+TEST(ElasticTest, BadVariablesAreNamed) {
+  auto with = [](const std::string& entry) {
+    auto env = elastic_env();
+    const std::string name = entry.substr(0, entry.find('=') + 1);
+    for (auto& e : env)
+      if (e.rfind(name, 0) == 0) e = entry;
+    if (std::find(env.begin(), env.end(), entry) == env.end()) env.push_back(entry);
+    return elastic_from_environment(env).status().message();
+  };
+  EXPECT_EQ(with("GOLDMINER_DW_MAX=lots"), "GOLDMINER_DW_MAX: invalid value 'lots': expected an integer from 1 to 1048576");
+  EXPECT_EQ(with("GOLDMINER_MODE=sometimes"), "GOLDMINER_MODE: invalid value 'sometimes': expected elastic or static");
+  EXPECT_EQ(with("GOLDMINER_DW_SBATCH=--wrap='exec"), "GOLDMINER_DW_SBATCH: unterminated ' at offset 7");
+  EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0"),
+            "GOLDMINER_AUTOSCALE_INTERVAL: invalid value '0': expected seconds from 0.01 to 3600");
+  EXPECT_EQ(with("GOLDMINER_TRAINER="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_SECRET is not");
+  EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0.5"), "");
+}
+
+}  // namespace
+}  // namespace goldminer
