@@ -63,6 +63,9 @@ struct LeasePosition {
   // ranges, batch size, shuffle buffer), set by the trainer session; a
   // position is refused by a session with another plan. 0: not recorded.
   uint64_t plan = 0;
+  // Corrupt records skipped (max_bad_records) in what was delivered this
+  // epoch: a resumed session counts its budget and its skips from here.
+  uint64_t bad_records = 0;
 };
 
 class LeaseTable {

@@ -490,6 +490,66 @@ TEST(DataplaneTest, CorruptRecordIsAnErrorOrCountedUnderABudget) {
   EXPECT_EQ(epochs[0].v.at("missing"), 0);
 }
 
+// A restart keeps what was skipped before it: the resumed run neither
+// counts those records missing nor gets a fresh budget.
+TEST(DataplaneTest, RestartKeepsTheSkippedRecordsAndTheirBudget) {
+  TempDir d;
+  write_criteo(d / "day.tsv", 300, 5);
+  auto run = [&](const std::vector<std::string>& more) {
+    std::vector<std::string> args = {"--input", "criteo-tsv:" + (d / "day.tsv"), "--batch-size", "10",
+                                     "--records-per-split", "100", "--deterministic", "--workers", "1",
+                                     "--max-bad-records", "1"};
+    args.insert(args.end(), more.begin(), more.end());
+    return std::make_unique<Process>(consume_args(args), kEnv);
+  };
+  auto first = run({"--stop-after-batches", "15", "--state-out", d / "state"});
+  ASSERT_EQ(first->wait(), 3) << first->err();
+  std::ifstream st(d / "state");
+  std::string state((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+  EXPECT_NE(state.find("\nbad_records 1\n"), std::string::npos) << state;
+  auto second = run({"--resume", d / "state"});
+  ASSERT_EQ(second->wait(), 0) << second->err();
+  auto epochs = parse_json_lines(second->out());
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0].v.at("missing"), 0);
+  EXPECT_EQ(epochs[0].v.at("bad_records"), 1);
+  // A second corrupt record, in the last split: over the budget of 1 in
+  // the resumed run as in a whole one.
+  {
+    std::ofstream out(d / "day.tsv", std::ios::app);
+    out << "0\talso-not-a-number\n";
+  }
+  auto whole = run({});
+  EXPECT_EQ(whole->wait(), 1) << whole->err();
+  auto stopped = run({"--stop-after-batches", "15", "--state-out", d / "state2"});
+  ASSERT_EQ(stopped->wait(), 3) << stopped->err();
+  auto resumed = run({"--resume", d / "state2"});
+  EXPECT_EQ(resumed->wait(), 1) << resumed->err();
+  EXPECT_NE(resumed->err().find("2 corrupt records this epoch exceed the budget of 1"), std::string::npos)
+      << resumed->err();
+}
+
+// A JPEG listing too long for the one message workers get it in is refused
+// when the session is made, naming the size.
+TEST(SessionTest, RefusesAReaderConfigurationTooLargeToSend) {
+  TempDir d;
+  std::ofstream(d / "one.jpg") << "not read at planning";
+  {
+    std::ofstream m(d / "list.txt");
+    for (int i = 0; i < 30000; ++i) m << d / "one.jpg" << "\n";
+  }
+  SessionOptions o;
+  o.listen = "local://too-large";
+  o.secret = "x";
+  o.input = "jpeg:" + (d / "list.txt");
+  auto s = Session::create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("its reader configuration (a JPEG listing is part of it) is "), std::string::npos)
+      << s.status().message();
+  EXPECT_NE(s.status().message().find("more than the 1048576 a worker can be sent"), std::string::npos)
+      << s.status().message();
+}
+
 TEST(DataplaneTest, BadInputsAreClearErrors) {
   Process a(consume_args({"--input", "parquet:/x"}), kEnv);
   EXPECT_EQ(a.wait(), 1);

@@ -49,7 +49,8 @@ Expected<std::string> read_file(const std::string& path) {
 // already consumed this epoch, so a resumed run can check the rest.
 void write_state(const std::string& path, const LeasePosition& p, const std::vector<std::vector<bool>>& seen) {
   std::ofstream out(path);
-  out << "epoch " << p.epoch << "\nseed " << p.seed << "\nplan " << p.plan << "\ndone";
+  out << "epoch " << p.epoch << "\nseed " << p.seed << "\nplan " << p.plan << "\nbad_records " << p.bad_records
+      << "\ndone";
   for (uint64_t d : p.done) out << ' ' << d;
   out << "\npartial";
   for (auto [id, n] : p.partial) out << ' ' << id << ':' << n;
@@ -88,6 +89,8 @@ Status read_state(const std::string& path, LeasePosition* p, std::vector<std::pa
       ls >> p->seed;
     } else if (key == "plan") {
       ls >> p->plan;
+    } else if (key == "bad_records") {
+      ls >> p->bad_records;
     } else if (key == "done") {
       uint64_t d;
       while (ls >> d) p->done.push_back(d);

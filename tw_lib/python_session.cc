@@ -97,8 +97,8 @@ each sample of the last batch (a view into the same storage); file indexes follo
 `session.files`.
 
 Methods and attributes:
-  state()          {"epoch", "seed", "plan", "done": [split ids], "partial": [[split id,
-                   batches]]}: the position of what iteration returned so far; plain data
+  state()          {"epoch", "seed", "plan", "bad_records", "done": [split ids], "partial":
+                   [[split id, batches]]}: the position of what iteration returned so far; plain data
                    (JSON-able). "plan" fingerprints the input's splits, batch size and
                    shuffle buffer: a session with other ones refuses the position.
   metrics()        dict of the session's counters (epoch, queue_batches, queue_bytes,
@@ -292,6 +292,7 @@ LeasePosition position_from(const py::object& obj) {
     p.epoch = d["epoch"].cast<uint32_t>();
     p.seed = d["seed"].cast<uint64_t>();
     if (d.contains("plan")) p.plan = d["plan"].cast<uint64_t>();
+    if (d.contains("bad_records")) p.bad_records = d["bad_records"].cast<uint64_t>();
     for (py::handle id : d["done"]) p.done.push_back(id.cast<uint64_t>());
     for (py::handle entry : d["partial"]) {
       py::sequence pair = entry.cast<py::sequence>();
@@ -462,6 +463,7 @@ class PySession {
     d["epoch"] = p.epoch;
     d["seed"] = p.seed;
     d["plan"] = p.plan;
+    d["bad_records"] = p.bad_records;
     py::list done, partial;
     for (uint64_t id : p.done) done.append(id);
     for (auto [id, n] : p.partial) {

@@ -70,6 +70,7 @@ std::string peer_name(PeerId p) { return "connection " + std::to_string(p); }
 struct Item {
   bool end_of_epoch = false;
   PeerId from = 0;
+  uint64_t bad_records = 0;  // skipped while making this batch
   uint64_t bytes = 0;
   bool last_of_split = false;
   SessionBatch batch;
@@ -108,6 +109,7 @@ class Session::Impl {
     if (o_.resume) {
       for (uint64_t id : o_.resume->done) consumed_done_.insert(id);
       for (auto [id, n] : o_.resume->partial) consumed_[id] = n;
+      bad_records_ = consumed_bad_ = o_.resume->bad_records;
     }
     StreamConfig stream;
     stream.batch_size = o_.batch_size;
@@ -175,6 +177,7 @@ class Session::Impl {
   }
 
   std::string address() const { return address_; }
+  size_t config_size() const { return config_text_.size(); }
   uint64_t total_records() const { return plan_.total_records; }
   const std::vector<std::string>& files() const { return plan_.config.files; }
   const std::vector<uint64_t>& records_per_file() const { return plan_.records_per_file; }
@@ -203,6 +206,7 @@ class Session::Impl {
         fill_sum_ += queue_fill_locked();  // as the trainer found it
         ++fill_samples_;
         queue_bytes_ -= item.bytes;
+        consumed_bad_ += item.bad_records;
         consumed_from_.push_back(item.from);
         ++consumed_batches_;
         ++consumed_total_;
@@ -238,6 +242,7 @@ class Session::Impl {
     if (!want_next_epoch_) {
       p.done.assign(consumed_done_.begin(), consumed_done_.end());
       for (auto [id, n] : consumed_) p.partial.emplace_back(id, n);
+      p.bad_records = consumed_bad_;
     }
     return p;
   }
@@ -355,6 +360,7 @@ class Session::Impl {
     consumed_batches_ = 0;
     wait_seconds_ = 0;
     bad_records_ = 0;
+    consumed_bad_ = 0;
   }
 
   double now() const { return seconds_since(created_); }
@@ -478,6 +484,7 @@ class Session::Impl {
     }
     Item item;
     item.from = peer;
+    item.bad_records = b.bad_records;
     item.bytes = frame->size();
     batch_bytes_ = batch_bytes_ == 0 ? item.bytes : (7 * batch_bytes_ + item.bytes) / 8;
     item.last_of_split = b.last_of_split;
@@ -684,6 +691,7 @@ class Session::Impl {
   std::condition_variable elastic_cv_;
   std::thread elastic_;
   uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
+  uint64_t consumed_bad_ = 0;  // bad records of the batches next() returned this epoch
 
  public:
   uint64_t plan_fingerprint_ = 0;  // set once by create(); see LeasePosition::plan
@@ -732,7 +740,16 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
     Status s = table->resume(*o.resume);
     if (!s.ok()) return s;
   }
+  const std::string input = o.input;
   auto impl = std::make_unique<Impl>(std::move(o), std::move(plan).value(), std::move(table).value());
+  // Workers get the reader configuration, file list included, in one
+  // message field: say so here rather than have every worker refuse it.
+  if (impl->config_size() > wire::kMaxString)
+    return Status::error("session: input '" + input.substr(0, 200) + "': its reader configuration (a JPEG listing is part of it) is " +
+                         std::to_string(impl->config_size()) +
+                         " bytes, more than the " + std::to_string(wire::kMaxString) +
+                         " a worker can be sent (about 20,000 JPEG "
+                         "files; readers/README.md)");
   impl->plan_fingerprint_ = fingerprint;
   Status started = impl->start();
   if (!started.ok()) return started;
