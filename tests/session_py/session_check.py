@@ -309,7 +309,7 @@ def check_resume(folder, transport):
     with session(spec, transport, 2, seed=7, shuffle_buffer=20) as s:
         first = consume(s, 7)
         position = json.loads(json.dumps(s.state()))  # plain data
-    check(sorted(position) == ["done", "epoch", "partial", "plan", "seed"], "state() keys %s" % sorted(position))
+    check(sorted(position) == ["bad_records", "done", "epoch", "partial", "plan", "seed"], "state() keys %s" % sorted(position))
     check(position["seed"] == 7 and position["epoch"] == 0, "state() %s" % position)
     print("state after 7 batches: epoch %d, %d done, %d partial" %
           (position["epoch"], len(position["done"]), len(position["partial"])))
