@@ -745,11 +745,11 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   // Workers get the reader configuration, file list included, in one
   // message field: say so here rather than have every worker refuse it.
   if (impl->config_size() > wire::kMaxString)
-    return Status::error("session: input '" + input.substr(0, 200) + "': its reader configuration (a JPEG listing is part of it) is " +
-                         std::to_string(impl->config_size()) +
-                         " bytes, more than the " + std::to_string(wire::kMaxString) +
-                         " a worker can be sent (about 20,000 JPEG "
-                         "files; readers/README.md)");
+    return Status::error("session: input '" + input.substr(0, 200) +
+                         "': its reader configuration (a JPEG listing is part of it) is " +
+                         std::to_string(impl->config_size()) + " bytes, more than the " +
+                         std::to_string(wire::kMaxString) +
+                         " a worker can be sent (about 20,000 JPEG files; readers/README.md)");
   impl->plan_fingerprint_ = fingerprint;
   Status started = impl->start();
   if (!started.ok()) return started;
