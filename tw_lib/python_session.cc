@@ -67,7 +67,9 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
   seed             seed of the split order, the shuffle buffer and the programs' random
                    ops. Default: the resume position's seed, else 0.
   shuffle_buffer   within-split shuffle buffer (samples); 0 keeps record order.
-  deterministic    splits in file order instead of a per-epoch shuffle.
+  deterministic    splits in file order instead of a per-epoch shuffle (batches of different
+                   splits still arrive as workers finish them: a fixed order with one
+                   worker of one thread only).
   records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it
@@ -81,6 +83,9 @@ The environment is read first (GOLDMINER_LISTEN, GOLDMINER_SECRET[_FILE],
 GOLDMINER_LOCAL_WORKERS, as goldminer-run(1) and the SPANK plugin set them); the
 keyword arguments given override it. GOLDMINER_LOCAL_WORKERS=N adds N in-process
 workers unless transport="local" with workers > 0 says how many.
+In an `sbatch --goldminer` job with mode=elastic (the default), the session also
+grows its companion workers towards dw-max while iteration waits for batches, and
+drains them while its queue stays full (spank_goldminer(8)).
 
 Iteration: `for batch in session` yields the batches of ONE epoch and stops at its
 end (like a torch DataLoader); the next `for` runs the next epoch. A `for` left with

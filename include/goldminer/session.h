@@ -48,7 +48,11 @@ struct SessionOptions {
   uint32_t batch_size = 256;
   uint32_t shuffle_buffer = 0;   // within-split shuffle buffer (samples); 0: record order
   uint64_t seed = 0;
-  bool deterministic = false;    // splits in file order instead of a per-epoch shuffle
+  // Splits leased in file order instead of a per-epoch shuffle. Each
+  // split's batches are the same in every run either way; batches of
+  // different splits arrive in the order workers finish them (a fixed
+  // order with one worker of one thread only).
+  bool deterministic = false;
   uint64_t records_per_split = 0;  // 0: 16 batches per split
   uint64_t max_bad_records = 0;  // corrupt records allowed per epoch; 0: the first is an error
   // The queue's bound: batches queued plus those workers may still send
