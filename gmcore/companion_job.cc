@@ -153,19 +153,12 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
   const std::string name = companion_job_name(job_id);
   // Job id -> state, of the user's jobs of that name; nothing when squeue
   // could not tell.
-  auto list = [&]() -> std::optional<std::map<std::string, CompanionState>> {
+  auto list = [&]() -> std::optional<std::map<uint32_t, CompanionState>> {
     auto r = run("squeue", {"--noheader", "--format=%i %T", "--name=" + name, "--user=" + std::to_string(uid)});
     if (!r.ok() || r->exit_code != 0) return std::nullopt;
-    std::map<std::string, CompanionState> jobs;
-    std::istringstream lines(r->output);
-    std::string line;
-    while (std::getline(lines, line)) {
-      std::istringstream words(line);
-      std::string id, state;
-      if (!(words >> id >> state) || id.find_first_not_of("0123456789") != std::string::npos) continue;
-      CompanionState s = parse_companion_state(0, state);
-      if (s != CompanionState::kGone) jobs[id] = s;
-    }
+    std::map<uint32_t, CompanionState> jobs = parse_job_states(r->output);
+    for (auto it = jobs.begin(); it != jobs.end();)
+      it = it->second == CompanionState::kGone ? jobs.erase(it) : std::next(it);
     return jobs;
   };
   auto now = list();
@@ -176,10 +169,10 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
     return Status();
   }
   auto ids = [&](CompanionState want) {
-    std::string out;
+    std::vector<uint32_t> out;
     for (const auto& [id, state] : *now)
-      if (state == want) out += (out.empty() ? "" : ",") + id;
-    return out;
+      if (state == want) out.push_back(id);
+    return job_list(out);
   };
   auto wait_while_running = [&](double seconds) {
     using Clock = std::chrono::steady_clock;
@@ -197,13 +190,36 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
     wait_while_running(drain_grace_s);
   }
   // What still waits (at once when nothing ran) or still runs.
-  std::string left;
-  for (const auto& [id, state] : *now) left += (left.empty() ? "" : ",") + id;
+  std::vector<uint32_t> still;
+  for (const auto& [id, state] : *now) still.push_back(id);
+  const std::string left = job_list(still);
   if (left.empty()) return Status();
   auto r = run("scancel", {"--quiet", left});
   if (!r.ok()) return Status::error("cannot cancel jobs " + left + ": " + r.status().message());
   if (r->exit_code != 0) return Status::error("cannot cancel jobs " + left + ": scancel: " + describe(*r));
   return Status();
+}
+
+std::map<uint32_t, CompanionState> parse_job_states(const std::string& squeue_output) {
+  std::map<uint32_t, CompanionState> jobs;
+  std::istringstream lines(squeue_output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string id, state;
+    if (!(words >> id >> state) || id.empty() || id.size() > 10 ||
+        id.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const unsigned long long v = std::strtoull(id.c_str(), nullptr, 10);
+    if (v <= 0xffffffffULL) jobs[static_cast<uint32_t>(v)] = parse_companion_state(0, state);
+  }
+  return jobs;
+}
+
+std::string job_list(const std::vector<uint32_t>& ids) {
+  std::string out;
+  for (uint32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
 }
 
 std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +117,13 @@ std::string parse_work_dir(int squeue_exit_code, const std::string& squeue_outpu
 enum class CompanionState { kGone, kWaiting, kRunning };
 CompanionState parse_companion_state(int squeue_exit_code, const std::string& squeue_output);
 constexpr double kCompanionSelfEndS = 3;
+
+// Job id -> state from `squeue --noheader --format="%i %T"` output; lines
+// that are not "ID STATE" are skipped.
+std::map<uint32_t, CompanionState> parse_job_states(const std::string& squeue_output);
+
+// "7,8,9": job ids as squeue --jobs and scancel take them.
+std::string job_list(const std::vector<uint32_t>& ids);
 constexpr double kCompanionDrainGraceS = 10;
 
 // Runs Slurm command NAME (squeue, scancel) with ARGS as the job's user.

@@ -3,17 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <sstream>
 #include <utility>
 
 namespace goldminer {
 namespace {
-
-std::string ids_text(const std::vector<uint32_t>& ids) {
-  std::string out;
-  for (uint32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
-  return out;
-}
 
 // A whole number in [lo, hi] from variable NAME's value.
 Expected<long> integer_variable(const std::string& name, const std::string& value, long lo, long hi) {
@@ -89,20 +82,13 @@ std::map<uint32_t, CompanionState> SlurmWorkerLauncher::states() {
     if (std::find(gone_.begin(), gone_.end(), id) == gone_.end()) live.push_back(id);
   std::map<uint32_t, CompanionState> out;
   if (live.empty()) return out;
-  auto r = run_("squeue", {"--noheader", "--format=%i %T", "--jobs=" + ids_text(live)});
+  auto r = run_("squeue", {"--noheader", "--format=%i %T", "--jobs=" + job_list(live)});
   // squeue fails ("Invalid job id specified") when it knows none of them.
   const bool listed = r.ok() && (r->exit_code == 0 || r->output.find("Invalid job id") != std::string::npos);
   for (uint32_t id : live) out[id] = listed ? CompanionState::kGone : CompanionState::kWaiting;
   if (!listed) return out;  // not knowing: as if they wait (growth holds, cancels are --state=PENDING)
-  std::istringstream lines(r->output);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream words(line);
-    unsigned long id = 0;
-    std::string state;
-    if (!(words >> id >> state) || out.count(static_cast<uint32_t>(id)) == 0) continue;
-    out[static_cast<uint32_t>(id)] = parse_companion_state(0, state);
-  }
+  for (const auto& [id, state] : parse_job_states(r->output))
+    if (out.count(id) != 0) out[id] = state;
   for (const auto& [id, state] : out)
     if (state == CompanionState::kGone) gone_.push_back(id);
   return out;
@@ -123,7 +109,7 @@ int SlurmWorkerLauncher::cancel_waiting(int n) {
   }
   if (cancel.empty()) return 0;
   // --state=PENDING: one that started meanwhile is left to run (and join).
-  auto r = run_("scancel", {"--quiet", "--state=PENDING", ids_text(cancel)});
+  auto r = run_("scancel", {"--quiet", "--state=PENDING", job_list(cancel)});
   if (!r.ok() || r->exit_code != 0) return 0;
   gone_.insert(gone_.end(), cancel.begin(), cancel.end());
   return static_cast<int>(cancel.size());
@@ -137,10 +123,10 @@ void SlurmWorkerLauncher::end() {
     if (state == CompanionState::kWaiting) waiting.push_back(id);
     if (state == CompanionState::kRunning) running.push_back(id);
   }
-  if (!waiting.empty()) (void)run_("scancel", {"--quiet", "--state=PENDING", ids_text(waiting)});
+  if (!waiting.empty()) (void)run_("scancel", {"--quiet", "--state=PENDING", job_list(waiting)});
   // goldminer-dw drains on SIGTERM (also one still trying to reach the
   // session) and exits 0: its job ends COMPLETED.
-  if (!running.empty()) (void)run_("scancel", {"--quiet", "--signal=TERM", ids_text(running)});
+  if (!running.empty()) (void)run_("scancel", {"--quiet", "--signal=TERM", job_list(running)});
 }
 
 Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& env, const CommandRunner& runner) {
@@ -178,17 +164,12 @@ Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& 
   // SLURM_CONF only.
   const std::vector<std::string> worker_env = companion_job_env(env, trainer, secret);
   const std::vector<std::string> slurm_env = slurm_command_env(env);
-  const std::string path = env_value(env, "PATH");
   CommandRunner run = runner ? runner : CommandRunner(run_command);
   SlurmCommand slurm = [=](const std::string& name, const std::vector<std::string>& cmd_args) -> Expected<CommandResult> {
-    auto program = find_executable(name, path);
-    if (!program.ok()) return program.status();
-    CommandSpec spec;
-    spec.argv = {*program};
-    spec.argv.insert(spec.argv.end(), cmd_args.begin(), cmd_args.end());
-    spec.env = name == "sbatch" ? worker_env : slurm_env;
-    spec.timeout_s = 60;
-    return run(spec);
+    auto spec = command_on_path(name, cmd_args, name == "sbatch" ? worker_env : slurm_env);
+    if (!spec.ok()) return spec.status();
+    spec->timeout_s = 60;
+    return run(*spec);
   };
   setup.launcher = std::make_shared<SlurmWorkerLauncher>(std::move(args).value(), std::move(slurm));
   return setup;

@@ -153,6 +153,20 @@ Expected<CommandResult> run_command(const CommandSpec& spec) {
   return result;
 }
 
+Expected<CommandSpec> command_on_path(const std::string& name, const std::vector<std::string>& args,
+                                      std::vector<std::string> env) {
+  std::string path;
+  for (const std::string& e : env)
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  auto program = find_executable(name, path);
+  if (!program.ok()) return program.status();
+  CommandSpec spec;
+  spec.argv = {*program};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.env = std::move(env);
+  return spec;
+}
+
 Expected<std::string> find_executable(const std::string& name, const std::string& path) {
   if (name.find('/') != std::string::npos) return name;
   std::string searched;

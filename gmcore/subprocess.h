@@ -50,6 +50,12 @@ Expected<CommandResult> run_command(const CommandSpec& spec);
 // when it holds a '/'. An error names `name` and the directories searched.
 Expected<std::string> find_executable(const std::string& name, const std::string& path);
 
+// A spec that runs `name`, found on the PATH in `env`, with `args` and
+// exactly `env`: how the Slurm commands (sbatch, squeue, scancel) are run.
+// The caller sets cwd, credentials and the timeout.
+Expected<CommandSpec> command_on_path(const std::string& name, const std::vector<std::string>& args,
+                                      std::vector<std::string> env);
+
 // "exit 1: <last line of output>" style summary for error messages.
 std::string describe(const CommandResult& r);
 

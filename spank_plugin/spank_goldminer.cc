@@ -152,16 +152,12 @@ goldminer::Expected<goldminer::CommandResult> run_as_job_user(spank_t sp, const 
                                                               const std::string& cwd) {
   auto user = job_user(sp);
   if (!user.ok()) return user.status();
-  auto program = goldminer::find_executable(name, goldminer::env_value(env, "PATH"));
-  if (!program.ok()) return program.status();
-  goldminer::CommandSpec spec;
-  spec.argv = {*program};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.env = env;
-  spec.cwd = cwd;
-  spec.as = *user;
-  spec.timeout_s = kCommandTimeoutS;
-  return goldminer::run_command(spec);
+  auto spec = goldminer::command_on_path(name, args, env);
+  if (!spec.ok()) return spec.status();
+  spec->cwd = cwd;
+  spec->as = *user;
+  spec->timeout_s = kCommandTimeoutS;
+  return goldminer::run_command(*spec);
 }
 
 // Batch step, user_init: submits the job's data workers and tells the batch

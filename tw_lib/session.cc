@@ -227,8 +227,9 @@ class Session::Impl {
       }
       const auto t0 = Clock::now();
       cv_.wait_for(lock, std::chrono::milliseconds(100));
-      wait_seconds_ += seconds_since(t0);
-      wait_total_ += seconds_since(t0);
+      const double waited = seconds_since(t0);
+      wait_seconds_ += waited;
+      wait_total_ += waited;
       if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
     }
   }
