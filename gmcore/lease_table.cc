@@ -63,6 +63,15 @@ Status LeaseTable::resume(const LeasePosition& position) {
   if (position.seed != config_.seed)
     return Status::error("lease table: resume: position has seed " + std::to_string(position.seed) +
                          ", this table " + std::to_string(config_.seed));
+  // A position names each split at most once: a split counted twice as done
+  // would end the epoch before another split was delivered.
+  std::set<uint64_t> named;
+  std::vector<uint64_t> ids = position.done;
+  for (const auto& p : position.partial) ids.push_back(p.first);
+  for (uint64_t id : ids)
+    if (!named.insert(id).second)
+      return Status::error("lease table: resume: position names split " + std::to_string(id) +
+                           " twice (in done or partial)");
   start_epoch(position.epoch);
   for (uint64_t id : position.done) {
     auto i = find(id);

@@ -194,5 +194,21 @@ TEST(LeaseTableTest, ResumeDeliversExactlyTheRest) {
   EXPECT_EQ(mismatch->resume(pos).message(), "lease table: resume: position has seed 3, this table 4");
 }
 
+// A position written by hand that names a split twice would count it twice
+// and end the epoch early: refused, naming the split.
+TEST(LeaseTableTest, ResumeRefusesASplitNamedTwice) {
+  LeaseConfig c;
+  c.seed = 3;
+  const std::string twice = "lease table: resume: position names split 102 twice (in done or partial)";
+  LeasePosition done_twice{0, 3, {102, 102}, {}};
+  EXPECT_EQ(LeaseTable::create(splits(6), c)->resume(done_twice).message(), twice);
+  LeasePosition done_and_partial{0, 3, {102}, {{102, 1}}};
+  EXPECT_EQ(LeaseTable::create(splits(6), c)->resume(done_and_partial).message(), twice);
+  LeasePosition partial_twice{0, 3, {}, {{102, 1}, {102, 1}}};
+  EXPECT_EQ(LeaseTable::create(splits(6), c)->resume(partial_twice).message(), twice);
+  LeasePosition fine{0, 3, {101, 102}, {{103, 1}}};
+  EXPECT_TRUE(LeaseTable::create(splits(6), c)->resume(fine).ok());
+}
+
 }  // namespace
 }  // namespace goldminer

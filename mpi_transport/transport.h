@@ -119,6 +119,11 @@ struct Options {
   // on the same node (virtual; pages are touched as frames use them). 0:
   // every frame goes by copy.
   size_t shm_arena_bytes = size_t{256} << 20;
+  // ucx server: a connection accepted on the listener that has not become a
+  // worker's within this time (bytes that are no connection request, or
+  // none) is reset; UCX 1.13 would keep some of them open for good
+  // (stale_sockets.h). 0: never.
+  int handshake_timeout_ms = 10000;
 };
 
 // How many send_async() frames an owner keeps in flight on one endpoint:

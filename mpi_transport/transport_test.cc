@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,11 +14,13 @@
 #include <deque>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "gm_config.h"
 #include "mpi_transport/shm_arena.h"
+#include "mpi_transport/stale_sockets.h"
 
 namespace goldminer::transport {
 namespace {
@@ -486,6 +489,90 @@ TEST(ShmArenaTest, BadDescriptorsAndOffersAreRefused) {
   EXPECT_NE(v.status().message().find("version"), std::string::npos);
 }
 
+// A TCP listener on 127.0.0.1 (any free port) for the sweeper's tests.
+int listen_tcp(uint16_t* port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  EXPECT_EQ(::listen(fd, 8), 0);
+  socklen_t len = sizeof sa;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+int connect_tcp(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  return fd;
+}
+
+std::string local_address(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return sockaddr_text(&a, len);
+}
+
+// Sockets accepted on the port whose peer stays unknown past the timeout
+// are reset (the peer sees ECONNRESET); known peers, the listener itself
+// and sockets on other ports are left alone; a descriptor that no longer
+// holds the socket it was found with is not touched.
+TEST(StaleSocketSweeperTest, ResetsOnlyUnknownAcceptedSocketsPastTheTimeout) {
+  uint16_t port = 0, other_port = 0;
+  const int listener = listen_tcp(&port);
+  const int other_listener = listen_tcp(&other_port);
+  const int known_client = connect_tcp(port);
+  const int stranger = connect_tcp(port);
+  const int elsewhere = connect_tcp(other_port);
+  const int known_accepted = accept(listener, nullptr, nullptr);
+  const int stranger_accepted = accept(listener, nullptr, nullptr);
+  const int elsewhere_accepted = accept(other_listener, nullptr, nullptr);
+  ASSERT_GE(stranger_accepted, 0);
+
+  auto found = accepted_sockets(port);
+  ASSERT_EQ(found.size(), 2u) << "the two accepted sockets, not the listener nor the clients";
+  std::set<std::string> peers;
+  for (const auto& s : found) peers.insert(s.peer);
+  EXPECT_EQ(peers, (std::set<std::string>{local_address(known_client), local_address(stranger)}));
+
+  AcceptedSocket moved = found[0];
+  moved.inode += 1;  // as if the descriptor had been closed and reused
+  EXPECT_FALSE(reset_connection(moved));
+
+  using Clock = StaleSocketSweeper::Clock;
+  StaleSocketSweeper sweeper(port, std::chrono::milliseconds(1000));
+  const std::set<std::string> known{local_address(known_client)};
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(sweeper.sweep(known, t0).empty()) << "first seen now";
+  EXPECT_TRUE(sweeper.sweep(known, t0 + std::chrono::milliseconds(500)).empty()) << "before the timeout";
+  EXPECT_EQ(sweeper.sweep(known, t0 + std::chrono::milliseconds(1000)),
+            std::vector<std::string>{local_address(stranger)});
+
+  char byte;
+  EXPECT_EQ(recv(stranger, &byte, 1, 0), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  int error = 0;
+  socklen_t len = sizeof error;
+  getsockopt(stranger_accepted, SOL_SOCKET, SO_ERROR, &error, &len);
+  EXPECT_EQ(error, ECONNRESET) << "the owner's socket reports the reset";
+  // The known connection and the one on another port still carry data.
+  EXPECT_EQ(send(known_client, "k", 1, 0), 1);
+  EXPECT_EQ(recv(known_accepted, &byte, 1, 0), 1);
+  EXPECT_EQ(send(elsewhere, "e", 1, 0), 1);
+  EXPECT_EQ(recv(elsewhere_accepted, &byte, 1, 0), 1);
+  EXPECT_TRUE(sweeper.sweep(known, t0 + std::chrono::seconds(5)).empty()) << "a reset socket has no peer";
+  for (int fd : {listener, other_listener, known_client, stranger, elsewhere, known_accepted, stranger_accepted,
+                 elsewhere_accepted})
+    close(fd);
+}
+
 #ifdef GOLDMINER_HAVE_UCX
 // A ucx server on lo and a client of it with a 1 MiB arena, set in `*o`
 // (which the test reuses to connect more clients).
@@ -595,11 +682,15 @@ const bool worker_process = [] {
   for (;;) (void)(*c)->poll(100);
 }();
 
-// A worker killed with SIGKILL is a kDisconnected event; garbage bytes sent
-// to the listener's port change nothing for the connected worker.
+// A worker killed with SIGKILL is a kDisconnected event; connections to the
+// listener's port that send garbage or nothing are dropped and change
+// nothing for the connected worker.
+constexpr int kHandshakeTimeoutMs = 1500;
 TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   setenv("UCX_NET_DEVICES", "lo", 1);
-  auto server = listen("ucx://127.0.0.1:0");
+  Options o;
+  o.handshake_timeout_ms = kHandshakeTimeoutMs;
+  auto server = listen("ucx://127.0.0.1:0", o);
   ASSERT_TRUE(server.ok()) << server.status().message();
   const std::string addr = (*server)->address();
   // UCX state does not survive fork(): the worker is this binary re-run.
@@ -627,18 +718,51 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   std::vector<Event> seen = send_while_polling(good->get(), msg, sizeof msg, server->get());
   Event g = next_of(&seen, server->get(), Event::Kind::kMessage);
 
-  const int port = std::stoi(addr.substr(addr.rfind(':') + 1));
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  std::vector<uint8_t> junk = pattern(4096, 3);
-  (void)::write(fd, junk.data(), junk.size());
+  // Junk: short, which UCX drops when the sender closes; longer than UCX's
+  // request buffer (2 KiB), which UCX alone would keep for good, closed or
+  // held open; and nothing at all, held open. The trainer resets what UCX
+  // keeps once handshake_timeout_ms has passed.
+  const uint16_t port = static_cast<uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1)));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int> junk_fds;
+  for (size_t bytes : {size_t{1000}, size_t{4096}, size_t{4096}, size_t{0}}) {
+    int fd = connect_tcp(port);
+    std::vector<uint8_t> junk = pattern(bytes, 3);
+    if (bytes > 0) {
+      ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(bytes));
+    }
+    junk_fds.push_back(fd);
+  }
   for (int i = 0; i < 20; ++i) (void)(*server)->poll(20);
-  close(fd);
-  for (int i = 0; i < 20; ++i) (void)(*server)->poll(20);
+  close(junk_fds[0]);
+  close(junk_fds[1]);
+  // Until the sweep: the good worker's socket and the junk UCX keeps.
+  std::set<ino_t> kept;
+  for (const AcceptedSocket& a : accepted_sockets(port)) kept.insert(a.inode);
+  EXPECT_GE(kept.size(), 4u);
+  while (accepted_sockets(port).size() > 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    (void)(*server)->poll(50);
+  ASSERT_EQ(accepted_sockets(port).size(), 1u) << "only the connected worker's socket is left";
+  kept.erase(accepted_sockets(port)[0].inode);
+  // UCX closes the reset sockets itself: their descriptors are gone.
+  auto open_sockets = [&] {
+    size_t n = 0;
+    for (int fd = 0; fd < 4096; ++fd) {
+      struct stat st {};
+      if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && kept.count(st.st_ino) != 0) ++n;
+    }
+    return n;
+  };
+  for (int i = 0; i < 40 && open_sockets() > 0; ++i) (void)(*server)->poll(50);
+  EXPECT_EQ(open_sockets(), 0u) << "descriptors of dropped junk connections still open";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(kHandshakeTimeoutMs))
+      << "nothing is reset before the timeout";
+  char byte;
+  for (size_t i = 2; i < junk_fds.size(); ++i) {
+    EXPECT_EQ(recv(junk_fds[i], &byte, 1, 0), -1) << "junk connection " << i << " is reset";
+    EXPECT_EQ(errno, ECONNRESET);
+    close(junk_fds[i]);
+  }
 
   seen = send_while_polling(good->get(), msg, sizeof msg, server->get());
   Event g2 = next_of(&seen, server->get(), Event::Kind::kMessage);  // the connected worker goes on

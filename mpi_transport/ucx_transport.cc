@@ -55,6 +55,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -62,6 +63,7 @@
 #include "gmcore/log.h"
 #include "mpi_transport/buffer_pool.h"
 #include "mpi_transport/shm_arena.h"
+#include "mpi_transport/stale_sockets.h"
 #include "mpi_transport/transport_impl.h"
 
 namespace goldminer::transport {
@@ -78,6 +80,9 @@ constexpr size_t kShmMinFrame = 64 << 10;
 // How long the trainer keeps taking a worker's bulk messages after its
 // control endpoint failed.
 constexpr auto kBulkGrace = std::chrono::milliseconds(200);
+// How often the trainer looks for accepted sockets that are none of its
+// workers' (stale_sockets.h).
+constexpr auto kSweepInterval = std::chrono::seconds(1);
 using Clock = std::chrono::steady_clock;
 
 // The bind message's fixed part; the trainer's worker address follows.
@@ -185,6 +190,8 @@ class UcxEndpoint final : public Endpoint {
     char ip[64] = "";
     inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
     address_ = "ucx://" + std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
+    if (options_.handshake_timeout_ms > 0)
+      sweeper_.emplace(ntohs(in->sin_port), std::chrono::milliseconds(options_.handshake_timeout_ms));
     return Status();
   }
 
@@ -284,6 +291,7 @@ class UcxEndpoint final : public Endpoint {
       while (events_.empty() && ucp_worker_progress(worker_) != 0) {
       }
       handle_pending();
+      sweep_stale();
       if (!events_.empty()) {
         Event e = std::move(events_.front());
         events_.pop_front();
@@ -454,6 +462,7 @@ class UcxEndpoint final : public Endpoint {
     ucp_ep_h bulk = nullptr;     // the worker's sends (client: its own; server: the reply endpoint)
     uint64_t token = 0;          // trainer: names the peer in the header of its bulk messages
     std::shared_ptr<ShmMapping> shm;  // trainer: the worker's arena, once mapped
+    std::string client;               // trainer: the worker's address on the listener, "IP:PORT"
   };
   struct Bind {
     uint64_t token = 0;
@@ -480,7 +489,7 @@ class UcxEndpoint final : public Endpoint {
   }
 
   void add_peer(PeerId peer, ucp_ep_h control, uint64_t token) {
-    peers_[peer] = Peer{control, nullptr, token, nullptr};
+    peers_[peer] = Peer{control, nullptr, token, nullptr, ""};
     peer_of_[control] = peer;
     if (server_) peer_of_token_[token] = peer;
   }
@@ -592,10 +601,16 @@ class UcxEndpoint final : public Endpoint {
       }
       uint64_t token;
       std::memcpy(&token, nonce->data(), sizeof token);
+      ucp_conn_request_attr_t attr{};
+      attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+      const std::string client = ucp_conn_request_query(req, &attr) == UCS_OK
+                                     ? sockaddr_text(&attr.client_address, sizeof attr.client_address)
+                                     : "";
       ucp_ep_h h = nullptr;
       if (ucp_ep_create(worker_, &ep, &h) != UCS_OK) continue;
       const PeerId peer = next_peer_++;
       add_peer(peer, h, token);
+      peers_[peer].client = client;
       send_bind(h, token);
       Event e;
       e.kind = Event::Kind::kConnected;
@@ -660,6 +675,22 @@ class UcxEndpoint final : public Endpoint {
         flush(r.peer);
       }  // else on_rndv_done runs on completion and frees the request
     }
+  }
+
+  // Trainer: resets the accepted sockets that have been none of its
+  // workers' for handshake_timeout_ms (stale_sockets.h), at most every
+  // kSweepInterval. Runs after handle_pending(), so a connection request
+  // UCX has handed over is already a worker.
+  void sweep_stale() {
+    const auto now = Clock::now();
+    if (!sweeper_ || now < next_sweep_) return;
+    next_sweep_ = now + kSweepInterval;
+    std::set<std::string> known;
+    for (const auto& [id, p] : peers_) known.insert(p.client);
+    for (const std::string& from : sweeper_->sweep(known, now))
+      log::info("goldminer: ucx: reset the connection from " + from + " to " + address_ +
+                ": no connection request of a goldminer worker within " +
+                std::to_string(options_.handshake_timeout_ms) + " ms");
   }
 
   // A whole message from `peer`: an event now, or after the messages
@@ -886,6 +917,8 @@ class UcxEndpoint final : public Endpoint {
   PeerId next_peer_ = 1;
   std::deque<Event> events_;
   std::deque<ucp_conn_request_h> conn_requests_;
+  std::optional<StaleSocketSweeper> sweeper_;  // trainer, unless handshake_timeout_ms is 0
+  Clock::time_point next_sweep_{};
   std::deque<std::pair<ucp_ep_h, ucs_status_t>> failed_;
   struct Closing {
     PeerId peer;
