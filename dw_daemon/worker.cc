@@ -10,6 +10,7 @@
 #include <functional>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -55,6 +56,12 @@ struct Shared {
   bool draining = false;  // finish the batch in hand, return leases
   bool quit = false;      // producers exit now
   size_t busy = 0;        // producers working on a split
+  // Ordered (StreamConfig::ordered): the trainer delivers splits in id
+  // order, so the lowest split id in hand is the one it may be waiting
+  // for. Producers start it first and may always queue its batches; the
+  // connection thread sends them first.
+  bool ordered = false;
+  std::set<uint64_t> in_hand;  // split ids leased and not yet finished or returned
   std::function<void()> wake;  // wakes the connection thread's poll()
   // Room for a batch in the transport's shared memory (Endpoint::reserve).
   std::function<std::unique_ptr<wire::FrameStorage>(size_t)> reserve;
@@ -79,8 +86,12 @@ class Producer {
         std::unique_lock<std::mutex> lock(s_->mu);
         s_->cv.wait(lock, [&] { return s_->quit || s_->draining || !s_->leases.empty(); });
         if (s_->quit || s_->draining) return;
-        lease = std::move(s_->leases.front());
-        s_->leases.pop_front();
+        auto next = s_->leases.begin();
+        if (s_->ordered)
+          next = std::min_element(s_->leases.begin(), s_->leases.end(),
+                                  [](const auto& a, const auto& b) { return a.split_id < b.split_id; });
+        lease = std::move(*next);
+        s_->leases.erase(next);
         ++s_->busy;
       }
       Status st = work(lease);
@@ -101,10 +112,15 @@ class Producer {
   }
 
  private:
-  // Pushes `o` once the outbox has room; false if the worker is quitting.
+  // Pushes `o` once the outbox has room (or at once, ordered, for the
+  // lowest split in hand: its batches must not wait behind later splits');
+  // false if the worker is quitting.
   bool push(Outgoing o) {
     std::unique_lock<std::mutex> lock(s_->mu);
-    s_->cv.wait(lock, [&] { return s_->quit || s_->outbox.size() < s_->outbox_limit; });
+    s_->cv.wait(lock, [&] {
+      const bool first = s_->ordered && !s_->in_hand.empty() && *s_->in_hand.begin() == o.split_id;
+      return s_->quit || first || s_->outbox.size() < s_->outbox_limit;
+    });
     if (s_->quit) return false;
     s_->outbox.push_back(std::move(o));
     s_->cv.notify_all();
@@ -329,6 +345,7 @@ class Connection {
     // which may run as late as the endpoint's destructor.
     auto shared_ptr = std::make_shared<Shared>();
     Shared& shared = *shared_ptr;
+    shared.ordered = stream_.ordered;
     shared.outbox_limit = std::max<size_t>(2, o_.threads * 2);
     shared.wake = [ep = ep_.get()] { ep->wake(); };
     shared.reserve = [ep = ep_.get()](size_t size) { return ep->reserve(size); };
@@ -394,6 +411,7 @@ class Connection {
             if (requested > 0) --requested;
             ++in_hand;
             std::lock_guard<std::mutex> lock(shared.mu);
+            shared.in_hand.insert(g->split_id);
             if (shared.draining) {  // granted before the trainer saw us drain
               Outgoing r;
               r.kind = Outgoing::Kind::kReturn;
@@ -430,14 +448,24 @@ class Connection {
         }
         shared.cv.notify_all();
       }
-      // Send what is ready, in order; batches need a credit each.
+      // Send what is ready, in order (ordered: the lowest split's batches
+      // first); batches need a credit each.
       for (;;) {
         Outgoing o;
         {
           std::lock_guard<std::mutex> lock(shared.mu);
-          if (shared.outbox.empty() || !may_send(shared.outbox.front())) break;
-          o = std::move(shared.outbox.front());
-          shared.outbox.pop_front();
+          auto next = shared.outbox.begin();
+          if (shared.ordered && !shared.in_hand.empty()) {
+            auto first = std::find_if(shared.outbox.begin(), shared.outbox.end(), [&](const Outgoing& x) {
+              return x.kind == Outgoing::Kind::kBatch && x.split_id == *shared.in_hand.begin();
+            });
+            if (first != shared.outbox.end()) next = first;
+          }
+          if (next == shared.outbox.end() || !may_send(*next)) break;
+          o = std::move(*next);
+          shared.outbox.erase(next);
+          if (o.kind == Outgoing::Kind::kReturn || (o.kind == Outgoing::Kind::kBatch && o.last_of_split))
+            shared.in_hand.erase(o.split_id);
           shared.cv.notify_all();
         }
         if (o.kind == Outgoing::Kind::kError) {

@@ -52,11 +52,24 @@ void LeaseTable::start_epoch(uint32_t epoch) {
     std::mt19937_64 rng(split_seed(config_.seed, epoch, UINT64_MAX));
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
   }
+  epoch_order_.clear();
   for (size_t i : order) {
     splits_[i].phase = Phase::kPending;
     splits_[i].delivered = 0;
     pending_.push_back(i);
+    epoch_order_.push_back(splits_[i].split.id);
   }
+}
+
+std::optional<uint64_t> LeaseTable::holder(uint64_t split_id) const {
+  auto i = find(split_id);
+  if (!i.ok() || splits_[*i].phase != Phase::kLeased) return std::nullopt;
+  return splits_[*i].worker;
+}
+
+bool LeaseTable::is_pending(uint64_t split_id) const {
+  auto i = find(split_id);
+  return i.ok() && splits_[*i].phase == Phase::kPending;
 }
 
 Status LeaseTable::resume(const LeasePosition& position) {
@@ -98,8 +111,16 @@ Expected<size_t> LeaseTable::find(uint64_t split_id) const {
 
 void LeaseTable::make_pending(size_t i, bool first) {
   splits_[i].phase = Phase::kPending;
-  if (first) pending_.push_front(i);
-  else pending_.push_back(i);
+  if (config_.deterministic_order) {
+    auto at = std::lower_bound(pending_.begin(), pending_.end(), i, [&](size_t a, size_t b) {
+      return splits_[a].split.id < splits_[b].split.id;
+    });
+    pending_.insert(at, i);
+  } else if (first) {
+    pending_.push_front(i);
+  } else {
+    pending_.push_back(i);
+  }
 }
 
 std::optional<Lease> LeaseTable::grant(uint64_t worker, double now) {

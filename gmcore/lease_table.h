@@ -37,7 +37,9 @@ struct InputSplit {
 struct LeaseConfig {
   uint64_t seed = 0;
   double lease_timeout_s = 30;     // a lease not renewed for this long expires
-  bool deterministic_order = false;  // splits in id order instead of shuffled
+  // Splits in id order instead of shuffled; a split that becomes pending
+  // again (given back, its worker lost) takes its place in that order.
+  bool deterministic_order = false;
 };
 
 struct Lease {
@@ -96,6 +98,13 @@ class LeaseTable {
   // workers that lost them (the session should disconnect those).
   std::vector<uint64_t> expire(double now);
 
+  // The worker holding `split_id`'s lease; nothing if it is pending, done
+  // or unknown.
+  std::optional<uint64_t> holder(uint64_t split_id) const;
+  bool is_pending(uint64_t split_id) const;
+  // The split ids of this epoch in the order start_epoch() gave them.
+  const std::vector<uint64_t>& epoch_order() const { return epoch_order_; }
+
   bool epoch_done() const { return done_count_ == splits_.size(); }
   uint32_t epoch() const { return epoch_; }
   size_t pending() const { return pending_.size(); }
@@ -123,6 +132,7 @@ class LeaseTable {
   LeaseConfig config_;
   uint32_t epoch_ = 0;
   std::deque<size_t> pending_;  // indices into splits_, grant order
+  std::vector<uint64_t> epoch_order_;
   size_t done_count_ = 0;
 };
 

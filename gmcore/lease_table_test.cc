@@ -210,5 +210,32 @@ TEST(LeaseTableTest, ResumeRefusesASplitNamedTwice) {
   EXPECT_TRUE(LeaseTable::create(splits(6), c)->resume(fine).ok());
 }
 
+// With deterministic order a split that becomes pending again goes back
+// to its place in id order, not to the front; holder() and is_pending()
+// say where each split is.
+TEST(LeaseTableTest, DeterministicOrderKeepsPendingSplitsInIdOrder) {
+  LeaseConfig c;
+  c.deterministic_order = true;
+  auto t = LeaseTable::create(splits(5), c);
+  EXPECT_EQ(t->epoch_order(), (std::vector<uint64_t>{100, 101, 102, 103, 104}));
+  auto a = t->grant(1, 0);
+  auto b = t->grant(2, 0);
+  auto d = t->grant(2, 0);
+  ASSERT_EQ(a->split.id, 100u);
+  ASSERT_EQ(b->split.id, 101u);
+  ASSERT_EQ(d->split.id, 102u);
+  EXPECT_EQ(t->holder(100), 1u);
+  EXPECT_EQ(t->holder(102), 2u);
+  EXPECT_FALSE(t->holder(103).has_value());
+  EXPECT_TRUE(t->is_pending(103));
+  ASSERT_TRUE(t->give_back(2, 102).ok());  // after 101, before 103
+  EXPECT_TRUE(t->is_pending(102));
+  EXPECT_EQ(t->drop_worker(1), std::vector<uint64_t>{100});
+  std::vector<uint64_t> next;
+  while (auto l = t->grant(3, 0)) next.push_back(l->split.id);
+  EXPECT_EQ(next, (std::vector<uint64_t>{100, 102, 103, 104}));
+  EXPECT_FALSE(t->is_pending(100));
+}
+
 }  // namespace
 }  // namespace goldminer

@@ -3,6 +3,9 @@
 // (readers::DatasetConfig::encode(), opaque here). Sent as the reader_config
 // of the wire Program message:
 //   "batch_size=256\nshuffle_buffer=0\n\n" + dataset
+// with "ordered=1\n" before the blank line in deterministic order
+// (SessionOptions::deterministic): workers then work on and send their
+// lowest split id first, the split the trainer delivers next.
 #ifndef GOLDMINER_GMCORE_STREAM_CONFIG_H_
 #define GOLDMINER_GMCORE_STREAM_CONFIG_H_
 
@@ -16,6 +19,7 @@ namespace goldminer {
 struct StreamConfig {
   uint32_t batch_size = 0;
   uint32_t shuffle_buffer = 0;
+  bool ordered = false;
   std::string dataset;
 
   std::string encode() const;

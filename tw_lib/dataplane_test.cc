@@ -85,6 +85,7 @@ void write_criteo(const std::string& path, int rows, int bad_row = -1) {
 
 struct Epoch {
   std::map<std::string, double> v;
+  std::map<std::string, std::string> text;  // string values (order_digest)
 };
 
 std::vector<Epoch> parse_json_lines(const std::string& out) {
@@ -97,6 +98,9 @@ std::vector<Epoch> parse_json_lines(const std::string& out) {
     Epoch e;
     for (auto it = std::sregex_iterator(line.begin(), line.end(), kv); it != std::sregex_iterator(); ++it)
       e.v[(*it)[1]] = std::stod((*it)[2]);
+    const std::regex ks("\"([a-z_]+)\": \"([^\"]*)\"");
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), ks); it != std::sregex_iterator(); ++it)
+      e.text[(*it)[1]] = (*it)[2];
     epochs.push_back(e);
   }
   return epochs;
@@ -283,17 +287,21 @@ TEST(DataplaneTest, ConsumeListensOnGoldminerListenByDefault) {
 // `batch` lines (~30 bytes each): small ones go by copy, ones over 64 KiB
 // through the workers' shared-memory arenas (checked on the joined
 // workers that were not killed).
-void kill_nine_repeatedly(const std::string& batch, const std::string& split, int epochs, bool shared_memory,
-                          const std::map<std::string, std::string>& extra_env = {}) {
+// Returns the epochs goldminer-consume reported.
+std::vector<Epoch> kill_nine_repeatedly(const std::string& batch, const std::string& split, int epochs,
+                                        bool shared_memory, const std::map<std::string, std::string>& extra_env = {},
+                                        const std::vector<std::string>& extra_args = {}) {
   TempDir d;
   write_text(d / "big.txt", 200000);
   auto env = kEnv;
   for (const auto& [k, v] : extra_env) env[k] = v;
-  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", batch, "--records-per-split", split,
-                          "--epochs", std::to_string(epochs), "--workers", "3", "--queue-batches", "8"}),
-            env);
+  std::vector<std::string> args = {"--input", "text:" + (d / "big.txt"), "--batch-size", batch, "--records-per-split",
+                                   split, "--epochs", std::to_string(epochs), "--workers", "3", "--queue-batches", "8"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  Process p(consume_args(args), env);
   const std::string addr = wait_address(&p);
-  ASSERT_FALSE(addr.empty());
+  EXPECT_FALSE(addr.empty());
+  if (addr.empty()) return {};
   std::mt19937 rng(42);
   std::vector<pid_t> live;
   std::vector<std::unique_ptr<Process>> joined;
@@ -326,7 +334,7 @@ void kill_nine_repeatedly(const std::string& batch, const std::string& split, in
           std::make_unique<Process>(std::vector<std::string>{builddir() + "/goldminer-dw", "-v"}, joiner_env));
     }
   }
-  ASSERT_EQ(p.wait(), 0) << p.err();
+  EXPECT_EQ(p.wait(), 0) << p.err();
   if (extra_env.count("UCX_RNDV_SCHEME")) {
     EXPECT_NE(p.err().find("UCX_RNDV_SCHEME=put_zcopy ignored"), std::string::npos) << p.err();
   }
@@ -356,6 +364,7 @@ void kill_nine_repeatedly(const std::string& batch, const std::string& split, in
   } else {
     EXPECT_EQ(through_arena, 0u) << "small batches go by copy";
   }
+  return got;
 }
 
 TEST(DataplaneTest, KillNineRepeatedlyAndRandomJoinsLoseAndDuplicateNothing) { kill_nine_repeatedly("64", "2000", 12, false); }
@@ -366,6 +375,40 @@ TEST(DataplaneTest, KillNineRepeatedlyWithBatchesInSharedMemory) { kill_nine_rep
 // (2 to 3 runs in 4): the transport replaces it and says so.
 TEST(DataplaneTest, KillNineRepeatedlyWithPutZcopyRequested) {
   kill_nine_repeatedly("64", "2000", 12, false, {{"UCX_RNDV_SCHEME", "put_zcopy"}});
+}
+
+// --deterministic: the batches come in one order, the same in every run,
+// whatever the number of workers and threads, kill -9 and joins included
+// (order_digest hashes the sample ids in the order next() returned them).
+// With a shuffle buffer that order differs from epoch to epoch.
+TEST(DataplaneTest, DeterministicOrderIsTheSameEveryRunThroughKillsAndJoins) {
+  const std::vector<std::string> det = {"--deterministic", "--shuffle-buffer", "300", "--seed", "7"};
+  TempDir d;
+  write_text(d / "big.txt", 200000);
+  std::vector<std::string> args = {"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--records-per-split",
+                                   "2000", "--epochs", "10", "--workers", "1"};
+  args.insert(args.end(), det.begin(), det.end());
+  Process reference(consume_args(args), kEnv);
+  ASSERT_EQ(reference.wait(), 0) << reference.err();
+  auto want = parse_json_lines(reference.out());
+  ASSERT_EQ(want.size(), 10u);
+  EXPECT_NE(want[0].text.at("order_digest"), want[1].text.at("order_digest"));
+  std::vector<std::string> threaded = det;
+  threaded.insert(threaded.end(), {"--threads", "2"});
+  auto got = kill_nine_repeatedly("64", "2000", 10, false, {}, threaded);
+  ASSERT_EQ(got.size(), 10u);
+  for (size_t e = 0; e < got.size(); ++e)
+    EXPECT_EQ(got[e].text.at("order_digest"), want[e].text.at("order_digest")) << "epoch " << e;
+  // Without it, several workers interleave by timing.
+  args = {"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--records-per-split", "2000", "--epochs", "3",
+          "--workers", "3", "--threads", "2", "--seed", "7", "--shuffle-buffer", "300"};
+  Process free_order(consume_args(args), kEnv);
+  ASSERT_EQ(free_order.wait(), 0) << free_order.err();
+  auto loose = parse_json_lines(free_order.out());
+  ASSERT_EQ(loose.size(), 3u);
+  int same = 0;
+  for (size_t e = 0; e < 3; ++e) same += loose[e].text.at("order_digest") == want[e].text.at("order_digest");
+  EXPECT_LT(same, 3) << "three workers gave the one-worker order without --deterministic";
 }
 
 // SIGTERM: the worker finishes the batch in hand, returns its leases and
@@ -792,6 +835,47 @@ TEST(SessionTest, QueueStaysWithinItsBoundWithManyWorkers) {
     uint64_t samples = (*first)->samples;
     for (const SessionBatch& b : (*s)->epoch()) samples += b.samples;
     EXPECT_EQ(samples, 3000u);
+  }
+}
+
+// Deterministic order with several workers of several threads: next()
+// returns the splits in id order, each split's batches in sequence, and
+// what the session holds stays near its bound: the queue's room, plus what
+// the worker holding the awaited split still sends of its other splits.
+TEST(SessionTest, DeterministicOrderWithManyWorkersAndThreads) {
+  TempDir d;
+  SessionOptions o = text_session(d, 20000, "local://session-ordered");
+  o.batch_size = 10;
+  o.records_per_split = 100;  // 10 batches a split, 200 splits
+  o.deterministic = true;
+  o.local_workers = 4;
+  o.local_worker_threads = 2;
+  o.queue_batches = 8;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    uint64_t split = 0, sequence = 0, samples = 0;
+    size_t most_held = 0, batches = 0;
+    for (const SessionBatch& b : (*s)->epoch()) {
+      EXPECT_TRUE(b.split_id == split ? b.sequence == sequence : b.split_id == split + 1 && b.sequence == 0)
+          << "epoch " << epoch << ": split " << b.split_id << " batch " << b.sequence << " after split " << split
+          << " batch " << sequence;
+      split = b.split_id;
+      sequence = b.sequence + 1;
+      samples += b.samples;
+      if (++batches % 16 == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slower trainer: the workers get ahead
+        SessionMetrics m = (*s)->metrics();
+        most_held = std::max(most_held, m.queue_batches + m.held_batches);
+      }
+    }
+    ASSERT_TRUE((*s)->status().ok()) << (*s)->status().message();
+    EXPECT_EQ(samples, 20000u);
+    EXPECT_EQ(split, 199u);
+    // The room (8, at least one per worker) plus the awaited split's
+    // holder's other splits (threads + 1 = 3 leases of 10 batches).
+    EXPECT_LE(most_held, 8u + 3 * 10) << "epoch " << epoch;
+    std::cerr << "epoch " << epoch << ": at most " << most_held << " batches queued or held\n";
   }
 }
 

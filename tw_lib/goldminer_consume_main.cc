@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
        "ucx://127.0.0.1:0)")
       ("seed", po::value(&o.seed)->default_value(0), "seed of the split order, shuffle buffer and transforms")
       ("shuffle-buffer", po::value(&o.shuffle_buffer)->default_value(0), "within-split shuffle buffer (samples)")
-      ("deterministic", po::bool_switch(&o.deterministic), "splits in file order, not shuffled per epoch")
+      ("deterministic", po::bool_switch(&o.deterministic),
+       "one batch order, the same every run: splits in file order, each in sequence")
       ("records-per-split", po::value(&o.records_per_split)->default_value(0), "0: 16 batches")
       ("max-bad-records", po::value(&o.max_bad_records)->default_value(0),
        "corrupt records skipped (and counted) per epoch before it is an error")
@@ -347,6 +348,9 @@ int main(int argc, char** argv) {
     std::vector<std::vector<bool>> seen(per_file.size());
     for (size_t f = 0; f < per_file.size(); ++f) seen[f].assign(per_file[f], false);
     uint64_t samples = 0, unique = 0, duplicates = 0, batches = 0, bytes = 0, expected = s.total_records();
+    // FNV-1a over the sample ids in the order they came: equal across runs
+    // exactly when the order is (--deterministic).
+    uint64_t order = 0xcbf29ce484222325ULL;
     if (e == 0)
       for (auto [f, r] : seen_before) {
         if (f < seen.size() && r < seen[f].size() && !seen[f][r]) {
@@ -364,12 +368,14 @@ int main(int argc, char** argv) {
       }
       if (!b->has_value()) break;
       const SessionBatch& batch = **b;
-        ++batches;
+      ++batches;
       samples += batch.samples;
       for (const auto& t : batch.tensors) bytes += t.nbytes;
       for (uint32_t i = 0; i < batch.samples; ++i) {
         const uint64_t f = static_cast<uint64_t>(batch.sample_ids[2 * i]);
         const uint64_t r = static_cast<uint64_t>(batch.sample_ids[2 * i + 1]);
+        for (uint64_t v : {f, r})
+          for (int k = 0; k < 8; ++k) order = (order ^ ((v >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
         if (f >= seen.size() || r >= seen[f].size()) {
           ++duplicates;  // not a sample of this input: counted as wrong
           continue;
@@ -406,20 +412,23 @@ int main(int argc, char** argv) {
       std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
                   "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
                   "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
-                  "\"bad_records\": %llu, \"cpu_seconds\": %.3f}\n",
+                  "\"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\"}\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
-                  static_cast<unsigned long long>(m.bad_records), cpu_seconds(pids));
+                  static_cast<unsigned long long>(m.bad_records), cpu_seconds(pids),
+                  static_cast<unsigned long long>(order));
     } else {
       std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
-                  "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records\n",
+                  "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records, "
+                  "order %016llx\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9) / 1e6, 100 * m.trainer_wait_fraction,
-                  static_cast<unsigned long long>(lost), static_cast<unsigned long long>(m.bad_records));
+                  static_cast<unsigned long long>(lost), static_cast<unsigned long long>(m.bad_records),
+                  static_cast<unsigned long long>(order));
     }
     std::fflush(stdout);
   }

@@ -67,9 +67,10 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
   seed             seed of the split order, the shuffle buffer and the programs' random
                    ops. Default: the resume position's seed, else 0.
   shuffle_buffer   within-split shuffle buffer (samples); 0 keeps record order.
-  deterministic    splits in file order instead of a per-epoch shuffle (batches of different
-                   splits still arrive as workers finish them: a fixed order with one
-                   worker of one thread only).
+  deterministic    one batch order, the same in every run: splits in file order, each
+                   split's batches in sequence, whatever the workers (batches that come
+                   early wait for earlier ones). Without it, splits are shuffled per epoch
+                   and batches of different splits interleave as workers finish them.
   records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it
@@ -106,7 +107,7 @@ Methods and attributes:
                    [[split id, batches]]}: the position of what iteration returned so far; plain data
                    (JSON-able). "plan" fingerprints the input's splits, batch size and
                    shuffle buffer: a session with other ones refuses the position.
-  metrics()        dict of the session's counters (epoch, queue_batches, queue_bytes,
+  metrics()        dict of the session's counters (epoch, queue_batches, held_batches, queue_bytes,
                    queue_fill, arrival_rate, consumption_rate, trainer_wait_fraction,
                    workers, workers_lost, workers_rejected, bad_records,
                    duplicates_dropped, per_worker: [{id, batches, bytes, batches_per_s}]).
@@ -487,6 +488,7 @@ class PySession {
     py::dict d;
     d["epoch"] = m.epoch;
     d["queue_batches"] = m.queue_batches;
+    d["held_batches"] = m.held_batches;
     d["queue_bytes"] = m.queue_bytes;
     d["queue_fill"] = m.queue_fill;
     d["arrival_rate"] = m.arrival_rate;

@@ -48,10 +48,12 @@ struct SessionOptions {
   uint32_t batch_size = 256;
   uint32_t shuffle_buffer = 0;   // within-split shuffle buffer (samples); 0: record order
   uint64_t seed = 0;
-  // Splits leased in file order instead of a per-epoch shuffle. Each
-  // split's batches are the same in every run either way; batches of
-  // different splits arrive in the order workers finish them (a fixed
-  // order with one worker of one thread only).
+  // One delivery order, the same in every run: splits in file order (not
+  // shuffled per epoch), each split's batches in sequence, whatever the
+  // number of workers and threads and through worker loss. Batches that
+  // come early wait for the earlier ones (SessionMetrics::held_batches).
+  // Without it each split's batches are the same in every run too, but
+  // batches of different splits interleave as workers finish them.
   bool deterministic = false;
   uint64_t records_per_split = 0;  // 0: 16 batches per split
   uint64_t max_bad_records = 0;  // corrupt records allowed per epoch; 0: the first is an error
@@ -61,7 +63,10 @@ struct SessionOptions {
   // workers than queue_batches the bound is one batch per worker.
   uint32_t queue_batches = 64;
   uint64_t queue_bytes = uint64_t{1} << 30;
-  uint32_t credits_per_worker = 4;  // most batches one worker may have in flight
+  // Most batches one worker may have in flight; not in deterministic order,
+  // where each worker may use its equal share of queue_batches (its
+  // batches of later splits wait in the session for the awaited one).
+  uint32_t credits_per_worker = 4;
   double lease_timeout_s = 30;   // a worker silent this long loses its splits
   double handshake_timeout_s = 10;
   // next() fails when no batch came within this many seconds (like a
@@ -111,9 +116,13 @@ struct WorkerMetrics {
 struct SessionMetrics {
   uint32_t epoch = 0;
   size_t queue_batches = 0;
+  // deterministic: batches that came before those of earlier splits and
+  // wait for them (not in queue_batches; in queue_bytes).
+  size_t held_batches = 0;
   uint64_t queue_bytes = 0;
   // 0..1: queued batches over the room workers may use (queue_batches,
-  // or credits_per_worker per worker where less), or queued bytes over
+  // or credits_per_worker per worker where less and not deterministic;
+  // held batches do not count), or queued bytes over
   // queue_bytes, whichever is more; 1: the workers wait for the trainer.
   double queue_fill = 0;
   double arrival_rate = 0;      // batches/s into the queue, this epoch
