@@ -9,6 +9,8 @@ CHECK is one of
     program TRANSPORT KIND                   a worker program (KIND: module, path, bytes)
                                              gives what it gives run here on the same batch
     resume TRANSPORT                         state() + resume= give exactly the rest
+    deterministic TRANSPORT                  deterministic=True: one order whatever the workers,
+                                             and a resumed run continues it
     errors                                   bad input, bad arguments
     metrics                                  metrics(), drain_workers(), worker lifetime
     environment                              GOLDMINER_* variables, secret, external workers
@@ -340,6 +342,31 @@ def check_resume(folder, transport):
     print("OK")
 
 
+def check_deterministic(folder, transport):
+    spec = write_text(folder)
+    total = sum(TEXT_RECORDS)
+    opts = dict(seed=5, shuffle_buffer=30, deterministic=True)
+    with session(spec, transport, 1, **opts) as s:
+        want = [consume(s), consume(s)]
+    with session(spec, transport, 3, threads=2, **opts) as s:
+        got = [consume(s), consume(s)]
+        held = s.metrics()["held_batches"]
+    print("deterministic: %d and %d samples; 3 workers x 2 threads give the 1-worker order: %s" %
+          (len(got[0]), len(got[1]), got == want))
+    check(len(want[0]) == total and got == want, "3 workers gave another order than 1")
+    check(want[0] != want[1], "the shuffle buffer gave the same order in two epochs")
+    check(held == 0, "held_batches %d after the epochs" % held)
+    with session(spec, transport, 2, **opts) as s:
+        first = consume(s, 5)
+        position = s.state()
+    with session(spec, transport, 3, resume=position, **opts) as s:
+        rest = consume(s)
+    print("deterministic resume: first %d + rest %d continue the order: %s" %
+          (len(first), len(rest), first + rest == want[0]))
+    check(first + rest == want[0], "the resumed run did not continue the order")
+    print("OK")
+
+
 def check_errors(folder):
     missing = os.path.join(folder, "no_such_file.txt")
     try:
@@ -446,9 +473,9 @@ def check_metrics(folder):
         except RuntimeError as e:
             print("wait_for_workers(3): RuntimeError: %s" % e)
         m = s.metrics()
-        keys = ["arrival_rate", "bad_records", "consumption_rate", "duplicates_dropped", "epoch", "per_worker",
-                "queue_batches", "queue_bytes", "queue_fill", "trainer_wait_fraction", "workers", "workers_lost",
-                "workers_rejected"]
+        keys = ["arrival_rate", "bad_records", "consumption_rate", "duplicates_dropped", "epoch", "held_batches",
+                "per_worker", "queue_batches", "queue_bytes", "queue_fill", "trainer_wait_fraction", "workers",
+                "workers_lost", "workers_rejected"]
         check(sorted(m) == keys, "metrics() keys %s" % sorted(m))
         print("metrics keys: " + " ".join(sorted(m)))
         print("workers %d" % m["workers"])
@@ -527,7 +554,8 @@ def main(argv):
     if len(argv) < 2:
         fail(__doc__)
     checks = {"epochs": check_epochs, "zerocopy": check_zerocopy, "program": check_program,
-              "resume": check_resume, "errors": check_errors, "metrics": check_metrics,
+              "resume": check_resume, "deterministic": check_deterministic, "errors": check_errors,
+              "metrics": check_metrics,
               "environment": check_environment}
     if argv[1] not in checks:
         fail("unknown check %r\n%s" % (argv[1], __doc__))

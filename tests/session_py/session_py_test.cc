@@ -127,6 +127,15 @@ void expect_resume(const Result& r) {
 TEST(SessionPy, UcxResumeGivesExactlyTheRest) { expect_resume(check("resume ucx")); }
 TEST(SessionPy, LocalResumeGivesExactlyTheRest) { expect_resume(check("resume local")); }
 
+void expect_deterministic(const Result& r) {
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "deterministic: 1537 and 1537 samples; 3 workers x 2 threads give the 1-worker order: True");
+  EXPECT_PRINTS(r, "deterministic resume: first 264 + rest 1273 continue the order: True");
+}
+
+TEST(SessionPy, UcxDeterministicOrderWhateverTheWorkers) { expect_deterministic(check("deterministic ucx")); }
+TEST(SessionPy, LocalDeterministicOrderWhateverTheWorkers) { expect_deterministic(check("deterministic local")); }
+
 TEST(SessionPy, ErrorsNameTheFileAndTheCause) {
   Result r = check("errors");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -153,8 +162,9 @@ TEST(SessionPy, ErrorsNameTheFileAndTheCause) {
 TEST(SessionPy, MetricsDrainAndWorkerLifetime) {
   Result r = check("metrics");
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_PRINTS(r, "metrics keys: arrival_rate bad_records consumption_rate duplicates_dropped epoch per_worker "
-                   "queue_batches queue_bytes queue_fill trainer_wait_fraction workers workers_lost workers_rejected");
+  EXPECT_PRINTS(r, "metrics keys: arrival_rate bad_records consumption_rate duplicates_dropped epoch held_batches "
+                   "per_worker queue_batches queue_bytes queue_fill trainer_wait_fraction workers workers_lost "
+                   "workers_rejected");
   EXPECT_PRINTS(r, "workers 2");
   EXPECT_PRINTS(r, "wait_for_workers(2) -> 2");
   EXPECT_PRINTS(r, "wait_for_workers(3): RuntimeError: goldminer.Session: only 2 of 3 workers joined within 0.2 s");
