@@ -112,14 +112,14 @@ class Producer {
   }
 
  private:
-  // Pushes `o` once the outbox has room (or at once, ordered, for the
-  // lowest split in hand: its batches must not wait behind later splits');
-  // false if the worker is quitting.
+  // Pushes `o` once the outbox has room (ordered: the lowest split in
+  // hand has twice the room, so that its batches need not wait behind
+  // later splits' that have no credit yet); false if the worker is quitting.
   bool push(Outgoing o) {
     std::unique_lock<std::mutex> lock(s_->mu);
     s_->cv.wait(lock, [&] {
       const bool first = s_->ordered && !s_->in_hand.empty() && *s_->in_hand.begin() == o.split_id;
-      return s_->quit || first || s_->outbox.size() < s_->outbox_limit;
+      return s_->quit || s_->outbox.size() < (first ? 2 : 1) * s_->outbox_limit;
     });
     if (s_->quit) return false;
     s_->outbox.push_back(std::move(o));

@@ -624,8 +624,9 @@ class Session::Impl {
   }
 
   // How full the queue is, 0..1: of the room workers may use (queue_batches,
-  // or credits_per_worker per connected worker where that is less), and of
-  // queue_bytes. 1: workers wait for the trainer. mu_ held.
+  // or, not deterministic, credits_per_worker per connected worker where
+  // that is less), and of queue_bytes. 1: workers wait for the trainer.
+  // mu_ held.
   double queue_fill_locked() const {
     const uint64_t per_worker = o_.deterministic ? o_.queue_batches : o_.credits_per_worker;
     const uint64_t room = std::max<uint64_t>(
