@@ -384,11 +384,28 @@ class Connection {
     auto may_send = [&](const Outgoing& o) {
       return o.kind != Outgoing::Kind::kBatch || (credits > 0 && shared.in_flight.open(o.batch->frame_size()));
     };
+    // The outbox entry to send next, or end() if none may go now: the
+    // front, or (ordered) the first batch of the lowest split in hand;
+    // when that batch may not go, a front that needs no credit (a lease
+    // return, an error) still may. shared.mu held.
+    auto pick = [&]() {
+      auto next = shared.outbox.begin();
+      if (shared.ordered && !shared.in_hand.empty()) {
+        auto first = std::find_if(shared.outbox.begin(), shared.outbox.end(), [&](const Outgoing& x) {
+          return x.kind == Outgoing::Kind::kBatch && x.split_id == *shared.in_hand.begin();
+        });
+        if (first != shared.outbox.end()) next = first;
+      }
+      if (next != shared.outbox.end() && !may_send(*next))
+        next = !shared.outbox.empty() && shared.outbox.front().kind != Outgoing::Kind::kBatch ? shared.outbox.begin()
+                                                                                            : shared.outbox.end();
+      return next;
+    };
     for (;;) {
       bool sendable;
       {
         std::lock_guard<std::mutex> lock(shared.mu);
-        sendable = !shared.outbox.empty() && may_send(shared.outbox.front());
+        sendable = pick() != shared.outbox.end();
       }
       // Producers wake the poll when they queue something; else it waits
       // for the trainer (or a send completion) until the next heartbeat.
@@ -454,14 +471,8 @@ class Connection {
         Outgoing o;
         {
           std::lock_guard<std::mutex> lock(shared.mu);
-          auto next = shared.outbox.begin();
-          if (shared.ordered && !shared.in_hand.empty()) {
-            auto first = std::find_if(shared.outbox.begin(), shared.outbox.end(), [&](const Outgoing& x) {
-              return x.kind == Outgoing::Kind::kBatch && x.split_id == *shared.in_hand.begin();
-            });
-            if (first != shared.outbox.end()) next = first;
-          }
-          if (next == shared.outbox.end() || !may_send(*next)) break;
+          auto next = pick();
+          if (next == shared.outbox.end()) break;
           o = std::move(*next);
           shared.outbox.erase(next);
           if (o.kind == Outgoing::Kind::kReturn || (o.kind == Outgoing::Kind::kBatch && o.last_of_split))

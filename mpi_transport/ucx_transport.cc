@@ -606,6 +606,13 @@ class UcxEndpoint final : public Endpoint {
       const std::string client = ucp_conn_request_query(req, &attr) == UCS_OK
                                      ? sockaddr_text(&attr.client_address, sizeof attr.client_address)
                                      : "";
+      if (client.empty() && sweeper_) {
+        // Its socket could not be told from junk: sweep nothing rather
+        // than reset a worker.
+        sweeper_.reset();
+        log::info("goldminer: ucx: a worker's address is unknown (ucp_conn_request_query); connections to " +
+                  address_ + " that send junk or nothing are no longer reset");
+      }
       ucp_ep_h h = nullptr;
       if (ucp_ep_create(worker_, &ep, &h) != UCS_OK) continue;
       const PeerId peer = next_peer_++;

@@ -27,7 +27,10 @@
 #include <vector>
 
 #include "dw_daemon/worker.h"
+#include "gmcore/auth.h"
+#include "gmcore/wire.h"
 #include "goldminer/session.h"
+#include "mpi_transport/transport.h"
 
 namespace goldminer {
 namespace {
@@ -413,12 +416,13 @@ TEST(DataplaneTest, DeterministicOrderIsTheSameEveryRunThroughKillsAndJoins) {
 
 // SIGTERM: the worker finishes the batch in hand, returns its leases and
 // exits 0; nothing is lost and no split is counted as lost.
-TEST(DataplaneTest, SigtermDrainsWithoutLoss) {
+void sigterm_drains_without_loss(const std::vector<std::string>& extra_args) {
   TempDir d;
   write_text(d / "big.txt", 200000);
-  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--records-per-split", "2000",
-                          "--epochs", "8", "--workers", "1", "--queue-batches", "8", "--verbose"}),
-            kEnv);
+  std::vector<std::string> args = {"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--records-per-split",
+                                   "2000", "--epochs", "8", "--workers", "1", "--queue-batches", "8", "--verbose"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  Process p(consume_args(args), kEnv);
   const std::string addr = wait_address(&p);
   auto env = kEnv;
   env["GOLDMINER_TRAINER"] = addr;
@@ -442,6 +446,14 @@ TEST(DataplaneTest, SigtermDrainsWithoutLoss) {
   expect_clean(epochs, 8, 200000);
   for (const Epoch& e : epochs) EXPECT_EQ(e.v.at("workers_lost"), 0) << p.err();
   b.wait();
+}
+
+TEST(DataplaneTest, SigtermDrainsWithoutLoss) { sigterm_drains_without_loss({}); }
+
+// The drained worker gives back the split the others' batches wait for:
+// it goes to another worker, not back to the one leaving.
+TEST(DataplaneTest, SigtermDrainsWithoutLossInDeterministicOrder) {
+  sigterm_drains_without_loss({"--deterministic", "--threads", "2"});
 }
 
 // A worker without the job's secret is refused and logged; garbage bytes
@@ -877,6 +889,79 @@ TEST(SessionTest, DeterministicOrderWithManyWorkersAndThreads) {
     EXPECT_LE(most_held, 8u + 3 * 10) << "epoch " << epoch;
     std::cerr << "epoch " << epoch << ": at most " << most_held << " batches queued or held\n";
   }
+}
+
+// A batch the session refuses (here: no sample-id tensor) drops its
+// worker before the lease table counts it delivered, so the split is
+// re-run from that batch: with deterministic order the next worker's
+// batches still fit, and nothing of the epoch is missing.
+TEST(SessionTest, ARefusedBatchIsReRunNotSkipped) {
+  TempDir d;
+  SessionOptions o = text_session(d, 1000, "local://session-refused");
+  o.batch_size = 100;  // one split of 10 batches
+  o.deterministic = true;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  // A hand-made worker: authenticates, takes the split, sends its batch 0
+  // without the sample-id tensor.
+  auto ep = transport::connect("local://session-refused");
+  ASSERT_TRUE(ep.ok()) << ep.status().message();
+  auto send = [&](const wire::Message& m) {
+    auto frame = wire::encode(m);
+    ASSERT_TRUE((*ep)->send(0, frame.data(), frame.size()).ok());
+  };
+  std::vector<std::shared_ptr<const transport::Frame>> keep;
+  auto receive = [&]() -> wire::Message {
+    for (int i = 0; i < 200; ++i) {
+      auto e = (*ep)->poll(50);
+      if (e.ok() && e->has_value() && (*e)->kind == transport::Event::Kind::kMessage) {
+        keep.push_back((*e)->frame);
+        auto m = wire::decode_frame(keep.back()->data(), keep.back()->size(), keep.back()->size());
+        if (m.ok()) return *m;
+      }
+    }
+    ADD_FAILURE() << "no message from the session";
+    return wire::Drain{};
+  };
+  send(wire::Hello{"hand-made", 1});
+  auto challenge = receive();
+  ASSERT_TRUE(std::holds_alternative<wire::Challenge>(challenge));
+  send(wire::Auth{auth::answer("x", std::get<wire::Challenge>(challenge).nonce)});
+  send(wire::LeaseRequest{1});
+  std::optional<wire::LeaseGrant> grant;
+  for (int i = 0; i < 5 && !grant; ++i)
+    if (auto m = receive(); std::holds_alternative<wire::LeaseGrant>(m)) grant = std::get<wire::LeaseGrant>(m);
+  ASSERT_TRUE(grant.has_value());
+  wire::BatchHeader h;
+  h.split_id = grant->split_id;
+  h.samples = 100;
+  auto batch = wire::BatchWriter::create(h, {{wire::DType::kUInt8, {100}}});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_TRUE((*ep)->send(0, batch->frame_data(), batch->frame_size()).ok());
+  for (int i = 0; i < 100 && (*s)->metrics().workers_rejected == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ((*s)->metrics().workers_rejected, 1u);
+  // A real worker does the split, from its batch 0.
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    dw::WorkerOptions w;
+    w.trainer = "local://session-refused";
+    w.secret = "x";
+    w.id = "real";
+    (void)dw::run_worker(w, stop);
+  });
+  std::set<int64_t> records;
+  uint64_t samples = 0;
+  for (const SessionBatch& b : (*s)->epoch()) {
+    samples += b.samples;
+    for (uint32_t i = 0; i < b.samples; ++i) records.insert(b.sample_ids[2 * i + 1]);
+  }
+  EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
+  EXPECT_EQ(samples, 1000u);
+  EXPECT_EQ(records.size(), 1000u);
+  stop = true;
+  s->reset();
+  worker.join();
 }
 
 // Starts workers as threads of this process (Slurm's launcher submits

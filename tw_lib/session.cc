@@ -456,6 +456,9 @@ class Session::Impl {
     } else if (auto* b = std::get_if<wire::BatchView>(&m)) {
       on_batch(peer, *b, std::move(frame));
     } else if (auto* r = std::get_if<wire::LeaseReturn>(&m)) {
+      // Workers give splits back only when they drain (SIGTERM, or a Drain
+      // from here): lease it nothing more, not even the awaited split.
+      w.draining = true;
       Status s = table_.give_back(peer, r->split_id);
       if (!s.ok()) log::verbose("goldminer: session: " + s.message());
     } else if (std::get_if<wire::Heartbeat>(&m)) {
@@ -472,6 +475,12 @@ class Session::Impl {
 
   void on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame) {
     if (auto w = workers_.find(peer); w != workers_.end() && w->second.credits > 0) --w->second.credits;
+    // The last tensor is the sample identity [samples, 2] (int64). Checked
+    // before the lease table counts the batch as delivered: a refused
+    // batch is then re-run with its split, not skipped.
+    if (b.tensors.empty() || b.tensors.back().dtype != wire::DType::kInt64 ||
+        b.tensors.back().shape != std::vector<int64_t>{b.samples, 2})
+      return drop(peer, "batch without its sample-id tensor", true);
     auto verdict = table_.accept_batch(peer, b.split_id, b.sequence, now());
     if (!verdict.ok()) return drop(peer, verdict.status().message(), true);
     if (*verdict != BatchVerdict::kDeliver) {
@@ -480,10 +489,6 @@ class Session::Impl {
       if (*verdict == BatchVerdict::kDuplicate) ++duplicates_dropped_;
       return;
     }
-    // The last tensor is the sample identity [samples, 2] (int64).
-    if (b.tensors.empty() || b.tensors.back().dtype != wire::DType::kInt64 ||
-        b.tensors.back().shape != std::vector<int64_t>{b.samples, 2})
-      return drop(peer, "batch without its sample-id tensor", true);
     if (b.last_of_split) {
       Status s = table_.complete(peer, b.split_id, uint64_t{b.sequence} + 1);
       if (!s.ok()) return drop(peer, s.message(), true);
@@ -524,7 +529,7 @@ class Session::Impl {
       // it counts against its worker's share of the queue meanwhile.
       auto ready = reorder_.add(b.split_id, b.sequence, b.last_of_split, std::move(item));
       if (!ready.ok()) {
-        failure_ = Status::error("session: " + ready.status().message());
+        if (failure_.ok()) failure_ = Status::error("session: " + ready.status().message());
       } else {
         for (Item& r : *ready) queue_.push_back(std::move(r));
       }
@@ -625,13 +630,15 @@ class Session::Impl {
 
   // How full the queue is, 0..1: of the room workers may use (queue_batches,
   // or, not deterministic, credits_per_worker per connected worker where
-  // that is less), and of queue_bytes. 1: workers wait for the trainer.
-  // mu_ held.
+  // that is less), and of queue_bytes; deterministic order counts held
+  // batches too. 1: workers wait for the trainer. mu_ held.
   double queue_fill_locked() const {
     const uint64_t per_worker = o_.deterministic ? o_.queue_batches : o_.credits_per_worker;
     const uint64_t room = std::max<uint64_t>(
         1, std::min<uint64_t>(o_.queue_batches, std::max<size_t>(1, per_worker_.size()) * per_worker));
-    return std::min(1.0, std::max(static_cast<double>(queue_.size()) / room,
+    // Held batches count: workers that are ahead of the awaited split are
+    // not what the trainer waits for.
+    return std::min(1.0, std::max(static_cast<double>(queue_.size() + reorder_.held()) / room,
                                   static_cast<double>(queue_bytes_) / std::max<uint64_t>(1, o_.queue_bytes)));
   }
 

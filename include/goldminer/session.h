@@ -122,7 +122,7 @@ struct SessionMetrics {
   uint64_t queue_bytes = 0;
   // 0..1: queued batches over the room workers may use (queue_batches,
   // or credits_per_worker per worker where less and not deterministic;
-  // held batches do not count), or queued bytes over
+  // held batches count), or queued bytes over
   // queue_bytes, whichever is more; 1: the workers wait for the trainer.
   double queue_fill = 0;
   double arrival_rate = 0;      // batches/s into the queue, this epoch
