@@ -614,7 +614,14 @@ class UcxEndpoint final : public Endpoint {
                   address_ + " that send junk or nothing are no longer reset");
       }
       ucp_ep_h h = nullptr;
-      if (ucp_ep_create(worker_, &ep, &h) != UCS_OK) continue;
+      if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &h); s != UCS_OK) {
+        // UCX 1.13 has already rejected and freed the request on its
+        // failure paths (rejecting it again would free it twice); a socket
+        // it leaves open is not a worker's, so the sweeper resets it.
+        log::info("goldminer: ucx: could not accept a connection from " + (client.empty() ? "?" : client) +
+                  " on " + address_ + ": " + ucs_status_string(s));
+        continue;
+      }
       const PeerId peer = next_peer_++;
       add_peer(peer, h, token);
       peers_[peer].client = client;
