@@ -10,7 +10,8 @@
 #include <functional>
 #include <deque>
 #include <mutex>
-#include <set>
+#include <map>
+#include <optional>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -56,12 +57,24 @@ struct Shared {
   bool draining = false;  // finish the batch in hand, return leases
   bool quit = false;      // producers exit now
   size_t busy = 0;        // producers working on a split
-  // Ordered (StreamConfig::ordered): the trainer delivers splits in id
-  // order, so the lowest split id in hand is the one it may be waiting
-  // for. Producers start it first and may always queue its batches; the
-  // connection thread sends them first.
+  // Ordered (StreamConfig::ordered): the trainer delivers splits in the
+  // epoch's order (LeaseGrant::rank), so the first split in hand in that
+  // order is the one it may be waiting for. Producers start it first and
+  // may always queue its batches; the connection thread sends them first.
   bool ordered = false;
-  std::set<uint64_t> in_hand;  // split ids leased and not yet finished or returned
+  // Splits leased and not yet finished or returned: (epoch, rank) -> id.
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> in_hand;
+  std::optional<uint64_t> first_in_hand() const {
+    if (in_hand.empty()) return std::nullopt;
+    return in_hand.begin()->second;
+  }
+  void release(uint64_t split_id) {
+    for (auto it = in_hand.begin(); it != in_hand.end(); ++it)
+      if (it->second == split_id) {
+        in_hand.erase(it);
+        return;
+      }
+  }
   std::function<void()> wake;  // wakes the connection thread's poll()
   // Room for a batch in the transport's shared memory (Endpoint::reserve).
   std::function<std::unique_ptr<wire::FrameStorage>(size_t)> reserve;
@@ -88,8 +101,9 @@ class Producer {
         if (s_->quit || s_->draining) return;
         auto next = s_->leases.begin();
         if (s_->ordered)
-          next = std::min_element(s_->leases.begin(), s_->leases.end(),
-                                  [](const auto& a, const auto& b) { return a.split_id < b.split_id; });
+          next = std::min_element(s_->leases.begin(), s_->leases.end(), [](const auto& a, const auto& b) {
+            return std::make_pair(a.epoch, a.rank) < std::make_pair(b.epoch, b.rank);
+          });
         lease = std::move(*next);
         s_->leases.erase(next);
         ++s_->busy;
@@ -112,13 +126,13 @@ class Producer {
   }
 
  private:
-  // Pushes `o` once the outbox has room (ordered: the lowest split in
+  // Pushes `o` once the outbox has room (ordered: the first split in
   // hand has twice the room, so that its batches need not wait behind
   // later splits' that have no credit yet); false if the worker is quitting.
   bool push(Outgoing o) {
     std::unique_lock<std::mutex> lock(s_->mu);
     s_->cv.wait(lock, [&] {
-      const bool first = s_->ordered && !s_->in_hand.empty() && *s_->in_hand.begin() == o.split_id;
+      const bool first = s_->ordered && s_->first_in_hand() == o.split_id;
       return s_->quit || s_->outbox.size() < (first ? 2 : 1) * s_->outbox_limit;
     });
     if (s_->quit) return false;
@@ -385,14 +399,14 @@ class Connection {
       return o.kind != Outgoing::Kind::kBatch || (credits > 0 && shared.in_flight.open(o.batch->frame_size()));
     };
     // The outbox entry to send next, or end() if none may go now: the
-    // front, or (ordered) the first batch of the lowest split in hand;
+    // front, or (ordered) the first batch of the first split in hand;
     // when that batch may not go, a front that needs no credit (a lease
     // return, an error) still may. shared.mu held.
     auto pick = [&]() {
       auto next = shared.outbox.begin();
-      if (shared.ordered && !shared.in_hand.empty()) {
+      if (const std::optional<uint64_t> head = shared.first_in_hand(); shared.ordered && head) {
         auto first = std::find_if(shared.outbox.begin(), shared.outbox.end(), [&](const Outgoing& x) {
-          return x.kind == Outgoing::Kind::kBatch && x.split_id == *shared.in_hand.begin();
+          return x.kind == Outgoing::Kind::kBatch && x.split_id == *head;
         });
         if (first != shared.outbox.end()) next = first;
       }
@@ -428,7 +442,7 @@ class Connection {
             if (requested > 0) --requested;
             ++in_hand;
             std::lock_guard<std::mutex> lock(shared.mu);
-            shared.in_hand.insert(g->split_id);
+            shared.in_hand[{g->epoch, g->rank}] = g->split_id;
             if (shared.draining) {  // granted before the trainer saw us drain
               Outgoing r;
               r.kind = Outgoing::Kind::kReturn;
@@ -465,7 +479,7 @@ class Connection {
         }
         shared.cv.notify_all();
       }
-      // Send what is ready, in order (ordered: the lowest split's batches
+      // Send what is ready, in order (ordered: the first split's batches
       // first); batches need a credit each.
       for (;;) {
         Outgoing o;
@@ -476,7 +490,7 @@ class Connection {
           o = std::move(*next);
           shared.outbox.erase(next);
           if (o.kind == Outgoing::Kind::kReturn || (o.kind == Outgoing::Kind::kBatch && o.last_of_split))
-            shared.in_hand.erase(o.split_id);
+            shared.release(o.split_id);
           shared.cv.notify_all();
         }
         if (o.kind == Outgoing::Kind::kError) {

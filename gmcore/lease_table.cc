@@ -45,17 +45,14 @@ void LeaseTable::start_epoch(uint32_t epoch) {
   pending_.clear();
   std::vector<size_t> order(splits_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (config_.deterministic_order) {
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return splits_[a].split.id < splits_[b].split.id; });
-  } else {
-    // Fisher-Yates with an explicit draw: the same order on every machine.
-    std::mt19937_64 rng(split_seed(config_.seed, epoch, UINT64_MAX));
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
-  }
+  // Fisher-Yates with an explicit draw: the same order on every machine.
+  std::mt19937_64 rng(split_seed(config_.seed, epoch, UINT64_MAX));
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
   epoch_order_.clear();
   for (size_t i : order) {
     splits_[i].phase = Phase::kPending;
     splits_[i].delivered = 0;
+    splits_[i].rank = epoch_order_.size();
     pending_.push_back(i);
     epoch_order_.push_back(splits_[i].split.id);
   }
@@ -112,9 +109,8 @@ Expected<size_t> LeaseTable::find(uint64_t split_id) const {
 void LeaseTable::make_pending(size_t i, bool first) {
   splits_[i].phase = Phase::kPending;
   if (config_.deterministic_order) {
-    auto at = std::lower_bound(pending_.begin(), pending_.end(), i, [&](size_t a, size_t b) {
-      return splits_[a].split.id < splits_[b].split.id;
-    });
+    auto at = std::lower_bound(pending_.begin(), pending_.end(), i,
+                               [&](size_t a, size_t b) { return splits_[a].rank < splits_[b].rank; });
     pending_.insert(at, i);
   } else if (first) {
     pending_.push_front(i);
@@ -131,7 +127,7 @@ std::optional<Lease> LeaseTable::grant(uint64_t worker, double now) {
   e.phase = Phase::kLeased;
   e.worker = worker;
   e.renewed = now;
-  return Lease{e.split, epoch_, split_seed(config_.seed, epoch_, e.split.id), e.delivered};
+  return Lease{e.split, epoch_, split_seed(config_.seed, epoch_, e.split.id), e.delivered, e.rank};
 }
 
 Expected<BatchVerdict> LeaseTable::accept_batch(uint64_t worker, uint64_t split_id, uint64_t sequence,

@@ -37,8 +37,9 @@ struct InputSplit {
 struct LeaseConfig {
   uint64_t seed = 0;
   double lease_timeout_s = 30;     // a lease not renewed for this long expires
-  // Splits in id order instead of shuffled; a split that becomes pending
-  // again (given back, its worker lost) takes its place in that order.
+  // Grants follow the epoch's order (Lease::rank): a split that becomes
+  // pending again (given back, its worker lost) takes its place in that
+  // order instead of going first or last.
   bool deterministic_order = false;
 };
 
@@ -47,6 +48,7 @@ struct Lease {
   uint32_t epoch = 0;
   uint64_t split_seed = 0;  // seeds the split's shuffle buffer and transforms
   uint64_t skip_batches = 0;  // already delivered: the worker may skip them
+  uint64_t rank = 0;  // the split's place in the epoch's order (epoch_order())
 };
 
 enum class BatchVerdict {
@@ -75,7 +77,8 @@ class LeaseTable {
   // Split ids must be unique.
   static Expected<LeaseTable> create(std::vector<InputSplit> splits, LeaseConfig config);
 
-  // Begins `epoch`: every split pending, in the epoch's order.
+  // Begins `epoch`: every split pending, in the epoch's order (shuffled
+  // with the seed and the epoch: the same order on every machine).
   void start_epoch(uint32_t epoch);
   // Resumes from a position taken with state() on the same splits.
   Status resume(const LeasePosition& position);
@@ -121,6 +124,7 @@ class LeaseTable {
     uint64_t worker = 0;
     double renewed = 0;
     uint64_t delivered = 0;  // batches delivered this epoch
+    uint64_t rank = 0;       // place in this epoch's order
   };
 
   LeaseTable(std::vector<InputSplit> splits, LeaseConfig config);

@@ -35,11 +35,18 @@ TEST(LeaseTableTest, EverySplitOnceInASeededOrderPerEpoch) {
   while (auto l = again->grant(9, 0)) replay.push_back(l->split.id);
   EXPECT_EQ(first, replay) << "same seed, same order";
 
+  EXPECT_EQ(t->epoch_order(), second);
+
+  // Deterministic order shuffles alike; each lease names its rank.
   c.deterministic_order = true;
-  auto ordered = LeaseTable::create(splits(5), c);
+  auto ordered = LeaseTable::create(splits(20), c);
   std::vector<uint64_t> ids;
-  while (auto l = ordered->grant(1, 0)) ids.push_back(l->split.id);
-  EXPECT_EQ(ids, (std::vector<uint64_t>{100, 101, 102, 103, 104}));
+  uint64_t rank = 0;
+  while (auto l = ordered->grant(1, 0)) {
+    ids.push_back(l->split.id);
+    EXPECT_EQ(l->rank, rank++);
+  }
+  EXPECT_EQ(ids, first);
 }
 
 TEST(LeaseTableTest, SplitSeedsDependOnSeedEpochAndSplit) {
@@ -211,30 +218,38 @@ TEST(LeaseTableTest, ResumeRefusesASplitNamedTwice) {
 }
 
 // With deterministic order a split that becomes pending again goes back
-// to its place in id order, not to the front; holder() and is_pending()
-// say where each split is.
-TEST(LeaseTableTest, DeterministicOrderKeepsPendingSplitsInIdOrder) {
+// to its place in the epoch's order, not to the front; holder() and
+// is_pending() say where each split is.
+TEST(LeaseTableTest, DeterministicOrderKeepsPendingSplitsInEpochOrder) {
   LeaseConfig c;
+  c.seed = 11;
   c.deterministic_order = true;
   auto t = LeaseTable::create(splits(5), c);
-  EXPECT_EQ(t->epoch_order(), (std::vector<uint64_t>{100, 101, 102, 103, 104}));
+  const std::vector<uint64_t> order = t->epoch_order();
+  ASSERT_EQ(order.size(), 5u);
+  EXPECT_NE(order, (std::vector<uint64_t>{100, 101, 102, 103, 104})) << "shuffled (seed 11)";
   auto a = t->grant(1, 0);
   auto b = t->grant(2, 0);
   auto d = t->grant(2, 0);
-  ASSERT_EQ(a->split.id, 100u);
-  ASSERT_EQ(b->split.id, 101u);
-  ASSERT_EQ(d->split.id, 102u);
-  EXPECT_EQ(t->holder(100), 1u);
-  EXPECT_EQ(t->holder(102), 2u);
-  EXPECT_FALSE(t->holder(103).has_value());
-  EXPECT_TRUE(t->is_pending(103));
-  ASSERT_TRUE(t->give_back(2, 102).ok());  // after 101, before 103
-  EXPECT_TRUE(t->is_pending(102));
-  EXPECT_EQ(t->drop_worker(1), std::vector<uint64_t>{100});
-  std::vector<uint64_t> next;
-  while (auto l = t->grant(3, 0)) next.push_back(l->split.id);
-  EXPECT_EQ(next, (std::vector<uint64_t>{100, 102, 103, 104}));
-  EXPECT_FALSE(t->is_pending(100));
+  ASSERT_EQ(a->split.id, order[0]);
+  ASSERT_EQ(b->split.id, order[1]);
+  ASSERT_EQ(d->split.id, order[2]);
+  EXPECT_EQ(d->rank, 2u);
+  EXPECT_EQ(t->holder(order[0]), 1u);
+  EXPECT_EQ(t->holder(order[2]), 2u);
+  EXPECT_FALSE(t->holder(order[3]).has_value());
+  EXPECT_TRUE(t->is_pending(order[3]));
+  ASSERT_TRUE(t->give_back(2, order[2]).ok());  // after order[1], before order[3]
+  EXPECT_TRUE(t->is_pending(order[2]));
+  EXPECT_EQ(t->drop_worker(1), std::vector<uint64_t>{order[0]});
+  std::vector<uint64_t> next, ranks;
+  while (auto l = t->grant(3, 0)) {
+    next.push_back(l->split.id);
+    ranks.push_back(l->rank);
+  }
+  EXPECT_EQ(next, (std::vector<uint64_t>{order[0], order[2], order[3], order[4]}));
+  EXPECT_EQ(ranks, (std::vector<uint64_t>{0, 2, 3, 4}));
+  EXPECT_FALSE(t->is_pending(order[0]));
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 // of the wire Program message:
 //   "batch_size=256\nshuffle_buffer=0\n\n" + dataset
 // with "ordered=1\n" before the blank line in deterministic order
-// (SessionOptions::deterministic): workers then work on and send their
-// lowest split id first, the split the trainer delivers next.
+// (SessionOptions::deterministic): workers then work on and send first
+// the split they hold that comes first in the epoch's order
+// (wire::LeaseGrant::rank), the one the trainer delivers next.
 #ifndef GOLDMINER_GMCORE_STREAM_CONFIG_H_
 #define GOLDMINER_GMCORE_STREAM_CONFIG_H_
 

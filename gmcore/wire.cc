@@ -304,6 +304,7 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       g.end = r.get<uint64_t>("end");
       if (r.ok() && g.end < g.begin) r.fail("end", std::to_string(g.end) + " is before begin " + std::to_string(g.begin), r.pos() - 8);
       g.offset = r.get<uint64_t>("offset");
+      g.rank = r.get<uint64_t>("rank");
       m = std::move(g);
       break;
     }
@@ -375,6 +376,7 @@ std::vector<uint8_t> encode(const Message& message) {
           body.put<uint64_t>(m.begin);
           body.put<uint64_t>(m.end);
           body.put<uint64_t>(m.offset);
+          body.put<uint64_t>(m.rank);
         } else if constexpr (std::is_same_v<T, LeaseReturn>) {
           type = MessageType::kLeaseReturn;
           body.put<uint64_t>(m.split_id);

@@ -29,7 +29,7 @@
 namespace goldminer::wire {
 
 constexpr uint32_t kMagic = 0x31574d47;  // "GMW1" read as little-endian u32
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;  // 2: LeaseGrant::rank
 constexpr size_t kFrameHeaderSize = 16;
 constexpr size_t kDataAlignment = 64;
 constexpr int kMaxDims = 8;
@@ -90,6 +90,7 @@ struct LeaseGrant {
   uint32_t file_index = 0;      // index into the reader config's file list
   uint64_t begin = 0, end = 0;  // record range [begin, end)
   uint64_t offset = 0;          // byte offset of record `begin`, per the reader
+  uint64_t rank = 0;            // the split's place in the epoch's order
 };
 struct LeaseReturn {
   uint64_t split_id = 0;

@@ -33,7 +33,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   Program q = round_trip(p);
   EXPECT_EQ(q.reader_config, p.reader_config);
   EXPECT_EQ(q.program, p.program) << "binary program bytes survive";
-  LeaseGrant g{42, 3, 0xdeadbeefcafeULL, 2, "/data/day_0.tsv", 7, 1000, 2000, 123456};
+  LeaseGrant g{42, 3, 0xdeadbeefcafeULL, 2, "/data/day_0.tsv", 7, 1000, 2000, 123456, 9};
   LeaseGrant h = round_trip(g);
   EXPECT_EQ(h.split_id, 42u);
   EXPECT_EQ(h.seed, 0xdeadbeefcafeULL);
@@ -42,6 +42,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(h.file_index, 7u);
   EXPECT_EQ(h.end, 2000u);
   EXPECT_EQ(h.offset, 123456u);
+  EXPECT_EQ(h.rank, 9u);
   EXPECT_EQ(round_trip(Credit{6}).batches, 6u);
   EXPECT_EQ(round_trip(LeaseRequest{5}).splits, 5u);
   EXPECT_EQ(round_trip(LeaseReturn{7, "sigterm"}).reason, "sigterm");
@@ -84,8 +85,8 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
   bad[0] = 'X';
   EXPECT_EQ(refusal(bad), "wire: frame: magic at byte 0: not a GoldMiner frame");
   bad = f;
-  bad[4] = 2;
-  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 2, this side speaks 1");
+  bad[4] = 1;  // before LeaseGrant::rank
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 2");
   bad = f;
   bad[6] = 99;
   EXPECT_EQ(refusal(bad), "wire: frame: type at byte 6: unknown message type 99");

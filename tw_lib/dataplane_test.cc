@@ -28,6 +28,7 @@
 
 #include "dw_daemon/worker.h"
 #include "gmcore/auth.h"
+#include "gmcore/lease_table.h"
 #include "gmcore/wire.h"
 #include "goldminer/session.h"
 #include "mpi_transport/transport.h"
@@ -851,28 +852,45 @@ TEST(SessionTest, QueueStaysWithinItsBoundWithManyWorkers) {
 }
 
 // Deterministic order with several workers of several threads: next()
-// returns the splits in id order, each split's batches in sequence, and
-// what the session holds stays near its bound: the queue's room, plus what
-// the worker holding the awaited split still sends of its other splits.
+// returns the splits in the lease table's seeded order for the epoch (a
+// new one each epoch), each split's batches in sequence, and what the
+// session holds stays near its bound: the queue's room, plus what the
+// worker holding the awaited split still sends of its other splits.
 TEST(SessionTest, DeterministicOrderWithManyWorkersAndThreads) {
   TempDir d;
   SessionOptions o = text_session(d, 20000, "local://session-ordered");
   o.batch_size = 10;
-  o.records_per_split = 100;  // 10 batches a split, 200 splits
+  o.records_per_split = 100;  // 10 batches a split, 200 splits (ids 0-199)
   o.deterministic = true;
+  o.seed = 5;
   o.local_workers = 4;
   o.local_worker_threads = 2;
   o.queue_batches = 8;
+  // The order the session's lease table draws (it depends on the seed and
+  // the number of splits only).
+  std::vector<InputSplit> ids;
+  for (uint64_t i = 0; i < 200; ++i) ids.push_back({i, "f", 0, 1});
+  LeaseConfig lc;
+  lc.seed = o.seed;
+  lc.deterministic_order = true;
+  auto plan = LeaseTable::create(ids, lc);
+  ASSERT_TRUE(plan.ok());
   auto s = Session::create(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    uint64_t split = 0, sequence = 0, samples = 0;
+  std::vector<uint64_t> first_order;
+  for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+    plan->start_epoch(epoch);
+    std::vector<uint64_t> order;  // splits as next() returned them
+    uint64_t sequence = 0, samples = 0;
     size_t most_held = 0, batches = 0;
     for (const SessionBatch& b : (*s)->epoch()) {
-      EXPECT_TRUE(b.split_id == split ? b.sequence == sequence : b.split_id == split + 1 && b.sequence == 0)
-          << "epoch " << epoch << ": split " << b.split_id << " batch " << b.sequence << " after split " << split
-          << " batch " << sequence;
-      split = b.split_id;
+      if (order.empty() || b.split_id != order.back()) {
+        EXPECT_TRUE(order.empty() || sequence == 10) << "epoch " << epoch << ": split " << order.back()
+                                                     << " left after " << sequence << " batches";
+        order.push_back(b.split_id);
+        sequence = 0;
+      }
+      EXPECT_EQ(b.sequence, sequence) << "epoch " << epoch << ": split " << b.split_id;
       sequence = b.sequence + 1;
       samples += b.samples;
       if (++batches % 16 == 0) {
@@ -883,12 +901,14 @@ TEST(SessionTest, DeterministicOrderWithManyWorkersAndThreads) {
     }
     ASSERT_TRUE((*s)->status().ok()) << (*s)->status().message();
     EXPECT_EQ(samples, 20000u);
-    EXPECT_EQ(split, 199u);
+    EXPECT_EQ(order, plan->epoch_order()) << "epoch " << epoch;
+    if (epoch == 0) first_order = order;
     // The room (8, at least one per worker) plus the awaited split's
     // holder's other splits (threads + 1 = 3 leases of 10 batches).
     EXPECT_LE(most_held, 8u + 3 * 10) << "epoch " << epoch;
     std::cerr << "epoch " << epoch << ": at most " << most_held << " batches queued or held\n";
   }
+  EXPECT_NE(plan->epoch_order(), first_order) << "shuffled anew each epoch";
 }
 
 // A batch the session refuses (here: no sample-id tensor) drops its

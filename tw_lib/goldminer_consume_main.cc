@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       ("seed", po::value(&o.seed)->default_value(0), "seed of the split order, shuffle buffer and transforms")
       ("shuffle-buffer", po::value(&o.shuffle_buffer)->default_value(0), "within-split shuffle buffer (samples)")
       ("deterministic", po::bool_switch(&o.deterministic),
-       "one batch order, the same every run: splits in file order, each in sequence")
+       "one batch order, the same every run: splits in the epoch's seeded order, each in sequence")
       ("records-per-split", po::value(&o.records_per_split)->default_value(0), "0: 16 batches")
       ("max-bad-records", po::value(&o.max_bad_records)->default_value(0),
        "corrupt records skipped (and counted) per epoch before it is an error")

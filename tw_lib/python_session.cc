@@ -67,10 +67,10 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
   seed             seed of the split order, the shuffle buffer and the programs' random
                    ops. Default: the resume position's seed, else 0.
   shuffle_buffer   within-split shuffle buffer (samples); 0 keeps record order.
-  deterministic    one batch order, the same in every run: splits in file order, each
-                   split's batches in sequence, whatever the workers (batches that come
-                   early wait for earlier ones). Without it, splits are shuffled per epoch
-                   and batches of different splits interleave as workers finish them.
+  deterministic    one batch order, the same in every run with the same seed: splits in
+                   the epoch's shuffled order, each split's batches in sequence, whatever
+                   the workers (batches that come early wait for earlier ones). Without
+                   it, batches of different splits interleave as workers finish them.
   records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it

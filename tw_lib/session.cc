@@ -567,6 +567,7 @@ class Session::Impl {
     g.begin = lease->split.begin;
     g.end = lease->split.end;
     g.offset = lease->split.offset;
+    g.rank = lease->rank;
     send(peer, g);
     return true;
   }

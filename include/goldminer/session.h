@@ -48,8 +48,9 @@ struct SessionOptions {
   uint32_t batch_size = 256;
   uint32_t shuffle_buffer = 0;   // within-split shuffle buffer (samples); 0: record order
   uint64_t seed = 0;
-  // One delivery order, the same in every run: splits in file order (not
-  // shuffled per epoch), each split's batches in sequence, whatever the
+  // One delivery order, the same in every run with the same seed: splits
+  // in the epoch's order (LeaseTable::epoch_order(), shuffled per epoch
+  // as without it), each split's batches in sequence, whatever the
   // number of workers and threads and through worker loss. Batches that
   // come early wait for the earlier ones (SessionMetrics::held_batches).
   // Without it each split's batches are the same in every run too, but
