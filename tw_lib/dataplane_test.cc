@@ -783,14 +783,18 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
   TempDir d;
   SessionOptions o = text_session(d, 1000, "local://session-test");
   o.local_workers = 2;
+  o.records_per_split = 300;  // 300, 300, 300, 100: 5 + 5 + 5 + 2 batches of up to 64
   auto s = Session::create(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ((*s)->batches_per_epoch(), 17u);
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::set<int64_t> records;
+    uint64_t batches = 0;
     for (;;) {
       auto b = (*s)->next();
       ASSERT_TRUE(b.ok()) << b.status().message();
       if (!b->has_value()) break;
+      ++batches;
       const SessionBatch& batch = **b;
       EXPECT_EQ(batch.epoch, static_cast<uint32_t>(epoch));
       ASSERT_EQ(batch.tensors.size(), 2u) << "text: data + lengths";
@@ -805,6 +809,7 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
       }
     }
     EXPECT_EQ(records.size(), 1000u);
+    EXPECT_EQ(batches, (*s)->batches_per_epoch());
     SessionMetrics m = (*s)->metrics();
     EXPECT_EQ(m.workers, 2u);
   }

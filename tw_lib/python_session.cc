@@ -119,6 +119,9 @@ Methods and attributes:
                    workers (under Slurm: examples/dataplane-job.sh).
   address          where workers connect (give it to goldminer-dw as GOLDMINER_TRAINER).
   total_records, files, records_per_file, worker_pids (the goldminer-dw this session started).
+  len(session)     batches per epoch, as a DataLoader's len(): each split's records cut into
+                   batch_size batches (a split's last one may be smaller); fewer when
+                   corrupt records are skipped (max_bad_records).
   close()          ends the session and stops the workers it started (SIGTERM while the
                    session still answers, then waits; SIGKILL after 10 s); also on `with`
                    exit and when the object is collected. Later calls raise RuntimeError.
@@ -524,6 +527,7 @@ class PySession {
   }
   std::string address() { return session().address(); }
   uint64_t total_records() { return session().total_records(); }
+  uint64_t batches_per_epoch() { return session().batches_per_epoch(); }
   std::vector<std::string> files() { return session().files(); }
   std::vector<uint64_t> records_per_file() { return session().records_per_file(); }
   std::vector<int> worker_pids() const { return std::vector<int>(pids_.begin(), pids_.end()); }
@@ -625,6 +629,7 @@ PYBIND11_MODULE(_session, m) {
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
            py::arg("secret") = py::none())
       .def("__iter__", [](py::object self) { return self; })
+      .def("__len__", &gm::PySession::batches_per_epoch, "Batches per epoch (fewer when corrupt records are skipped).")
       .def("__next__", &gm::PySession::next, "The next batch of this epoch; StopIteration at its end.")
       .def("state", &gm::PySession::state, "The data position: {epoch, seed, done, partial}.")
       .def("metrics", &gm::PySession::metrics, "The session's counters as a dict.")

@@ -185,6 +185,11 @@ class Session::Impl {
   uint64_t total_records() const { return plan_.total_records; }
   const std::vector<std::string>& files() const { return plan_.config.files; }
   const std::vector<uint64_t>& records_per_file() const { return plan_.records_per_file; }
+  uint64_t batches_per_epoch() const {
+    uint64_t n = 0;
+    for (const readers::SplitRange& r : plan_.splits) n += (r.records + o_.batch_size - 1) / o_.batch_size;
+    return n;
+  }
 
   Expected<std::optional<SessionBatch>> next(const std::function<bool()>& interrupted) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -861,6 +866,7 @@ std::string Session::address() const { return impl_->address(); }
 uint64_t Session::total_records() const { return impl_->total_records(); }
 const std::vector<std::string>& Session::files() const { return impl_->files(); }
 const std::vector<uint64_t>& Session::records_per_file() const { return impl_->records_per_file(); }
+uint64_t Session::batches_per_epoch() const { return impl_->batches_per_epoch(); }
 const char* const Session::kInterrupted = "interrupted while waiting for a batch";
 
 Expected<std::optional<SessionBatch>> Session::next() { return impl_->next({}); }

@@ -150,6 +150,12 @@ class Session {
   uint64_t total_records() const;
   const std::vector<std::string>& files() const;
   const std::vector<uint64_t>& records_per_file() const;
+  // Batches next() returns in an epoch (a DataLoader's len()): each split's
+  // records cut into batch_size batches, a split's last one possibly
+  // smaller. Fewer when corrupt records are skipped (max_bad_records): a
+  // batch waits for batch_size good records, and a split of only corrupt
+  // records gives none.
+  uint64_t batches_per_epoch() const;
 
   // The next batch of the current epoch, waiting for it; nothing at the end
   // of the epoch (the next call starts the following epoch). An error is

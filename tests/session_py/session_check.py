@@ -233,7 +233,8 @@ def check_zerocopy(folder, transport):
             check(ids.data_ptr() != batch[0].data_ptr(), "sample ids alias the data")
             if held is None:
                 held = (batch, ids, [t.clone() for t in batch], ids.clone())
-    print("batches %d" % batches)
+    print("batches %d, len(session) %d per epoch" % (batches, len(s)))
+    check(batches == 2 * len(s), "2 epochs gave %d batches, len(session) says %d each" % (batches, len(s)))
     print("one storage per batch: yes")
     print("64-byte aligned: yes")
     batch, ids, copies, id_copy = held
