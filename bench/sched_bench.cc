@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "gmcore/dw_allocation.h"
-#include "gmcore/placement.h"
+#include "sched/dw_allocation.h"
+#include "sched/placement.h"
 
 using namespace goldminer;
 

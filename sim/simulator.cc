@@ -12,9 +12,9 @@
 #include <random>
 #include <set>
 
-#include "gmcore/autosizer.h"
-#include "gmcore/dw_allocation.h"
-#include "gmcore/placement.h"
+#include "sched/autosizer.h"
+#include "sched/dw_allocation.h"
+#include "sched/placement.h"
 #include "sim/random.h"
 
 namespace goldminer::sim {

@@ -315,7 +315,7 @@ class Session::Impl {
   };
 
   // Every interval: the queue's metrics over the interval to the
-  // controller, and what it says done (gmcore/elastic.h).
+  // controller, and what it says done (sched/elastic.h).
   void elastic_loop() {
     const ElasticSetup& e = o_.elastic;
     ElasticController controller(e.config, e.launcher.get(), now());

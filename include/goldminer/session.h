@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "dw_daemon/program.h"
-#include "gmcore/elastic.h"
+#include "sched/elastic.h"
 #include "gmcore/lease_table.h"
 #include "gmcore/status.h"
 #include "gmcore/wire.h"
@@ -82,7 +82,7 @@ struct SessionOptions {
   dw::ProgramLoader program_loader;  // how local workers load `program`
   // Elastic workers: with a launcher, every elastic.interval_s the session
   // measures its queue over the interval and grows or shrinks its workers
-  // within elastic.config's bounds (gmcore/elastic.h); at its end it
+  // within elastic.config's bounds (sched/elastic.h); at its end it
   // stops those the launcher started. No launcher: the workers that come.
   ElasticSetup elastic;
 

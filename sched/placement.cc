@@ -1,4 +1,4 @@
-#include "gmcore/placement.h"
+#include "sched/placement.h"
 
 #include <algorithm>
 #include <cmath>

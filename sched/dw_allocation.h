@@ -9,8 +9,8 @@
 // R/s(k) - R/s(k+1) seconds, per milli-CPU it holds. Values fall with k, so
 // giving CPUs to the highest marginal values first (water-filling) is
 // optimal for this separable convex objective.
-#ifndef GOLDMINER_GMCORE_DW_ALLOCATION_H_
-#define GOLDMINER_GMCORE_DW_ALLOCATION_H_
+#ifndef GOLDMINER_SCHED_DW_ALLOCATION_H_
+#define GOLDMINER_SCHED_DW_ALLOCATION_H_
 
 #include <cstdint>
 #include <vector>
@@ -40,4 +40,4 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
 
 }  // namespace goldminer
 
-#endif  // GOLDMINER_GMCORE_DW_ALLOCATION_H_
+#endif  // GOLDMINER_SCHED_DW_ALLOCATION_H_

@@ -4,8 +4,8 @@
 // would be put to use; shrinks when the queue stays full and one worker
 // fewer still keeps the trainer busy. Acts only after `patience`
 // consecutive observations agree (hysteresis), within [min, max].
-#ifndef GOLDMINER_GMCORE_AUTOSIZER_H_
-#define GOLDMINER_GMCORE_AUTOSIZER_H_
+#ifndef GOLDMINER_SCHED_AUTOSIZER_H_
+#define GOLDMINER_SCHED_AUTOSIZER_H_
 
 namespace goldminer {
 
@@ -47,4 +47,4 @@ class Autosizer {
 
 }  // namespace goldminer
 
-#endif  // GOLDMINER_GMCORE_AUTOSIZER_H_
+#endif  // GOLDMINER_SCHED_AUTOSIZER_H_

@@ -1,4 +1,4 @@
-#include "gmcore/elastic.h"
+#include "sched/elastic.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,33 +1,20 @@
 /*
- * select/goldminer_cons_tres: the select plugin slurmctld loads as
- * SelectType=select/goldminer_cons_tres. For now it delegates every call to
- * Slurm's own select/cons_tres (dlopen'ed from PluginDir) and, with
- * DebugFlags=SelectType, logs each job_test decision. GoldMiner's placement
- * policy (CPU reserve per GPU, data workers on stranded CPUs) will hook into
- * select_p_job_test here, with the policy itself in the Slurm-free core.
+ * select/goldminer_cons_tres on Slurm 22.05: the release's select ops
+ * table. Every select_p_* but job_test delegates to cons_tres (loaded by
+ * cons_tres.c); those that change allocations tell the job_test view
+ * (gm_usage_changed); job_test goes through the release-independent
+ * gm_job_test (goldminer_job_test.c) with 22.05's arguments behind
+ * struct gm_call (shim.h says how to add a release).
  *
- * Written in C: Slurm's internal headers do not compile as C++. Every
- * function only converts Slurm values, calls cons_tres or the core, and maps
- * the result back (STYLE.md §1-2). If cons_tres cannot be loaded, init fails
- * and slurmctld reports it; no call ever reaches a missing function.
+ * Written in C: Slurm's internal headers do not compile as C++ (STYLE.md
+ * §1-2); the policy is in the Slurm-free core (sched/select_decision.h).
  */
-#include "config.h"
-
-#include <dlfcn.h>
-#include <limits.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
+#include "select_plugin/shim.h"
 
 #include "src/common/slurm_xlator.h"
-#include "src/common/bitstring.h"
 #include "src/common/node_conf.h"
+#include "src/common/run_in_daemon.h"
 #include "src/common/select.h"
-#include "src/common/xmalloc.h"
-#include "src/common/xstring.h"
-#include "src/slurmctld/slurmctld.h"
-
-#include "gmcore/select_decision.h"
 
 const char plugin_name[] = "GoldMiner select plugin (wraps cons_tres)";
 const char plugin_type[] = "select/goldminer_cons_tres";
@@ -59,84 +46,28 @@ static const char *const cons_tres_syms[] = {
 };
 
 static slurm_select_ops_t cons_tres;
-static void *cons_tres_handle;
-static int (*cons_tres_fini)(void);
-
-/* Finds select_cons_tres.so in PluginDir (a colon list). */
-static int _find_cons_tres(char *path, size_t len)
-{
-	char *dirs = xstrdup(slurm_conf.plugindir), *save = NULL, *dir;
-	int found = 0;
-
-	for (dir = strtok_r(dirs, ":", &save); dir && !found;
-	     dir = strtok_r(NULL, ":", &save)) {
-		snprintf(path, len, "%s/select_cons_tres.so", dir);
-		found = (access(path, R_OK) == 0);
-	}
-	xfree(dirs);
-	return found;
-}
 
 extern int init(void)
 {
-	char path[PATH_MAX];
-	void **slots = (void **) &cons_tres;
-	int (*cons_tres_init)(void);
-	bool already_loaded;
-	size_t i, n = sizeof(cons_tres_syms) / sizeof(cons_tres_syms[0]);
+	size_t n = sizeof(cons_tres_syms) / sizeof(cons_tres_syms[0]);
 
 	if (n * sizeof(void *) != sizeof(cons_tres)) {
 		error("%s: symbol table does not match slurm_select_ops_t",
 		      plugin_type);
 		return SLURM_ERROR;
 	}
-	if (!_find_cons_tres(path, sizeof(path))) {
-		error("%s: select_cons_tres.so not found in PluginDir %s",
-		      plugin_type, slurm_conf.plugindir);
+	if (gm_load_cons_tres(cons_tres_syms, (void **) &cons_tres, n))
 		return SLURM_ERROR;
-	}
-	/* If Slurm's plugrack loaded it already, it also ran its init. */
-	already_loaded = dlopen(path, RTLD_LAZY | RTLD_NOLOAD) != NULL;
-	if (already_loaded)
-		dlclose(dlopen(path, RTLD_LAZY | RTLD_NOLOAD));
-	cons_tres_handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
-	if (!cons_tres_handle) {
-		error("%s: dlopen %s: %s", plugin_type, path, dlerror());
-		return SLURM_ERROR;
-	}
-	for (i = 0; i < n; i++) {
-		slots[i] = dlsym(cons_tres_handle, cons_tres_syms[i]);
-		if (!slots[i]) {
-			error("%s: %s lacks %s", plugin_type, path,
-			      cons_tres_syms[i]);
-			dlclose(cons_tres_handle);
-			cons_tres_handle = NULL;
-			return SLURM_ERROR;
-		}
-	}
-	if (!already_loaded) {
-		cons_tres_init = dlsym(cons_tres_handle, "init");
-		cons_tres_fini = dlsym(cons_tres_handle, "fini");
-		if (cons_tres_init && cons_tres_init() != SLURM_SUCCESS) {
-			error("%s: init of %s failed", plugin_type, path);
-			dlclose(cons_tres_handle);
-			cons_tres_handle = NULL;
-			return SLURM_ERROR;
-		}
-	}
-	/* Clients (sinfo, scontrol) load select plugins too: stay quiet. */
-	verbose("%s loaded, delegating to %s", plugin_type, path);
+	/* Clients (sinfo, scontrol, slurmd) load select plugins too. */
+	if (running_in_slurmctld())
+		gm_load_settings();
 	return SLURM_SUCCESS;
 }
 
 extern int fini(void)
 {
-	if (cons_tres_fini)
-		cons_tres_fini();
-	cons_tres_fini = NULL;
-	if (cons_tres_handle)
-		dlclose(cons_tres_handle);
-	cons_tres_handle = NULL;
+	gm_free_settings();
+	gm_unload_cons_tres();
 	return SLURM_SUCCESS;
 }
 
@@ -147,45 +78,68 @@ extern int select_p_state_save(char *dir_name)
 
 extern int select_p_state_restore(char *dir_name)
 {
+	gm_usage_changed();
 	return cons_tres.state_restore(dir_name);
 }
 
 extern int select_p_job_init(List job_list)
 {
+	gm_usage_changed();
 	return cons_tres.job_init(job_list);
 }
 
 extern int select_p_node_init(void)
 {
+	gm_usage_changed();
 	return cons_tres.node_init();
 }
 
-/* Logs one decision when DebugFlags=SelectType is set. */
-static void _log_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
-			  uint32_t min_nodes, uint32_t max_nodes,
-			  uint32_t req_nodes, uint16_t mode, int candidates,
-			  int rc)
-{
-	struct gm_job_test_record record = { 0 };
-	char line[1024];
-	char *selected = NULL;
+/* 22.05 passes the cores to exclude (advanced reservations) as one
+ * bitmap over every core of the cluster (cr_get_coremap_offset). */
+struct gm_call {
+	job_record_t *job_ptr;
+	uint32_t min_nodes, max_nodes, req_nodes;
+	uint16_t mode;
+	List *preemptee_job_list;
+	bitstr_t *exc_core_bitmap;
+};
 
-	record.job_id = job_ptr->job_id;
-	record.het_job_id = job_ptr->het_job_id;
-	record.het_job_offset = job_ptr->het_job_offset;
-	record.mode = mode & SELECT_MODE_BASE;	/* without the flag bits */
-	record.min_nodes = min_nodes;
-	record.max_nodes = max_nodes;
-	record.req_nodes = req_nodes;
-	record.candidate_nodes = candidates;
-	record.rc = rc;
-	if (rc == SLURM_SUCCESS)
-		selected = bitmap2node_name(node_bitmap);
-	record.selected = selected;
-	record.gres = job_ptr->tres_per_node;
-	gm_format_job_test(&record, line, sizeof(line));
-	info("%s: %s", plugin_type, line);
-	xfree(selected);
+bool gm_shim_core_excluded(const struct gm_call *call, int node_inx, int core)
+{
+	return call->exc_core_bitmap &&
+	       bit_test(call->exc_core_bitmap,
+			cr_get_coremap_offset(node_inx) + core);
+}
+
+int gm_shim_cons_tres_job_test(struct gm_call *call, bitstr_t *node_bitmap,
+			       bitstr_t **hidden, List preemptee_candidates)
+{
+	bitstr_t *exc = call->exc_core_bitmap;
+	int rc, i, c;
+
+	if (hidden) {
+		exc = call->exc_core_bitmap ?
+			bit_copy(call->exc_core_bitmap) :
+			bit_alloc(cr_get_coremap_offset(node_record_count));
+		for (i = 0; i < node_record_count; i++) {
+			uint32_t offset;
+
+			if (!hidden[i])
+				continue;
+			offset = cr_get_coremap_offset(i);
+			for (c = bit_ffs(hidden[i]); c >= 0 &&
+			     c < bit_size(hidden[i]); c++)
+				if (bit_test(hidden[i], c))
+					bit_set(exc, offset + c);
+		}
+	}
+	rc = cons_tres.job_test(call->job_ptr, node_bitmap, call->min_nodes,
+				call->max_nodes, call->req_nodes, call->mode,
+				preemptee_candidates, call->preemptee_job_list,
+				exc);
+	if (exc != call->exc_core_bitmap)
+		FREE_NULL_BITMAP(exc);
+	return rc;
 }
 
 extern int select_p_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
@@ -195,21 +149,20 @@ extern int select_p_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 			     List *preemptee_job_list,
 			     bitstr_t *exc_core_bitmap)
 {
-	bool trace = slurm_conf.debug_flags & DEBUG_FLAG_SELECT_TYPE;
-	int candidates = trace ? bit_set_count(node_bitmap) : 0;
-	int rc = cons_tres.job_test(job_ptr, node_bitmap, min_nodes,
-				    max_nodes, req_nodes, mode,
-				    preemptee_candidates, preemptee_job_list,
-				    exc_core_bitmap);
+	struct gm_call call = {
+		.job_ptr = job_ptr, .min_nodes = min_nodes,
+		.max_nodes = max_nodes, .req_nodes = req_nodes, .mode = mode,
+		.preemptee_job_list = preemptee_job_list,
+		.exc_core_bitmap = exc_core_bitmap,
+	};
 
-	if (trace)
-		_log_job_test(job_ptr, node_bitmap, min_nodes, max_nodes,
-			      req_nodes, mode, candidates, rc);
-	return rc;
+	return gm_job_test(job_ptr, node_bitmap, min_nodes, max_nodes,
+			   req_nodes, mode, preemptee_candidates, &call);
 }
 
 extern int select_p_job_begin(job_record_t *job_ptr)
 {
+	gm_usage_changed();
 	return cons_tres.job_begin(job_ptr);
 }
 
@@ -221,12 +174,14 @@ extern int select_p_job_ready(job_record_t *job_ptr)
 extern int select_p_job_expand(job_record_t *from_job_ptr,
 			       job_record_t *to_job_ptr)
 {
+	gm_usage_changed();
 	return cons_tres.job_expand(from_job_ptr, to_job_ptr);
 }
 
 extern int select_p_job_resized(job_record_t *job_ptr,
 				node_record_t *node_ptr)
 {
+	gm_usage_changed();
 	return cons_tres.job_resized(job_ptr, node_ptr);
 }
 
@@ -237,16 +192,19 @@ extern int select_p_job_signal(job_record_t *job_ptr, int signal)
 
 extern int select_p_job_fini(job_record_t *job_ptr)
 {
+	gm_usage_changed();
 	return cons_tres.job_fini(job_ptr);
 }
 
 extern int select_p_job_suspend(job_record_t *job_ptr, bool indf_susp)
 {
+	gm_usage_changed();
 	return cons_tres.job_suspend(job_ptr, indf_susp);
 }
 
 extern int select_p_job_resume(job_record_t *job_ptr, bool indf_susp)
 {
+	gm_usage_changed();
 	return cons_tres.job_resume(job_ptr, indf_susp);
 }
 
@@ -375,11 +333,15 @@ extern int select_p_get_info_from_plugin(enum select_plugindata_info dinfo,
 
 extern int select_p_update_node_config(int index)
 {
+	gm_usage_changed();
 	return cons_tres.update_node_config(index);
 }
 
 extern int select_p_reconfigure(void)
 {
+	gm_usage_changed();
+	if (running_in_slurmctld())
+		gm_load_settings();
 	return cons_tres.reconfigure();
 }
 

@@ -6,8 +6,8 @@
 // GPU nodes whose GPUs are all busy (their spare CPUs are otherwise
 // stranded), then on CPU-only nodes, last on GPU nodes with free GPUs.
 // Units: milli-CPU and milli-GPU, as Kubernetes and the Alibaba traces use.
-#ifndef GOLDMINER_GMCORE_PLACEMENT_H_
-#define GOLDMINER_GMCORE_PLACEMENT_H_
+#ifndef GOLDMINER_SCHED_PLACEMENT_H_
+#define GOLDMINER_SCHED_PLACEMENT_H_
 
 #include <cstdint>
 #include <vector>
@@ -62,4 +62,4 @@ Expected<std::vector<uint64_t>> workers_to_preempt(const NodeResources& node, in
 
 }  // namespace goldminer
 
-#endif  // GOLDMINER_GMCORE_PLACEMENT_H_
+#endif  // GOLDMINER_SCHED_PLACEMENT_H_

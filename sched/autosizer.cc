@@ -1,4 +1,4 @@
-#include "gmcore/autosizer.h"
+#include "sched/autosizer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "gmcore/dw_allocation.h"
+#include "sched/dw_allocation.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "gmcore/elastic.h"
+#include "sched/elastic.h"
 
 #include <gtest/gtest.h>
 

@@ -13,8 +13,8 @@
 //   drain_workers(Step::drain) <--- Step       -- cancel --> scancel (pending)
 //   ~Session ----------------------------------- end() ----> scancel (pending),
 //                                                            scancel -s TERM (running)
-#ifndef GOLDMINER_GMCORE_ELASTIC_H_
-#define GOLDMINER_GMCORE_ELASTIC_H_
+#ifndef GOLDMINER_SCHED_ELASTIC_H_
+#define GOLDMINER_SCHED_ELASTIC_H_
 
 #include <cstdint>
 #include <functional>
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "gmcore/autosizer.h"
+#include "sched/autosizer.h"
 #include "gmcore/companion_job.h"
 #include "gmcore/status.h"
 #include "gmcore/subprocess.h"
@@ -134,4 +134,4 @@ Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& 
 
 }  // namespace goldminer
 
-#endif  // GOLDMINER_GMCORE_ELASTIC_H_
+#endif  // GOLDMINER_SCHED_ELASTIC_H_

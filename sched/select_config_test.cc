@@ -1,0 +1,75 @@
+#include "sched/select_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include <unistd.h>
+
+namespace goldminer {
+namespace {
+
+TEST(SelectConfigTest, DefaultsWhenEmpty) {
+  auto c = parse_select_config("# nothing set\n\n", "/etc/slurm/goldminer.conf");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->reserve_cpus_per_gpu, 1.0);
+  EXPECT_EQ(c->mode, SelectConfig::Mode::kEnforce);
+  EXPECT_FALSE(c->inject_fault);
+}
+
+TEST(SelectConfigTest, ReadsKeysWithSpacesAndComments) {
+  auto c = parse_select_config(" reserve_cpus_per_gpu = 2.5  # per GPU\nmode=observe\ninject_fault=decision\n", "g.conf");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->reserve_cpus_per_gpu, 2.5);
+  EXPECT_EQ(c->mode, SelectConfig::Mode::kObserve);
+  EXPECT_TRUE(c->inject_fault);
+}
+
+TEST(SelectConfigTest, ErrorsNameFileLineKeyAndReason) {
+  auto bad_value = parse_select_config("mode=observe\nreserve_cpus_per_gpu=-1\n", "/e/goldminer.conf");
+  ASSERT_FALSE(bad_value.ok());
+  EXPECT_EQ(bad_value.status().message(),
+            "/e/goldminer.conf:2: reserve_cpus_per_gpu: invalid value '-1': expected a number from 0 to 1024");
+  auto unknown = parse_select_config("\nreserve=1\n", "g.conf");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message().rfind("g.conf:2: reserve: unknown key (known: ", 0), 0u)
+      << unknown.status().message();
+  auto twice = parse_select_config("mode=observe\nmode=enforce\n", "g.conf");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "g.conf:2: mode: given more than once (first on line 1)");
+  auto no_eq = parse_select_config("mode observe\n", "g.conf");
+  ASSERT_FALSE(no_eq.ok());
+  EXPECT_EQ(no_eq.status().message(), "g.conf:1: 'mode observe': expected key=value");
+  auto choice = parse_select_config("mode=strict\n", "g.conf");
+  ASSERT_FALSE(choice.ok());
+  EXPECT_NE(choice.status().message().find("g.conf:1: mode: invalid value 'strict'"), std::string::npos);
+  for (const char* junk : {"reserve_cpus_per_gpu=1x", "reserve_cpus_per_gpu=", "reserve_cpus_per_gpu=nan"})
+    EXPECT_FALSE(parse_select_config(junk, "g.conf").ok()) << junk;
+}
+
+TEST(SelectConfigTest, AbsentFileGivesDefaultsUnreadableFileIsAnError) {
+  auto absent = load_select_config("/nonexistent-dir-goldminer/goldminer.conf");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_DOUBLE_EQ(absent->reserve_cpus_per_gpu, 1.0);
+  auto dir = load_select_config("/");
+  EXPECT_FALSE(dir.ok());
+  char path[] = "/tmp/goldminer-conf-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string text = "reserve_cpus_per_gpu=0\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  auto loaded = load_select_config(path);
+  std::remove(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_DOUBLE_EQ(loaded->reserve_cpus_per_gpu, 0.0);
+}
+
+TEST(SelectConfigTest, PathIsBesideSlurmConf) {
+  EXPECT_EQ(select_config_path("/etc/slurm/slurm.conf"), "/etc/slurm/goldminer.conf");
+  EXPECT_EQ(select_config_path("slurm.conf"), "goldminer.conf");
+}
+
+}  // namespace
+}  // namespace goldminer

@@ -1,0 +1,129 @@
+#include "sched/select_decision.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+TEST(SelectDecisionTest, DescribesSuccessfulHetComponent) {
+  gm_job_test_record r{};
+  r.job_id = 12;
+  r.het_job_id = 11;
+  r.het_job_offset = 1;
+  r.mode = GM_MODE_RUN_NOW;
+  r.min_nodes = r.max_nodes = r.req_nodes = 1;
+  r.candidate_nodes = 2;
+  r.selected = "c1";
+  char buf[256];
+  size_t n = gm_format_job_test(&r, buf, sizeof(buf));
+  EXPECT_EQ(std::string(buf),
+            "job_test job 12 (het 11+1) mode run_now nodes 1-1 candidates 2 -> selected c1");
+  EXPECT_EQ(n, std::string(buf).size());
+}
+
+TEST(SelectDecisionTest, DescribesRefusalWithGres) {
+  gm_job_test_record r{};
+  r.job_id = 5;
+  r.mode = GM_MODE_WILL_RUN;
+  r.min_nodes = 1;
+  r.max_nodes = 2;
+  r.req_nodes = 2;
+  r.gres = "gres/gpu:4";
+  r.candidate_nodes = 4;
+  r.rc = 2014;
+  char buf[256];
+  gm_format_job_test(&r, buf, sizeof(buf));
+  EXPECT_EQ(std::string(buf),
+            "job_test job 5 mode will_run nodes 1-2 req 2 gres gres/gpu:4 candidates 4 -> refused "
+            "rc 2014");
+}
+
+TEST(SelectDecisionTest, TruncatesLikeSnprintf) {
+  gm_job_test_record r{};
+  r.job_id = 123456;
+  char buf[10];
+  size_t n = gm_format_job_test(&r, buf, sizeof(buf));
+  EXPECT_EQ(std::string(buf), "job_test ");
+  EXPECT_GT(n, sizeof(buf));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(SelectDecisionTest, PlanThroughTheCInterface) {
+  char err[256] = "";
+  gm_select_config* config = gm_select_config_load("/nonexistent-goldminer/slurm.conf", err, sizeof(err));
+  ASSERT_NE(config, nullptr) << err;
+  char text[128];
+  gm_select_config_describe(config, text, sizeof(text));
+  EXPECT_EQ(std::string(text), "reserve_cpus_per_gpu=1 mode=enforce");
+  EXPECT_EQ(gm_select_config_observe(config), 0);
+  gm_node_usage nodes[2] = {{8, 8, 1, 4, 4}, {8, 4, 1, 4, 0}};
+  gm_node_plan plan[2];
+  gm_plan_summary summary;
+  ASSERT_EQ(gm_plan_job_test(config, GM_JOB_DATA_WORKER, GM_MODE_RUN_NOW, nodes, 2, plan, &summary, err,
+                             sizeof(err)),
+            0)
+      << err;
+  EXPECT_EQ(plan[0].hidden_cores, 4u);
+  EXPECT_EQ(plan[0].tier, 2);
+  EXPECT_EQ(plan[1].tier, 0);
+  EXPECT_EQ(summary.tiers, 3);
+  // Bad arguments are errors, not crashes.
+  EXPECT_EQ(gm_plan_job_test(config, 7, GM_MODE_RUN_NOW, nodes, 2, plan, &summary, err, sizeof(err)), -1);
+  EXPECT_EQ(std::string(err), "internal error: bad job kind");
+  EXPECT_EQ(gm_plan_job_test(nullptr, GM_JOB_CPU, GM_MODE_RUN_NOW, nodes, 2, plan, &summary, err, sizeof(err)), -1);
+  gm_select_config_free(config);
+}
+
+TEST(SelectDecisionTest, InjectedFaultIsAnErrorValueNotAnException) {
+  char dir[] = "/tmp/goldminer-select-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string conf = std::string(dir) + "/goldminer.conf";
+  FILE* f = std::fopen(conf.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("inject_fault=decision\n", f);
+  std::fclose(f);
+  char err[256] = "";
+  gm_select_config* config = gm_select_config_load((std::string(dir) + "/slurm.conf").c_str(), err, sizeof(err));
+  ASSERT_NE(config, nullptr) << err;
+  gm_node_usage nodes[1] = {{8, 8, 1, 4, 4}};
+  gm_node_plan plan[1];
+  gm_plan_summary summary;
+  EXPECT_EQ(gm_plan_job_test(config, GM_JOB_CPU, GM_MODE_RUN_NOW, nodes, 1, plan, &summary, err, sizeof(err)), -1);
+  EXPECT_EQ(std::string(err), "internal error: fault injected (inject_fault=decision)");
+  gm_select_config_free(config);
+  // A bad file: NULL and the file, line and reason.
+  f = std::fopen(conf.c_str(), "w");
+  std::fputs("mode=sometimes\n", f);
+  std::fclose(f);
+  EXPECT_EQ(gm_select_config_load((std::string(dir) + "/slurm.conf").c_str(), err, sizeof(err)), nullptr);
+  EXPECT_EQ(std::string(err).rfind(conf + ":1: mode: invalid value 'sometimes'", 0), 0u) << err;
+  std::remove(conf.c_str());
+  rmdir(dir);
+}
+
+TEST(SelectDecisionTest, WorkerClaimThroughTheCInterface) {
+  EXPECT_EQ(gm_companion_trainer_id("goldminer-dw.9"), 9u);
+  EXPECT_EQ(gm_tres_requests_gpu("gres:gpu:1"), 1);
+  const char* env[] = {"_SLURM_SPANK_OPTION_goldminer_goldminer=dw=1"};
+  gm_worker_claim claim{};
+  claim.worker_uid = claim.trainer_uid = 5;
+  claim.worker_cpus = 2;
+  claim.trainer_found = claim.trainer_running = 1;
+  claim.trainer_spank_env = env;
+  claim.trainer_spank_env_size = 1;
+  char why[128];
+  EXPECT_EQ(gm_verify_data_worker(9, &claim, why, sizeof(why)), 1);
+  claim.trainer_spank_env_size = 0;
+  EXPECT_EQ(gm_verify_data_worker(9, &claim, why, sizeof(why)), 0);
+  EXPECT_EQ(std::string(why), "job 9 is not a --goldminer job");
+  EXPECT_EQ(gm_verify_data_worker(9, nullptr, why, sizeof(why)), -1);
+}
+
+}  // namespace

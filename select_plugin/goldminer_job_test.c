@@ -1,0 +1,407 @@
+/*
+ * select/goldminer_cons_tres's job_test, independent of the Slurm release:
+ * turns slurmctld's node table and job records into plain values, asks the
+ * scheduler core what to change (sched/select_decision.h: the CPU reserve
+ * next to free GPUs, data workers on stranded CPUs first), narrows the
+ * candidate nodes and cores accordingly and lets cons_tres choose within
+ * them (through the release's shim). It never re-implements cons_tres.
+ *
+ * Any failure of ours (an internal error in the core, a bad goldminer.conf)
+ * gives cons_tres's own decision and one log line: a bug here must never
+ * make slurmctld refuse or lose a job. Called with slurmctld's job and node
+ * write locks held, from one thread at a time.
+ */
+#include "select_plugin/shim.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "src/common/job_resources.h"
+#include "src/common/node_conf.h"
+#include "src/common/xmalloc.h"
+#include "src/common/xstring.h"
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+#include "src/interfaces/gres.h"
+#else
+#include "src/common/gres.h"
+#endif
+
+#include "sched/select_decision.h"
+
+static struct gm_select_config *settings; /* NULL: plain cons_tres */
+
+/* Cores of running and suspended jobs, one bit per core of the cluster
+ * (cr_get_coremap_offset), rebuilt when an allocation changed. */
+static bitstr_t *alloc_cores;
+static bool usage_dirty = true;
+static int usage_node_count = -1;
+
+void gm_usage_changed(void)
+{
+	usage_dirty = true;
+}
+
+void gm_load_settings(void)
+{
+	char err[1024], text[256];
+	struct gm_select_config *loaded;
+
+	loaded = gm_select_config_load(slurm_conf.slurm_conf, err,
+				       sizeof(err));
+	gm_free_settings();
+	settings = loaded;
+	if (!loaded) {
+		error("%s: %s; running as plain cons_tres until it is fixed (scontrol reconfigure)",
+		      plugin_type, err);
+		return;
+	}
+	gm_select_config_describe(loaded, text, sizeof(text));
+	verbose("%s: %s", plugin_type, text);
+}
+
+void gm_free_settings(void)
+{
+	gm_select_config_free(settings);
+	settings = NULL;
+	FREE_NULL_BITMAP(alloc_cores);
+	usage_dirty = true;
+}
+
+static double _now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void _rebuild_usage(void)
+{
+	list_itr_t *it;
+	job_record_t *job;
+
+	FREE_NULL_BITMAP(alloc_cores);
+	alloc_cores = bit_alloc(cr_get_coremap_offset(node_record_count));
+	it = list_iterator_create(job_list);
+	while ((job = list_next(it))) {
+		if (!(IS_JOB_RUNNING(job) || IS_JOB_SUSPENDED(job)) ||
+		    !job->job_resrcs)
+			continue;
+		add_job_to_cores(job->job_resrcs, &alloc_cores,
+				 cr_node_num_cores);
+	}
+	list_iterator_destroy(it);
+	usage_dirty = false;
+	usage_node_count = node_record_count;
+}
+
+/* The node's GPUs (all types) as slurmctld counts them allocated. */
+static void _node_gpus(node_record_t *node, uint32_t *total, uint32_t *free)
+{
+	list_itr_t *it;
+	gres_state_t *gs;
+	uint64_t avail = 0, alloc = 0;
+
+	*total = *free = 0;
+	if (!node->gres_list)
+		return;
+	it = list_iterator_create(node->gres_list);
+	while ((gs = list_next(it))) {
+		gres_node_state_t *ns = gs->gres_data;
+
+		if (!ns || xstrcmp(gs->gres_name, "gpu"))
+			continue;
+		avail += ns->gres_cnt_avail;
+		alloc += ns->gres_cnt_alloc;
+	}
+	list_iterator_destroy(it);
+	*total = avail;
+	*free = alloc < avail ? avail - alloc : 0;
+}
+
+static bool _asks_gpu(job_record_t *job)
+{
+	return gm_tres_requests_gpu(job->tres_per_job) ||
+	       gm_tres_requests_gpu(job->tres_per_node) ||
+	       gm_tres_requests_gpu(job->tres_per_socket) ||
+	       gm_tres_requests_gpu(job->tres_per_task);
+}
+
+/* CPUs held by trainer `trainer_id`'s running companion jobs but `self`. */
+static uint32_t _worker_cpus_held(job_record_t *self, uint32_t trainer_id)
+{
+	list_itr_t *it = list_iterator_create(job_list);
+	job_record_t *job;
+	uint32_t held = 0;
+
+	while ((job = list_next(it))) {
+		if (job == self || job->user_id != self->user_id ||
+		    !IS_JOB_RUNNING(job) ||
+		    gm_companion_trainer_id(job->name) != trainer_id)
+			continue;
+		held += job->total_cpus;
+	}
+	list_iterator_destroy(it);
+	return held;
+}
+
+/* Whether `job` is a data worker job that slurmctld's records back
+ * (sched/data_worker.h); `pending` counts its CPUs against the limit. */
+static bool _is_data_worker(job_record_t *job, bool pending, char *why,
+			    size_t len)
+{
+	uint32_t trainer_id = gm_companion_trainer_id(job->name);
+	struct gm_worker_claim claim = { 0 };
+	job_record_t *trainer;
+
+	if (!trainer_id)
+		return false;
+	claim.worker_uid = job->user_id;
+	if (pending)
+		claim.worker_cpus = job->details ? job->details->min_cpus : 0;
+	trainer = find_job_record(trainer_id);
+	if (trainer) {
+		claim.trainer_found = 1;
+		claim.trainer_uid = trainer->user_id;
+		claim.trainer_running = IS_JOB_RUNNING(trainer);
+		claim.trainer_spank_env =
+			(const char *const *) trainer->spank_job_env;
+		claim.trainer_spank_env_size = trainer->spank_job_env_size;
+		if (pending)
+			claim.cpus_held = _worker_cpus_held(job, trainer_id);
+	}
+	return gm_verify_data_worker(trainer_id, &claim, why, len) == 1;
+}
+
+/* The preemption candidates a job that asks for no GPU may use: all but
+ * data workers (those yield their CPUs to GPU jobs only). NULL in, NULL
+ * out; a new list (to FREE_NULL_LIST) when some were dropped. */
+static List _preemptees_for_cpu_job(List candidates, bool *made)
+{
+	list_itr_t *it;
+	job_record_t *job;
+	List kept;
+	char why[256];
+
+	*made = false;
+	if (!candidates || !list_count(candidates))
+		return candidates;
+	kept = list_create(NULL);
+	it = list_iterator_create(candidates);
+	while ((job = list_next(it)))
+		if (!_is_data_worker(job, false, why, sizeof(why)))
+			list_append(kept, job);
+	list_iterator_destroy(it);
+	*made = true;
+	return kept;
+}
+
+/* Sets the `hidden` highest free cores of node i in a new bitmap. */
+static bitstr_t *_hide_cores(struct gm_call *call, int i, uint32_t hidden)
+{
+	node_record_t *node = node_record_table_ptr[i];
+	uint32_t offset = cr_get_coremap_offset(i);
+	bitstr_t *cores = bit_alloc(node->tot_cores);
+	int c;
+
+	for (c = node->tot_cores - 1; c >= 0 && hidden > 0; c--) {
+		if (bit_test(alloc_cores, offset + c) ||
+		    gm_shim_core_excluded(call, i, c))
+			continue;
+		bit_set(cores, c);
+		hidden--;
+	}
+	return cores;
+}
+
+struct gm_view {
+	int first, last;		/* candidate node index range */
+	struct gm_node_usage *usage;	/* per node index in [first, last] */
+	struct gm_node_plan *plan;
+};
+
+static void _fill_usage(struct gm_call *call, bitstr_t *node_bitmap,
+			struct gm_view *v)
+{
+	int i, c;
+
+	for (i = v->first; i <= v->last; i++) {
+		node_record_t *node = node_record_table_ptr[i];
+		struct gm_node_usage *u = &v->usage[i - v->first];
+		uint32_t offset;
+
+		if (!node || !bit_test(node_bitmap, i))
+			continue;
+		offset = cr_get_coremap_offset(i);
+		u->cores_total = node->tot_cores;
+		u->cpus_per_core = node->threads ? node->threads : 1;
+		for (c = 0; c < node->tot_cores; c++)
+			if (!bit_test(alloc_cores, offset + c) &&
+			    !gm_shim_core_excluded(call, i, c))
+				u->cores_free++;
+		_node_gpus(node, &u->gpus_total, &u->gpus_free);
+	}
+}
+
+static void _log_decision(job_record_t *job_ptr, bitstr_t *node_bitmap,
+			  uint32_t min_nodes, uint32_t max_nodes,
+			  uint32_t req_nodes, uint16_t mode, int candidates,
+			  int rc, const char *policy, double policy_us,
+			  double cons_tres_us)
+{
+	struct gm_job_test_record record = { 0 };
+	char line[1024];
+	char *selected = NULL;
+
+	record.job_id = job_ptr->job_id;
+	record.het_job_id = job_ptr->het_job_id;
+	record.het_job_offset = job_ptr->het_job_offset;
+	record.mode = mode & SELECT_MODE_BASE;	/* without the flag bits */
+	record.min_nodes = min_nodes;
+	record.max_nodes = max_nodes;
+	record.req_nodes = req_nodes;
+	record.candidate_nodes = candidates;
+	record.rc = rc;
+	if (rc == SLURM_SUCCESS)
+		selected = bitmap2node_name(node_bitmap);
+	record.selected = selected;
+	record.gres = job_ptr->tres_per_node;
+	record.policy = policy;
+	record.policy_us = policy_us;
+	record.cons_tres_us = cons_tres_us;
+	gm_format_job_test(&record, line, sizeof(line));
+	info("%s: %s", plugin_type, line);
+	xfree(selected);
+}
+
+int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
+		uint32_t min_nodes, uint32_t max_nodes, uint32_t req_nodes,
+		uint16_t mode, List preemptee_candidates,
+		struct gm_call *call)
+{
+	bool trace = slurm_conf.debug_flags & DEBUG_FLAG_SELECT_TYPE;
+	int base_mode = mode & SELECT_MODE_BASE;
+	int candidates = trace ? bit_set_count(node_bitmap) : 0;
+	int kind = GM_JOB_CPU, rc = SLURM_ERROR, t, i, n;
+	bool observe, own_preemptees = false, decided = false;
+	struct gm_view v = { 0 };
+	struct gm_plan_summary summary = { 0 };
+	bitstr_t **hidden = NULL, *offered = NULL, *previous = NULL;
+	List preemptees = preemptee_candidates;
+	char err[512] = "", policy[512] = "";
+	double t0 = _now_us(), t_call = 0, cons_tres_us = 0;
+
+	if (!settings || base_mode == SELECT_MODE_TEST_ONLY)
+		goto plain;
+	observe = gm_select_config_observe(settings);
+	if (_asks_gpu(job_ptr))
+		kind = GM_JOB_GPU;
+	else if (_is_data_worker(job_ptr, true, err, sizeof(err)))
+		kind = GM_JOB_DATA_WORKER;
+	else if (gm_companion_trainer_id(job_ptr->name))
+		/* Named as a worker, not backed by slurmctld's records. */
+		snprintf(policy, sizeof(policy), "not a data worker: %s; ", err);
+	if (kind == GM_JOB_GPU)
+		goto plain;	/* GPU jobs see every core, reserve included */
+
+	if (usage_dirty || usage_node_count != node_record_count ||
+	    !alloc_cores)
+		_rebuild_usage();
+	v.first = bit_ffs(node_bitmap);
+	if (v.first < 0)
+		goto plain;
+	v.last = bit_fls(node_bitmap);
+	n = v.last - v.first + 1;
+	v.usage = xcalloc(n, sizeof(*v.usage));
+	v.plan = xcalloc(n, sizeof(*v.plan));
+	_fill_usage(call, node_bitmap, &v);
+	if (gm_plan_job_test(settings, kind, base_mode, v.usage, n, v.plan,
+			     &summary, err, sizeof(err))) {
+		error("%s: job %u: %s; cons_tres decides alone", plugin_type,
+		      job_ptr->job_id, err);
+		goto plain;
+	}
+	snprintf(policy + strlen(policy), sizeof(policy) - strlen(policy),
+		 "%s%s: %u nodes dropped, %u cores reserved%s",
+		 observe ? "observe, would be " : "",
+		 kind == GM_JOB_DATA_WORKER ? "data worker" : "cpu job",
+		 summary.nodes_dropped, summary.cores_hidden,
+		 summary.tiers > 1 ? ", tiered" : "");
+	if (observe) {
+		if (summary.narrows && base_mode == SELECT_MODE_RUN_NOW)
+			info("%s: job %u: %s", plugin_type, job_ptr->job_id,
+			     policy);
+		goto plain;
+	}
+	if (!summary.narrows && !preemptee_candidates)
+		goto plain;
+
+	hidden = xcalloc(node_record_count, sizeof(bitstr_t *));
+	for (i = v.first; i <= v.last; i++) {
+		struct gm_node_plan *p = &v.plan[i - v.first];
+
+		if (!bit_test(node_bitmap, i))
+			continue;
+		if (!p->usable)
+			bit_clear(node_bitmap, i);
+		else if (p->hidden_cores)
+			hidden[i] = _hide_cores(call, i, p->hidden_cores);
+	}
+	preemptees = _preemptees_for_cpu_job(preemptee_candidates,
+					     &own_preemptees);
+
+	/* Tier by tier (cumulative); only the last may preempt. */
+	offered = bit_alloc(bit_size(node_bitmap));
+	for (t = 0; t < summary.tiers && !decided; t++) {
+		bool last = (t == summary.tiers - 1);
+
+		bit_clear_all(offered);
+		for (i = v.first; i <= v.last; i++)
+			if (bit_test(node_bitmap, i) &&
+			    v.plan[i - v.first].tier <= t)
+				bit_set(offered, i);
+		if (!last && (!bit_set_count(offered) ||
+			      (previous && bit_equal(previous, offered))))
+			continue;
+		FREE_NULL_BITMAP(previous);
+		previous = bit_copy(offered);
+		t_call = _now_us();
+		rc = gm_shim_cons_tres_job_test(call, offered, hidden,
+						last ? preemptees : NULL);
+		t_call = _now_us() - t_call;
+		cons_tres_us += t_call;
+		if (rc == SLURM_SUCCESS || last) {
+			bit_copybits(node_bitmap, offered);
+			decided = true;
+		}
+	}
+	if (trace)
+		_log_decision(job_ptr, node_bitmap, min_nodes, max_nodes,
+			      req_nodes, mode, candidates, rc, policy,
+			      _now_us() - t0 - t_call, t_call);
+	goto out;
+
+plain:
+	t_call = _now_us();
+	rc = gm_shim_cons_tres_job_test(call, node_bitmap, NULL,
+					preemptee_candidates);
+	t_call = _now_us() - t_call;
+	if (trace)
+		_log_decision(job_ptr, node_bitmap, min_nodes, max_nodes,
+			      req_nodes, mode, candidates, rc, policy,
+			      _now_us() - t0 - t_call, t_call);
+out:
+	if (hidden) {
+		for (i = 0; i < node_record_count; i++)
+			FREE_NULL_BITMAP(hidden[i]);
+		xfree(hidden);
+	}
+	if (own_preemptees)
+		FREE_NULL_LIST(preemptees);
+	FREE_NULL_BITMAP(offered);
+	FREE_NULL_BITMAP(previous);
+	xfree(v.usage);
+	xfree(v.plan);
+	return rc;
+}
