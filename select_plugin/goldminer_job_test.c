@@ -29,6 +29,12 @@
 
 #include "sched/select_decision.h"
 
+/* slurmd and the clients load select plugins too, and have no job list:
+ * this definition lets the plugin load there. In slurmctld its own
+ * job_list takes its place (the map exports it, so it interposes), as
+ * cons_tres does. */
+List job_list;
+
 static struct gm_select_config *settings; /* NULL: plain cons_tres */
 
 /* Cores of running and suspended jobs, one bit per core of the cluster

@@ -9,9 +9,11 @@
  * Written in C: Slurm's internal headers do not compile as C++ (STYLE.md
  * §1-2); the policy is in the Slurm-free core (sched/select_decision.h).
  */
-#include "select_plugin/shim.h"
-
+/* First: it renames the libslurm functions the headers below declare. */
+#include "config.h"
 #include "src/common/slurm_xlator.h"
+
+#include "select_plugin/shim.h"
 #include "src/common/node_conf.h"
 #include "src/common/run_in_daemon.h"
 #include "src/common/select.h"

@@ -43,7 +43,7 @@ export UCX_NET_DEVICES=lo
 . "$here/lib.sh"
 
 cluster_args=(--dir "$state" --plugin-dir "$plugins" --debug-flags SelectType
-              --plugstack-args "max_dw_per_job=16 dw_partition=cpu dw_command=$build/goldminer-dw")
+              --plugstack-args "max_dw_per_job=16 dw_command=$build/goldminer-dw")
 echo "integration: starting devcluster in $state"
 if ! timeout 120 "$devcluster" up "${cluster_args[@]}" >"$work/up.out" 2>&1; then
     cat "$work/up.out"

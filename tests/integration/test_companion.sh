@@ -1,5 +1,5 @@
 # sbatch --goldminer: spank_goldminer.so starts the batch job's data workers
-# as a companion job in the site's dw_partition (cpu here), hands the batch
+# as a companion job in the site's dw_partition (dw, all nodes, here), hands the batch
 # script GOLDMINER_LISTEN / GOLDMINER_SECRET / GOLDMINER_DW_JOB, and ends
 # the companion job with the batch job.
 
@@ -45,13 +45,14 @@ test_companion_job_feeds_the_batch_jobs_session_from_cpu_nodes() {
     expect_contains "listen port" "$out" ":$((20000 + job % 20000))" || return 1
     n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
     expect_eq "clean epochs" "$n" 2 || { echo "$out"; return 1; }
-    # Both workers came from the CPU partition's nodes (an id is NODE:PID).
+    # Both workers came from the CPU-only nodes: no GPU node has its GPUs all
+    # taken, so the select plugin offers those first (an id is NODE:PID).
     expect_eq "workers from cpu nodes" \
         "$(echo "$out" | sed -n 's/.*session: worker \([a-z0-9]*\):[0-9]* joined.*/\1/p' | grep -c '^c[12]$')" 2 || {
         echo "$out"; return 1; }
     expect_eq "companion job name" "$(scontrol -o show job "$dw" | sed -n 's/.* JobName=\([^ ]*\) .*/\1/p')" \
         "goldminer-dw.$job" || return 1
-    expect_eq "companion partition" "$(scontrol -o show job "$dw" | sed -n 's/.* Partition=\([^ ]*\) .*/\1/p')" cpu ||
+    expect_eq "companion partition" "$(scontrol -o show job "$dw" | sed -n 's/.* Partition=\([^ ]*\) .*/\1/p')" dw ||
         return 1
     # The session drained them: the companion job ended by itself, cleanly.
     expect_eq "companion job end" "$(final_job_state "$dw")" "COMPLETED 0:0" || {

@@ -1,0 +1,174 @@
+# select/goldminer_cons_tres on the devcluster (2 GPU nodes x 4 GPUs x 8
+# CPUs, 2 CPU nodes; goldminer.conf reserve_cpus_per_gpu=1): the CPU reserve
+# next to free GPUs, data workers on stranded CPUs first, forged worker
+# names, preemption of workers by GPU jobs, goldminer.conf and its errors,
+# a fault in our decision code, and slurmctld restarted under running jobs.
+
+# Writes goldminer.conf (one K=V per argument) and has slurmctld reread it.
+select_conf() {
+    printf '%s\n' "$@" >"$state/etc/goldminer.conf"
+    scontrol reconfigure >/dev/null 2>&1 || { echo "scontrol reconfigure failed"; return 1; }
+    sleep 1
+}
+
+# job_field J FIELD: FIELD of `scontrol show job J` (JobState, Reason, NodeList).
+job_field() {
+    scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+
+# wait_state J STATE SECONDS: true once J is in STATE.
+wait_state() {
+    local i
+    for i in $(seq $(($3 * 4))); do
+        [ "$(job_field "$1" JobState)" = "$2" ] && return 0
+        sleep 0.25
+    done
+    echo "job $1 not $2 after $3 s: $(job_field "$1" JobState) ($(job_field "$1" Reason))"
+    return 1
+}
+
+# ctld_log_has PATTERN: slurmctld's log has a line matching PATTERN (grep -E).
+ctld_log_has() {
+    grep -qE "$1" "$state/log/slurmctld.log" || {
+        echo "no line matching '$1' in slurmctld.log; last decisions:"
+        grep 'goldminer_cons_tres' "$state/log/slurmctld.log" | tail -3
+        return 1
+    }
+}
+
+# An 8-CPU job without GPUs on g1, whose 4 GPUs are free: PENDING; half
+# of that runs. With the reserve off, or mode=observe, the whole job runs.
+test_select_cpu_job_keeps_out_of_the_reserve_next_to_free_gpus() {
+    local big small st rc=0
+    select_conf reserve_cpus_per_gpu=1 || return 1
+    big=$(sbatch --parsable -p gpu -w g1 -N1 -n8 -o /dev/null --wrap 'sleep 60') || return 1
+    sleep 4  # the main scheduler and backfill (every second) tried it
+    st="$(job_field "$big" JobState) $(job_field "$big" Reason)"
+    scancel "$big"
+    expect_eq "8 CPUs next to 4 free GPUs" "$st" "PENDING Resources" || return 1
+    ctld_log_has "job_test job $big mode run_now .*\[cpu job: [0-9]+ nodes dropped, [0-9]+ cores reserved\] -> refused" ||
+        return 1
+    small=$(sbatch --parsable -p gpu -w g1 -N1 -n4 -o /dev/null --wrap 'sleep 60') || return 1
+    wait_state "$small" RUNNING 20 || rc=1
+    scancel "$small"
+    [ $rc -eq 0 ] || return 1
+    ctld_log_has "job_test job $small mode run_now .*\[cpu job: [0-9]+ nodes dropped, [0-9]+ cores reserved\] -> selected g1" ||
+        return 1
+
+    select_conf reserve_cpus_per_gpu=0 || return 1
+    big=$(sbatch --parsable -p gpu -w g1 -N1 -n8 -o /dev/null --wrap 'sleep 60') || return 1
+    wait_state "$big" RUNNING 20 || rc=1
+    scancel "$big"
+    [ $rc -eq 0 ] || { select_conf reserve_cpus_per_gpu=1; return 1; }
+
+    select_conf reserve_cpus_per_gpu=1 mode=observe || return 1
+    big=$(sbatch --parsable -p gpu -w g1 -N1 -n8 -o /dev/null --wrap 'sleep 60') || return 1
+    wait_state "$big" RUNNING 20 || rc=1
+    scancel "$big"
+    select_conf reserve_cpus_per_gpu=1 || return 1
+    [ $rc -eq 0 ] || return 1
+    ctld_log_has "job $big: observe, would be cpu job: [0-9]+ nodes dropped"
+}
+
+# g2's GPUs all taken: a --goldminer=dw=2 job's workers land on g2's
+# stranded CPUs, not next to g1's free GPUs nor on the CPU-only nodes. A
+# job merely named like a worker gets no such placement. A CPU job does
+# not preempt the workers; a GPU job that needs their CPUs does, and they
+# drain on SIGTERM within the dw partition's GraceTime.
+test_select_data_workers_on_stranded_cpus_preempted_by_gpu_jobs() {
+    local hog job dw forged cpu gpu i rc=0
+    select_conf reserve_cpus_per_gpu=1 || return 1
+    hog=$(sbatch --parsable -p gpu -w g2 -N1 -n1 --gpus=4 -o /dev/null --wrap 'sleep 120') || return 1
+    wait_state "$hog" RUNNING 20 || { scancel "$hog"; return 1; }
+    job=$(sbatch --parsable --goldminer=dw=2,cpus-per-dw=1 -p gpu -w g1 -N1 --gpus=1 -o "$work/sel.%j" \
+          --wrap 'echo dw=$GOLDMINER_DW_JOB; sleep 120') || { scancel "$hog"; return 1; }
+    for i in $(seq 80); do
+        dw=$(sed -n 's/^dw=\([0-9]*\)$/\1/p' "$work/sel.$job" 2>/dev/null)
+        [ -n "$dw" ] && break
+        sleep 0.25
+    done
+    [ -n "$dw" ] || { echo "no companion job: $(cat "$work/sel.$job" 2>&1)"; scancel "$hog" "$job"; return 1; }
+    if wait_state "$dw" RUNNING 30; then
+        expect_eq "workers' nodes" "$(job_field "$dw" NodeList)" g2 || rc=1
+        ctld_log_has "job_test job $dw mode run_now .*\[data worker: 0 nodes dropped, [0-9]+ cores reserved, tiered\] -> selected g2" || rc=1
+    else
+        rc=1
+    fi
+    # Named as a worker of a job that is not a --goldminer job: an ordinary
+    # CPU job for the plugin.
+    forged=$(sbatch --parsable -J "goldminer-dw.$hog" -p dw -n2 -o /dev/null --wrap 'sleep 30') || rc=1
+    wait_state "$forged" RUNNING 20 || rc=1
+    scancel "$forged"
+    ctld_log_has "job_test job $forged mode run_now .*\[not a data worker: job $hog is not a --goldminer job; cpu job: " ||
+        rc=1
+    [ $rc -eq 0 ] || { scancel "$hog" "$job" "$dw"; return 1; }
+
+    # g2's GPUs free again; its CPUs: 2 with the workers, 6 free.
+    scancel "$hog"
+    sleep 2
+    select_conf reserve_cpus_per_gpu=0 || rc=1
+    cpu=$(sbatch --parsable -p all -w g2 -N1 -n8 -o /dev/null --wrap 'sleep 30') || rc=1
+    sleep 4
+    expect_eq "CPU job vs workers" "$(job_field "$cpu" JobState) $(job_field "$dw" JobState)" \
+        "PENDING RUNNING" || rc=1
+    scancel "$cpu"
+    select_conf reserve_cpus_per_gpu=1 || rc=1
+    gpu=$(sbatch --parsable -p gpu -w g2 -N1 -n8 --gpus=4 -o /dev/null --wrap 'sleep 30') || rc=1
+    wait_state "$gpu" RUNNING 40 || rc=1
+    expect_eq "preempted workers" "$(job_field "$dw" JobState)" PREEMPTED || rc=1
+    grep -q "goldminer-dw: .*\(stop\|drain\)" "$work/goldminer-dw-$dw.out" 2>/dev/null ||
+        grep -q "goldminer-dw" "$work/goldminer-dw-$dw.out" 2>/dev/null || {
+        echo "no goldminer-dw output for the preempted workers: $(cat "$work/goldminer-dw-$dw.out" 2>&1 | tail -3)"
+        rc=1; }
+    scancel "$gpu" "$job" "$dw"
+    return $rc
+}
+
+# A bad goldminer.conf: slurmctld logs the file, line and reason and runs
+# as plain cons_tres; an internal failure of our decision code gives
+# cons_tres's own decision and one line; slurmctld keeps running.
+test_select_bad_settings_and_faults_fall_back_to_cons_tres() {
+    local job big rc=0
+    select_conf mode=sometimes || return 1
+    ctld_log_has "select/goldminer_cons_tres: $state/etc/goldminer.conf:1: mode: invalid value 'sometimes': .*; running as plain cons_tres" ||
+        rc=1
+    # Plain cons_tres: the 8-CPU job runs next to free GPUs.
+    big=$(sbatch --parsable -p gpu -w g1 -N1 -n8 -o /dev/null --wrap 'sleep 30') || rc=1
+    wait_state "$big" RUNNING 20 || rc=1
+    scancel "$big"
+    select_conf inject_fault=decision || return 1
+    job=$(submit_wait -p cpu -N1 -o /dev/null --wrap true) || rc=1
+    expect_eq "job under a fault" "$(job_field "$job" JobState)" COMPLETED || rc=1
+    ctld_log_has "select/goldminer_cons_tres: job $job: internal error: fault injected \(inject_fault=decision\); cons_tres decides alone" ||
+        rc=1
+    select_conf reserve_cpus_per_gpu=1 || return 1
+    scontrol ping | grep -q UP || { echo "slurmctld down: $(scontrol ping 2>&1)"; return 1; }
+    return $rc
+}
+
+# slurmctld restarted (state kept) while a --goldminer job and its workers
+# run: both keep running, and the reserve still holds afterwards.
+test_select_slurmctld_restart_keeps_running_jobs() {
+    local job dw pid i big st rc=0 conf=$state/etc/slurm.conf
+    job=$(sbatch --parsable --goldminer=dw=1,cpus-per-dw=1 -p gpu -w g2 -N1 --gpus=1 -o "$work/sel.%j" \
+          --wrap 'echo dw=$GOLDMINER_DW_JOB; sleep 90') || return 1
+    for i in $(seq 80); do
+        dw=$(sed -n 's/^dw=\([0-9]*\)$/\1/p' "$work/sel.$job" 2>/dev/null)
+        [ -n "$dw" ] && break
+        sleep 0.25
+    done
+    [ -n "$dw" ] && wait_state "$dw" RUNNING 30 || { echo "no running companion job"; scancel "$job"; return 1; }
+    pid=$(cat "$state/run/slurmctld.pid")
+    kill -TERM "$pid"
+    for i in $(seq 100); do pid_running "$pid" || break; sleep 0.1; done
+    pid_running "$pid" && { echo "slurmctld $pid did not stop"; return 1; }
+    slurmctld -f "$conf" </dev/null >>"$state/log/slurmctld.out" 2>&1 9>&- || { echo "slurmctld restart failed"; return 1; }
+    for i in $(seq 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.5; done
+    expect_eq "jobs after restart" "$(job_field "$job" JobState) $(job_field "$dw" JobState)" "RUNNING RUNNING" || rc=1
+    big=$(sbatch --parsable -p gpu -w g1 -N1 -n8 -o /dev/null --wrap 'sleep 30') || rc=1
+    sleep 4
+    st="$(job_field "$big" JobState)"
+    scancel "$big" "$job" "$dw"
+    expect_eq "reserve after restart" "$st" PENDING || rc=1
+    return $rc
+}
