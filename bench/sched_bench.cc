@@ -11,6 +11,7 @@
 
 #include "sched/dw_allocation.h"
 #include "sched/placement.h"
+#include "sched/select_policy.h"
 
 using namespace goldminer;
 
@@ -54,6 +55,34 @@ int main() {
     std::printf("sched_bench: %d nodes, %d jobs, worker CPUs %s: %.0f us per decision, "
                 "%.2f of the 1 ms budget (checksum %lld)\n",
                 kNodes, kJobs, scale < 1 ? "scarce" : "plentiful", us, us / 1000.0, checksum);
+  }
+
+  // The select plugin's decision for one job_test call at the same 10k
+  // nodes: the reserve of every candidate node and the placement tiers of
+  // a data worker job (what select/goldminer_cons_tres asks the core; the
+  // view it builds from Slurm's records is timed on the devcluster by
+  // bench/select_overhead.sh).
+  std::vector<NodeUsage> usage(kNodes);
+  for (int i = 0; i < kNodes; ++i) {
+    usage[i].cores_total = static_cast<uint32_t>(nodes[i].cpu_total / 1000);
+    usage[i].cores_free = static_cast<uint32_t>(nodes[i].cpu_free / 1000);
+    usage[i].gpus_total = static_cast<uint32_t>(nodes[i].gpu_total / 1000);
+    usage[i].gpus_free = static_cast<uint32_t>(nodes[i].gpu_free / 1000);
+  }
+  SelectConfig select_config;
+  for (JobKind kind : {JobKind::kCpu, JobKind::kDataWorker}) {
+    long long checksum = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int e = 0; e < kEvents; ++e) {
+      usage[e % kNodes].cores_free ^= 1;  // the state changes between calls
+      JobTestPlan plan = plan_job_test(select_config, kind, TestMode::kRunNow, usage);
+      checksum += plan.nodes_dropped + plan.cores_hidden + plan.tiers;
+    }
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                kEvents;
+    std::printf("sched_bench: select job_test plan, %d nodes, %s job: %.0f us per decision, "
+                "%.2f of the 1 ms budget (checksum %lld)\n",
+                kNodes, kind == JobKind::kCpu ? "cpu" : "data worker", us, us / 1000.0, checksum);
   }
   return 0;
 }
