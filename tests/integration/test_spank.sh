@@ -57,12 +57,12 @@ test_settings_reach_every_task() {
     out=$(sed -e 's/GOLDMINER_\(LISTEN\|TRAINER\)=ucx:[^ ]* //g' -e 's/GOLDMINER_SECRET=[0-9a-f]\{64\} //' \
               -e 's/GOLDMINER_DW_JOB=[0-9]* //' -e 's/GOLDMINER_DW_SBATCH=.* GOLDMINER_MODE=/GOLDMINER_MODE=/' \
               "$work/env.$job")
-    local want="GOLDMINER_CPUS_PER_DW=3 GOLDMINER_DW=2 GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=cpu GOLDMINER_MODE=elastic GOLDMINER_OPTIONS=dw=2,dw-max=4,cpus-per-dw=3,transport=ucx,mode=elastic GOLDMINER_TRANSPORT=ucx "
+    local want="GOLDMINER_CPUS_PER_DW=3 GOLDMINER_DW=2 GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=dw GOLDMINER_MODE=elastic GOLDMINER_OPTIONS=dw=2,dw-max=4,cpus-per-dw=3,transport=ucx,mode=elastic GOLDMINER_TRANSPORT=ucx "
     expect_eq "batch script env" "$(echo "$out" | sed -n 's/^batch //p')" "$want" || return 1
     expect_eq "task 0 env" "$(echo "$out" | sed -n 's/^task 0 //p')" "$want" || return 1
     expect_eq "task 1 env" "$(echo "$out" | sed -n 's/^task 1 //p')" "$want" || return 1
     expect_eq "companion variables in each" \
-        "$(grep -c "GOLDMINER_DW_JOB=[0-9]* GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=cpu GOLDMINER_DW_SBATCH=--parsable --job-name=goldminer-dw.$job .*--ntasks=1 .*GOLDMINER_LISTEN=ucx://[0-9.]*:[0-9]* .*GOLDMINER_SECRET=[0-9a-f]\{64\} " \
+        "$(grep -c "GOLDMINER_DW_JOB=[0-9]* GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=dw GOLDMINER_DW_SBATCH=--parsable --job-name=goldminer-dw.$job .*--ntasks=1 .*GOLDMINER_LISTEN=ucx://[0-9.]*:[0-9]* .*GOLDMINER_SECRET=[0-9a-f]\{64\} " \
            "$work/env.$job")" 3
 }
 
