@@ -3,10 +3,11 @@
 # component 0 (one GPU node) runs the trainer; component 1 (CPU nodes) runs
 # one goldminer-dw data worker per task, which connects to the trainer over
 # UCX, reads and transforms its share of the input and streams the batches
-# back. `sbatch --goldminer` has spank_goldminer.so start such workers as a
-# companion job by itself (spank_goldminer(8)); this script places them in
-# the job instead, as a het component, which a job that wants them inside
-# its own allocation (or an salloc/srun job) does like this.
+# back. This script starts those workers by hand, which a job without
+# spank_goldminer.so does like this. With `sbatch --goldminer` the plugin
+# starts them by itself, as a step of the CPU-only component (and without
+# one, as a companion job): spank_goldminer(8); then the script is only
+# its trainer line.
 #
 #   sbatch examples/dataplane-job.sh [TRAINER [ARGS...]]
 #

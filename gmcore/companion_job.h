@@ -69,7 +69,9 @@ struct CompanionJob {
   // Into the batch script: GOLDMINER_LISTEN, GOLDMINER_TRAINER,
   // GOLDMINER_SECRET (the job's own GOLDMINER_SECRET when it has one) and,
   // with mode=elastic, GOLDMINER_DW_SBATCH: quote_words(worker_sbatch_args),
-  // how the session starts more workers (sched/elastic.h).
+  // how the session starts more workers (sched/elastic.h); last,
+  // UCX_TCP_CM_REUSEADDR=y unless the job sets it (the port is fixed per
+  // job, and a job may open sessions one after another).
   std::vector<std::pair<std::string, std::string>> trainer_env;
   std::vector<std::string> sbatch_args;  // after sbatch itself
   std::vector<std::string> worker_sbatch_args;  // the same for one more worker (--ntasks=1)

@@ -56,7 +56,7 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
 
   EXPECT_EQ(c.trainer, "ucx://10.9.0.2:20042");
   using Env = std::vector<std::pair<std::string, std::string>>;
-  ASSERT_EQ(c.trainer_env.size(), 4u);
+  ASSERT_EQ(c.trainer_env.size(), 5u);
   EXPECT_EQ(Env(c.trainer_env.begin(), c.trainer_env.begin() + 3),
             (Env{{"GOLDMINER_LISTEN", "ucx://10.9.0.2:20042"},
                  {"GOLDMINER_TRAINER", "ucx://10.9.0.2:20042"},
@@ -67,8 +67,12 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   std::vector<std::string> one = c.sbatch_args;
   std::replace(one.begin(), one.end(), std::string("--ntasks=2"), std::string("--ntasks=1"));
   EXPECT_EQ(c.worker_sbatch_args, one) << "the same job but one task";
+  EXPECT_EQ(c.trainer_env[4], (std::pair<std::string, std::string>{"UCX_TCP_CM_REUSEADDR", "y"}));
   o.mode = ScalingMode::kStatic;
-  EXPECT_EQ(plan_companion_job(o, admin, job, "s3cr3t").trainer_env.size(), 3u) << "static: no growing";
+  EXPECT_EQ(plan_companion_job(o, admin, job, "s3cr3t").trainer_env.size(), 4u) << "static: no growing";
+  job.env.push_back("UCX_TCP_CM_REUSEADDR=n");
+  EXPECT_EQ(plan_companion_job(o, admin, job, "s3cr3t").trainer_env.size(), 3u) << "the job's own setting wins";
+  job.env.pop_back();
   EXPECT_EQ(c.work_dir, "/home/u/run");
 
   const auto& a = c.sbatch_args;

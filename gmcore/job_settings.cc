@@ -10,6 +10,10 @@ Status JobSettings::configure(const std::vector<std::string>& plugstack_args) {
 }
 
 Status JobSettings::set_option(const char* value) {
+  // A bare --goldminer reaches the plugin as NULL, and, where sbatch reads
+  // it back from the job's environment (each component of a hetjob), as
+  // the text "(null)" that Slurm printed for it there.
+  if (value != nullptr && std::string(value) == "(null)") value = nullptr;
   auto options = parse_job_options(value ? value : "", admin_);
   if (!options.ok()) return options.status();
   options_ = *options;

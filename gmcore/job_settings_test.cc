@@ -33,6 +33,11 @@ TEST(JobSettingsTest, OptionWithoutValueTakesDefaults) {
   ASSERT_TRUE(s.set_option(nullptr).ok());
   ASSERT_TRUE(s.requested());
   EXPECT_EQ(s.options()->canonical(), "dw=1,dw-max=8,cpus-per-dw=2,transport=ucx,mode=elastic");
+  // What sbatch hands back for a bare --goldminer in a hetjob's components.
+  JobSettings het;
+  ASSERT_TRUE(het.configure({}).ok());
+  ASSERT_TRUE(het.set_option("(null)").ok());
+  EXPECT_EQ(het.options()->canonical(), "dw=1,dw-max=8,cpus-per-dw=2,transport=ucx,mode=elastic");
 }
 
 TEST(JobSettingsTest, SiteLimitApplies) {

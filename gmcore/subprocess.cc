@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,7 +32,10 @@ const char* const kSteps[] = {"cannot open /dev/null",
                               "cannot set its group id",
                               "cannot set its user id",
                               "it could become root again after dropping its ids",
-                              "cannot execute it"};
+                              "cannot execute it",
+                              "cannot open its output file",
+                              "cannot start a session",
+                              "cannot fork"};
 
 [[noreturn]] void child_fail(int status_fd, int step) {
   ChildFailure f{step, errno};
@@ -40,12 +44,15 @@ const char* const kSteps[] = {"cannot open /dev/null",
   _exit(127);
 }
 
-// Between fork and exec: async-signal-safe calls only.
+// Between fork and exec: async-signal-safe calls only. Output goes to
+// `out_fd`, or when that is -1 to `output_path`, opened for appending once
+// the ids are the user's (so the user's permissions decide).
 [[noreturn]] void child(const CommandSpec& spec, char* const* argv, char* const* envp, int out_fd,
-                        int status_fd) {
+                        const char* output_path, int status_fd) {
   int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd < 0) child_fail(status_fd, 0);
-  if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0) child_fail(status_fd, 1);
+  if (dup2(null_fd, 0) < 0) child_fail(status_fd, 1);
+  if (out_fd >= 0 && (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)) child_fail(status_fd, 1);
   if (spec.as) {
     const Credentials& c = *spec.as;
     uid_t r = 0, e = 0, s = 0;
@@ -64,6 +71,11 @@ const char* const kSteps[] = {"cannot open /dev/null",
   if (chdir(spec.cwd.c_str()) != 0 && chdir("/") != 0) {
     // Nowhere to stand is no reason not to run: the command may not care.
   }
+  if (out_fd < 0) {
+    int fd = open(output_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) child_fail(status_fd, 8);
+    if (dup2(fd, 1) < 0 || dup2(fd, 2) < 0) child_fail(status_fd, 1);
+  }
   execve(argv[0], argv, envp);
   child_fail(status_fd, 7);
 }
@@ -79,6 +91,19 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
 void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
+}
+
+// What a child reported on its status pipe: OK when it reached exec (the
+// pipe closed with nothing written).
+Status child_status(int status_fd, const std::string& what) {
+  ChildFailure failure{};
+  ssize_t got;
+  do {
+    got = read(status_fd, &failure, sizeof failure);
+  } while (got < 0 && errno == EINTR);
+  if (got != static_cast<ssize_t>(sizeof failure)) return Status();
+  int step = failure.step >= 0 && failure.step < static_cast<int>(std::size(kSteps)) ? failure.step : 7;
+  return Status::error("cannot " + what + ": " + kSteps[step] + ": " + std::strerror(failure.error));
 }
 
 }  // namespace
@@ -103,7 +128,7 @@ Expected<CommandResult> run_command(const CommandSpec& spec) {
     for (int* fd : {&out[0], &out[1], &status[0], &status[1]}) close_fd(*fd);
     return Status::error("cannot run " + program + ": fork: " + std::strerror(err));
   }
-  if (pid == 0) child(spec, argv.data(), envp.data(), out[1], status[1]);
+  if (pid == 0) child(spec, argv.data(), envp.data(), out[1], nullptr, status[1]);
   close_fd(out[1]);
   close_fd(status[1]);
 
@@ -141,16 +166,85 @@ Expected<CommandResult> run_command(const CommandSpec& spec) {
     waited = waitpid(pid, &wstatus, 0);
   } while (waited < 0 && errno == EINTR);
 
-  ChildFailure failure{};
-  ssize_t got = read(status[0], &failure, sizeof failure);
+  Status failed = child_status(status[0], "run " + program);
   close_fd(status[0]);
-  if (got == static_cast<ssize_t>(sizeof failure)) {
-    int step = failure.step >= 0 && failure.step < static_cast<int>(std::size(kSteps)) ? failure.step : 7;
-    return Status::error("cannot run " + program + ": " + kSteps[step] + ": " +
-                         std::strerror(failure.error));
-  }
+  if (!failed.ok()) return failed;
   if (waited == pid && WIFEXITED(wstatus)) result.exit_code = WEXITSTATUS(wstatus);
   return result;
+}
+
+Expected<int> spawn_detached(const CommandSpec& spec, const std::string& output_path) {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')
+    return Status::error("spawn_detached: the program must be an absolute path");
+  if (output_path.empty() || output_path[0] != '/')
+    return Status::error("spawn_detached: the output file must be an absolute path");
+  const std::string& program = spec.argv[0];
+  std::vector<char*> argv = c_strings(spec.argv);
+  std::vector<char*> envp = c_strings(spec.env);
+  int status[2] = {-1, -1}, pid_pipe[2] = {-1, -1};
+  if (pipe2(status, O_CLOEXEC) != 0 || pipe2(pid_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    close_fd(status[0]);
+    close_fd(status[1]);
+    return Status::error("cannot start " + program + ": pipe: " + std::strerror(err));
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    for (int* fd : {&status[0], &status[1], &pid_pipe[0], &pid_pipe[1]}) close_fd(*fd);
+    return Status::error("cannot start " + program + ": fork: " + std::strerror(err));
+  }
+  if (pid == 0) {
+    // The middle process: a new session, then the command in a grandchild
+    // that init adopts, so the caller never has to reap it.
+    if (setsid() < 0) child_fail(status[1], 9);
+    pid_t grandchild = fork();
+    if (grandchild < 0) child_fail(status[1], 10);
+    if (grandchild == 0) child(spec, argv.data(), envp.data(), -1, output_path.c_str(), status[1]);
+    ssize_t ignored = write(pid_pipe[1], &grandchild, sizeof grandchild);
+    (void)ignored;
+    _exit(0);
+  }
+  close_fd(status[1]);
+  close_fd(pid_pipe[1]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  pid_t grandchild = -1;
+  ssize_t got;
+  do {
+    got = read(pid_pipe[0], &grandchild, sizeof grandchild);
+  } while (got < 0 && errno == EINTR);
+  close_fd(pid_pipe[0]);
+  // Blocks until the grandchild has exec'd (the pipe closes) or failed.
+  Status failed = child_status(status[0], "start " + program);
+  close_fd(status[0]);
+  if (!failed.ok()) return failed;
+  if (got != static_cast<ssize_t>(sizeof grandchild) || grandchild <= 0)
+    return Status::error("cannot start " + program + ": its process id did not come back");
+  // Held by a pidfd from here on, so that a reused pid is never signalled.
+  // It exec'd an instant ago: it cannot have been reaped and its pid reused.
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, grandchild, 0));
+  if (fd < 0) return Status::error("started " + program + " but cannot hold it: pidfd_open: " + std::strerror(errno));
+  return fd;
+}
+
+bool stop_detached(int pidfd, double self_end_s, double grace_s) {
+  if (pidfd < 0) return true;
+  // A pidfd polls readable once its process has ended.
+  auto ends_within = [&](double s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(s * 1000));
+    do {
+      pollfd p{pidfd, POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) return true;
+    } while (std::chrono::steady_clock::now() < deadline);
+    return false;
+  };
+  bool ended = ends_within(self_end_s);
+  if (!ended && syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0) == 0) ended = ends_within(grace_s);
+  if (!ended) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  close(pidfd);
+  return ended;
 }
 
 Expected<CommandSpec> command_on_path(const std::string& name, const std::vector<std::string>& args,

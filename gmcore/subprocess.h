@@ -50,6 +50,22 @@ Expected<CommandResult> run_command(const CommandSpec& spec);
 // when it holds a '/'. An error names `name` and the directories searched.
 Expected<std::string> find_executable(const std::string& name, const std::string& path);
 
+// Starts the command and does not wait for it: it runs in a session of
+// its own, as a grandchild that init adopts, with stdin from /dev/null and
+// stdout and stderr appended to `output_path` (absolute; created 0644 as
+// the user the command runs as). Returns once the command has been
+// exec'd, with a pidfd that holds it (close it, or give it to
+// stop_detached); an error says which step failed before that.
+// spec.timeout_s is not used. How the SPANK plugin starts a step that
+// outlives user_init.
+Expected<int> spawn_detached(const CommandSpec& spec, const std::string& output_path);
+
+// Ends the process behind `pidfd` (spawn_detached's): up to `self_end_s`
+// seconds to end by itself, then SIGTERM and up to `grace_s` more, then
+// SIGKILL; closes the pidfd. True when it ended before SIGKILL. -1:
+// nothing to do.
+bool stop_detached(int pidfd, double self_end_s, double grace_s);
+
 // A spec that runs `name`, found on the PATH in `env`, with `args` and
 // exactly `env`: how the Slurm commands (sbatch, squeue, scancel) are run.
 // The caller sets cwd, credentials and the timeout.

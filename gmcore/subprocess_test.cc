@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace goldminer {
 namespace {
@@ -117,6 +119,80 @@ TEST(SubprocessTest, AProcessWithRootOnlySavedDropsForGood) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not drop; 11: run_command failed; 12: id failed; 13: wrong ids";
+}
+
+// The text of `path` once it ends with `last`, or after 10 s.
+std::string wait_for_file(const std::string& path, const std::string& last) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buf[256];
+      text.assign(buf, std::fread(buf, 1, sizeof buf, f));
+      std::fclose(f);
+      if (text.size() >= last.size() && text.compare(text.size() - last.size(), last.size(), last) == 0) break;
+    }
+    usleep(50 * 1000);
+  }
+  return text;
+}
+
+TEST(SubprocessTest, ADetachedCommandRunsOnInASessionOfItsOwn) {
+  char dir[] = "/tmp/gm-spawn-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string out = std::string(dir) + "/out";
+  // It still runs after spawn_detached returned, in its own directory,
+  // environment and session, appending to the file.
+  CommandSpec s = shell("sleep 0.2; pwd; echo \"A=$A\"; ps -o sid= -p $$ | tr -d ' '; echo err >&2");
+  s.env = {"A=2", "PATH=/usr/bin:/bin"};
+  s.cwd = dir;
+  auto pidfd = spawn_detached(s, out);
+  ASSERT_TRUE(pidfd.ok()) << pidfd.status().message();
+  std::string text = wait_for_file(out, "err\n");
+  EXPECT_TRUE(stop_detached(*pidfd, 5, 5)) << "it ends by itself";
+  EXPECT_EQ(text.rfind(std::string(dir) + "\nA=2\n", 0), 0u) << text;
+  EXPECT_EQ(text.find("\n" + std::to_string(getsid(0)) + "\n"), std::string::npos) << "ran in our session: " << text;
+  std::remove(out.c_str());
+  rmdir(dir);
+}
+
+TEST(SubprocessTest, ADetachedCommandThatCannotStartSaysWhy) {
+  CommandSpec s;
+  s.argv = {"/nonexistent/srun"};
+  auto r = spawn_detached(s, "/tmp/gm-spawn-never.out");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "cannot start /nonexistent/srun: cannot execute it: No such file or directory");
+  std::remove("/tmp/gm-spawn-never.out");
+  s.argv = {"/bin/true"};
+  r = spawn_detached(s, "/nonexistent/dir/out");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "cannot start /bin/true: cannot open its output file: No such file or directory");
+  EXPECT_EQ(spawn_detached(s, "relative.out").status().message(),
+            "spawn_detached: the output file must be an absolute path");
+}
+
+TEST(SubprocessTest, StoppingADetachedCommandTermsItThenKillsIt) {
+  // One that drains on SIGTERM ends within the grace time.
+  CommandSpec s = shell("trap 'echo drained; exit 0' TERM; echo up; while :; do sleep 0.05; done");
+  s.env = {"PATH=/usr/bin:/bin"};
+  char dir[] = "/tmp/gm-spawn-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string out = std::string(dir) + "/out";
+  auto pidfd = spawn_detached(s, out);
+  ASSERT_TRUE(pidfd.ok()) << pidfd.status().message();
+  ASSERT_EQ(wait_for_file(out, "up\n"), "up\n");
+  EXPECT_TRUE(stop_detached(*pidfd, 0.1, 10));
+  EXPECT_EQ(wait_for_file(out, "drained\n"), "up\ndrained\n");
+  // One that ignores it is killed after the grace time.
+  std::remove(out.c_str());
+  s = shell("trap '' TERM; echo up; exec sleep 60");
+  pidfd = spawn_detached(s, out);
+  ASSERT_TRUE(pidfd.ok()) << pidfd.status().message();
+  ASSERT_EQ(wait_for_file(out, "up\n"), "up\n");
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(stop_detached(*pidfd, 0.1, 0.3));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  std::remove(out.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

@@ -4,10 +4,14 @@
 // to SPANK return codes. This is the one switch on spank_context()
 // (STYLE.md §1). No exception leaves an entry point (STYLE.md §2).
 //
-// In a batch job's batch step it also starts the job's data workers as a
-// companion job and, when the batch step ends, ends that job and those an
-// elastic session added (gmcore/companion_job.h plans both;
-// gmcore/subprocess.h runs sbatch, squeue and scancel as the job's user).
+// It also starts a job's data workers: from a batch job's batch step, as a
+// companion job (gmcore/companion_job.h), or, when the job is
+// heterogeneous with a CPU-only component, as a step of that component
+// (gmcore/het_step.h), also from the first node of a salloc or srun
+// hetjob's steps. When that step ends, it ends what it started: the
+// worker step, and the companion jobs an elastic session added.
+// gmcore/subprocess.h runs sbatch, squeue, scancel and srun as the job's
+// user.
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -15,11 +19,13 @@ extern "C" {
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gmcore/auth.h"
 #include "gmcore/companion_job.h"
+#include "gmcore/het_step.h"
 #include "gmcore/job_options.h"
 #include "gmcore/job_settings.h"
 #include "gmcore/log.h"
@@ -42,11 +48,12 @@ namespace {
 goldminer::JobSettings settings;
 std::string option_usage;  // must outlive the registration
 
-// The batch job whose companion jobs end with this batch step.
+// What this step started and ends with it.
 struct Companion {
-  uint32_t job_id = 0;  // the batch job's; 0: none
+  uint32_t job_id = 0;  // the job whose companion jobs end with this step; 0: none
   std::vector<std::string> slurm_env;  // PATH and SLURM_CONF for squeue and scancel
   std::string work_dir;
+  int worker_step = -1;  // pidfd of the srun of the workers' step; -1: none
 };
 Companion companion;
 
@@ -119,6 +126,12 @@ bool is_batch_step(spank_t sp) {
   return spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_BATCH_SCRIPT;
 }
 
+bool is_extern_step(spank_t sp) {
+  uint32_t step = 0;
+  return spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&
+         (step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP);
+}
+
 uint32_t job_id(spank_t sp) {
   uint32_t id = 0;
   spank_get_item(sp, S_JOB_ID, &id);
@@ -160,15 +173,82 @@ goldminer::Expected<goldminer::CommandResult> run_as_job_user(spank_t sp, const 
   return goldminer::run_command(*spec);
 }
 
-// Batch step, user_init: submits the job's data workers and tells the batch
-// script where its session listens. A failure does not fail the job: it is
-// logged and reaches the script as GOLDMINER_DW_ERROR.
-int start_companion_job(spank_t sp) {
+uint32_t node_id(spank_t sp) {
+  uint32_t id = 0;
+  spank_get_item(sp, S_JOB_NODEID, &id);
+  return id;
+}
+
+// The job's components as squeue lists them (gmcore/het_step.h).
+goldminer::Expected<std::vector<goldminer::JobComponent>> job_components(spank_t sp, const std::vector<std::string>& env) {
+  auto r = run_as_job_user(sp, "squeue",
+                           {"--noheader", "--jobs=" + std::to_string(job_id(sp)),
+                            std::string("--Format=") + goldminer::kJobComponentsFormat},
+                           goldminer::slurm_command_env(env), "/");
+  if (!r.ok()) return r.status();
+  return goldminer::parse_job_components(r->exit_code, r->output);
+}
+
+// Sets the trainer's variables in this step's environment.
+goldminer::Status set_trainer_env(spank_t sp, const std::vector<std::pair<std::string, std::string>>& env) {
+  for (const auto& [name, value] : env) {
+    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) return goldminer::Status::error("cannot set " + name + ": " + spank_strerror(rc));
+  }
+  return goldminer::Status();
+}
+
+// Starts the workers' step in the job's CPU-only component `workers`.
+goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& plan,
+                                    const goldminer::JobComponent& workers, const std::string& job) {
+  goldminer::HetStep step = goldminer::plan_het_step(plan, settings.admin(), job_id(sp), workers);
+  goldminer::Status st = set_trainer_env(sp, step.trainer_env);
+  if (!st.ok()) return st;
+  auto user = job_user(sp);
+  if (!user.ok()) return user.status();
+  auto spec = goldminer::command_on_path("srun", step.srun_args, step.srun_env);
+  if (!spec.ok()) return spec.status();
+  spec->cwd = plan.work_dir;
+  spec->as = *user;
+  auto pidfd = goldminer::spawn_detached(*spec, step.output_path);
+  if (!pidfd.ok()) return pidfd.status();
+  companion.worker_step = *pidfd;
+  goldminer::log::info(job + ": data workers are step " + step.name + " of component " + step.component + " (" +
+                       std::to_string(workers.ntasks) + " x goldminer-dw, " + std::to_string(workers.cpus_per_task) +
+                       " CPUs each), trainer address " + plan.trainer + ", output " + step.output_path);
+  return goldminer::Status();
+}
+
+// user_init of a batch step, or of node 0 of another step: starts the
+// job's data workers and tells the trainer where its session listens. A
+// batch step submits a companion job unless the job has a CPU-only
+// component; another step starts workers only in that component of a job
+// without a batch step (salloc, srun). A failure does not fail the job:
+// it is logged and reaches the trainer as GOLDMINER_DW_ERROR.
+int start_workers(spank_t sp, bool batch_step) {
   const goldminer::JobOptions& options = *settings.options();
   const std::string job = "goldminer: job " + std::to_string(job_id(sp));
   std::string why_not = goldminer::why_no_companion_job(options);
   if (!why_not.empty()) {
-    goldminer::log::verbose(job + ": no companion job of data workers: " + why_not);
+    if (batch_step) goldminer::log::verbose(job + ": no data workers started: " + why_not);
+    return 0;
+  }
+  goldminer::BatchJob batch{job_id(sp), job_environment(sp), "", ""};
+  auto components = job_components(sp, batch.env);
+  std::optional<goldminer::JobComponent> workers;
+  if (components.ok()) {
+    for (const goldminer::JobComponent& c : *components)
+      if (c.job_id == batch.job_id) batch.work_dir = c.work_dir;
+    workers = goldminer::worker_component(*components, batch.job_id);
+    bool batch_job = false;
+    for (const goldminer::JobComponent& c : *components) batch_job |= c.job_id == batch.job_id && c.batch;
+    // Steps of a batch job use what its batch step started.
+    if (!batch_step && (batch_job || !workers)) return 0;
+    if (!workers)
+      goldminer::log::verbose(job + ": workers as a companion job: " +
+                              goldminer::why_no_worker_component(*components, batch.job_id));
+  } else if (!batch_step) {
+    goldminer::log::verbose(job + ": no data workers for this step: " + components.status().message());
     return 0;
   }
   auto fail = [&](const std::string& why) {
@@ -179,31 +259,36 @@ int start_companion_job(spank_t sp) {
   };
   auto address = goldminer::node_ipv4_address(settings.admin().dw_network);
   if (!address.ok()) return fail(address.status().message());
-  goldminer::BatchJob batch{job_id(sp), job_environment(sp), *address, ""};
-  auto where = run_as_job_user(sp, "squeue", {"--noheader", "--format=%Z", "--jobs=" + std::to_string(batch.job_id)},
-                               goldminer::slurm_command_env(batch.env), "/");
-  if (where.ok()) batch.work_dir = goldminer::parse_work_dir(where->exit_code, where->output);
+  batch.node_address = *address;
   auto secret = goldminer::auth::make_secret();
   if (!secret.ok()) return fail(secret.status().message());
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch, *secret);
-  for (const auto& [name, value] : plan.trainer_env) {
-    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
-    if (rc != ESPANK_SUCCESS) return fail("cannot set " + name + ": " + spank_strerror(rc));
+  goldminer::Status st = set_trainer_env(sp, plan.trainer_env);
+  if (!st.ok()) return fail(st.message());
+  companion = {batch.job_id, goldminer::slurm_command_env(batch.env), plan.work_dir, -1};
+  if (workers) {
+    st = start_worker_step(sp, plan, *workers, job);
+    return st.ok() ? 0 : fail(st.message());
   }
   auto result = run_as_job_user(sp, "sbatch", plan.sbatch_args, plan.sbatch_env, plan.work_dir);
   if (!result.ok()) return fail(result.status().message());
   auto id = goldminer::parse_submitted_job_id(result->output);
   if (result->exit_code != 0 || !id.ok()) return fail("sbatch: " + goldminer::describe(*result));
-  companion = {batch.job_id, goldminer::slurm_command_env(batch.env), plan.work_dir};
   spank_setenv(sp, "GOLDMINER_DW_JOB", std::to_string(*id).c_str(), 1);
   goldminer::log::info(job + ": data workers are job " + std::to_string(*id) + " (" +
                        std::to_string(options.dw) + " x goldminer-dw), trainer address " + plan.trainer);
   return 0;
 }
 
-// Batch step, exit: the workers' jobs end with the batch job
-// (gmcore/companion_job.h, CompanionState).
+// Exit of the step that started workers: the workers' step and jobs end
+// with it (gmcore/companion_job.h, CompanionState).
 int end_companion_jobs(spank_t sp) {
+  if (companion.worker_step >= 0 && !goldminer::stop_detached(companion.worker_step, goldminer::kCompanionSelfEndS,
+                                                               goldminer::kCompanionDrainGraceS))
+    goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) +
+                          ": its workers' step did not end within " +
+                          std::to_string(static_cast<int>(goldminer::kCompanionDrainGraceS)) + " s of SIGTERM: killed");
+  companion.worker_step = -1;
   if (companion.job_id == 0) return 0;
   auto user = job_user(sp);
   if (!user.ok()) {
@@ -249,7 +334,9 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("user_init", [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;
     if (export_environment(sp) != 0) return -1;
-    return settings.requested() && is_batch_step(sp) ? start_companion_job(sp) : 0;
+    if (!settings.requested()) return 0;
+    if (is_batch_step(sp)) return start_workers(sp, true);
+    return node_id(sp) == 0 && !is_extern_step(sp) ? start_workers(sp, false) : 0;
   });
 }
 

@@ -686,7 +686,7 @@ TEST(DataplaneTest, WorkerProgramRunsOnWorkers) {
   EXPECT_EQ(bad.wait(), 1);
   EXPECT_NE(bad.err().find("not a loadable TorchScript module"), std::string::npos) << bad.err();
   auto env = kEnv;
-  env["GOLDMINER_DW"] = "/nonexistent/goldminer-dw";
+  env["GOLDMINER_DW_PROGRAM"] = "/nonexistent/goldminer-dw";
   Process no_dw(consume_args({"--input", "criteo-tsv:" + (d / "day.tsv")}), env);
   EXPECT_EQ(no_dw.wait(), 1);
   EXPECT_NE(no_dw.err().find("every worker exited and none is connected"), std::string::npos) << no_dw.err();

@@ -55,7 +55,7 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    batches as the reader decodes them), a torch.jit.ScriptModule, the
                    bytes of a saved one, or the path of a TorchScript .pt file.
   workers          data workers this session starts and stops itself. transport "ucx":
-                   N goldminer-dw processes ($GOLDMINER_DW, else the goldminer-dw
+                   N goldminer-dw processes ($GOLDMINER_DW_PROGRAM, else the goldminer-dw
                    installed or built beside this package, else PATH), each with
                    `threads` threads, connecting to `address`; transport "local": N
                    worker threads inside this process (`threads` threads each).
@@ -225,11 +225,11 @@ class BatchTensors {
   std::shared_ptr<const void> keepalive_;
 };
 
-// The goldminer-dw to start: $GOLDMINER_DW, else the one beside this
+// The goldminer-dw to start: $GOLDMINER_DW_PROGRAM, else the one beside this
 // package (installed: PREFIX/lib/pythonX/dist-packages/goldminer/ -> PREFIX/bin;
 // build tree: BUILDDIR/python/goldminer/ -> BUILDDIR), else find_dw_binary().
 std::string dw_binary() {
-  if (const char* v = std::getenv("GOLDMINER_DW"); v != nullptr && *v != '\0') return v;
+  if (const char* v = std::getenv("GOLDMINER_DW_PROGRAM"); v != nullptr && *v != '\0') return v;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&dw_binary), &info) != 0 && info.dli_fname != nullptr) {
     char resolved[PATH_MAX];
@@ -374,7 +374,7 @@ class PySession {
       wp.dw_path = dw_binary();
       if (!executable_found(wp.dw_path))
         raise_runtime("cannot find the data worker '" + wp.dw_path +
-                      "' (set GOLDMINER_DW to the goldminer-dw to run)");
+                      "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
       wp.secret = o.secret;
       wp.threads = threads;
     }

@@ -15,7 +15,7 @@
 namespace goldminer {
 
 std::string find_dw_binary() {
-  if (const char* v = std::getenv("GOLDMINER_DW"); v != nullptr && *v != '\0') return v;
+  if (const char* v = std::getenv("GOLDMINER_DW_PROGRAM"); v != nullptr && *v != '\0') return v;
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) {

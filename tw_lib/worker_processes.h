@@ -14,7 +14,7 @@
 
 namespace goldminer {
 
-// $GOLDMINER_DW, else goldminer-dw next to this executable, else the one
+// $GOLDMINER_DW_PROGRAM, else goldminer-dw next to this executable, else the one
 // on PATH.
 std::string find_dw_binary();
 

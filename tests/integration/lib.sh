@@ -51,3 +51,39 @@ submit_wait() {
     }
     echo "${out%%;*}" | tail -1
 }
+
+# True when every devcluster node is a network namespace of its own (ours),
+# with its own address and host name; else all nodes share this host's.
+nodes_have_namespaces() {
+    grep -q '^network=netns' "$state/run/cluster"
+}
+
+# Runs ARGS with the UCX settings a job of this cluster needs: on a cluster
+# of node namespaces UCX must use the nodes' own interfaces, not lo; on a
+# localhost one the devcluster set dw_network=lo.
+with_job_ucx() {
+    (
+        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
+        "$@"
+    )
+}
+
+# Submits a --goldminer batch job (ARGS: sbatch arguments) and waits for it;
+# prints its id. The script's output goes to $work/cj.JOB.
+submit_goldminer_job() {
+    with_job_ucx submit_wait -o "$work/cj.%j" "$@"
+}
+
+# The state job J ends in (waits while it is pending, running or
+# completing; Slurm keeps ended jobs for MinJobAge).
+final_job_state() {
+    local i st=
+    for i in $(seq 80); do
+        st=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([A-Z_]*\) .*/\1/p')
+        case $st in
+            PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED) sleep 0.25 ;;
+            *) break ;;
+        esac
+    done
+    echo "$st $(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\) .*/\1/p')"
+}

@@ -3,31 +3,6 @@
 # script GOLDMINER_LISTEN / GOLDMINER_SECRET / GOLDMINER_DW_JOB, and ends
 # the companion job with the batch job.
 
-# Submits a --goldminer batch job (ARGS: sbatch arguments) and waits for it;
-# prints its id. The script's output goes to $work/cj.JOB. On a cluster of
-# node namespaces UCX must use the nodes' own interfaces, not lo; on a
-# localhost one the devcluster set dw_network=lo.
-submit_goldminer_job() {
-    (
-        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
-        submit_wait -o "$work/cj.%j" "$@"
-    )
-}
-
-# The state job J ends in (waits while it is pending, running or
-# completing; Slurm keeps ended jobs for MinJobAge).
-final_job_state() {
-    local i st=
-    for i in $(seq 80); do
-        st=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([A-Z_]*\) .*/\1/p')
-        case $st in
-            PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED) sleep 0.25 ;;
-            *) break ;;
-        esac
-    done
-    echo "$st $(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\) .*/\1/p')"
-}
-
 test_companion_job_feeds_the_batch_jobs_session_from_cpu_nodes() {
     local job out dw lines=3000 n bin
     bin=$(dirname "$devcluster")

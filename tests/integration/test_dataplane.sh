@@ -3,12 +3,6 @@
 # runs on a GPU node and whose two goldminer-dw workers run on the CPU nodes
 # and reach it over UCX.
 
-# True when every devcluster node is a network namespace of its own (ours),
-# with its own address and host name; else all nodes share this host's.
-nodes_have_namespaces() {
-    grep -q '^network=netns' "$state/run/cluster"
-}
-
 # Submits job script SCRIPT with ARGS (examples/dataplane-job.sh or one
 # like it) and waits for it; prints the job id. With node namespaces the
 # trainer listens on its node's address; otherwise all nodes share lo.

@@ -394,12 +394,12 @@ def check_errors(folder):
         check(bad in str(e), "the error does not name the file %s" % bad)
         check("record 250" in str(e), "the error does not name the record")
     spec = write_text(folder)
-    saved = os.environ.get("GOLDMINER_DW")
+    saved = os.environ.get("GOLDMINER_DW_PROGRAM")
     broken = os.path.join(folder, "broken-dw")
     with open(broken, "w") as out:
         out.write("#!/bin/sh\nexit 3\n")  # a worker that cannot start
     os.chmod(broken, 0o755)
-    os.environ["GOLDMINER_DW"] = broken
+    os.environ["GOLDMINER_DW_PROGRAM"] = broken
     try:
         with goldminer.Session(spec, workers=2) as s:
             next(iter(s))
@@ -407,16 +407,16 @@ def check_errors(folder):
     except RuntimeError as e:
         print("workers exited: RuntimeError: %s" % e)
         check("exit status 3" in str(e), "the error does not give the exit status")
-    os.environ["GOLDMINER_DW"] = os.path.join(folder, "no-such-goldminer-dw")
+    os.environ["GOLDMINER_DW_PROGRAM"] = os.path.join(folder, "no-such-goldminer-dw")
     try:
         goldminer.Session(spec, workers=1)
         fail("a missing goldminer-dw was accepted")
     except RuntimeError as e:
         print("missing goldminer-dw: RuntimeError: %s" % e)
     if saved is None:
-        del os.environ["GOLDMINER_DW"]
+        del os.environ["GOLDMINER_DW_PROGRAM"]
     else:
-        os.environ["GOLDMINER_DW"] = saved
+        os.environ["GOLDMINER_DW_PROGRAM"] = saved
     with goldminer.Session(spec) as s:  # nobody delivers; Ctrl-C ends the wait
         timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
         start = time.monotonic()
@@ -535,7 +535,7 @@ def check_environment(folder):
 
     # External workers: one with the wrong secret is rejected, one with the
     # right one delivers the epoch.
-    dw = os.environ.get("GOLDMINER_DW", "goldminer-dw")
+    dw = os.environ.get("GOLDMINER_DW_PROGRAM", "goldminer-dw")
     with goldminer.Session(spec, BATCH, secret="the-job-secret") as s:
         env = dict(os.environ, GOLDMINER_TRAINER=s.address, GOLDMINER_SECRET="a-wrong-secret")
         wrong = subprocess.Popen([dw], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

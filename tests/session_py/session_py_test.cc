@@ -36,7 +36,7 @@ Result check(const std::string& args) {
   // The environment of every case: the staged package, the built worker,
   // UCX on loopback; nothing from an enclosing goldminer-run.
   setenv("PYTHONPATH", env_or("PYTHONPATH", builddir + "/python").c_str(), 1);
-  setenv("GOLDMINER_DW", (builddir + "/goldminer-dw").c_str(), 1);
+  setenv("GOLDMINER_DW_PROGRAM", (builddir + "/goldminer-dw").c_str(), 1);
   setenv("UCX_NET_DEVICES", "lo", 1);
   for (const char* v : {"GOLDMINER_LISTEN", "GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_LOCAL_WORKERS"})
     unsetenv(v);
