@@ -30,17 +30,25 @@ ElasticController::ElasticController(const ElasticConfig& config, WorkerLauncher
 
 ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s) {
   ElasticStep step;
+  // Workers that left (preempted, lost, drained) are not coming back: the
+  // target they were part of drops with them.
+  if (m.workers < last_workers_) settle_target_ = std::max(0, settle_target_ - (last_workers_ - m.workers));
+  last_workers_ = m.workers;
   const int change = autosizer_.observe(m);
   if (change > 0) {
     // Workers already on their way (waiting in Slurm's queue, or started
     // and not yet joined) are the growth asked for: more would overshoot.
-    const bool settling = m.workers < settle_target_ && now_s < settle_deadline_;
+    // Started ones whose jobs all ended (preempted before they joined) are
+    // on no way.
+    const bool settling = m.workers < settle_target_ && now_s < settle_deadline_ &&
+                          (!launched_ || launcher_->live() > 0);
     if (settling || now_s < retry_at_ || launcher_->waiting() > 0) return step;
     const int n = std::min(change, config_.autosizer.max_workers - m.workers);
     if (n <= 0) return step;
     step.started = launcher_->start(n, &step.error);
     if (step.started < n) retry_at_ = now_s + config_.retry_after_s;
     if (step.started > 0) {
+      launched_ = true;
       settle_target_ = m.workers + step.started;
       settle_deadline_ = now_s + config_.join_grace_s;
     }
@@ -97,6 +105,12 @@ std::map<uint32_t, CompanionState> SlurmWorkerLauncher::states() {
 int SlurmWorkerLauncher::waiting() {
   int n = 0;
   for (const auto& [id, state] : states()) n += state == CompanionState::kWaiting;
+  return n;
+}
+
+int SlurmWorkerLauncher::live() {
+  int n = 0;
+  for (const auto& [id, state] : states()) n += state != CompanionState::kGone;
   return n;
 }
 

@@ -39,6 +39,8 @@ class WorkerLauncher {
   virtual int start(int n, std::string* error) = 0;
   // How many of those it started still wait for resources (pending).
   virtual int waiting() = 0;
+  // How many of those it started have not ended (waiting or running).
+  virtual int live() = 0;
   // Cancels up to `n` of the waiting ones, newest first; returns how many.
   virtual int cancel_waiting(int n) = 0;
   // The session ends: cancels those that wait and stops those that run
@@ -81,6 +83,8 @@ class ElasticController {
   Autosizer autosizer_;
   int settle_target_;       // connected workers expected once started ones join
   double settle_deadline_;  // ... until then
+  bool launched_ = false;   // the launcher started some: the target counts them
+  int last_workers_ = 0;    // connected workers at the previous observation
   double retry_at_ = 0;
 };
 
@@ -94,6 +98,7 @@ class SlurmWorkerLauncher : public WorkerLauncher {
 
   int start(int n, std::string* error) override;
   int waiting() override;
+  int live() override;
   int cancel_waiting(int n) override;
   void end() override;
 

@@ -10,7 +10,7 @@ namespace {
 
 // Starts nothing real: counts what it was asked.
 struct FakeLauncher : WorkerLauncher {
-  int started = 0, waiting_now = 0, cancelled = 0, ended = 0;
+  int started = 0, waiting_now = 0, cancelled = 0, ended = 0, gone = 0;
   int refuse_after = 1 << 20;  // start() fails beyond this many
   int start(int n, std::string* error) override {
     const int ok = std::max(0, std::min(n, refuse_after - started));
@@ -19,6 +19,7 @@ struct FakeLauncher : WorkerLauncher {
     return ok;
   }
   int waiting() override { return waiting_now; }
+  int live() override { return started - cancelled - gone; }
   int cancel_waiting(int n) override {
     const int c = std::min(n, waiting_now);
     waiting_now -= c;
@@ -100,6 +101,30 @@ TEST(ElasticTest, WorkersThatNeverJoinStopHoldingGrowthBackAfterTheGrace) {
   EXPECT_EQ(c.observe(starved(0), 20).started, 0);
   // 30 s: the job's first workers never came (its companion job failed).
   EXPECT_EQ(c.observe(starved(0), 31).started, 1) << "below min_workers: back to one at once";
+}
+
+// Preemption: the workers it started are preempted before they join, and
+// the connected ones drain and leave: nothing is on its way any more, so
+// the next observation starts a worker at once.
+TEST(ElasticTest, WorkersPreemptedBeforeTheyJoinedHoldNothingBack) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  c.observe(starved(2), 1);
+  ASSERT_EQ(c.observe(starved(2), 2).started, 2);
+  EXPECT_EQ(c.observe(starved(2), 3).started, 0) << "the two started are on their way";
+  l.gone = 2;
+  EXPECT_EQ(c.observe(starved(0), 4).started, 1) << "below min_workers, nothing on its way: one at once";
+}
+
+// Connected workers that leave lower the target the started ones count
+// towards: those still to join are what is on its way.
+TEST(ElasticTest, WorkersThatLeaveLowerTheTargetStartedOnesCountTowards) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  c.observe(starved(2), 1);
+  ASSERT_EQ(c.observe(starved(2), 2).started, 2);  // target 4, both live
+  c.observe(starved(4), 3);                        // they joined
+  EXPECT_GT(c.observe(starved(2), 4).started, 0) << "the first two left: not held back by them";
 }
 
 TEST(ElasticTest, AFailedStartWaitsBeforeTheNextTry) {

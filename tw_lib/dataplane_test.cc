@@ -1006,19 +1006,24 @@ struct ThreadLauncher : WorkerLauncher {
   std::string trainer, secret;
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
+  std::atomic<int> running{0};
   int started = 0;
   int start(int n, std::string* /*error*/) override {
-    for (int i = 0; i < n; ++i, ++started)
+    for (int i = 0; i < n; ++i, ++started) {
+      ++running;
       threads.emplace_back([this, id = "elastic-" + std::to_string(started)] {
         dw::WorkerOptions w;
         w.trainer = trainer;
         w.secret = secret;
         w.id = id;
         (void)dw::run_worker(w, stop);
+        --running;
       });
+    }
     return n;
   }
   int waiting() override { return 0; }
+  int live() override { return running; }
   int cancel_waiting(int /*n*/) override { return 0; }
   void end() override { stop = true; }
   ~ThreadLauncher() override {

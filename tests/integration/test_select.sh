@@ -126,6 +126,63 @@ test_select_data_workers_on_stranded_cpus_preempted_by_gpu_jobs() {
     return $rc
 }
 
+# Preemption under a consuming trainer: a --goldminer job's workers feed
+# it from g2's stranded CPUs; mid-run g2's GPUs free up and a GPU job wants
+# all of g2: Slurm preempts the workers (dw partition, GraceTime), they
+# drain on SIGTERM (the batch in hand, leases returned), the elastic
+# session replaces them with a worker job placed off g2, and every epoch
+# still has every sample exactly once.
+test_select_preempted_workers_drain_and_the_epoch_stays_exactly_once() {
+    local hog job dw gpu lines=1000000 i out n jobs rc=0
+    select_conf reserve_cpus_per_gpu=1 || return 1
+    seq 1 "$lines" | sed 's/^/sample /' >"$work/pre-big.txt"
+    hog=$(sbatch --parsable -p gpu -w g2 -N1 -n1 --gpus=4 -o /dev/null --wrap 'sleep 300') || return 1
+    wait_state "$hog" RUNNING 20 || { scancel "$hog"; return 1; }
+    job=$(with_job_ucx sbatch --parsable --goldminer=dw=2,dw-max=4,cpus-per-dw=1 -p gpu -w g1 -N1 --gpus=1 \
+          --time=5 -o "$work/pre.%j" --wrap "echo dw=\$GOLDMINER_DW_JOB; export GOLDMINER_AUTOSCALE_INTERVAL=0.5; \
+          $(dirname "$devcluster")/goldminer-consume --input text:$work/pre-big.txt --epochs 4 --batch-size 50 \
+          --workers 0 --min-workers 2 --json -v") || { scancel "$hog"; return 1; }
+    for i in $(seq 120); do
+        dw=$(sed -n 's/^dw=\([0-9]*\)$/\1/p' "$work/pre.$job" 2>/dev/null)
+        [ -n "$dw" ] && grep -q '^{"epoch": 0' "$work/pre.$job" && break
+        sleep 0.25
+    done
+    [ -n "$dw" ] && [ "$(job_field "$dw" NodeList)" = g2 ] || {
+        echo "workers not running on g2 by epoch 0: job $dw on $(job_field "$dw" NodeList)"
+        scancel "$hog" "$job"; return 1; }
+    # Mid-run (epoch 1 of 4): g2's GPUs free, and a GPU job wants all of g2.
+    scancel "$hog"
+    gpu=$(sbatch --parsable -p gpu -w g2 -N1 -n8 --gpus=4 -o /dev/null --wrap 'sleep 20') || rc=1
+    wait_state "$gpu" RUNNING 40 || rc=1
+    for i in $(seq 240); do
+        [ "$(job_field "$job" JobState)" = COMPLETED ] && break
+        sleep 0.5
+    done
+    out=$(cat "$work/pre.$job")
+    scancel "$gpu" "$job"
+    [ $rc -eq 0 ] || return 1
+    expect_eq "trainer job" "$(job_field "$job" JobState) $(job_field "$job" ExitCode)" "COMPLETED 0:0" || {
+        echo "$out" | tail -5; return 1; }
+    n=$(echo "$out" | grep -c "^{\"epoch\": [0123], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
+    expect_eq "exactly-once epochs" "$n" 4 || { echo "$out" | grep '^{'; return 1; }
+    # The preempted workers drained (SIGTERM within GraceTime, exit 0).
+    expect_eq "preempted workers" "$(job_field "$dw" JobState) $(job_field "$dw" ExitCode)" "COMPLETED 0:0" || return 1
+    grep -q "STEP $dw.0 ON g2 CANCELLED" "$work/goldminer-dw-$dw.out" || {
+        echo "the workers' step was not preempted: $(tail -3 "$work/goldminer-dw-$dw.out")"; return 1; }
+    expect_eq "drained workers" "$(grep -c '^goldminer-dw: g2:[0-9]*: sent [0-9]* batches' "$work/goldminer-dw-$dw.out")" 2 ||
+        return 1
+    # Mid-epoch: they gave back the leases they held.
+    n=$(sed -n 's/^goldminer-dw: g2:[0-9]*: sent .* returned \([0-9]*\);.*/\1/p' "$work/goldminer-dw-$dw.out" |
+        awk '{ n += $1 } END { print n + 0 }')
+    [ "$n" -ge 1 ] || { echo "no lease returned by the preempted workers: $(cat "$work/goldminer-dw-$dw.out")"; return 1; }
+    # Their replacements: worker jobs off g2 (now all the GPU job's), on
+    # the CPU-only nodes, which joined.
+    jobs=$(squeue --noheader --states=all --name="goldminer-dw.$job" --format='%i %N')
+    echo "$jobs" | grep -Eq ' c[12]$' || { echo "no worker job on a CPU-only node: '$jobs'"; return 1; }
+    echo "$out" | grep -Eq 'session: worker c[12]:[0-9]* joined' || {
+        echo "no replacement worker joined: $(echo "$out" | grep joined)"; return 1; }
+}
+
 # A bad goldminer.conf: slurmctld logs the file, line and reason and runs
 # as plain cons_tres; an internal failure of our decision code gives
 # cons_tres's own decision and one line; slurmctld keeps running.
