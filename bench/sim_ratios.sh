@@ -4,18 +4,19 @@
 # average JCT (bundled / goldminer: > 1 means goldminer is faster) and of
 # GPU allocation (goldminer / bundled), all measured in this run.
 #
-# Usage: bench/sim_ratios.sh [BUILD_DIR] [LOAD] [SEEDS] [SCALES] [FACTOR]
+# Usage: bench/sim_ratios.sh [BUILD_DIR] [LOAD] [SEEDS] [SCALES] [DEMAND]
 #   LOAD    offered GPU load (default 0.9: the baseline queues at 64 and 512)
 #   SEEDS   space-separated --seed values for the samples (default "1 2 3")
 #   SCALES  space-separated GPU counts or "full" (default "64 512 full")
-#   FACTOR  --cpu-demand-factor (default 1)
+#   DEMAND  "calibrated" (default: --demand-model calibrated), or a number F:
+#           --demand-model request --cpu-demand-factor F
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$top/build}
 load=${2:-0.9}
 seeds=${3:-1 2 3}
 scales=${4:-64 512 full}
-factor=${5:-1}
+demand=${5:-calibrated}
 trace=$top/../shared/data/traces/alibaba-gpu-v2023
 if [ ! -f "$trace/dev_slice.csv" ]; then
     echo "SKIP: $trace is absent (../shared/data): nothing to replay"
@@ -25,14 +26,19 @@ sim=$build/goldminer-sim
 
 field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
 
-printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %9s %7s\n' \
-    gpus seed policy jobs avg_jct_s avg_queue avg_cpu_w alloc jct_ratio alloc_r
-echo "load $load, cpu-demand-factor $factor"
+if [ "$demand" = calibrated ]; then
+    model=(--demand-model calibrated)
+else
+    model=(--demand-model request --cpu-demand-factor "$demand")
+fi
+printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %8s %9s %7s\n' \
+    gpus seed policy jobs avg_jct_s avg_queue avg_cpu_w cpu_frac alloc jct_ratio alloc_r
+echo "load $load, ${model[*]}"
 for scale in $scales; do
     for seed in $seeds; do
         [ "$scale" = full ] && [ "$seed" != "${seeds%% *}" ] && continue  # full scale: no sample
         args=(--trace "$trace/dev_slice.csv" --nodes "$trace/nodes.csv" --load "$load" --seed "$seed"
-              --cpu-demand-factor "$factor" --json)
+              "${model[@]}" --json)
         [ "$scale" = full ] || args+=(--gpus "$scale")
         base=$("$sim" "${args[@]}" --policy bundled)
         base_jct=$(echo "$base" | field avg_jct_s)
@@ -41,9 +47,10 @@ for scale in $scales; do
             if [ "$policy" = bundled ]; then out=$base; else out=$("$sim" "${args[@]}" --policy "$policy"); fi
             jct=$(echo "$out" | field avg_jct_s)
             alloc=$(echo "$out" | field gpu_alloc_rate)
-            printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %9.3f %7.3f\n' \
+            printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %8s %9.3f %7.3f\n' \
                 "$(echo "$out" | field gpus)" "$seed" "$policy" "$(echo "$out" | field jobs)" "$jct" \
-                "$(echo "$out" | field avg_queue_s)" "$(echo "$out" | field cpu_short_wait_s)" "$alloc" \
+                "$(echo "$out" | field avg_queue_s)" "$(echo "$out" | field cpu_short_wait_s)" \
+                "$(echo "$out" | field gpu_wait_cpu_short_fraction)" "$alloc" \
                 "$(awk -v a="$base_jct" -v b="$jct" 'BEGIN {print a / b}')" \
                 "$(awk -v a="$alloc" -v b="$base_alloc" 'BEGIN {print a / b}')"
         done

@@ -87,6 +87,17 @@ TEST_F(CliTest, BadOptionsExitTwo) {
   SimRun missing = run_sim("--nodes " + nodes_.path() + " --policy bundled");
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.out.find("--trace"), std::string::npos) << missing.out;
+  const std::string files = "--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy bundled";
+  SimRun model = run_sim(files + " --demand-model guess");
+  EXPECT_EQ(model.status, 2);
+  EXPECT_EQ(model.out, "goldminer-sim: --demand-model: invalid value 'guess': expected one of calibrated, request\n");
+  SimRun factor = run_sim(files + " --cpu-demand-factor 2");
+  EXPECT_EQ(factor.status, 2);
+  EXPECT_EQ(factor.out, "goldminer-sim: --cpu-demand-factor applies to --demand-model request only\n");
+  EXPECT_EQ(run_sim(files + " --demand-model request --cpu-demand-factor 2").status, 0);
+  SimRun sigma = run_sim(files + " --demand-sigma -1");
+  EXPECT_EQ(sigma.status, 2);
+  EXPECT_NE(sigma.out.find("--demand-sigma >= 0"), std::string::npos) << sigma.out;
 }
 
 }  // namespace

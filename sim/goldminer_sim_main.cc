@@ -28,8 +28,10 @@ void print_human(const SimResult& r) {
               r.jobs, r.gpu_jobs, r.gpus, r.offered_load);
   std::printf("  jct avg %.0f s (GPU jobs %.0f s), p50 %.0f s, p95 %.0f s, p99 %.0f s\n", r.avg_jct_s,
               r.avg_jct_gpu_s, r.p50_jct_s, r.p95_jct_s, r.p99_jct_s);
-  std::printf("  queue avg %.0f s, waiting for CPUs with GPUs free %.0f s per GPU job\n", r.avg_queue_s,
-              r.cpu_short_wait_s);
+  std::printf("  queue avg %.0f s, waiting for CPUs with GPUs free %.0f s per GPU job (%.0f%% of GPU jobs' "
+              "waiting)\n",
+              r.avg_queue_s, r.cpu_short_wait_s, 100 * r.gpu_wait_cpu_short_fraction);
+  std::printf("  GPU jobs below full speed with their CPU request: %.0f%%\n", 100 * r.cpu_starved_share);
   std::printf("  GPU allocation %.1f%%, effective %.1f%%, makespan %.0f s\n", 100 * r.gpu_alloc_rate,
               100 * r.gpu_effective_rate, r.makespan_s);
   std::printf("  %lld events, %.1f us of scheduling per event; skipped %d never-run and %d "
@@ -40,7 +42,7 @@ void print_human(const SimResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string trace, nodes_path, policy_text, plot;
+  std::string trace, nodes_path, policy_text, plot, demand_text;
   int gpus = 0;
   uint64_t seed = 1;
   SimOptions options;
@@ -69,8 +71,17 @@ int main(int argc, char** argv) {
        "goldminer: data workers every running job gets before any job gets more")
       ("dw-max", po::value(&options.model.dw_max)->default_value(256),
        "goldminer: data workers per job at most")
+      ("demand-model", po::value(&demand_text)->default_value("calibrated"),
+       "calibrated: each GPU job needs D CPUs per GPU for full speed, D log-normal (below); "
+       "request: the job's request (less its trainer's) times --cpu-demand-factor")
+      ("demand-median", po::value(&options.model.calibrated.median_cpus_per_gpu)->default_value(12.0),
+       "calibrated: median of D (CPUs per GPU)")
+      ("demand-sigma", po::value(&options.model.calibrated.sigma)->default_value(0.75),
+       "calibrated: sigma of ln D")
+      ("demand-max", po::value(&options.model.calibrated.max_cpus_per_gpu)->default_value(64.0),
+       "calibrated: D at most (CPUs per GPU)")
       ("cpu-demand-factor", po::value(&options.model.cpu_demand_factor)->default_value(1.0),
-       "CPUs a GPU job needs for full speed / CPUs it asked for (1: the request was right)")
+       "request: CPUs a GPU job needs for full speed / CPUs it asked for (1: the request was right)")
       ("plot", po::value(&plot), "write GPU allocation over time of all three policies to this SVG")
       ("json", "print one JSON object instead of the human summary");
   po::variables_map vm;
@@ -93,8 +104,18 @@ int main(int argc, char** argv) {
     return fail("goldminer-sim: --remote-efficiency: invalid value: expected (0, 1]", 2);
   if (options.model.cpus_per_dw <= 0)
     return fail("goldminer-sim: --cpus-per-dw: invalid value: expected > 0", 2);
+  auto demand = parse_demand_model(demand_text);
+  if (!demand.ok()) return fail(demand.status().message(), 2);
+  options.model.demand_model = *demand;
   if (options.model.cpu_demand_factor < 1)
     return fail("goldminer-sim: --cpu-demand-factor: invalid value: expected >= 1", 2);
+  if (*demand == DemandModel::kCalibrated && !vm["cpu-demand-factor"].defaulted())
+    return fail("goldminer-sim: --cpu-demand-factor applies to --demand-model request only", 2);
+  const CalibratedDemand& cd = options.model.calibrated;
+  if (!(cd.median_cpus_per_gpu > 0) || !(cd.sigma >= 0) || !(cd.max_cpus_per_gpu >= cd.median_cpus_per_gpu))
+    return fail("goldminer-sim: --demand-median must be > 0, --demand-sigma >= 0 and --demand-max >= "
+                "--demand-median",
+                2);
   if (options.model.dw_floor < 0 || options.model.dw_max < 1)
     return fail("goldminer-sim: --dw-floor must be >= 0 and --dw-max >= 1", 2);
 

@@ -29,6 +29,7 @@ struct Usage {
   double gpu_time = 0, effective_time = 0;
   double contended_time = 0, contended_gpu_time = 0, contended_effective_time = 0;
   double cpu_short_wait = 0;  // GPU-job seconds queued while GPUs were free
+  double gpu_wait = 0;        // GPU-job seconds queued
 };
 
 struct Job {
@@ -196,10 +197,22 @@ class Simulation {
     return std::min(p.cpu_milli, t);
   }
 
-  // CPUs of pre-processing a GPU job needs to run at full speed: what its
-  // request left after the trainer, times cpu_demand_factor.
+  bool calibrated() const { return options_.model.demand_model == DemandModel::kCalibrated; }
+
+  // milli-CPUs a GPU job needs in all for full speed, its trainer's
+  // included (calibrated model).
+  int64_t total_cpu_need(const TracePod& p) const {
+    double d = calibrated_cpus_per_gpu(p, options_.model.calibrated, options_.seed);
+    d = std::max(d, options_.model.trainer_cpus_per_gpu);
+    return static_cast<int64_t>(std::llround(d * static_cast<double>(p.gpu_total_milli())));
+  }
+
+  // CPUs of pre-processing a GPU job needs to run at full speed: under the
+  // calibrated model its whole need minus its trainer's; under the request
+  // model what its request left after the trainer, times cpu_demand_factor.
   int64_t pre_cpu_need(const TracePod& p) const {
     if (p.gpu_total_milli() == 0) return 0;
+    if (calibrated()) return std::max<int64_t>(0, total_cpu_need(p) - trainer_cpu(p));
     double given = static_cast<double>(p.cpu_milli - trainer_cpu(p));
     return static_cast<int64_t>(std::llround(options_.model.cpu_demand_factor * given));
   }
@@ -207,6 +220,9 @@ class Simulation {
   // The job's speed with the CPUs it asked for, all on its node (bundled):
   // the speed at which the trace saw it run.
   double bundled_speed(const TracePod& p) const {
+    if (p.gpu_total_milli() == 0) return 1.0;
+    if (calibrated())
+      return std::min(1.0, static_cast<double>(p.cpu_milli) / static_cast<double>(total_cpu_need(p)));
     int64_t need = pre_cpu_need(p);
     if (need == 0) return 1.0;
     return std::min(1.0, static_cast<double>(p.cpu_milli - trainer_cpu(p)) / static_cast<double>(need));
@@ -317,12 +333,13 @@ class Simulation {
       usage_.contended_effective_time += effective_gpu_ * dt;
       // GPU jobs waiting although some node has enough GPUs free: for CPUs.
       int64_t max_free = gpu_free_.empty() ? 0 : *gpu_free_.rbegin();
-      int blocked = 0;
+      int blocked = 0, queued = 0;
       for (const auto& [size, count] : queued_gpu_) {
-        if (size > max_free) break;
-        blocked += count;
+        queued += count;
+        if (size <= max_free) blocked += count;
       }
       usage_.cpu_short_wait += blocked * dt;
+      usage_.gpu_wait += queued * dt;
     }
   }
 
@@ -524,6 +541,7 @@ class Simulation {
     std::vector<double> jct;
     double queue_sum = 0, gpu_jct = 0;
     double first = kNever, last = 0;
+    int starved = 0;
     for (const Job& j : jobs_) {
       jct.push_back(j.finish - j.arrival);
       queue_sum += j.start - j.arrival;
@@ -532,10 +550,12 @@ class Simulation {
       if (j.gpu > 0) {
         ++r->gpu_jobs;
         gpu_jct += j.finish - j.arrival;
+        starved += bundled_speed(*j.pod) < 1.0;
       }
     }
     r->jobs = static_cast<int>(jobs_.size());
     r->gpus = static_cast<double>(total_gpu_) / 1000.0;
+    r->cpu_starved_share = r->gpu_jobs ? static_cast<double>(starved) / r->gpu_jobs : 0;
     if (jct.empty()) return;
     std::sort(jct.begin(), jct.end());
     auto pct = [&](double p) {
@@ -551,6 +571,7 @@ class Simulation {
     r->avg_queue_s = queue_sum / static_cast<double>(jct.size());
     r->avg_jct_gpu_s = r->gpu_jobs ? gpu_jct / r->gpu_jobs : 0;
     r->cpu_short_wait_s = r->gpu_jobs ? usage_.cpu_short_wait / r->gpu_jobs : 0;
+    r->gpu_wait_cpu_short_fraction = usage_.gpu_wait > 0 ? usage_.cpu_short_wait / usage_.gpu_wait : 0;
     r->makespan_s = last - first;
     // Allocation while GPU jobs wait is what stranding costs; a run in which
     // none ever waits is measured over its whole makespan.
@@ -646,12 +667,13 @@ std::string to_json(const SimResult& r) {
                 "\"cpu_short_wait_s\": %.1f, \"makespan_s\": %.1f, \"gpu_jobs\": %d, "
                 "\"avg_jct_gpu_s\": %.1f, \"offered_load\": %.4f, \"unplaceable_jobs\": %d, "
                 "\"never_ran_jobs\": %d, \"contended_share\": %.4f, \"events\": %lld, "
-                "\"decision_us_per_event\": %.2f}",
+                "\"decision_us_per_event\": %.2f, \"gpu_wait_cpu_short_fraction\": %.4f, "
+                "\"cpu_starved_share\": %.4f}",
                 r.policy.c_str(), r.jobs, r.gpus, r.avg_jct_s, r.p50_jct_s, r.p95_jct_s,
                 r.p99_jct_s, r.avg_queue_s, r.gpu_alloc_rate, r.gpu_effective_rate,
                 r.cpu_short_wait_s, r.makespan_s, r.gpu_jobs, r.avg_jct_gpu_s, r.offered_load,
                 r.unplaceable, r.never_ran, r.contended_share, static_cast<long long>(r.events),
-                r.decision_us_per_event);
+                r.decision_us_per_event, r.gpu_wait_cpu_short_fraction, r.cpu_starved_share);
   return buf;
 }
 

@@ -10,9 +10,15 @@
 // - A pod is a job; it holds num_gpu * gpu_milli milli-GPU and asks for
 //   cpu_milli CPUs; run time in the trace (deletion - scheduled) is its work
 //   W at full speed. Memory is not modelled.
+// - A GPU job's pre-processing demand (CPUs for full speed) comes from the
+//   demand model: calibrated (default; per GPU, a seeded draw from a
+//   log-normal fitted to the published observations, see DemandModel) or
+//   request (the request minus the trainer's, times cpu_demand_factor).
+//   The trace's run time is the job's run time at the speed its request
+//   gave it: W = run time x that speed.
 // - bundled (Slurm cons_tres today): a GPU job starts only on a node that
-//   has its GPUs and all its CPUs free, and runs for W (at full speed
-//   unless cpu_demand_factor says its request was too small).
+//   has its GPUs and all its CPUs free, and runs at the speed its request
+//   gives it (the trace's run time).
 // - goldminer: a GPU job keeps trainer_cpus_per_gpu CPUs per GPU on its GPU
 //   node; the rest of its CPU request, P, is pre-processing done by data
 //   workers anywhere (spare CPUs beyond each node's reserve). k workers of
@@ -33,6 +39,7 @@
 #include <vector>
 
 #include "gmcore/status.h"
+#include "sim/demand_model.h"
 #include "sim/trace.h"
 
 namespace goldminer::sim {
@@ -48,10 +55,13 @@ struct JobModel {
   double cpus_per_dw = 1.0;           // size of one data worker
   int dw_floor = 1;                   // workers each job gets before any gets more
   int dw_max = 256;                   // workers per job at most
-  // CPUs a GPU job's pre-processing needs for full speed / CPUs its request
-  // gave it (the request minus the trainer's). 1: the request was right.
-  // Above 1, jobs were CPU-starved in the trace: bundled runs them at
-  // 1 / factor, as the trace saw, and goldminer can give them the rest.
+  DemandModel demand_model = DemandModel::kCalibrated;
+  CalibratedDemand calibrated;
+  // kRequest: CPUs a GPU job's pre-processing needs for full speed / CPUs
+  // its request gave it (the request minus the trainer's). 1: the request
+  // was right. Above 1, jobs were CPU-starved in the trace: bundled runs
+  // them at 1 / factor, as the trace saw, and goldminer can give them the
+  // rest.
   double cpu_demand_factor = 1.0;
 };
 
@@ -88,6 +98,10 @@ struct SimResult {
   double gpu_effective_rate = 0;
   double contended_share = 0;     // share of the makespan with a GPU job waiting
   double cpu_short_wait_s = 0;    // per GPU job: queued while GPUs were free somewhere
+  // Share of GPU jobs' queueing time spent while some node had enough GPUs
+  // free for the job (so it waited for CPUs); 0 when none waited.
+  double gpu_wait_cpu_short_fraction = 0;
+  double cpu_starved_share = 0;   // GPU jobs whose request runs them below full speed
   double makespan_s = 0;
   double offered_load = 0;        // GPU work offered / (GPUs x arrival span)
   double decision_us_per_event = 0;

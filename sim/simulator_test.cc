@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <string>
+
 #include "sim/sampling.h"
 #include "sim/test_util.h"
 
@@ -26,6 +30,7 @@ SimResult run(const std::vector<TracePod>& pods, const std::vector<TraceNode>& n
   SimOptions o;
   o.policy = policy;
   o.load = load;
+  o.model.demand_model = DemandModel::kRequest;  // the request is right: only placement differs
   auto r = simulate(pods, nodes, o);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? *r : SimResult();
@@ -54,6 +59,66 @@ TEST(SimulatorTest, BundledStrandsGpusGoldminerDoesNot) {
 
   SimResult joblevel = run(pods, nodes, Policy::kGoldminerJobLevel);
   EXPECT_NEAR(joblevel.avg_jct_gpu_s, 100 / 0.72, 1e-6) << "the autosizer converges to 12";
+}
+
+// The share of GPU jobs' waiting spent with enough GPUs free (for CPUs):
+// all of it in the first case, none when the GPUs themselves are taken.
+TEST(SimulatorTest, CountsTheShareOfGpuWaitingSpentShortOfCpus) {
+  std::vector<TraceNode> nodes = {{"g1", 24000, 1, 8, "x"}, {"c1", 8000, 1, 0, ""}};
+  SimResult cpu_short = run({pod("cpu", 12000, 0, 0, 1000), pod("gpu", 16000, 1, 1, 100)}, nodes, Policy::kBundled);
+  EXPECT_NEAR(cpu_short.gpu_wait_cpu_short_fraction, 1.0, 1e-9);
+  SimResult gpu_short = run({pod("big", 1000, 8, 0, 1000), pod("gpu", 1000, 1, 1, 100)}, nodes, Policy::kBundled);
+  EXPECT_GT(gpu_short.avg_jct_gpu_s, 500) << "the second waited";
+  EXPECT_NEAR(gpu_short.gpu_wait_cpu_short_fraction, 0.0, 1e-9);
+  EXPECT_NE(to_json(gpu_short).find("\"gpu_wait_cpu_short_fraction\": 0.0000"), std::string::npos);
+}
+
+// The calibrated demand draw: deterministic per pod and seed, with the
+// documented median, share above 8 CPUs per GPU and cap.
+TEST(SimulatorTest, CalibratedDemandFollowsItsStatedDistribution) {
+  CalibratedDemand d;
+  std::vector<double> draws;
+  int above8 = 0, at_cap = 0;
+  for (int i = 0; i < 40000; ++i) {
+    TracePod p = pod("pod-" + std::to_string(i), 8000, 1, 0, 10);
+    double v = calibrated_cpus_per_gpu(p, d, 1);
+    EXPECT_EQ(v, calibrated_cpus_per_gpu(p, d, 1));
+    draws.push_back(v);
+    above8 += v > 8;
+    at_cap += v >= 64;
+    ASSERT_LE(v, 64);
+  }
+  std::sort(draws.begin(), draws.end());
+  EXPECT_NEAR(draws[draws.size() / 2], 12, 0.3);
+  EXPECT_NEAR(above8 / 40000.0, 0.70, 0.01);
+  EXPECT_NEAR(at_cap / 40000.0, 0.013, 0.003);
+  TracePod p = pod("pod-1", 8000, 1, 0, 10);
+  EXPECT_NE(calibrated_cpus_per_gpu(p, d, 1), calibrated_cpus_per_gpu(p, d, 2)) << "the seed changes the draw";
+}
+
+// Under the calibrated model a GPU job whose request falls short of its
+// drawn need ran slower in the trace; goldminer's workers bring it to full
+// speed.
+TEST(SimulatorTest, CalibratedStarvedJobsRunAtFullSpeedWithWorkers) {
+  std::vector<TraceNode> nodes = {{"g1", 16000, 1, 1, "x"}, {"c1", 96000, 1, 0, ""}};
+  SimOptions o;  // calibrated by default
+  // A pod whose draw is above its 4 CPUs per GPU.
+  TracePod starved;
+  double need = 0;
+  for (int i = 0; need <= 6; ++i) {
+    starved = pod("job-" + std::to_string(i), 4000, 1, 0, 200);
+    need = calibrated_cpus_per_gpu(starved, o.model.calibrated, o.seed);
+  }
+  o.policy = Policy::kBundled;
+  auto bundled = simulate({starved}, nodes, o);
+  ASSERT_TRUE(bundled.ok()) << bundled.status().message();
+  EXPECT_NEAR(bundled->avg_jct_s, 200, 1e-6) << "the trace as it ran";
+  EXPECT_DOUBLE_EQ(bundled->cpu_starved_share, 1.0);
+  o.policy = Policy::kGoldminer;
+  auto gm = simulate({starved}, nodes, o);
+  ASSERT_TRUE(gm.ok()) << gm.status().message();
+  const double work = 200 * 4 / (std::round(need * 1000) / 1000);
+  EXPECT_NEAR(gm->avg_jct_s, work, 0.01) << "need " << need << " CPUs";
 }
 
 TEST(SimulatorTest, CpuJobsThatOnlyFitInTheReserveAreUnplaceableUnderGoldminer) {
@@ -85,6 +150,7 @@ TEST(SimulatorTest, CpuStarvedJobsRunFasterWithDataWorkers) {
   // ceil(14 / 0.9) = 16 one-CPU workers on the CPU node.
   std::vector<TraceNode> nodes = {{"g1", 16000, 1, 8, "x"}, {"c1", 32000, 1, 0, ""}};
   SimOptions o;
+  o.model.demand_model = DemandModel::kRequest;
   o.model.cpu_demand_factor = 2.0;
   o.policy = Policy::kBundled;
   auto bundled = simulate({pod("gpu", 8000, 1, 0, 150)}, nodes, o);
@@ -101,6 +167,7 @@ TEST(SimulatorTest, JobsWithoutPreprocessingCpusAreNotSlowedByTheFactor) {
   // 1 CPU, all of it the trainer's: nothing to pre-process, full speed.
   std::vector<TraceNode> nodes = {{"g1", 16000, 1, 8, "x"}};
   SimOptions o;
+  o.model.demand_model = DemandModel::kRequest;
   o.model.cpu_demand_factor = 3.0;
   for (Policy p : {Policy::kBundled, Policy::kGoldminer}) {
     o.policy = p;
