@@ -1,0 +1,175 @@
+# shellcheck shell=bash
+#
+# goldminer-devcluster: the cluster's configuration, rewritten by every up:
+# the state file, the fake GPUs, slurm.conf, gres.conf, goldminer.conf,
+# plugstack.conf and, in netns mode, the nodes' /etc/hosts.
+#
+# Sourced by goldminer-devcluster (load_libs), whose globals it reads: the
+# paths of set_paths, the opt_* options, nodes, node_count, network.
+# shellcheck disable=SC2154
+
+write_state() {
+  {
+    printf 'network=%s\nnodes=%s\n' "$network" "$nodes"
+    [ "$network" != netns ] || printf 'bridge=%s\nsubnet=%s\n' "$bridge" "$subnet"
+  } >"$state_file"
+}
+
+# GPU device files: 22.05 accepts only character/block devices in File= and
+# drops GPUs without File=, so each fake GPU is a symlink to /dev/null.
+make_gpus() {
+  local node i
+  for node in $nodes; do
+    case $node in g*) ;; *) continue ;; esac
+    mkdir -p "$dir/gpus/$node"
+    for ((i = 0; i < opt_gpus_per_node; i++)); do
+      ln -sfn /dev/null "$dir/gpus/$node/nvidia$i"
+    done
+  done
+}
+
+write_slurm_conf() {
+  local host addr node i=0 plugindir gpu_list='' cpu_list='' all_list=
+  host=$(hostname -s)
+  if [ "$network" = netns ]; then addr=$subnet.1; else addr=127.0.0.1; fi
+  plugindir=$SLURM_PLUGINDIR
+  # A missing directory in PluginDir is fatal to every Slurm program ("Bad
+  # value ... for PluginDir"); ours is only needed when it exists.
+  if [ -d "$opt_plugin_dir" ]; then plugindir=$plugindir:$opt_plugin_dir; fi
+  {
+    cat <<EOF
+# Written by $PROG $VERSION; rewritten by every "$PROG up".
+ClusterName=gmdev
+SlurmctldHost=$host($addr)
+SlurmctldPort=$opt_port_base
+SlurmdPort=$((opt_port_base + 1))
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$munge_socket
+StateSaveLocation=$dir/state
+# Several slurmd on one machine: per-node spool, PID, log and TmpFS (pmix).
+SlurmdSpoolDir=$dir/spool/%n
+SlurmdPidFile=$rundir/slurmd-%n.pid
+SlurmdLogFile=$logdir/slurmd-%n.log
+TmpFS=$dir/tmp/%n
+SlurmctldPidFile=$rundir/slurmctld.pid
+SlurmctldLogFile=$logdir/slurmctld.log
+PluginDir=$plugindir
+PlugStackConfig=$etc/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/$opt_select
+SelectTypeParameters=CR_Core_Memory
+# Without it a job gets a whole node's memory and nodes are never shared.
+DefMemPerCPU=$((opt_mem_per_node / opt_cpus_per_node > 0 ? opt_mem_per_node / opt_cpus_per_node : 1))
+GresTypes=gpu
+SchedulerType=sched/backfill
+# Heterogeneous jobs are started by backfill only: run it every second.
+SchedulerParameters=bf_interval=1
+# Data workers (partition dw, the lowest tier) yield their CPUs to GPU jobs:
+# cancelled after GraceTime, in which goldminer-dw drains on SIGTERM. The
+# select plugin lets only jobs that ask for GPUs preempt them.
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+# Release the allocation of an srun killed by a test's watchdog (SIGKILL)
+# instead of holding its nodes forever (the default, 0).
+InactiveLimit=30
+ReturnToService=2
+# CPUs and memory below are virtual: slurmd must accept them as configured.
+SlurmdParameters=config_overrides
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+MinJobAge=60
+# Debian has no mail program by default; slurmctld logs an error without one.
+MailProg=/bin/true
+EOF
+    [ -z "$opt_debug_flags" ] || printf 'DebugFlags=%s\n' "$opt_debug_flags"
+    echo
+    for node in $nodes; do
+      printf 'NodeName=%s' "$node"
+      if [ "$network" = netns ]; then
+        printf ' NodeHostname=%s NodeAddr=%s' "$node" "$subnet.$((11 + i))"
+      else
+        printf ' NodeHostname=%s NodeAddr=127.0.0.1 Port=%d' "$node" "$((opt_port_base + 1 + i))"
+      fi
+      printf ' Sockets=1 CoresPerSocket=%d ThreadsPerCore=1 RealMemory=%d' \
+        "$opt_cpus_per_node" "$opt_mem_per_node"
+      case $node in
+        g*) printf ' Gres=gpu:%d Feature=gpu' "$opt_gpus_per_node"
+            gpu_list=$gpu_list,$node ;;
+        *)  printf ' Feature=cpu'
+            cpu_list=$cpu_list,$node ;;
+      esac
+      printf ' State=UNKNOWN\n'
+      all_list=$all_list,$node
+      i=$((i + 1))
+    done
+    [ -z "$gpu_list" ] || printf 'PartitionName=gpu Nodes=%s MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF\n' "${gpu_list#,}"
+    [ -z "$cpu_list" ] || printf 'PartitionName=cpu Nodes=%s MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF\n' "${cpu_list#,}"
+    printf 'PartitionName=all Nodes=%s MaxTime=INFINITE State=UP Default=YES PriorityTier=2 PreemptMode=OFF\n' "${all_list#,}"
+    # Data workers may run anywhere: the select plugin places them.
+    printf 'PartitionName=dw Nodes=%s MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL GraceTime=15\n' "${all_list#,}"
+  } >"$conf"
+}
+
+# /etc/hosts of the nodes in netns mode (bind-mounted in their private mount
+# namespace): node names and this machine's name resolve to bridge addresses,
+# as on a real cluster.
+write_hosts() {
+  local node i=0
+  {
+    printf '# Written by %s %s: /etc/hosts of the nodes.\n' "$PROG" "$VERSION"
+    printf '127.0.0.1\tlocalhost\n'
+    printf '%s.1\t%s\n' "$subnet" "$(hostname -s)"
+    for node in $nodes; do
+      printf '%s.%d\t%s\n' "$subnet" "$((11 + i))" "$node"
+      i=$((i + 1))
+    done
+  } >"$etc/hosts"
+}
+
+write_gres_conf() {
+  local node last=$((opt_gpus_per_node - 1)) files
+  if [ "$last" -eq 0 ]; then files=nvidia0; else files="nvidia[0-$last]"; fi
+  {
+    printf '# Written by %s %s.  Fake GPUs: symlinks to /dev/null.\n' "$PROG" "$VERSION"
+    printf 'AutoDetect=off\n'
+    for node in $nodes; do
+      case $node in g*) ;; *) continue ;; esac
+      printf 'NodeName=%s Name=gpu File=%s\n' "$node" "$dir/gpus/$node/$files"
+    done
+  } >"$etc/gres.conf"
+}
+
+# goldminer.conf beside slurm.conf: the select plugin's settings, one per line.
+write_goldminer_conf() {
+  local setting
+  {
+    printf '# Written by %s %s: settings of %s.\n' "$PROG" "$VERSION" "$SELECT_SO"
+    for setting in $opt_select_conf; do printf '%s\n' "$setting"; done
+  } >"$etc/goldminer.conf"
+}
+
+write_plugstack_conf() {
+  local args=$opt_plugstack_args
+  case " $args" in
+    *" dw_partition="*) ;;
+    *) args="${args:+$args }dw_partition=dw" ;;
+  esac
+  # All nodes are 127.0.0.1 here: a batch job's data workers reach its
+  # trainer on lo, not on this machine's real interface.
+  case " $args" in
+    *" dw_network="*) ;;
+    *) [ "$network" != localhost ] || args="${args:+$args }dw_network=lo" ;;
+  esac
+  {
+    printf '# Written by %s %s.\n' "$PROG" "$VERSION"
+    if [ -n "$opt_no_spank" ]; then
+      printf '# --no-spank: no SPANK plugin.\n'
+    else
+      printf 'required %s/%s%s\n' "$opt_plugin_dir" "$SPANK_SO" "${args:+ $args}"
+    fi
+  } >"$etc/plugstack.conf"
+}
