@@ -41,7 +41,7 @@ test_dataplane_workers_on_cpu_nodes_feed_a_trainer_on_a_gpu_node() {
     expect_eq "workers drained" "$(echo "$out" | grep -c '^goldminer-dw: [^ ]*: sent [0-9]* batches')" 2 || return 1
     # Node namespaces share this kernel: UCX's posix/sysv shared memory cannot
     # wake a peer across them, so the workers send on their connection
-    # endpoint (mpi_transport/ucx_transport.cc).
+    # endpoint (mpi_transport/ucx_worker.cc).
     if nodes_have_namespaces; then
         expect_eq "namespace path" "$(echo "$out" | grep -c 'shares this kernel but not its network namespace')" 2
     fi

@@ -1,0 +1,83 @@
+// Helpers shared by the transports' tests (tests/transport_test): polling
+// an endpoint for events, sending while the other side polls, test frames,
+// a TCP connection to a port on 127.0.0.1.
+#ifndef GOLDMINER_MPI_TRANSPORT_TEST_UTIL_H_
+#define GOLDMINER_MPI_TRANSPORT_TEST_UTIL_H_
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "mpi_transport/transport.h"
+
+namespace goldminer::transport::testing {
+
+// Polls `ep` until an event of `kind` arrives (other kinds are skipped).
+inline Event wait_for(Endpoint* ep, Event::Kind kind, int timeout_ms = 10000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto e = ep->poll(50);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    if (e.ok() && e->has_value() && (*e)->kind == kind) return std::move(**e);
+  }
+  ADD_FAILURE() << "no event of kind " << static_cast<int>(kind) << " within " << timeout_ms << " ms";
+  return Event{};
+}
+
+// Sends from `from` on a thread while `server` is polled (a UCX client's
+// first send waits for the server to accept the connection); returns the
+// events the server saw meanwhile.
+inline std::vector<Event> send_while_polling(Endpoint* from, const uint8_t* data, size_t size, Endpoint* server) {
+  std::atomic<bool> done{false};
+  Status status;
+  std::thread t([&] {
+    status = from->send(0, data, size);
+    done = true;
+  });
+  std::vector<Event> seen;
+  while (!done) {
+    auto e = server->poll(10);
+    if (e.ok() && e->has_value()) seen.push_back(std::move(**e));
+  }
+  t.join();
+  EXPECT_TRUE(status.ok()) << status.message();
+  return seen;
+}
+
+// Polls `ep` until an event of `kind`, first looking in `seen`.
+inline Event next_of(std::vector<Event>* seen, Endpoint* ep, Event::Kind kind) {
+  for (auto it = seen->begin(); it != seen->end(); ++it) {
+    if (it->kind == kind) {
+      Event e = std::move(*it);
+      seen->erase(it);
+      return e;
+    }
+  }
+  return wait_for(ep, kind);
+}
+
+inline std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 31 + (i >> 12));
+  return v;
+}
+
+inline int connect_tcp(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  return fd;
+}
+
+}  // namespace goldminer::transport::testing
+
+#endif  // GOLDMINER_MPI_TRANSPORT_TEST_UTIL_H_

@@ -1,0 +1,265 @@
+// UcxEndpoint, the ucx:// transport (transport.h), and what its files share:
+// ucx_transport.cc (setup, sends, polling, receives and teardown, for both
+// sides; listen_ucx and connect_ucx), ucx_trainer.cc (the listening side:
+// accepting workers, their arenas, stale sockets) and ucx_worker.cc (the
+// connecting side: its endpoints and its arena). Internal to
+// libgoldminer_transport.
+//
+// ucx://HOST:PORT: UCX active messages (ucp) over a listener, so workers
+// connect by socket address whenever they start.
+//
+//
+// Each worker (client) has two endpoints to its trainer (server):
+//   control  created by socket address with UCP_ERR_HANDLING_MODE_PEER, so a
+//            lost peer (kill -9, a dead node) becomes a kDisconnected event.
+//            The trainer sends on it; the worker sends nothing on it.
+//   bulk     created by the trainer's worker address, which the trainer
+//            sends on the control endpoint right after accepting it
+//            (kBindAmId: a random 64-bit token, the trainer's boot id and
+//            network namespace, the address), without error-handling
+//            mode. UCX 1.13 selects its shared-memory transports
+//            (posix/sysv eager, cma single-copy rendezvous) only for such
+//            endpoints (posix/sysv lack peer-failure support), and
+//            TCP or the fabric where the trainer is on another node. The
+//            worker sends every message on it, the token as AM header; the
+//            trainer maps the token to the peer. One endpoint per direction
+//            keeps each direction in order. When the control endpoint fails,
+//            the bulk endpoint is closed with it.
+// A worker's first send waits for the bind message (or the trainer's
+// failure) and creates the bulk endpoint, so no message of a worker goes
+// on the control endpoint. Except: a trainer of the same kernel (boot id)
+// in another network namespace (a container, goldminer-devcluster's
+// nodes). UCX 1.13 then takes it for a peer on this node, but its posix and
+// sysv transports wake their peer through an abstract Unix socket, which
+// does not cross network namespaces: the bulk endpoint's first message
+// would never be seen. Such a worker sends on its control endpoint, where
+// UCX uses neither (TCP, and cma's single copy for large frames); the
+// arena, which needs no socket, still works.
+//
+// A message is one AM with the frame as its data: small ones arrive eagerly
+// and are copied once into a pooled buffer; large ones arrive by rendezvous,
+// received by UCX straight into a pooled buffer (zero copy; one copy in all
+// with cma, which copies from the sender's memory into the receiver's).
+//
+// Shared memory (shm_arena.h): right after creating its bulk endpoint a
+// worker offers the trainer its arena (kShmOfferAmId); the trainer maps it
+// and answers on the control endpoint (kShmAckAmId: mapped, or why not).
+// From then on the worker copies each frame of at least kShmMinFrame bytes
+// into a free arena block (or has built it in one: reserve()) and sends
+// only the block's descriptor
+// (kShmFrameAmId) on the bulk endpoint, in order with its other messages;
+// the trainer delivers the block itself as the frame. A frame the arena has
+// no room for, or any frame before the answer, or after a refusal, goes by
+// copy as above. A worker on another node is refused (boot id) and sends
+// by copy.
+#ifndef GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
+#define GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
+
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mpi_transport/buffer_pool.h"
+#include "mpi_transport/shm_arena.h"
+#include "mpi_transport/stale_sockets.h"
+#include "mpi_transport/transport.h"
+
+namespace goldminer::transport {
+
+constexpr unsigned kAmId = 7;           // a frame
+constexpr unsigned kBindAmId = 8;       // trainer -> worker: BindHead + trainer's worker address
+constexpr unsigned kShmOfferAmId = 9;   // worker -> trainer: its arena (ShmOffer)
+constexpr unsigned kShmAckAmId = 10;    // trainer -> worker: 1 mapped / 0 + why not
+constexpr unsigned kShmFrameAmId = 11;  // worker -> trainer: a frame in the arena (ShmDescriptor)
+// Smaller frames (lease requests, heartbeats) go by copy: an eager copy of
+// a few KiB costs less than the descriptor's round trip.
+constexpr size_t kShmMinFrame = 64 << 10;
+// How long the trainer keeps taking a worker's bulk messages after its
+// control endpoint failed.
+constexpr auto kBulkGrace = std::chrono::milliseconds(200);
+// How often the trainer looks for accepted sockets that are none of its
+// workers' (stale_sockets.h).
+constexpr auto kSweepInterval = std::chrono::seconds(1);
+using Clock = std::chrono::steady_clock;
+
+// The bind message's fixed part; the trainer's worker address follows.
+struct BindHead {
+  uint64_t token;
+  uint64_t network_namespace;  // network_namespace_id(); 0: unknown
+  char boot_id[kBootIdLength];  // node_boot_id(), NUL-padded
+};
+
+inline std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
+
+// "HOST:PORT" (IPv4 or a resolvable name; HOST empty: any) as a socket
+// address, its length in `*len`.
+Expected<sockaddr_storage> resolve(const std::string& host_port, socklen_t* len);
+
+class UcxEndpoint final : public Endpoint {
+ public:
+  UcxEndpoint(bool server, Options options) : server_(server), options_(options) {}
+  ~UcxEndpoint() override { shutdown(); }
+
+  Status init();
+  Status start_listener(const std::string& host_port);  // ucx_trainer.cc
+  Status start_client(const std::string& host_port);    // ucx_worker.cc
+
+  std::string address() const override { return address_; }
+  Status send(PeerId peer, const uint8_t* data, size_t size) override;
+  Status send_async(PeerId peer, const uint8_t* data, size_t size, std::function<void(Status)> done) override;
+  Expected<std::optional<Event>> poll(int timeout_ms) override;
+  void disconnect(PeerId peer) override { drop_peer(peer, true); }
+  std::unique_ptr<wire::FrameStorage> reserve(size_t size) override;  // ucx_worker.cc
+  PathStats path_stats() const override { return stats_; }
+  void wake() override;
+
+ private:
+  // When to keep progressing instead of sleeping (see poll()).
+  static constexpr auto kSpinMax = std::chrono::microseconds(100);
+  struct Arrivals {
+    Clock::time_point last{};
+    Clock::duration gap = std::chrono::hours(1);  // moving average between messages
+    void seen(Clock::time_point t) {
+      if (last != Clock::time_point{}) gap = (gap * 7 + std::min<Clock::duration>(t - last, std::chrono::seconds(1))) / 8;
+      last = t;
+    }
+    bool spin(Clock::time_point now) const { return gap < kSpinMax && now - last < 2 * gap; }
+  };
+
+  // A send_async() in flight.
+  struct Sent {
+    UcxEndpoint* self;
+    std::function<void(Status)> done;
+    std::string to;
+  };
+
+  std::string peer_name(PeerId peer) const { return server_ ? "peer " + std::to_string(peer) : "the trainer"; }
+
+  struct Peer {
+    ucp_ep_h control = nullptr;  // peer-failure mode; the trainer sends here
+    ucp_ep_h bulk = nullptr;     // the worker's sends (client: its own; server: the reply endpoint)
+    uint64_t token = 0;          // trainer: names the peer in the header of its bulk messages
+    std::shared_ptr<ShmMapping> shm;  // trainer: the worker's arena, once mapped
+    std::string client;               // trainer: the worker's address on the listener, "IP:PORT"
+  };
+  struct Bind {
+    uint64_t token = 0;
+    std::vector<uint8_t> address;
+    bool other_network_namespace = false;  // same kernel, another network namespace
+  };
+  // One message of a peer in arrival order: an eager one is complete at
+  // once, a rendezvous one when its data is in. Events follow this order,
+  // so frames sent back to back arrive as sent even when a small eager one
+  // overtakes a large one whose data is still being fetched.
+  struct Slot {
+    std::unique_ptr<Frame> frame;  // null when done: the receive failed
+    bool done = false;
+  };
+  struct RndvRecv {
+    UcxEndpoint* self;
+    PeerId peer;
+    std::shared_ptr<Slot> slot;
+  };
+  struct Rndv {
+    PeerId peer = 0;
+    void* desc = nullptr;
+    size_t length = 0;
+    std::shared_ptr<Slot> slot;
+  };
+
+  // ucx_transport.cc: both sides.
+  Expected<ucs_status_ptr_t> start_send(PeerId peer, const uint8_t* data, size_t size, ucp_request_param_t* p);
+  static void on_sent(void* request, ucs_status_t status, void* user_data);
+  void wait_efd(int ms);
+  void add_peer(PeerId peer, ucp_ep_h control, uint64_t token);
+  void drop_peer(PeerId peer, bool force);
+  void abandon(PeerId peer, ucs_status_ptr_t req);
+  bool settle(ucs_status_ptr_t req);
+  void close_ep(ucp_ep_h ep, bool force);
+  void push_disconnect(PeerId peer, std::string reason);
+  void send_owned(ucp_ep_h ep, unsigned id, std::vector<uint8_t> bytes, bool with_token);
+  void handle_pending();
+  void arrived(PeerId peer, std::unique_ptr<Frame> frame);
+  void flush(PeerId peer);
+  void deliver(PeerId peer, std::unique_ptr<Frame> frame);
+  std::string too_large(size_t length) const;
+  void refuse(PeerId peer, const std::string& why);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static void on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data);
+  static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                            const ucp_am_recv_param_t* param);
+  void shutdown();
+
+  // ucx_trainer.cc: the listening side.
+  void send_bind(ucp_ep_h ep, uint64_t token);
+  void sweep_stale();
+  std::optional<PeerId> sender(const void* header, size_t header_length, const ucp_am_recv_param_t* param);
+  static void on_conn_request(ucp_conn_request_h req, void* arg);
+  static ucs_status_t on_shm_offer(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                   const ucp_am_recv_param_t* param);
+  static ucs_status_t on_shm_frame(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                   const ucp_am_recv_param_t* param);
+
+  // ucx_worker.cc: the connecting side.
+  Status bind();
+  void offer_shm(ucp_ep_h bulk);
+  static ucs_status_t on_bind(void* arg, const void*, size_t, void* data, size_t length, const ucp_am_recv_param_t*);
+  static ucs_status_t on_shm_ack(void* arg, const void*, size_t, void* data, size_t length,
+                                 const ucp_am_recv_param_t*);
+
+  bool server_;
+  Options options_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  int efd_ = -1;
+  bool unfinished_close_ = false;
+  std::atomic<bool> woken_{false};
+  std::string address_;
+  std::vector<uint8_t> worker_address_;  // trainer: what workers connect their bulk endpoint to
+  const std::string boot_id_ = node_boot_id();                // bind message: same kernel?
+  const uint64_t network_namespace_ = network_namespace_id();  // bind message: same network namespace?
+  std::optional<Bind> bind_;             // worker: the trainer's bind message
+  std::shared_ptr<BufferPool> pool_ = BufferPool::create();
+  std::map<PeerId, Peer> peers_;
+  std::unordered_map<ucp_ep_h, PeerId> peer_of_;    // control endpoint -> peer
+  std::unordered_map<uint64_t, PeerId> peer_of_token_;  // trainer: token -> peer
+  PeerId next_peer_ = 1;
+  std::deque<Event> events_;
+  std::deque<ucp_conn_request_h> conn_requests_;
+  std::optional<StaleSocketSweeper> sweeper_;  // trainer, unless handshake_timeout_ms is 0
+  Clock::time_point next_sweep_{};
+  std::deque<std::pair<ucp_ep_h, ucs_status_t>> failed_;
+  struct Closing {
+    PeerId peer;
+    ucs_status_t status;
+    Clock::time_point at;  // when to drop the peer and report it
+  };
+  std::deque<Closing> closing_;  // peers whose control endpoint failed
+  std::deque<Rndv> rndv_;
+  std::map<PeerId, std::deque<std::shared_ptr<Slot>>> order_;  // peers with a rendezvous in progress
+  std::deque<std::pair<PeerId, std::string>> refused_;  // peers to drop, and why
+  std::deque<std::pair<PeerId, std::vector<uint8_t>>> shm_acks_;  // trainer: answers to send
+  std::shared_ptr<ShmArena> arena_;  // worker: its shared-memory frames
+  // Worker: the arena's state; stats_.shared_memory_status says it in words.
+  // Atomic: reserve() reads it on other threads (and arena_ only once it is
+  // kInUse, after which arena_ does not change).
+  enum class Shm { kNotUsed, kOffered, kInUse };
+  std::atomic<Shm> shm_{Shm::kNotUsed};
+  Arrivals arrival_;
+  PathStats stats_;
+};
+
+}  // namespace goldminer::transport
+
+#endif  // GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_

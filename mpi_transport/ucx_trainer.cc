@@ -1,0 +1,141 @@
+// The ucx:// transport's listening side, the trainer (ucx_endpoint.h): the
+// listener, the bind message to each worker it accepts, which worker a
+// bulk message comes from, workers' shared-memory arenas and the frames in
+// them, and the reset of accepted sockets that are none of its workers'.
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <set>
+
+#include "gmcore/log.h"
+#include "mpi_transport/ucx_endpoint.h"
+
+namespace goldminer::transport {
+
+Status UcxEndpoint::start_listener(const std::string& host_port) {
+  socklen_t len = 0;
+  auto addr = resolve(host_port, &len);
+  if (!addr.ok()) return addr.status();
+  ucp_address_t* worker_address = nullptr;
+  size_t worker_address_size = 0;
+  ucs_status_t s = ucp_worker_get_address(worker_, &worker_address, &worker_address_size);
+  if (s != UCS_OK) return Status::error("ucx: ucp_worker_get_address: " + ucs_text(s));
+  const auto* a = reinterpret_cast<const uint8_t*>(worker_address);
+  worker_address_.assign(a, a + worker_address_size);
+  ucp_worker_release_address(worker_, worker_address);
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  lp.sockaddr.addrlen = len;
+  lp.conn_handler.cb = &UcxEndpoint::on_conn_request;
+  lp.conn_handler.arg = this;
+  s = ucp_listener_create(worker_, &lp, &listener_);
+  if (s == UCS_ERR_BUSY)  // UCX's word for EADDRINUSE
+    return Status::error("ucx: listening on " + host_port + ": the address is in use (another process listens "
+                         "on that port; choose another, or port 0 for any free one)");
+  if (s != UCS_OK) return Status::error("ucx: listening on " + host_port + ": " + ucs_text(s));
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  s = ucp_listener_query(listener_, &attr);
+  if (s != UCS_OK) return Status::error("ucx: ucp_listener_query: " + ucs_text(s));
+  const auto* in = reinterpret_cast<const sockaddr_in*>(&attr.sockaddr);
+  char ip[64] = "";
+  inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+  address_ = "ucx://" + std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
+  if (options_.handshake_timeout_ms > 0)
+    sweeper_.emplace(ntohs(in->sin_port), std::chrono::milliseconds(options_.handshake_timeout_ms));
+  return Status();
+}
+
+// Trainer: tells a new worker its token and where to send (kBindAmId).
+void UcxEndpoint::send_bind(ucp_ep_h ep, uint64_t token) {
+  BindHead head{};
+  head.token = token;
+  head.network_namespace = network_namespace_;
+  std::memcpy(head.boot_id, boot_id_.data(), std::min(boot_id_.size(), sizeof head.boot_id));
+  std::vector<uint8_t> payload(sizeof head + worker_address_.size());
+  std::memcpy(payload.data(), &head, sizeof head);
+  std::memcpy(payload.data() + sizeof head, worker_address_.data(), worker_address_.size());
+  send_owned(ep, kBindAmId, std::move(payload), false);
+}
+
+// Trainer: resets the accepted sockets that have been none of its
+// workers' for handshake_timeout_ms (stale_sockets.h), at most every
+// kSweepInterval. Runs after handle_pending(), so a connection request
+// UCX has handed over is already a worker.
+void UcxEndpoint::sweep_stale() {
+  const auto now = Clock::now();
+  if (!sweeper_ || now < next_sweep_) return;
+  next_sweep_ = now + kSweepInterval;
+  std::set<std::string> known;
+  for (const auto& [id, p] : peers_) known.insert(p.client);
+  for (const std::string& from : sweeper_->sweep(known, now))
+    log::info("goldminer: ucx: reset the connection from " + from + " to " + address_ +
+              ": no connection request of a goldminer worker within " +
+              std::to_string(options_.handshake_timeout_ms) + " ms");
+}
+
+void UcxEndpoint::on_conn_request(ucp_conn_request_h req, void* arg) {
+  static_cast<UcxEndpoint*>(arg)->conn_requests_.push_back(req);
+}
+
+// Trainer: the worker a message on a bulk endpoint comes from (its token
+// is the header); nothing for an unknown token.
+std::optional<PeerId> UcxEndpoint::sender(const void* header, size_t header_length, const ucp_am_recv_param_t* param) {
+  if (header_length != sizeof(uint64_t)) return std::nullopt;
+  uint64_t token;
+  std::memcpy(&token, header, sizeof token);
+  auto it = peer_of_token_.find(token);
+  if (it == peer_of_token_.end()) return std::nullopt;
+  Peer& p = peers_[it->second];
+  if (p.bulk == nullptr && (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) p.bulk = param->reply_ep;
+  return it->second;
+}
+
+// Trainer: a worker's arena. Mapped here, so the frames that follow it on
+// the bulk endpoint find it; answered from the event loop.
+ucs_status_t UcxEndpoint::on_shm_offer(void* arg, const void* header, size_t header_length, void* data,
+                                       size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEndpoint*>(arg);
+  if (!self->server_ || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+  auto peer = self->sender(header, header_length, param);
+  if (!peer || self->peers_[*peer].shm) return UCS_OK;
+  auto offer = ShmOffer::decode(static_cast<const uint8_t*>(data), length);
+  Expected<std::shared_ptr<ShmMapping>> mapped =
+      offer.ok() ? ShmMapping::open(*offer) : Expected<std::shared_ptr<ShmMapping>>(offer.status());
+  std::vector<uint8_t> answer{static_cast<uint8_t>(mapped.ok() ? 1 : 0)};
+  if (mapped.ok()) {
+    self->peers_[*peer].shm = std::move(mapped).value();
+  } else {
+    const std::string& why = mapped.status().message();
+    answer.insert(answer.end(), why.begin(), why.end());
+  }
+  self->shm_acks_.emplace_back(*peer, std::move(answer));
+  return UCS_OK;
+}
+
+// Trainer: a frame in a worker's arena.
+ucs_status_t UcxEndpoint::on_shm_frame(void* arg, const void* header, size_t header_length, void* data,
+                                       size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEndpoint*>(arg);
+  if (!self->server_) return UCS_OK;
+  auto peer = self->sender(header, header_length, param);
+  if (!peer) return UCS_OK;
+  std::shared_ptr<ShmMapping> shm = self->peers_[*peer].shm;
+  ShmDescriptor d;
+  if (!shm || length != sizeof d || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    self->refused_.emplace_back(*peer, "shared-memory frame without an accepted arena");
+    return UCS_OK;
+  }
+  std::memcpy(&d, data, sizeof d);
+  auto frame = shm->frame(d, self->options_.max_message);
+  if (!frame.ok()) {
+    self->refused_.emplace_back(*peer, frame.status().message());  // closed outside the callback
+    return UCS_OK;
+  }
+  ++self->stats_.shared_memory;
+  self->arrived(*peer, std::move(frame).value());
+  return UCS_OK;
+}
+
+}  // namespace goldminer::transport

@@ -1,0 +1,161 @@
+// Helpers shared by the data plane's tests (tests/dataplane_test): temp
+// folders, input files, child processes with their output captured, and
+// the per-epoch lines goldminer-consume --json prints.
+#ifndef GOLDMINER_TW_LIB_DATAPLANE_TEST_UTIL_H_
+#define GOLDMINER_TW_LIB_DATAPLANE_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace goldminer::testing {
+
+namespace fs = std::filesystem;
+
+inline std::string builddir() {
+  const char* b = std::getenv("GOLDMINER_BUILDDIR");
+  return b != nullptr ? b : ".";
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gm-dataplane-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline void write_text(const std::string& path, int lines) {
+  std::ofstream out(path);
+  for (int i = 0; i < lines; ++i) out << "sample " << i << " " << std::string(i % 37, 'x') << "\n";
+}
+
+struct Epoch {
+  std::map<std::string, double> v;
+  std::map<std::string, std::string> text;  // string values (order_digest)
+};
+
+inline std::vector<Epoch> parse_json_lines(const std::string& out) {
+  std::vector<Epoch> epochs;
+  std::istringstream in(out);
+  std::string line;
+  const std::regex kv("\"([a-z_]+)\": ([0-9.eE+-]+)");
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    Epoch e;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kv); it != std::sregex_iterator(); ++it)
+      e.v[(*it)[1]] = std::stod((*it)[2]);
+    const std::regex ks("\"([a-z_]+)\": \"([^\"]*)\"");
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), ks); it != std::sregex_iterator(); ++it)
+      e.text[(*it)[1]] = (*it)[2];
+    epochs.push_back(e);
+  }
+  return epochs;
+}
+
+// A child process with its stdout and stderr captured by reader threads.
+class Process {
+ public:
+  Process(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+    int out[2], err[2];
+    EXPECT_EQ(pipe(out), 0);
+    EXPECT_EQ(pipe(err), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      close(out[0]);
+      close(err[0]);
+      for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    out_reader_ = std::thread([this, fd = out[0]] { drain(fd, &out_); });
+    err_reader_ = std::thread([this, fd = err[0]] { drain(fd, &err_); });
+  }
+  ~Process() {
+    if (!waited_) {
+      kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Waits for the exit; returns the exit status (128+signal if killed).
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    waited_ = true;
+    out_reader_.join();
+    err_reader_.join();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string out() {
+    std::lock_guard<std::mutex> l(mu_);
+    return out_;
+  }
+  std::string err() {
+    std::lock_guard<std::mutex> l(mu_);
+    return err_;
+  }
+
+ private:
+  void drain(int fd, std::string* to) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+      std::lock_guard<std::mutex> l(mu_);
+      to->append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+  }
+  pid_t pid_;
+  bool waited_ = false;
+  std::mutex mu_;
+  std::string out_, err_;
+  std::thread out_reader_, err_reader_;
+};
+
+inline const std::map<std::string, std::string> kEnv = {{"UCX_NET_DEVICES", "lo"},
+                                                        {"GOLDMINER_SECRET", "s3cret-for-tests"}};
+
+inline std::vector<std::string> consume_args(const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {builddir() + "/goldminer-consume", "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+inline void expect_clean(const std::vector<Epoch>& epochs, size_t n, double samples) {
+  ASSERT_EQ(epochs.size(), n);
+  for (const Epoch& e : epochs) {
+    EXPECT_EQ(e.v.at("duplicates"), 0) << "epoch " << e.v.at("epoch");
+    EXPECT_EQ(e.v.at("missing"), 0) << "epoch " << e.v.at("epoch");
+    EXPECT_EQ(e.v.at("samples"), samples) << "epoch " << e.v.at("epoch");
+    EXPECT_EQ(e.v.at("unique_samples"), samples);
+  }
+}
+
+}  // namespace goldminer::testing
+
+#endif  // GOLDMINER_TW_LIB_DATAPLANE_TEST_UTIL_H_

@@ -1,0 +1,61 @@
+// The trainer session's elastic thread (SessionOptions::elastic;
+// tw_lib/session_impl.h).
+#include <cstdio>
+
+#include "gmcore/log.h"
+#include "tw_lib/session_impl.h"
+
+namespace goldminer {
+
+// Every interval: the queue's metrics over the interval to the
+// controller, and what it says done (sched/elastic.h).
+void Session::Impl::elastic_loop() {
+  const ElasticSetup& e = o_.elastic;
+  ElasticController controller(e.config, e.launcher.get(), now());
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t arrived = arrived_total_, consumed = consumed_total_, fills = fill_samples_;
+  double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
+  const auto interval = std::chrono::duration<double>(e.interval_s);
+  for (;;) {
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(interval);
+    elastic_cv_.wait_until(lock, until, [this] { return elastic_stop_; });
+    if (elastic_stop_) return;
+    const double t = now(), window = std::max(1e-9, t - since);
+    QueueMetrics m;
+    m.workers = static_cast<int>(per_worker_.size());
+    m.arrival_rate = static_cast<double>(arrived_total_ - arrived) / window;
+    m.consumption_rate = static_cast<double>(consumed_total_ - consumed) / window;
+    m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
+    // The fill as the trainer found it when it took batches in the
+    // window; now, when it took none.
+    m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)
+                                         : queue_fill_locked();
+    // What one worker can make: the most measured while the queue had
+    // room (a full queue holds workers back by credits, and their rate
+    // is then the trainer's; at an epoch's end they idle), used while it
+    // stays full.
+    const double observed = m.workers > 0 ? m.arrival_rate / m.workers : 0;
+    if (m.queue_fill < 0.5) capacity = std::max(capacity, observed);
+    m.per_worker_rate = m.queue_fill < 0.5 || capacity == 0 ? observed : capacity;
+    arrived = arrived_total_, consumed = consumed_total_, waited = wait_total_, since = t;
+    fills = fill_samples_, fill_sum = fill_sum_;
+    lock.unlock();  // the launcher runs Slurm's commands
+    const ElasticStep step = controller.observe(m, t);
+    char why[160];
+    std::snprintf(why, sizeof why, "%d workers, trainer waited %.0f %% of the last %.1f s, queue %.0f %% full",
+                  m.workers, 100 * m.trainer_wait_fraction, window, 100 * m.queue_fill);
+    if (step.started > 0) log::info("goldminer: session: " + std::string(why) + ": started " +
+                                    std::to_string(step.started) + " more data workers");
+    if (!step.error.empty()) log::error("goldminer: session: cannot start more data workers: " + step.error);
+    if (step.cancelled > 0) log::info("goldminer: session: " + std::string(why) + ": cancelled " +
+                                      std::to_string(step.cancelled) + " data workers still waiting to start");
+    if (step.drain > 0) {
+      log::info("goldminer: session: " + std::string(why) + ": draining " + std::to_string(step.drain) +
+                " data workers");
+      drain_workers(static_cast<size_t>(step.drain));
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace goldminer

@@ -1,0 +1,161 @@
+// Session::Impl (include/goldminer/session.h), shared by the files of the
+// trainer session: session.cc (creation, the training loop's calls),
+// session_loop.cc (the loop thread: worker admission, leases, batches,
+// credits) and session_elastic.cc (the elastic thread). Internal to
+// libgoldminer_session.
+//
+// One background thread, the loop, owns the endpoint, the lease table and
+// the worker records; the consumer thread (the training loop) takes batches
+// from a bounded queue. They share only the queue, the credit returns and
+// the counters, under mu_.
+#ifndef GOLDMINER_TW_LIB_SESSION_IMPL_H_
+#define GOLDMINER_TW_LIB_SESSION_IMPL_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmcore/auth.h"
+#include "gmcore/reorder_buffer.h"
+#include "goldminer/session.h"
+#include "mpi_transport/transport.h"
+#include "readers/reader.h"
+
+namespace goldminer {
+
+class Session::Impl {
+ public:
+  Impl(SessionOptions options, readers::DatasetPlan plan, LeaseTable table);
+  Status start();
+  ~Impl();
+
+  std::string address() const { return address_; }
+  size_t config_size() const { return config_text_.size(); }
+  uint64_t total_records() const { return plan_.total_records; }
+  const std::vector<std::string>& files() const { return plan_.config.files; }
+  const std::vector<uint64_t>& records_per_file() const { return plan_.records_per_file; }
+  uint64_t batches_per_epoch() const {
+    uint64_t n = 0;
+    for (const readers::SplitRange& r : plan_.splits) n += (r.records + o_.batch_size - 1) / o_.batch_size;
+    return n;
+  }
+
+  Expected<std::optional<SessionBatch>> next(const std::function<bool()>& interrupted);
+  LeasePosition state() const;
+  SessionMetrics metrics() const;
+  size_t drain_workers(size_t n);
+  Expected<size_t> wait_for_workers(size_t n, double timeout_s, const std::function<bool()>& interrupted);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using Event = transport::Event;
+  using PeerId = transport::PeerId;
+
+  static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+  // An item of the queue: a delivered batch, or the end of an epoch.
+  struct Item {
+    bool end_of_epoch = false;
+    PeerId from = 0;
+    uint64_t bad_records = 0;  // skipped while making this batch
+    uint64_t bytes = 0;
+    bool last_of_split = false;
+    SessionBatch batch;
+  };
+
+  enum class Phase { kHello, kAuth, kReady };
+  struct Worker {
+    Phase phase = Phase::kHello;
+    auth::Digest nonce{};
+    std::string id;
+    Clock::time_point connected = Clock::now();
+    uint32_t wants = 0;        // lease requests not yet granted
+    uint32_t credits = 0;      // batches it may send that have not come yet
+    uint32_t queued = 0;       // its batches in the queue
+    bool draining = false;
+  };
+
+  enum class Leave { kLeft, kDropped, kRejected };
+
+  // session.cc
+  void consumer_reset_rates();
+  double now() const;
+  void fail(const std::string& why);
+  double queue_fill_locked() const;
+
+  // session_loop.cc
+  void run();
+  void send(PeerId peer, const wire::Message& m);
+  void forget(PeerId peer, const std::string& why, Leave how);
+  void drop(PeerId peer, const std::string& why, bool rejected);
+  void on_message(PeerId peer, std::shared_ptr<const transport::Frame> frame);
+  void on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame);
+  void grant_leases();
+  bool grant_lease(PeerId peer, Worker* w);
+  void grant_credits();
+
+  // session_elastic.cc
+  void elastic_loop();
+
+  const SessionOptions o_;
+  readers::DatasetPlan plan_;
+  std::unique_ptr<transport::Endpoint> ep_;  // the loop thread's
+  std::string address_;                      // set before start() returns
+  LeaseTable table_;
+  std::string config_text_;
+  std::thread loop_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> local_stop_{false};
+  std::vector<std::thread> local_;
+  Clock::time_point created_ = Clock::now();
+
+  // Loop only.
+  std::map<PeerId, Worker> workers_;
+  // Deterministic order: batches held for earlier ones. The loop changes it
+  // under mu_ (metrics() reads it).
+  ReorderBuffer<Item> reorder_;
+  uint64_t batch_bytes_ = 0;  // recent batch frame size (moving average); 0: none yet
+  bool epoch_end_queued_ = false;
+
+  // Shared, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  uint64_t queue_bytes_ = 0;
+  std::vector<PeerId> consumed_from_;  // who sent the batches next() took, for the loop
+  Status failure_;
+  bool want_next_epoch_ = false;   // the consumer saw the end of an epoch
+  bool start_next_epoch_ = false;  // ... and asked for the next
+  size_t drain_requests_ = 0;
+  uint32_t consumer_epoch_ = 0;
+  std::map<uint64_t, uint64_t> consumed_;  // split -> batches returned by next()
+  std::set<uint64_t> consumed_done_;
+  Clock::time_point epoch_started_;
+  uint64_t arrived_batches_ = 0, consumed_batches_ = 0;
+  double wait_seconds_ = 0;
+  // Since creation, for the elastic loop's windows.
+  uint64_t arrived_total_ = 0, consumed_total_ = 0, fill_samples_ = 0;
+  double wait_total_ = 0, fill_sum_ = 0;
+  bool elastic_stop_ = false;
+  std::condition_variable elastic_cv_;
+  std::thread elastic_;
+  uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
+  uint64_t consumed_bad_ = 0;  // bad records of the batches next() returned this epoch
+
+ public:
+  uint64_t plan_fingerprint_ = 0;  // set once by create(); see LeasePosition::plan
+  std::map<PeerId, WorkerMetrics> per_worker_;
+};
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_TW_LIB_SESSION_IMPL_H_

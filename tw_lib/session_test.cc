@@ -1,0 +1,490 @@
+// Tests of the trainer session's C++ API (goldminer::Session) in one
+// process: local workers as threads, tensors viewed in place, sample ids,
+// state(), the queue's bound, deterministic order, refused batches,
+// elastic workers, timeouts and interruptions, bad options.
+#include "goldminer/session.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dw_daemon/worker.h"
+#include "gmcore/auth.h"
+#include "gmcore/lease_table.h"
+#include "gmcore/wire.h"
+#include "mpi_transport/transport.h"
+#include "tw_lib/dataplane_test_util.h"
+
+namespace goldminer {
+namespace {
+
+using testing::TempDir;
+using testing::write_text;
+
+// Options of a session over `records` lines written to `d`/t.txt.
+SessionOptions text_session(const TempDir& d, int records, const std::string& listen) {
+  write_text(d / "t.txt", records);
+  SessionOptions o;
+  o.listen = listen;
+  o.secret = "x";
+  o.input = "text:" + (d / "t.txt");
+  o.batch_size = 64;
+  return o;
+}
+
+// A JPEG listing too long for the one message workers get it in is refused
+// when the session is made, naming the size.
+TEST(SessionTest, RefusesAReaderConfigurationTooLargeToSend) {
+  TempDir d;
+  std::ofstream(d / "one.jpg") << "not read at planning";
+  {
+    std::ofstream m(d / "list.txt");
+    for (int i = 0; i < 30000; ++i) m << d / "one.jpg" << "\n";
+  }
+  SessionOptions o;
+  o.listen = "local://too-large";
+  o.secret = "x";
+  o.input = "jpeg:" + (d / "list.txt");
+  auto s = Session::create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("its reader configuration (a JPEG listing is part of it) is "), std::string::npos)
+      << s.status().message();
+  EXPECT_NE(s.status().message().find("more than the 1048576 a worker can be sent"), std::string::npos)
+      << s.status().message();
+}
+
+TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
+  TempDir d;
+  SessionOptions o = text_session(d, 1000, "local://session-test");
+  o.local_workers = 2;
+  o.records_per_split = 300;  // 300, 300, 300, 100: 5 + 5 + 5 + 2 batches of up to 64
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ((*s)->batches_per_epoch(), 17u);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int64_t> records;
+    uint64_t batches = 0;
+    for (;;) {
+      auto b = (*s)->next();
+      ASSERT_TRUE(b.ok()) << b.status().message();
+      if (!b->has_value()) break;
+      ++batches;
+      const SessionBatch& batch = **b;
+      EXPECT_EQ(batch.epoch, static_cast<uint32_t>(epoch));
+      ASSERT_EQ(batch.tensors.size(), 2u) << "text: data + lengths";
+      const auto* lengths = reinterpret_cast<const int64_t*>(batch.tensors[1].data);
+      const char* data = reinterpret_cast<const char*>(batch.tensors[0].data);
+      for (uint32_t i = 0; i < batch.samples; ++i) {
+        const int64_t r = batch.sample_ids[2 * i + 1];
+        const std::string want = "sample " + std::to_string(r) + " " + std::string(r % 37, 'x');
+        ASSERT_EQ(std::string(data, static_cast<size_t>(lengths[i])), want);
+        data += lengths[i];
+        EXPECT_TRUE(records.insert(r).second);
+      }
+    }
+    EXPECT_EQ(records.size(), 1000u);
+    EXPECT_EQ(batches, (*s)->batches_per_epoch());
+    SessionMetrics m = (*s)->metrics();
+    EXPECT_EQ(m.workers, 2u);
+  }
+  // The range form: one epoch per loop.
+  for (int epoch = 2; epoch < 4; ++epoch) {
+    uint64_t samples = 0;
+    for (const SessionBatch& b : (*s)->epoch()) {
+      EXPECT_EQ(b.epoch, static_cast<uint32_t>(epoch));
+      samples += b.samples;
+    }
+    EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
+    EXPECT_EQ(samples, 1000u);
+  }
+}
+
+// The queue's bound holds whatever the number of workers: queued batches
+// plus the credits workers hold stay within queue_batches and queue_bytes.
+// Credits are not taken back: a worker that joined early may hold more than
+// its share once all have joined, until the trainer has taken those
+// batches; the bound is checked after that.
+TEST(SessionTest, QueueStaysWithinItsBoundWithManyWorkers) {
+  TempDir d;
+  for (const bool by_bytes : {false, true}) {
+    SessionOptions o = text_session(d, 3000, by_bytes ? "local://session-bound-bytes" : "local://session-bound");
+    o.batch_size = 10;
+    o.local_workers = 8;
+    o.credits_per_worker = 4;  // without the bound: 32 batches
+    o.queue_batches = by_bytes ? 64 : 5;
+    // A text batch of 10 samples is a frame of about 1 KB: room for ~3.
+    o.queue_bytes = by_bytes ? 3000 : uint64_t{1} << 30;
+    auto s = Session::create(o);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto joined = (*s)->wait_for_workers(8, 60);
+    ASSERT_TRUE(joined.ok() && *joined == 8u);
+    // The batch size is known from the first batch on. Before all had
+    // joined, a worker may have been given up to 4 credits (at most 32 in
+    // all); a third of the epoch's 300 batches uses them up.
+    uint64_t samples = 0;
+    for (int i = 0; i < 100; ++i) {
+      auto b = (*s)->next();
+      ASSERT_TRUE(b.ok() && b->has_value());
+      samples += (*b)->samples;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    SessionMetrics m = (*s)->metrics();
+    EXPECT_EQ(m.workers, 8u);
+    // 8 workers: each may always send one batch.
+    EXPECT_LE(m.queue_batches, 8u);
+    EXPECT_GE(m.queue_batches, 5u) << "the room is used";
+    if (by_bytes) {
+      EXPECT_LE(m.queue_bytes, 8 * 1200u);
+    }
+    for (const SessionBatch& b : (*s)->epoch()) samples += b.samples;
+    EXPECT_EQ(samples, 3000u);
+  }
+}
+
+// Deterministic order with several workers of several threads: next()
+// returns the splits in the lease table's seeded order for the epoch (a
+// new one each epoch), each split's batches in sequence, and what the
+// session holds stays near its bound: the queue's room, plus what the
+// worker holding the awaited split still sends of its other splits.
+TEST(SessionTest, DeterministicOrderWithManyWorkersAndThreads) {
+  TempDir d;
+  SessionOptions o = text_session(d, 20000, "local://session-ordered");
+  o.batch_size = 10;
+  o.records_per_split = 100;  // 10 batches a split, 200 splits (ids 0-199)
+  o.deterministic = true;
+  o.seed = 5;
+  o.local_workers = 4;
+  o.local_worker_threads = 2;
+  o.queue_batches = 8;
+  // The order the session's lease table draws (it depends on the seed and
+  // the number of splits only).
+  std::vector<InputSplit> ids;
+  for (uint64_t i = 0; i < 200; ++i) ids.push_back({i, "f", 0, 1});
+  LeaseConfig lc;
+  lc.seed = o.seed;
+  lc.deterministic_order = true;
+  auto plan = LeaseTable::create(ids, lc);
+  ASSERT_TRUE(plan.ok());
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  std::vector<uint64_t> first_order;
+  for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+    plan->start_epoch(epoch);
+    std::vector<uint64_t> order;  // splits as next() returned them
+    uint64_t sequence = 0, samples = 0;
+    size_t most_held = 0, batches = 0;
+    for (const SessionBatch& b : (*s)->epoch()) {
+      if (order.empty() || b.split_id != order.back()) {
+        EXPECT_TRUE(order.empty() || sequence == 10) << "epoch " << epoch << ": split " << order.back()
+                                                     << " left after " << sequence << " batches";
+        order.push_back(b.split_id);
+        sequence = 0;
+      }
+      EXPECT_EQ(b.sequence, sequence) << "epoch " << epoch << ": split " << b.split_id;
+      sequence = b.sequence + 1;
+      samples += b.samples;
+      if (++batches % 16 == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slower trainer: the workers get ahead
+        SessionMetrics m = (*s)->metrics();
+        most_held = std::max(most_held, m.queue_batches + m.held_batches);
+      }
+    }
+    ASSERT_TRUE((*s)->status().ok()) << (*s)->status().message();
+    EXPECT_EQ(samples, 20000u);
+    EXPECT_EQ(order, plan->epoch_order()) << "epoch " << epoch;
+    if (epoch == 0) first_order = order;
+    // The room (8, at least one per worker) plus the awaited split's
+    // holder's other splits (threads + 1 = 3 leases of 10 batches).
+    EXPECT_LE(most_held, 8u + 3 * 10) << "epoch " << epoch;
+    std::cerr << "epoch " << epoch << ": at most " << most_held << " batches queued or held\n";
+  }
+  EXPECT_NE(plan->epoch_order(), first_order) << "shuffled anew each epoch";
+}
+
+// A batch the session refuses (here: no sample-id tensor) drops its
+// worker before the lease table counts it delivered, so the split is
+// re-run from that batch: with deterministic order the next worker's
+// batches still fit, and nothing of the epoch is missing.
+TEST(SessionTest, ARefusedBatchIsReRunNotSkipped) {
+  TempDir d;
+  SessionOptions o = text_session(d, 1000, "local://session-refused");
+  o.batch_size = 100;  // one split of 10 batches
+  o.deterministic = true;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  // A hand-made worker: authenticates, takes the split, sends its batch 0
+  // without the sample-id tensor.
+  auto ep = transport::connect("local://session-refused");
+  ASSERT_TRUE(ep.ok()) << ep.status().message();
+  auto send = [&](const wire::Message& m) {
+    auto frame = wire::encode(m);
+    ASSERT_TRUE((*ep)->send(0, frame.data(), frame.size()).ok());
+  };
+  std::vector<std::shared_ptr<const transport::Frame>> keep;
+  auto receive = [&]() -> wire::Message {
+    for (int i = 0; i < 200; ++i) {
+      auto e = (*ep)->poll(50);
+      if (e.ok() && e->has_value() && (*e)->kind == transport::Event::Kind::kMessage) {
+        keep.push_back((*e)->frame);
+        auto m = wire::decode_frame(keep.back()->data(), keep.back()->size(), keep.back()->size());
+        if (m.ok()) return *m;
+      }
+    }
+    ADD_FAILURE() << "no message from the session";
+    return wire::Drain{};
+  };
+  send(wire::Hello{"hand-made", 1});
+  auto challenge = receive();
+  ASSERT_TRUE(std::holds_alternative<wire::Challenge>(challenge));
+  send(wire::Auth{auth::answer("x", std::get<wire::Challenge>(challenge).nonce)});
+  send(wire::LeaseRequest{1});
+  std::optional<wire::LeaseGrant> grant;
+  for (int i = 0; i < 5 && !grant; ++i)
+    if (auto m = receive(); std::holds_alternative<wire::LeaseGrant>(m)) grant = std::get<wire::LeaseGrant>(m);
+  ASSERT_TRUE(grant.has_value());
+  wire::BatchHeader h;
+  h.split_id = grant->split_id;
+  h.samples = 100;
+  auto batch = wire::BatchWriter::create(h, {{wire::DType::kUInt8, {100}}});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_TRUE((*ep)->send(0, batch->frame_data(), batch->frame_size()).ok());
+  for (int i = 0; i < 100 && (*s)->metrics().workers_rejected == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ((*s)->metrics().workers_rejected, 1u);
+  // A real worker does the split, from its batch 0.
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    dw::WorkerOptions w;
+    w.trainer = "local://session-refused";
+    w.secret = "x";
+    w.id = "real";
+    (void)dw::run_worker(w, stop);
+  });
+  std::set<int64_t> records;
+  uint64_t samples = 0;
+  for (const SessionBatch& b : (*s)->epoch()) {
+    samples += b.samples;
+    for (uint32_t i = 0; i < b.samples; ++i) records.insert(b.sample_ids[2 * i + 1]);
+  }
+  EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
+  EXPECT_EQ(samples, 1000u);
+  EXPECT_EQ(records.size(), 1000u);
+  stop = true;
+  s->reset();
+  worker.join();
+}
+
+// Starts workers as threads of this process (Slurm's launcher submits
+// jobs; gmcore/elastic_test.cc tests it with a fake Slurm).
+struct ThreadLauncher : WorkerLauncher {
+  std::string trainer, secret;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  std::atomic<int> running{0};
+  int started = 0;
+  int start(int n, std::string* /*error*/) override {
+    for (int i = 0; i < n; ++i, ++started) {
+      ++running;
+      threads.emplace_back([this, id = "elastic-" + std::to_string(started)] {
+        dw::WorkerOptions w;
+        w.trainer = trainer;
+        w.secret = secret;
+        w.id = id;
+        (void)dw::run_worker(w, stop);
+        --running;
+      });
+    }
+    return n;
+  }
+  int waiting() override { return 0; }
+  int live() override { return running; }
+  int cancel_waiting(int /*n*/) override { return 0; }
+  void end() override { stop = true; }
+  ~ThreadLauncher() override {
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+};
+
+// mode=elastic: a trainer that waits gets more workers, up to the most
+// allowed; one whose queue stays full has them drained, down to one; every
+// epoch meanwhile delivers each sample once.
+TEST(SessionTest, ElasticWorkersGrowWhileTheTrainerWaitsAndShrinkWhenTheQueueStaysFull) {
+  TempDir d;
+  SessionOptions o = text_session(d, 2000, "local://session-elastic-test");
+  o.batch_size = 16;
+  o.queue_batches = 32;
+  o.local_workers = 1;
+  auto launcher = std::make_shared<ThreadLauncher>();
+  launcher->trainer = o.listen;
+  launcher->secret = o.secret;
+  o.elastic.launcher = launcher;
+  o.elastic.interval_s = 0.05;
+  o.elastic.config.initial_workers = 1;
+  o.elastic.config.autosizer.min_workers = 1;
+  o.elastic.config.autosizer.max_workers = 3;
+  o.elastic.config.join_grace_s = 5;
+  // A queue of 32 batches over 2 or 3 workers' 4 credits each is full at
+  // 8 or 12 batches: one batch taken shows 0.875 or 0.92; and each epoch's
+  // end empties it.
+  o.elastic.config.autosizer.shrink_queue_fill = 0.8;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto run_epochs = [&](std::chrono::milliseconds per_batch, size_t until_workers) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int epochs = 0;
+    while ((*s)->metrics().workers != until_workers && std::chrono::steady_clock::now() < deadline) {
+      std::set<int64_t> records;
+      for (const SessionBatch& b : (*s)->epoch()) {
+        for (uint32_t i = 0; i < b.samples; ++i) EXPECT_TRUE(records.insert(b.sample_ids[2 * i + 1]).second);
+        std::this_thread::sleep_for(per_batch);
+      }
+      EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
+      EXPECT_EQ(records.size(), 2000u);
+      ++epochs;
+    }
+    return epochs;
+  };
+  // A trainer that only takes batches waits for its one worker: it grows.
+  const int fast = run_epochs(std::chrono::milliseconds(0), 3);
+  EXPECT_EQ((*s)->metrics().workers, 3u) << "after " << fast << " epochs";
+  EXPECT_EQ(launcher->started, 2) << "never above max_workers";
+  // A slow trainer: the queue stays full, workers are drained to one.
+  const int slow = run_epochs(std::chrono::milliseconds(5), 1);
+  EXPECT_EQ((*s)->metrics().workers, 1u) << "after " << slow << " epochs";
+  EXPECT_EQ(launcher->started, 2) << "it did not grow again";
+  EXPECT_EQ((*s)->metrics().workers_lost, 0u) << "drained, not lost";
+  s->reset();
+  EXPECT_TRUE(launcher->stop) << "the session's end stops what it started";
+}
+
+// next(interrupted) is asked while it waits and stops when told to; the
+// session goes on (a timeout still applies afterwards).
+TEST(SessionTest, NextStopsWhenInterruptedAndTheSessionGoesOn) {
+  TempDir d;
+  SessionOptions o = text_session(d, 300, "local://session-interrupt-test");
+  o.timeout_s = 0.5;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  int asked = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto b = (*s)->next([&asked] { return ++asked == 2; });
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), Session::kInterrupted);
+  EXPECT_EQ(asked, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(450)) << "stopped before the timeout";
+  auto again = (*s)->next([] { return false; });
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("no batch within 0.5 s"), std::string::npos) << again.status().message();
+}
+
+// With a timeout, next() fails when no batch comes (here: no worker ever
+// joins) and names what it saw; a worker joining later still delivers.
+TEST(SessionTest, NextTimesOutWithoutWorkersAndGoesOnWhenOneJoins) {
+  TempDir d;
+  SessionOptions o = text_session(d, 300, "local://session-timeout-test");
+  o.timeout_s = 0.3;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const auto start = std::chrono::steady_clock::now();
+  auto b = (*s)->next();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "no batch within 0.3 s (0 workers connected, 0 lost with splits in hand)");
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 5.0);
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    dw::WorkerOptions w;
+    w.trainer = o.listen;
+    w.secret = o.secret;
+    w.id = "late-worker";
+    (void)dw::run_worker(w, stop);
+  });
+  uint64_t samples = 0;
+  for (;;) {
+    auto next = (*s)->next();
+    if (!next.ok()) continue;  // the worker may take longer than 0.3 s to join
+    if (!next->has_value()) break;
+    samples += (**next).samples;
+  }
+  EXPECT_EQ(samples, 300u);
+  stop = true;
+  s->reset();
+  worker.join();
+}
+
+// wait_for_workers: an error naming how many joined when the time is up
+// (the session goes on), kInterrupted when asked to stop, and the count as
+// soon as enough workers are connected.
+TEST(SessionTest, WaitForWorkersTimesOutOrReturnsOnceTheyJoined) {
+  TempDir d;
+  SessionOptions o = text_session(d, 300, "local://session-wait-test");
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto none = (*s)->wait_for_workers(1, 0.2);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "only 0 of 1 workers joined within 0.2 s");
+  // In a --goldminer batch job whose companion job could not be submitted,
+  // the plugin's reason follows.
+  setenv("GOLDMINER_DW_ERROR", "goldminer: job 7: cannot start its data workers: sbatch: exit 1: no partition", 1);
+  none = (*s)->wait_for_workers(1, 0.1);
+  unsetenv("GOLDMINER_DW_ERROR");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            "only 0 of 1 workers joined within 0.1 s; goldminer: job 7: cannot start its data workers: sbatch: exit "
+            "1: no partition");
+  int asked = 0;
+  auto stopped = (*s)->wait_for_workers(1, 60, [&asked] { return ++asked == 3; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().message(), Session::kInterrupted);
+  auto zero = (*s)->wait_for_workers(0, 0);
+  ASSERT_TRUE(zero.ok()) << zero.status().message();
+  EXPECT_EQ(*zero, 0u);
+
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (const char* id : {"w1", "w2"})
+    workers.emplace_back([&, id] {
+      dw::WorkerOptions w;
+      w.trainer = o.listen;
+      w.secret = o.secret;
+      w.id = id;
+      (void)dw::run_worker(w, stop);
+    });
+  auto two = (*s)->wait_for_workers(2, 60);
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(*two, 2u);
+  EXPECT_EQ((*s)->metrics().workers, 2u);
+  uint64_t samples = 0;
+  for (const SessionBatch& b : (*s)->epoch()) samples += b.samples;
+  EXPECT_EQ(samples, 300u);
+  stop = true;
+  s->reset();
+  for (auto& t : workers) t.join();
+}
+
+TEST(SessionTest, RefusesBadOptions) {
+  SessionOptions o;
+  o.input = "text:/etc/hostname";
+  auto s = Session::create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("no job secret"), std::string::npos);
+  o.secret = "x";
+  o.listen = "tcp://1.2.3.4:5";
+  s = Session::create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("unknown transport 'tcp'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace goldminer
