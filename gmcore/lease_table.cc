@@ -5,15 +5,10 @@
 #include <random>
 #include <set>
 
+#include "gmcore/splitmix.h"
+
 namespace goldminer {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 std::string split_name(uint64_t id) { return "lease table: split " + std::to_string(id); }
 

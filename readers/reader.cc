@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "gmcore/splitmix.h"
 #include "readers/file_io.h"
 #include "readers/format.h"
 
@@ -22,25 +23,12 @@ using internal::Sample;
 
 constexpr const char* kValidFormats = "criteo-tsv, csv, tfrecord, jpeg, text";
 
-// SplitMix64 (Steele et al.): small, fast and identical everywhere, unlike
+// Uniform in [0, n) by multiply-shift (Lemire); n > 0. SplitMix64
+// (gmcore/splitmix.h) is identical everywhere, unlike
 // std::uniform_int_distribution whose output is implementation-defined.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n) by multiply-shift (Lemire); n > 0.
-  uint64_t below(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
-  }
-
- private:
-  uint64_t state_;
-};
+uint64_t below(goldminer::SplitMix64& rng, uint64_t n) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(rng.next()) * n) >> 64);
+}
 
 std::string absolute_path(const std::string& path) {
   if (!path.empty() && path[0] == '/') return path;
@@ -80,7 +68,7 @@ class BatchingStream : public SplitStream {
     }
     size_t n = 0;
     while (n < batch_size_ && !buffer_.empty()) {
-      size_t j = capacity_ > 1 ? static_cast<size_t>(rng_.below(buffer_.size())) : 0;
+      size_t j = capacity_ > 1 ? static_cast<size_t>(below(rng_, buffer_.size())) : 0;
       std::swap(out_[n], buffer_[j]);
       ++n;
       auto got = read_one(&buffer_[j]);
@@ -128,7 +116,7 @@ class BatchingStream : public SplitStream {
   uint64_t max_bad_;
   uint64_t bad_ = 0;          // skipped in this split
   uint64_t pending_bad_ = 0;  // skipped since the last batch
-  SplitMix64 rng_;
+  goldminer::SplitMix64 rng_;
   uint32_t batch_size_;
   size_t capacity_;
   bool started_ = false;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gmcore/splitmix.h"
 #include "readers/reader.h"
 
 namespace goldminer::readers::testing {
@@ -112,17 +113,12 @@ inline std::string shared_dataset(const std::string& rel, std::string* why) {
 // Tiny deterministic generator for test data.
 class TestRng {
  public:
-  explicit TestRng(uint64_t seed) : s_(seed) {}
-  uint64_t next() {
-    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  explicit TestRng(uint64_t seed) : rng_(seed) {}
+  uint64_t next() { return rng_.next(); }
   uint64_t below(uint64_t n) { return next() % n; }
 
  private:
-  uint64_t s_;
+  goldminer::SplitMix64 rng_;
 };
 
 }  // namespace goldminer::readers::testing

@@ -3,16 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gmcore/splitmix.h"
+
 namespace goldminer::sim {
 namespace {
-
-// splitmix64: a well-mixed 64-bit value from any 64-bit state.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // A uniform in (0, 1] from 53 bits of `x`.
 double unit(uint64_t x) { return (static_cast<double>(x >> 11) + 1.0) / 9007199254740992.0; }
@@ -35,7 +29,7 @@ double calibrated_cpus_per_gpu(const TracePod& pod, const CalibratedDemand& dema
   // under every policy, and its --load copies too (the same model).
   uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : pod.name) h = (h ^ c) * 0x100000001b3ULL;
-  const uint64_t a = mix(h ^ mix(seed)), b = mix(a);
+  const uint64_t a = splitmix64(h ^ splitmix64(seed)), b = splitmix64(a);
   // Box-Muller, written out: std::normal_distribution differs between
   // standard libraries, and the figures must not.
   const double z = std::sqrt(-2.0 * std::log(unit(a))) * std::cos(2.0 * M_PI * unit(b));
