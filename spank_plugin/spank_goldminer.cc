@@ -247,9 +247,10 @@ int start_workers(spank_t sp, bool batch_step) {
     if (!workers)
       goldminer::log::verbose(job + ": workers as a companion job: " +
                               goldminer::why_no_worker_component(*components, batch.job_id));
-  } else if (!batch_step) {
-    goldminer::log::verbose(job + ": no data workers for this step: " + components.status().message());
-    return 0;
+  } else {
+    goldminer::log::verbose(job + (batch_step ? ": workers as a companion job: " : ": no data workers for this step: ") +
+                            components.status().message());
+    if (!batch_step) return 0;
   }
   auto fail = [&](const std::string& why) {
     std::string message = job + ": cannot start its data workers: " + why;
