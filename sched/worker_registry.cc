@@ -1,0 +1,216 @@
+#include "sched/worker_registry.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+namespace goldminer {
+namespace {
+
+constexpr double kMaxWaitFraction = 0.95;  // beyond: the demand estimate explodes
+
+// Exact (what a report carries) or for reading (json, prometheus).
+std::string number(double v, int digits = 17) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+std::string shown(double v) { return number(v, 6); }
+
+Expected<double> parse_real(const std::string& key, const std::string& value, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < lo || v > hi)
+    return Status::error("report: " + key + ": invalid value '" + value + "': expected a number from " +
+                         number(lo) + " to " + number(hi));
+  return v;
+}
+
+Expected<int> parse_count(const std::string& key, const std::string& value, int lo, int hi) {
+  auto v = parse_real(key, value, lo, hi);
+  if (!v.ok()) return v.status();
+  if (*v != std::floor(*v))
+    return Status::error("report: " + key + ": invalid value '" + value + "': expected a whole number");
+  return static_cast<int>(*v);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string encode_report(const SessionReport& r) {
+  std::string hosts;
+  for (const std::string& h : r.worker_hosts) hosts += (hosts.empty() ? "" : ",") + h;
+  return "job=" + std::to_string(r.job_id) + "\nworkers=" + std::to_string(r.workers) +
+         "\ndw_max=" + std::to_string(r.dw_max) + "\ncpus_per_dw=" + number(r.cpus_per_dw) +
+         "\nwait=" + number(r.trainer_wait_fraction) + "\nfill=" + number(r.queue_fill) +
+         "\nconsumption=" + number(r.consumption_rate) + "\nper_worker=" + number(r.per_worker_rate) +
+         "\nsamples_per_s=" + number(r.samples_per_s) + "\nhosts=" + hosts + "\n";
+}
+
+Expected<SessionReport> decode_report(const std::string& text) {
+  static const char* const kKeys[] = {"job",  "workers",     "dw_max",     "cpus_per_dw",   "wait",
+                                      "fill", "consumption", "per_worker", "samples_per_s", "hosts"};
+  SessionReport r;
+  std::set<std::string> seen;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) return Status::error("report: expected key=value, got '" + line + "'");
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
+      return Status::error("report: " + key + ": unknown key");
+    if (!seen.insert(key).second) return Status::error("report: " + key + ": given twice");
+    Status st;
+    auto real = [&](double lo, double hi, double* out) {
+      auto v = parse_real(key, value, lo, hi);
+      if (v.ok()) *out = *v; else st = v.status();
+    };
+    auto count = [&](int lo, int hi, int* out) {
+      auto v = parse_count(key, value, lo, hi);
+      if (v.ok()) *out = *v; else st = v.status();
+    };
+    if (key == "job") {
+      double id = 0;
+      real(1, 4294967295.0, &id);
+      if (st.ok() && id != std::floor(id)) st = Status::error("report: job: invalid value '" + value + "'");
+      r.job_id = static_cast<uint32_t>(id);
+    } else if (key == "workers") {
+      count(0, 1 << 20, &r.workers);
+    } else if (key == "dw_max") {
+      count(1, 1 << 20, &r.dw_max);
+    } else if (key == "cpus_per_dw") {
+      real(0.001, 1 << 16, &r.cpus_per_dw);
+    } else if (key == "wait") {
+      real(0, 1, &r.trainer_wait_fraction);
+    } else if (key == "fill") {
+      real(0, 1, &r.queue_fill);
+    } else if (key == "consumption") {
+      real(0, 1e12, &r.consumption_rate);
+    } else if (key == "per_worker") {
+      real(0, 1e12, &r.per_worker_rate);
+    } else if (key == "samples_per_s") {
+      real(0, 1e15, &r.samples_per_s);
+    } else if (!value.empty()) {  // hosts
+      std::istringstream hosts(value);
+      std::string h;
+      while (std::getline(hosts, h, ',')) r.worker_hosts.push_back(h);
+    }
+    if (!st.ok()) return st;
+  }
+  for (const char* key : kKeys)
+    if (seen.count(key) == 0) return Status::error(std::string("report: ") + key + ": missing");
+  return r;
+}
+
+DwClaim claim_of(const SessionReport& r) {
+  DwClaim c;
+  c.remaining_work = 1;  // unknown to a session: the same for every job
+  c.base_speed = 0;
+  const double wait = std::min(r.trainer_wait_fraction, kMaxWaitFraction);
+  const double demand = r.consumption_rate / (1 - wait);
+  c.gain_per_worker = r.per_worker_rate > 0 && demand > 0 ? r.per_worker_rate / demand : 1.0 / r.dw_max;
+  c.cpu_per_worker = std::max<int64_t>(1, std::llround(r.cpus_per_dw * 1000));
+  c.max_workers = r.dw_max;
+  c.min_workers = std::min(1, r.dw_max);
+  return c;
+}
+
+WorkerRegistry::WorkerRegistry(double worker_cpus, double stale_after_s)
+    : worker_cpus_(worker_cpus), stale_after_s_(stale_after_s) {}
+
+Status WorkerRegistry::accept(const SessionReport& report, uint32_t uid, uint32_t owner, double now_s) {
+  const std::string job = "job " + std::to_string(report.job_id);
+  if (uid != owner)
+    return Status::error(job + ": report from uid " + std::to_string(uid) + " refused: the job is uid " +
+                         std::to_string(owner) + "'s");
+  JobEntry& e = jobs_[report.job_id];
+  e.report = report;
+  e.uid = uid;
+  e.reported_s = now_s;
+  return Status();
+}
+
+void WorkerRegistry::reallocate(double now_s) {
+  for (auto it = jobs_.begin(); it != jobs_.end();)
+    it = now_s - it->second.reported_s > stale_after_s_ ? jobs_.erase(it) : std::next(it);
+  std::vector<DwClaim> claims;
+  for (const auto& [id, e] : jobs_) claims.push_back(claim_of(e.report));
+  std::vector<int> counts = allocate_workers(claims, std::llround(std::max(0.0, worker_cpus_) * 1000));
+  size_t i = 0;
+  for (auto& [id, e] : jobs_) e.target = counts[i++];
+}
+
+int WorkerRegistry::target(uint32_t job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? -1 : it->second.target;
+}
+
+std::string WorkerRegistry::json() const {
+  std::string out = "{\"worker_cpus\": " + shown(worker_cpus_) + ", \"jobs\": [";
+  bool first = true;
+  for (const auto& [id, e] : jobs_) {
+    const SessionReport& r = e.report;
+    out += first ? "" : ", ";
+    first = false;
+    out += "{\"job\": " + std::to_string(id) + ", \"uid\": " + std::to_string(e.uid) +
+           ", \"workers\": " + std::to_string(r.workers) + ", \"target\": " + std::to_string(e.target) +
+           ", \"dw_max\": " + std::to_string(r.dw_max) + ", \"cpus_per_dw\": " + shown(r.cpus_per_dw) +
+           ", \"trainer_wait_fraction\": " + shown(r.trainer_wait_fraction) +
+           ", \"queue_fill\": " + shown(r.queue_fill) + ", \"samples_per_s\": " + shown(r.samples_per_s) +
+           ", \"hosts\": [";
+    for (size_t h = 0; h < r.worker_hosts.size(); ++h) out += (h ? ", " : "") + json_string(r.worker_hosts[h]);
+    out += "]}";
+  }
+  return out + "]}";
+}
+
+std::string WorkerRegistry::prometheus() const {
+  struct Gauge {
+    const char* name;
+    const char* help;
+    double (*value)(const JobEntry&);
+  };
+  static const Gauge kGauges[] = {
+      {"goldminer_job_workers", "Data workers connected to the job's session.",
+       [](const JobEntry& e) { return static_cast<double>(e.report.workers); }},
+      {"goldminer_job_worker_target", "Data workers goldminer-ctld gives the job.",
+       [](const JobEntry& e) { return static_cast<double>(e.target); }},
+      {"goldminer_job_trainer_wait_fraction", "Share of the last interval the trainer waited for batches.",
+       [](const JobEntry& e) { return e.report.trainer_wait_fraction; }},
+      {"goldminer_job_queue_fill", "How full the session's batch queue was (0..1).",
+       [](const JobEntry& e) { return e.report.queue_fill; }},
+      {"goldminer_job_samples_per_second", "Samples per second the trainer took.",
+       [](const JobEntry& e) { return e.report.samples_per_s; }},
+  };
+  std::string out = "# HELP goldminer_worker_cpus CPUs the cluster has for data workers.\n"
+                    "# TYPE goldminer_worker_cpus gauge\ngoldminer_worker_cpus " + shown(worker_cpus_) + "\n";
+  for (const Gauge& g : kGauges) {
+    out += std::string("# HELP ") + g.name + " " + g.help + "\n# TYPE " + g.name + " gauge\n";
+    for (const auto& [id, e] : jobs_) out += std::string(g.name) + "{job=\"" + std::to_string(id) + "\"} " + shown(g.value(e)) + "\n";
+  }
+  return out;
+}
+
+}  // namespace goldminer

@@ -1,0 +1,93 @@
+// What goldminer-ctld keeps (issue 19): the latest report of every running
+// goldminer session, and the worker target it gives each, shared across
+// jobs by allocate_workers (dw_allocation.h). Slurm-free and
+// transport-free: the daemon authenticates a report (munge: uid) and looks
+// up the job's owner, then hands both here.
+//
+//   session (every interval) --SessionReport--> accept() -> reallocate()
+//   session grows/drains to  <---target(job)---
+//   goldminer-top, /metrics  <---json(), prometheus()---
+//
+// Speed model of a live job (the same shape the simulator uses): the
+// trainer would take D = consumption / (1 - wait) batches/s if it never
+// waited (wait capped at 0.95); one worker makes r batches/s (its best
+// interval), so k workers run it at min(1, k r / D). A session that has
+// not measured r yet is taken to need all of its dw-max. Remaining work is
+// not known to a session: it is taken as equal for all jobs, so the
+// allocation maximises the jobs' summed progress rate per CPU (marginal
+// 1/speed, as dw_allocation.h).
+#ifndef GOLDMINER_SCHED_WORKER_REGISTRY_H_
+#define GOLDMINER_SCHED_WORKER_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmcore/status.h"
+#include "sched/dw_allocation.h"
+
+namespace goldminer {
+
+struct SessionReport {
+  uint32_t job_id = 0;
+  int workers = 0;               // connected now
+  int dw_max = 1;                // the job's dw-max
+  double cpus_per_dw = 1;        // CPUs one of its workers holds
+  double trainer_wait_fraction = 0;
+  double queue_fill = 0;         // 0 empty .. 1 full
+  double consumption_rate = 0;   // batches/s the trainer took
+  double per_worker_rate = 0;    // batches/s one worker made at best; 0: not measured
+  double samples_per_s = 0;
+  std::vector<std::string> worker_hosts;  // where its workers run, one per worker
+};
+
+// The report as "key=value" lines (what the session signs); decode is
+// strict: an unknown, repeated, missing or bad key is an error naming it.
+std::string encode_report(const SessionReport& report);
+Expected<SessionReport> decode_report(const std::string& text);
+
+// The claim the allocation sees for a report (see the speed model above).
+DwClaim claim_of(const SessionReport& report);
+
+struct JobEntry {
+  SessionReport report;
+  uint32_t uid = 0;       // who sent it (authenticated)
+  double reported_s = 0;  // when
+  int target = 0;         // workers it should have
+};
+
+class WorkerRegistry {
+ public:
+  // `worker_cpus`: CPUs the cluster has for data workers; a job silent for
+  // `stale_after_s` is dropped (ended, or its session gone).
+  WorkerRegistry(double worker_cpus, double stale_after_s);
+
+  // A report from user `uid` for a job Slurm says `owner` runs: refused
+  // when they differ (a user cannot report for, or steer, another's job).
+  Status accept(const SessionReport& report, uint32_t uid, uint32_t owner, double now_s);
+
+  // Drops stale jobs and shares the worker CPUs among the rest.
+  void reallocate(double now_s);
+
+  // The job's target; -1 when it is not registered.
+  int target(uint32_t job_id) const;
+
+  void set_worker_cpus(double cpus) { worker_cpus_ = cpus; }
+  double worker_cpus() const { return worker_cpus_; }
+  const std::map<uint32_t, JobEntry>& jobs() const { return jobs_; }
+
+  // goldminer-top --json: {"worker_cpus": C, "jobs": [{...}, ...]}.
+  std::string json() const;
+  // Prometheus text exposition (goldminer_* gauges, one series per job).
+  std::string prometheus() const;
+
+ private:
+  double worker_cpus_;
+  double stale_after_s_;
+  std::map<uint32_t, JobEntry> jobs_;
+};
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_SCHED_WORKER_REGISTRY_H_
