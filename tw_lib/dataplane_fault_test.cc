@@ -225,6 +225,8 @@ void sigterm_drains_without_loss(const std::vector<std::string>& extra_args) {
   auto epochs = parse_json_lines(p.out());
   expect_clean(epochs, 8, 200000);
   for (const Epoch& e : epochs) EXPECT_EQ(e.v.at("workers_lost"), 0) << p.err();
+  // The session says it left clean, not as a lost connection.
+  EXPECT_NE(p.err().find("worker worker-a left after draining ("), std::string::npos) << p.err();
   b.wait();
 }
 

@@ -113,6 +113,7 @@ void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
   auto it = workers_.find(peer);
   if (it == workers_.end()) return;
   const bool was_ready = it->second.phase == Phase::kReady;
+  const bool drained = it->second.draining;
   const std::string who = it->second.id.empty() ? peer_name(peer) : "worker " + it->second.id;
   std::vector<uint64_t> lost = table_.drop_worker(peer);
   workers_.erase(it);
@@ -123,8 +124,15 @@ void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
     if (how == Leave::kRejected) ++workers_rejected_;
     if (was_ready && !lost.empty()) ++workers_lost_;
   }
+  // A worker that left with nothing in hand (it drained, or had no lease)
+  // lost nothing: its transport's reason for the closed connection is
+  // only a detail then.
+  std::string what = how != Leave::kLeft   ? " dropped: " + why
+                     : !lost.empty()       ? " left: " + why
+                     : drained             ? " left after draining (" + why + ")"
+                                           : " left with nothing in hand (" + why + ")";
   (how == Leave::kRejected ? log::error : log::info)(
-      "goldminer: session: " + who + (how == Leave::kLeft ? " left: " : " dropped: ") + why +
+      "goldminer: session: " + who + what +
       (lost.empty() ? "" : " (" + std::to_string(lost.size()) + " splits re-leased)"));
 }
 
