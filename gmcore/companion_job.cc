@@ -133,13 +133,6 @@ std::vector<std::string> companion_job_env(const std::vector<std::string>& env, 
   return out;
 }
 
-std::string parse_work_dir(int squeue_exit_code, const std::string& squeue_output) {
-  std::string dir = squeue_output;
-  while (!dir.empty() && (dir.back() == '\n' || dir.back() == ' ')) dir.pop_back();
-  if (squeue_exit_code != 0 || dir.empty() || dir[0] != '/' || dir.find('\n') != std::string::npos) return "";
-  return dir;
-}
-
 CompanionState parse_companion_state(int squeue_exit_code, const std::string& squeue_output) {
   std::string state = squeue_output;
   while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) state.pop_back();

@@ -104,10 +104,6 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
 // line, after any warnings); an error quoting the output otherwise.
 Expected<uint32_t> parse_submitted_job_id(const std::string& output);
 
-// The working directory in `squeue -h -o %Z -j J` output; "" if it names
-// none.
-std::string parse_work_dir(int squeue_exit_code, const std::string& squeue_output);
-
 // Where a companion job stands when the batch step ends, from its state as
 // `squeue -o %T` prints it (exit code and output).
 // kRunning: the plugin gives it kCompanionSelfEndS to end by itself (a

@@ -148,14 +148,6 @@ TEST(CompanionJobTest, TellsRunningWaitingAndGoneJobsApart) {
   EXPECT_EQ(parse_companion_state(1, "slurm_load_jobs error: Invalid job id specified\n"), CompanionState::kGone);
 }
 
-TEST(CompanionJobTest, ReadsTheWorkDirSqueuePrinted) {
-  EXPECT_EQ(parse_work_dir(0, "/tmp/run\n"), "/tmp/run");
-  EXPECT_EQ(parse_work_dir(0, ""), "");
-  EXPECT_EQ(parse_work_dir(1, "slurm_load_jobs error: Invalid job id specified\n"), "");
-  EXPECT_EQ(parse_work_dir(0, "relative\n"), "");
-  EXPECT_EQ(parse_work_dir(0, "/a\n/b\n"), "");
-}
-
 // A fake squeue/scancel: squeue answers the outputs in `answers` one by one
 // (the last one for ever after; "error" fails as when slurmctld is down);
 // every call is recorded.

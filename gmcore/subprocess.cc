@@ -93,6 +93,13 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// `caller`'s refusal of a spec whose program is not an absolute path.
+Status check_program(const CommandSpec& spec, const char* caller) {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')
+    return Status::error(std::string(caller) + ": the program must be an absolute path");
+  return Status();
+}
+
 // What a child reported on its status pipe: OK when it reached exec (the
 // pipe closed with nothing written).
 Status child_status(int status_fd, const std::string& what) {
@@ -109,8 +116,7 @@ Status child_status(int status_fd, const std::string& what) {
 }  // namespace
 
 Expected<CommandResult> run_command(const CommandSpec& spec) {
-  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')
-    return Status::error("run_command: the program must be an absolute path");
+  if (Status st = check_program(spec, "run_command"); !st.ok()) return st;
   const std::string& program = spec.argv[0];
   std::vector<char*> argv = c_strings(spec.argv);
   std::vector<char*> envp = c_strings(spec.env);
@@ -174,8 +180,7 @@ Expected<CommandResult> run_command(const CommandSpec& spec) {
 }
 
 Expected<int> spawn_detached(const CommandSpec& spec, const std::string& output_path) {
-  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')
-    return Status::error("spawn_detached: the program must be an absolute path");
+  if (Status st = check_program(spec, "spawn_detached"); !st.ok()) return st;
   if (output_path.empty() || output_path[0] != '/')
     return Status::error("spawn_detached: the output file must be an absolute path");
   const std::string& program = spec.argv[0];

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "gmcore/json.h"
+
 namespace goldminer {
 namespace {
 
@@ -38,21 +40,6 @@ Expected<int> parse_count(const std::string& key, const std::string& value, int 
   if (*v != std::floor(*v))
     return Status::error("report: " + key + ": invalid value '" + value + "': expected a whole number");
   return static_cast<int>(*v);
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
 }
 
 }  // namespace

@@ -237,11 +237,13 @@ int start_workers(spank_t sp, bool batch_step) {
   auto components = job_components(sp, batch.env);
   std::optional<goldminer::JobComponent> workers;
   if (components.ok()) {
-    for (const goldminer::JobComponent& c : *components)
-      if (c.job_id == batch.job_id) batch.work_dir = c.work_dir;
-    workers = goldminer::worker_component(*components, batch.job_id);
     bool batch_job = false;
-    for (const goldminer::JobComponent& c : *components) batch_job |= c.job_id == batch.job_id && c.batch;
+    for (const goldminer::JobComponent& c : *components)
+      if (c.job_id == batch.job_id) {
+        batch.work_dir = c.work_dir;
+        batch_job = c.batch;
+      }
+    workers = goldminer::worker_component(*components, batch.job_id);
     // Steps of a batch job use what its batch step started.
     if (!batch_step && (batch_job || !workers)) return 0;
     if (!workers)
