@@ -28,6 +28,16 @@ const OptionTable& admin_option_table() {
        "network interface whose IPv4 address data workers reach a batch job's trainer at; unset, the "
        "node's first one that is up and not loopback",
        slurm_name(), ""},
+      {"ctld", "", "HOST:PORT",
+       "goldminer-ctld's address: elastic sessions report to it and take their worker targets from it; unset, "
+       "each session sizes its workers by itself",
+       host_port(), "GOLDMINER_CTLD"},
+      {"ctld_user", "slurm", "USER",
+       "the user goldminer-ctld runs as (SlurmUser): sessions take worker targets only from it or root",
+       slurm_name(), "GOLDMINER_CTLD_USER"},
+      {"munge_socket", "", "PATH",
+       "munged's socket on the nodes, for the sessions' reports to goldminer-ctld; unset, munge's default",
+       absolute_path(), "GOLDMINER_MUNGE_SOCKET"},
   };
   return table;
 }
@@ -42,6 +52,9 @@ Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args) {
   config.max_cpus_per_dw = static_cast<int>(values->integer("max_cpus_per_dw"));
   config.dw_command = values->text("dw_command");
   config.dw_network = values->text("dw_network");
+  config.ctld = values->text("ctld");
+  config.ctld_user = values->text("ctld_user");
+  config.munge_socket = values->text("munge_socket");
   return config;
 }
 

@@ -19,6 +19,9 @@ struct AdminConfig {
   int max_cpus_per_dw = 16;
   std::string dw_command;  // goldminer-dw that companion jobs run
   std::string dw_network;  // interface workers reach a trainer on; "" = the first non-loopback
+  std::string ctld;          // goldminer-ctld's HOST:PORT; "" = none (sessions size themselves)
+  std::string ctld_user;     // the user goldminer-ctld runs as (SlurmUser)
+  std::string munge_socket;  // munged's socket on the nodes; "" = munge's default
 };
 
 const OptionTable& admin_option_table();

@@ -25,6 +25,10 @@ std::string value_of(const JobOptions& o, const std::string& key) {
 std::string site_value_of(const AdminConfig& a, const std::string& key) {
   if (key == "dw_partition") return a.dw_partition;
   if (key == "dw_qos") return a.dw_qos;
+  // How an elastic session reaches goldminer-ctld: only where there is one.
+  if (key == "ctld") return a.ctld;
+  if (key == "ctld_user") return a.ctld.empty() ? "" : a.ctld_user;
+  if (key == "munge_socket") return a.ctld.empty() ? "" : a.munge_socket;
   return "";
 }
 

@@ -98,6 +98,15 @@ TEST(JobOptionsTest, EnvironmentCarriesEverySettingOnce) {
   env = job_environment(*o, admin);
   EXPECT_EQ(env[5], (std::pair<std::string, std::string>{"GOLDMINER_DW_PARTITION", "cpu"}));
   EXPECT_EQ(env[6], (std::pair<std::string, std::string>{"GOLDMINER_DW_QOS", "dw"}));
+  EXPECT_EQ(env.size(), 8u) << "no ctld: neither its user nor munge's socket";
+
+  admin.ctld = "ctl1:6830";
+  admin.ctld_user = "slurm";
+  admin.munge_socket = "/run/munge/munge.socket.2";
+  env = job_environment(*o, admin);
+  EXPECT_EQ(env[7], (std::pair<std::string, std::string>{"GOLDMINER_CTLD", "ctl1:6830"}));
+  EXPECT_EQ(env[8], (std::pair<std::string, std::string>{"GOLDMINER_CTLD_USER", "slurm"}));
+  EXPECT_EQ(env[9], (std::pair<std::string, std::string>{"GOLDMINER_MUNGE_SOCKET", "/run/munge/munge.socket.2"}));
 }
 
 TEST(JobOptionsTest, UsageNamesEveryKey) {
@@ -131,7 +140,15 @@ TEST(AdminConfigTest, ParsesAndRejectsStrictly) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, "
-            "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network)");
+            "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, ctld, ctld_user, munge_socket)");
+  auto ctld = parse_admin_config({"ctld=ctl1:6830", "ctld_user=slurm", "munge_socket=/run/munge/munge.socket.2"});
+  ASSERT_TRUE(ctld.ok()) << ctld.status().message();
+  EXPECT_EQ(ctld->ctld, "ctl1:6830");
+  EXPECT_TRUE(parse_admin_config({"ctld=[::1]:6830"}).ok());
+  EXPECT_EQ(parse_admin_config({"ctld=ctl1"}).status().message(),
+            "goldminer: plugstack.conf: ctld: invalid value 'ctl1': expected HOST:PORT");
+  EXPECT_EQ(parse_admin_config({"ctld=ctl1:70000"}).status().message(),
+            "goldminer: plugstack.conf: ctld: invalid value 'ctl1:70000': expected 0 to 65535");
   auto zero = parse_admin_config({"max_dw_per_job=0"});
   ASSERT_FALSE(zero.ok());
   EXPECT_EQ(zero.status().message(),

@@ -1,5 +1,7 @@
 #include "gmcore/option_table.h"
 
+#include "gmcore/host_port.h"
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -95,6 +97,15 @@ ValueCheck absolute_path() {
       if (!ok) return "expected a path of letters, digits, '/', '_', '-', '.', '+'";
     }
     return "";
+  };
+}
+
+ValueCheck host_port() {
+  return [](const std::string& value) -> std::string {
+    auto hp = parse_host_port(value, "");
+    if (hp.ok()) return "";
+    const std::string& m = hp.status().message();
+    return m.substr(m.find("': ") + 3);
   };
 }
 

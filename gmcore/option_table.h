@@ -25,6 +25,8 @@ ValueCheck slurm_name();
 // An absolute path of letters, digits and '/', '_', '-', '.', '+': safe
 // to write into a shell command without quoting.
 ValueCheck absolute_path();
+// HOST:PORT or [IPV6]:PORT (gmcore/host_port.h).
+ValueCheck host_port();
 
 struct OptionSpec {
   std::string key;            // e.g. "dw-max"

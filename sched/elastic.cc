@@ -28,12 +28,24 @@ ElasticController::ElasticController(const ElasticConfig& config, WorkerLauncher
       settle_target_(config.initial_workers),
       settle_deadline_(now_s + config.join_grace_s) {}
 
-ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s) {
+void ElasticController::start(int n, int workers, double now_s, ElasticStep* step) {
+  step->started = launcher_->start(n, &step->error);
+  if (step->started < n) retry_at_ = now_s + config_.retry_after_s;
+  if (step->started > 0) {
+    launched_ = true;
+    settle_target_ = std::max(settle_target_, workers) + step->started;
+    settle_deadline_ = now_s + config_.join_grace_s;
+  }
+}
+
+ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int target) {
   ElasticStep step;
   // Workers that left (preempted, lost, drained) are not coming back: the
   // target they were part of drops with them.
   if (m.workers < last_workers_) settle_target_ = std::max(0, settle_target_ - (last_workers_ - m.workers));
   last_workers_ = m.workers;
+  if (target >= 0) return follow(m, now_s, target);
+  over_target_ = 0;
   const int change = autosizer_.observe(m);
   if (change > 0) {
     // Workers already on their way (waiting in Slurm's queue, or started
@@ -45,18 +57,44 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s) {
     if (settling || now_s < retry_at_ || launcher_->waiting() > 0) return step;
     const int n = std::min(change, config_.autosizer.max_workers - m.workers);
     if (n <= 0) return step;
-    step.started = launcher_->start(n, &step.error);
-    if (step.started < n) retry_at_ = now_s + config_.retry_after_s;
-    if (step.started > 0) {
-      launched_ = true;
-      settle_target_ = m.workers + step.started;
-      settle_deadline_ = now_s + config_.join_grace_s;
-    }
+    settle_target_ = m.workers;
+    start(n, m.workers, now_s, &step);
   } else if (change < 0) {
     const int n = -change;
     settle_target_ = 0;  // what still comes is not wanted any more
     step.cancelled = launcher_->cancel_waiting(n);
     step.drain = std::max(0, std::min(n - step.cancelled, m.workers - config_.autosizer.min_workers));
+  }
+  return step;
+}
+
+// goldminer-ctld's target: workers on their way (started, not joined,
+// within the join grace) count towards it; beyond it, waiting ones are
+// cancelled at once and connected ones drained once `patience`
+// observations agree (one report's dip does not cost a worker).
+ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int target) {
+  ElasticStep step;
+  const AutosizerConfig& a = config_.autosizer;
+  const int t = std::max(a.min_workers, std::min(a.max_workers, target));
+  const bool settling = m.workers < settle_target_ && now_s < settle_deadline_ && (!launched_ || launcher_->live() > 0);
+  const int on_way = std::max(settling ? settle_target_ - m.workers : 0, launched_ ? launcher_->waiting() : 0);
+  if (m.workers + on_way < t) {
+    over_target_ = 0;
+    if (now_s >= retry_at_) {
+      settle_target_ = m.workers + on_way;
+      start(t - m.workers - on_way, m.workers, now_s, &step);
+    }
+    return step;
+  }
+  if (m.workers + on_way > t && launched_) {
+    step.cancelled = launcher_->cancel_waiting(m.workers + on_way - t);
+    settle_target_ = std::max(m.workers, settle_target_ - step.cancelled);
+  }
+  over_target_ = m.workers > t ? over_target_ + 1 : 0;
+  if (over_target_ >= a.patience) {
+    step.drain = m.workers - t;
+    settle_target_ = t;
+    over_target_ = 0;
   }
   return step;
 }
@@ -169,6 +207,22 @@ Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& 
                            "': expected seconds from 0.01 to 3600");
     setup.interval_s = s;
   }
+  if (std::string job = env_value(env, "SLURM_JOB_ID"); !job.empty()) {
+    auto id = integer_variable("SLURM_JOB_ID", job, 1, 4294967295L);
+    if (!id.ok()) return id.status();
+    setup.job_id = static_cast<uint32_t>(*id);
+  }
+  for (const std::string& a : *args)
+    if (a.rfind("--cpus-per-task=", 0) == 0) {
+      auto cpus = integer_variable("GOLDMINER_DW_SBATCH: --cpus-per-task", a.substr(16), 1, 1 << 16);
+      if (!cpus.ok()) return cpus.status();
+      setup.cpus_per_dw = static_cast<double>(*cpus);
+    }
+  setup.ctld = env_value(env, "GOLDMINER_CTLD");
+  setup.munge_socket = env_value(env, "GOLDMINER_MUNGE_SOCKET");
+  setup.ctld_user = env_value(env, "GOLDMINER_CTLD_USER");
+  if (!setup.ctld.empty() && setup.job_id == 0)
+    return Status::error("GOLDMINER_CTLD is set but SLURM_JOB_ID is not: goldminer-ctld steers Slurm jobs only");
   setup.config.initial_workers = static_cast<int>(*dw);
   setup.config.autosizer.max_workers = static_cast<int>(*dw_max);
   setup.config.autosizer.min_workers = std::min<int>(1, static_cast<int>(*dw));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "sched/autosizer.h"
+#include "sched/worker_registry.h"
 #include "gmcore/companion_job.h"
 #include "gmcore/status.h"
 #include "gmcore/subprocess.h"
@@ -74,10 +75,17 @@ class ElasticController {
   ElasticController(const ElasticConfig& config, WorkerLauncher* launcher, double now_s);
 
   // One observation window (m.workers: connected workers) ending at `now_s`
-  // (seconds, the same clock as the constructor's).
-  ElasticStep observe(const QueueMetrics& m, double now_s);
+  // (seconds, the same clock as the constructor's). With `target` >= 0
+  // (goldminer-ctld's, kept within min and max workers) the job grows to
+  // it at once and shrinks to it after `patience` observations agree;
+  // below 0 the autosizer decides.
+  ElasticStep observe(const QueueMetrics& m, double now_s, int target = -1);
 
  private:
+  ElasticStep follow(const QueueMetrics& m, double now_s, int target);
+  // Starts up to `n`; the target then counts them until they join.
+  void start(int n, int workers, double now_s, ElasticStep* step);
+
   ElasticConfig config_;
   WorkerLauncher* launcher_;
   Autosizer autosizer_;
@@ -86,6 +94,7 @@ class ElasticController {
   bool launched_ = false;   // the launcher started some: the target counts them
   int last_workers_ = 0;    // connected workers at the previous observation
   double retry_at_ = 0;
+  int over_target_ = 0;     // consecutive observations above the ctld's target
 };
 
 // Under Slurm: each worker is a companion job of one task, submitted with
@@ -117,11 +126,21 @@ class SlurmWorkerLauncher : public WorkerLauncher {
 // What the session reads from the environment spank_goldminer.so gives a
 // batch job with mode=elastic (GOLDMINER_MODE, GOLDMINER_DW,
 // GOLDMINER_DW_MAX, GOLDMINER_DW_SBATCH, GOLDMINER_TRAINER,
-// GOLDMINER_SECRET; GOLDMINER_AUTOSCALE_INTERVAL optional).
+// GOLDMINER_SECRET, SLURM_JOB_ID; GOLDMINER_AUTOSCALE_INTERVAL,
+// GOLDMINER_CTLD, GOLDMINER_MUNGE_SOCKET, GOLDMINER_CTLD_USER optional).
 struct ElasticSetup {
   ElasticConfig config;
   double interval_s = 5;
   std::shared_ptr<WorkerLauncher> launcher;
+  uint32_t job_id = 0;     // SLURM_JOB_ID
+  double cpus_per_dw = 1;  // --cpus-per-task of the workers' sbatch
+  // goldminer-ctld (GOLDMINER_CTLD, HOST:PORT; "" none: the session sizes
+  // itself), the munged socket to reach it through (GOLDMINER_MUNGE_SOCKET;
+  // "" munge's default) and the user it runs as (GOLDMINER_CTLD_USER).
+  std::string ctld, munge_socket, ctld_user;
+  // Sends a report and returns the job's target (set by the session when
+  // `ctld` is; tests give their own).
+  std::function<Expected<int>(const SessionReport&)> report;
 };
 
 // Seconds between observations when GOLDMINER_AUTOSCALE_INTERVAL is unset.

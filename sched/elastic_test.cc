@@ -62,6 +62,47 @@ QueueMetrics oversupplied(int workers) {
   return m;
 }
 
+// goldminer-ctld's target: growth at once (no patience), counting the
+// workers on their way; shrinking cancels waiting ones at once and drains
+// connected ones only after `patience` agreeing observations.
+TEST(ElasticTest, FollowsTheCtldTarget) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  // The first two have not joined; a target of 5 starts the other 3 now.
+  ElasticStep s = c.observe(oversupplied(0), 1, 5);
+  EXPECT_EQ(s.started, 3);
+  l.waiting_now = 3;
+  EXPECT_EQ(c.observe(oversupplied(0), 2, 5).started, 0) << "5 on their way already";
+  // The target drops to 3 while all wait: 2 of those the launcher started
+  // are cancelled, nothing is drained.
+  s = c.observe(oversupplied(0), 3, 3);
+  EXPECT_EQ(s.cancelled, 2);
+  EXPECT_EQ(s.drain, 0);
+  l.waiting_now = 0;
+  // All three joined; the target falls to 1: drained after 2 observations.
+  EXPECT_EQ(c.observe(oversupplied(3), 4, 1).drain, 0);
+  s = c.observe(oversupplied(3), 5, 1);
+  EXPECT_EQ(s.drain, 2);
+  // Never below min_workers.
+  EXPECT_EQ(c.observe(oversupplied(1), 6, 0).drain, 0) << "kept at min_workers 1";
+  // Grows beyond max_workers never: 8 at most.
+  s = c.observe(starved(1), 7, 50);
+  EXPECT_EQ(s.started, 7);
+  EXPECT_EQ(l.started, 10);
+}
+
+TEST(ElasticTest, AFailedStartWaitsBeforeTheTargetIsTriedAgain) {
+  FakeLauncher l;
+  l.refuse_after = 1;
+  ElasticController c(config(0, 8), &l, 0);
+  ElasticStep s = c.observe(starved(0), 1, 3);
+  EXPECT_EQ(s.started, 1);
+  EXPECT_FALSE(s.error.empty());
+  EXPECT_EQ(c.observe(starved(0), 2, 3).started, 0) << "retry_after_s";
+  l.refuse_after = 100;
+  EXPECT_EQ(c.observe(starved(1), 70, 3).started, 2) << "the one that joined counts";
+}
+
 TEST(ElasticTest, GrowsWhenTheTrainerWaitsOnceTheFirstWorkersJoined) {
   FakeLauncher l;
   ElasticController c(config(2, 8), &l, 0);

@@ -1,11 +1,12 @@
 #include "sched/worker_registry.h"
 
+#include <pwd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 #include <sstream>
 
 #include "gmcore/json.h"
@@ -29,7 +30,7 @@ Expected<double> parse_real(const std::string& key, const std::string& value, do
   errno = 0;
   double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < lo || v > hi)
-    return Status::error("report: " + key + ": invalid value '" + value + "': expected a number from " +
+    return Status::error(key + ": invalid value '" + value + "': expected a number from " +
                          number(lo) + " to " + number(hi));
   return v;
 }
@@ -38,7 +39,7 @@ Expected<int> parse_count(const std::string& key, const std::string& value, int 
   auto v = parse_real(key, value, lo, hi);
   if (!v.ok()) return v.status();
   if (*v != std::floor(*v))
-    return Status::error("report: " + key + ": invalid value '" + value + "': expected a whole number");
+    return Status::error(key + ": invalid value '" + value + "': expected a whole number");
   return static_cast<int>(*v);
 }
 
@@ -47,68 +48,111 @@ Expected<int> parse_count(const std::string& key, const std::string& value, int 
 std::string encode_report(const SessionReport& r) {
   std::string hosts;
   for (const std::string& h : r.worker_hosts) hosts += (hosts.empty() ? "" : ",") + h;
-  return "job=" + std::to_string(r.job_id) + "\nworkers=" + std::to_string(r.workers) +
+  return "job=" + std::to_string(r.job_id) + "\nnonce=" + std::to_string(r.nonce) +
+         "\nworkers=" + std::to_string(r.workers) +
          "\ndw_max=" + std::to_string(r.dw_max) + "\ncpus_per_dw=" + number(r.cpus_per_dw) +
          "\nwait=" + number(r.trainer_wait_fraction) + "\nfill=" + number(r.queue_fill) +
          "\nconsumption=" + number(r.consumption_rate) + "\nper_worker=" + number(r.per_worker_rate) +
          "\nsamples_per_s=" + number(r.samples_per_s) + "\nhosts=" + hosts + "\n";
 }
 
-Expected<SessionReport> decode_report(const std::string& text) {
-  static const char* const kKeys[] = {"job",  "workers",     "dw_max",     "cpus_per_dw",   "wait",
-                                      "fill", "consumption", "per_worker", "samples_per_s", "hosts"};
-  SessionReport r;
-  std::set<std::string> seen;
+namespace {
+
+// "key=value" lines, each of `keys` exactly once; errors start with `what`.
+Expected<std::map<std::string, std::string>> strict_fields(const std::string& text, const std::vector<std::string>& keys,
+                                                           const std::string& what) {
+  std::map<std::string, std::string> fields;
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
     if (line.empty()) continue;
     size_t eq = line.find('=');
-    if (eq == std::string::npos) return Status::error("report: expected key=value, got '" + line + "'");
-    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
-    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
-      return Status::error("report: " + key + ": unknown key");
-    if (!seen.insert(key).second) return Status::error("report: " + key + ": given twice");
-    Status st;
-    auto real = [&](double lo, double hi, double* out) {
-      auto v = parse_real(key, value, lo, hi);
-      if (v.ok()) *out = *v; else st = v.status();
-    };
-    auto count = [&](int lo, int hi, int* out) {
-      auto v = parse_count(key, value, lo, hi);
-      if (v.ok()) *out = *v; else st = v.status();
-    };
-    if (key == "job") {
-      double id = 0;
-      real(1, 4294967295.0, &id);
-      if (st.ok() && id != std::floor(id)) st = Status::error("report: job: invalid value '" + value + "'");
-      r.job_id = static_cast<uint32_t>(id);
-    } else if (key == "workers") {
-      count(0, 1 << 20, &r.workers);
-    } else if (key == "dw_max") {
-      count(1, 1 << 20, &r.dw_max);
-    } else if (key == "cpus_per_dw") {
-      real(0.001, 1 << 16, &r.cpus_per_dw);
-    } else if (key == "wait") {
-      real(0, 1, &r.trainer_wait_fraction);
-    } else if (key == "fill") {
-      real(0, 1, &r.queue_fill);
-    } else if (key == "consumption") {
-      real(0, 1e12, &r.consumption_rate);
-    } else if (key == "per_worker") {
-      real(0, 1e12, &r.per_worker_rate);
-    } else if (key == "samples_per_s") {
-      real(0, 1e15, &r.samples_per_s);
-    } else if (!value.empty()) {  // hosts
-      std::istringstream hosts(value);
-      std::string h;
-      while (std::getline(hosts, h, ',')) r.worker_hosts.push_back(h);
-    }
-    if (!st.ok()) return st;
+    if (eq == std::string::npos) return Status::error(what + ": expected key=value, got '" + line.substr(0, 80) + "'");
+    std::string key = line.substr(0, eq);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      return Status::error(what + ": " + key.substr(0, 40) + ": unknown key");
+    if (!fields.emplace(key, line.substr(eq + 1)).second) return Status::error(what + ": " + key + ": given twice");
   }
-  for (const char* key : kKeys)
-    if (seen.count(key) == 0) return Status::error(std::string("report: ") + key + ": missing");
+  for (const std::string& key : keys)
+    if (fields.count(key) == 0) return Status::error(what + ": " + key + ": missing");
+  return fields;
+}
+
+Expected<uint64_t> parse_u64(const std::string& what, const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || value[0] == '-' || *end != '\0' || errno != 0)
+    return Status::error(what + ": invalid value '" + value.substr(0, 40) + "': expected a whole number");
+  return static_cast<uint64_t>(v);
+}
+
+Expected<uint32_t> parse_job(const std::string& what, const std::string& value) {
+  auto v = parse_u64(what, value);
+  if (!v.ok()) return v.status();
+  if (*v == 0 || *v > 4294967295ull) return Status::error(what + ": invalid value '" + value + "': expected a job id");
+  return static_cast<uint32_t>(*v);
+}
+
+}  // namespace
+
+Expected<SessionReport> decode_report(const std::string& text) {
+  auto f = strict_fields(text, {"job", "nonce", "workers", "dw_max", "cpus_per_dw", "wait", "fill", "consumption",
+                                "per_worker", "samples_per_s", "hosts"}, "report");
+  if (!f.ok()) return f.status();
+  SessionReport r;
+  Status st;
+  auto real = [&](const char* key, double lo, double hi, double* out) {
+    if (!st.ok()) return;
+    auto v = parse_real(std::string("report: ") + key, f->at(key), lo, hi);
+    if (v.ok()) *out = *v; else st = v.status();
+  };
+  auto count = [&](const char* key, int lo, int hi, int* out) {
+    if (!st.ok()) return;
+    auto v = parse_count(std::string("report: ") + key, f->at(key), lo, hi);
+    if (v.ok()) *out = *v; else st = v.status();
+  };
+  auto job = parse_job("report: job", f->at("job"));
+  if (!job.ok()) return job.status();
+  r.job_id = *job;
+  auto nonce = parse_u64("report: nonce", f->at("nonce"));
+  if (!nonce.ok()) return nonce.status();
+  r.nonce = *nonce;
+  count("workers", 0, 1 << 20, &r.workers);
+  count("dw_max", 1, 1 << 20, &r.dw_max);
+  real("cpus_per_dw", 0.001, 1 << 16, &r.cpus_per_dw);
+  real("wait", 0, 1, &r.trainer_wait_fraction);
+  real("fill", 0, 1, &r.queue_fill);
+  real("consumption", 0, 1e12, &r.consumption_rate);
+  real("per_worker", 0, 1e12, &r.per_worker_rate);
+  real("samples_per_s", 0, 1e15, &r.samples_per_s);
+  if (!st.ok()) return st;
+  std::istringstream hosts(f->at("hosts"));
+  std::string h;
+  while (std::getline(hosts, h, ','))
+    if (!h.empty()) r.worker_hosts.push_back(h);
   return r;
+}
+
+std::string encode_answer(const TargetAnswer& a) {
+  return "job=" + std::to_string(a.job_id) + "\nnonce=" + std::to_string(a.nonce) +
+         "\ntarget=" + std::to_string(a.target) + "\n";
+}
+
+Expected<TargetAnswer> decode_answer(const std::string& text) {
+  auto f = strict_fields(text, {"job", "nonce", "target"}, "answer");
+  if (!f.ok()) return f.status();
+  TargetAnswer a;
+  auto job = parse_job("answer: job", f->at("job"));
+  if (!job.ok()) return job.status();
+  auto nonce = parse_u64("answer: nonce", f->at("nonce"));
+  if (!nonce.ok()) return nonce.status();
+  auto target = parse_count("answer: target", f->at("target"), 0, 1 << 20);
+  if (!target.ok()) return target.status();
+  a.job_id = *job;
+  a.nonce = *nonce;
+  a.target = *target;
+  return a;
 }
 
 DwClaim claim_of(const SessionReport& r) {
@@ -155,7 +199,10 @@ int WorkerRegistry::target(uint32_t job_id) const {
 }
 
 std::string WorkerRegistry::json() const {
-  std::string out = "{\"worker_cpus\": " + shown(worker_cpus_) + ", \"jobs\": [";
+  double held = 0;
+  for (const auto& [id, e] : jobs_) held += e.report.workers * e.report.cpus_per_dw;
+  std::string out = "{\"worker_cpus\": " + shown(worker_cpus_) + ", \"worker_cpus_held\": " + shown(held) +
+                    ", \"jobs\": [";
   bool first = true;
   for (const auto& [id, e] : jobs_) {
     const SessionReport& r = e.report;
@@ -171,6 +218,34 @@ std::string WorkerRegistry::json() const {
     out += "]}";
   }
   return out + "]}";
+}
+
+std::string WorkerRegistry::table() const {
+  double held = 0;
+  for (const auto& [id, e] : jobs_) held += e.report.workers * e.report.cpus_per_dw;
+  char line[256];
+  std::snprintf(line, sizeof line, "worker CPUs: %s, held by %zu jobs' workers: %s\n\n", shown(worker_cpus_).c_str(),
+                jobs_.size(), shown(held).c_str());
+  std::string out = line;
+  std::snprintf(line, sizeof line, "%-10s %-10s %7s %6s %6s %5s %5s %11s  %s\n", "JOB", "USER", "WORKERS", "TARGET",
+                "DW-MAX", "WAIT%", "FILL%", "SAMPLES/S", "WORKER HOSTS");
+  out += line;
+  for (const auto& [id, e] : jobs_) {
+    const SessionReport& r = e.report;
+    std::map<std::string, int> per_host;
+    for (const std::string& h : r.worker_hosts) ++per_host[h];
+    std::string hosts;
+    for (const auto& [h, n] : per_host) hosts += (hosts.empty() ? "" : ",") + h + (n > 1 ? "*" + std::to_string(n) : "");
+    passwd pw{}, *found = nullptr;
+    char buf[4096];
+    std::string user = getpwuid_r(e.uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr ? pw.pw_name
+                                                                                                : std::to_string(e.uid);
+    std::snprintf(line, sizeof line, "%-10u %-10.10s %7d %6d %6d %5.0f %5.0f %11.0f  %s\n", id, user.c_str(),
+                  r.workers, e.target, r.dw_max, 100 * r.trainer_wait_fraction, 100 * r.queue_fill, r.samples_per_s,
+                  hosts.empty() ? "-" : hosts.c_str());
+    out += line;
+  }
+  return out;
 }
 
 std::string WorkerRegistry::prometheus() const {

@@ -6,7 +6,7 @@
 //
 //   session (every interval) --SessionReport--> accept() -> reallocate()
 //   session grows/drains to  <---target(job)---
-//   goldminer-top, /metrics  <---json(), prometheus()---
+//   goldminer-top, /metrics  <---json(), table(), prometheus()---
 //
 // Speed model of a live job (the same shape the simulator uses): the
 // trainer would take D = consumption / (1 - wait) batches/s if it never
@@ -31,6 +31,7 @@ namespace goldminer {
 
 struct SessionReport {
   uint32_t job_id = 0;
+  uint64_t nonce = 0;            // echoed in the answer (a replayed answer is refused)
   int workers = 0;               // connected now
   int dw_max = 1;                // the job's dw-max
   double cpus_per_dw = 1;        // CPUs one of its workers holds
@@ -46,6 +47,16 @@ struct SessionReport {
 // strict: an unknown, repeated, missing or bad key is an error naming it.
 std::string encode_report(const SessionReport& report);
 Expected<SessionReport> decode_report(const std::string& text);
+
+// goldminer-ctld's answer to a report: the job's worker target, bound to
+// the report by its nonce. Decode is strict as decode_report's.
+struct TargetAnswer {
+  uint32_t job_id = 0;
+  uint64_t nonce = 0;
+  int target = 0;
+};
+std::string encode_answer(const TargetAnswer& answer);
+Expected<TargetAnswer> decode_answer(const std::string& text);
 
 // The claim the allocation sees for a report (see the speed model above).
 DwClaim claim_of(const SessionReport& report);
@@ -77,10 +88,13 @@ class WorkerRegistry {
   double worker_cpus() const { return worker_cpus_; }
   const std::map<uint32_t, JobEntry>& jobs() const { return jobs_; }
 
-  // goldminer-top --json: {"worker_cpus": C, "jobs": [{...}, ...]}.
+  // goldminer-top --json: {"worker_cpus": C, "worker_cpus_held": H,
+  // "jobs": [{"job": J, "uid": U, "workers": N, "target": T, ...}, ...]}.
   std::string json() const;
   // Prometheus text exposition (goldminer_* gauges, one series per job).
   std::string prometheus() const;
+  // goldminer-top's screen: the cluster's worker CPUs, then a row per job.
+  std::string table() const;
 
  private:
   double worker_cpus_;

@@ -10,6 +10,7 @@ namespace {
 SessionReport report(uint32_t job, double per_worker, int workers = 1) {
   SessionReport r;
   r.job_id = job;
+  r.nonce = 0xfedcba9876543210ull;
   r.workers = workers;
   r.dw_max = 16;
   r.cpus_per_dw = 1;
@@ -27,6 +28,7 @@ TEST(WorkerRegistryTest, ReportsRoundTripAndBadOnesAreNamed) {
   auto back = decode_report(encode_report(r));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->job_id, 42u);
+  EXPECT_EQ(back->nonce, 0xfedcba9876543210ull);
   EXPECT_EQ(back->dw_max, 16);
   EXPECT_DOUBLE_EQ(back->trainer_wait_fraction, 0.5);
   EXPECT_DOUBLE_EQ(back->per_worker_rate, 25);
@@ -34,11 +36,27 @@ TEST(WorkerRegistryTest, ReportsRoundTripAndBadOnesAreNamed) {
   std::string text = encode_report(r);
   EXPECT_EQ(decode_report(text + "color=red\n").status().message(), "report: color: unknown key");
   EXPECT_EQ(decode_report(text + "job=43\n").status().message(), "report: job: given twice");
-  EXPECT_EQ(decode_report("job=1\n").status().message(), "report: workers: missing");
+  EXPECT_EQ(decode_report("job=1\n").status().message(), "report: nonce: missing");
   std::string bad = text;
   bad.replace(bad.find("wait=0.5"), 8, "wait=2");
   EXPECT_EQ(decode_report(bad).status().message(), "report: wait: invalid value '2': expected a number from 0 to 1");
   EXPECT_EQ(decode_report("garbage\n").status().message(), "report: expected key=value, got 'garbage'");
+}
+
+TEST(WorkerRegistryTest, AnswersRoundTripAndBadOnesAreNamed) {
+  TargetAnswer a{7, 18446744073709551615ull, 3};
+  auto back = decode_answer(encode_answer(a));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->job_id, 7u);
+  EXPECT_EQ(back->nonce, 18446744073709551615ull);
+  EXPECT_EQ(back->target, 3);
+  EXPECT_EQ(decode_answer("job=7\nnonce=1\n").status().message(), "answer: target: missing");
+  EXPECT_EQ(decode_answer("job=0\nnonce=1\ntarget=1\n").status().message(),
+            "answer: job: invalid value '0': expected a job id");
+  EXPECT_EQ(decode_answer("job=7\nnonce=-1\ntarget=1\n").status().message(),
+            "answer: nonce: invalid value '-1': expected a whole number");
+  EXPECT_EQ(decode_answer("job=7\nnonce=1\ntarget=1.5\n").status().message(),
+            "answer: target: invalid value '1.5': expected a whole number");
 }
 
 TEST(WorkerRegistryTest, AClaimComesFromTheMeasuredRates) {
@@ -91,7 +109,7 @@ TEST(WorkerRegistryTest, ShowsEachJobAsJsonAndPrometheusText) {
   ASSERT_TRUE(reg.accept(report(3, 25, 2), 1000, 1000, 0).ok());
   reg.reallocate(0);
   EXPECT_EQ(reg.json(),
-            "{\"worker_cpus\": 8, \"jobs\": [{\"job\": 3, \"uid\": 1000, \"workers\": 2, \"target\": 4, "
+            "{\"worker_cpus\": 8, \"worker_cpus_held\": 2, \"jobs\": [{\"job\": 3, \"uid\": 1000, \"workers\": 2, \"target\": 4, "
             "\"dw_max\": 16, \"cpus_per_dw\": 1, \"trainer_wait_fraction\": 0.5, \"queue_fill\": 0.1, "
             "\"samples_per_s\": 12800, \"hosts\": [\"c1\", \"c2\"]}]}");
   std::string text = reg.prometheus();
@@ -99,6 +117,16 @@ TEST(WorkerRegistryTest, ShowsEachJobAsJsonAndPrometheusText) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("goldminer_worker_cpus 8\n"), std::string::npos);
+  // goldminer-top's screen; uid 4294967 has no name here: shown as the number.
+  WorkerRegistry top(8, 30);
+  SessionReport r = report(3, 25, 3);
+  r.worker_hosts = {"c1", "c1", "c2"};
+  ASSERT_TRUE(top.accept(r, 4294967, 4294967, 0).ok());
+  top.reallocate(0);
+  EXPECT_EQ(top.table(),
+            "worker CPUs: 8, held by 1 jobs' workers: 3\n\n"
+            "JOB        USER       WORKERS TARGET DW-MAX WAIT% FILL%   SAMPLES/S  WORKER HOSTS\n"
+            "3          4294967          3      4     16    50    10       12800  c1*2,c2\n");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // training loop's calls (next(), state(), metrics(), ...) and the options
 // from the environment. The loop thread's side is in session_loop.cc, the
 // elastic thread in session_elastic.cc; what they share in session_impl.h.
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include "gmcore/log.h"
 #include "gmcore/stream_config.h"
 #include "dw_daemon/worker.h"
+#include "ctld/ctld_client.h"
+#include "ctld/http.h"
 #include "tw_lib/session_impl.h"
 
 namespace goldminer {
@@ -342,6 +345,27 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
+namespace {
+
+// Sends the session's reports to goldminer-ctld (ElasticSetup::ctld).
+Status connect_ctld(ElasticSetup* e) {
+  auto address = parse_host_port(e->ctld, "GOLDMINER_CTLD");
+  if (!address.ok()) return address.status();
+  uid_t ctld_uid = 0;
+  if (!e->ctld_user.empty()) {
+    std::vector<char> buf(16384);
+    passwd pw{}, *found = nullptr;
+    if (::getpwnam_r(e->ctld_user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr)
+      return Status::error("GOLDMINER_CTLD_USER: no user '" + e->ctld_user + "' on this node");
+    ctld_uid = pw.pw_uid;
+  }
+  auto client = std::make_shared<CtldClient>(e->ctld, munge_credentials(e->munge_socket), ctld_uid);
+  e->report = [client](const SessionReport& r) { return client->report(r); };
+  return Status();
+}
+
+}  // namespace
+
 Status SessionOptions::from_environment() {
   if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = v;
   const char* env_secret = std::getenv("GOLDMINER_SECRET");
@@ -362,7 +386,12 @@ Status SessionOptions::from_environment() {
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   auto e = elastic_from_environment(env);
   if (!e.ok()) return e.status();
-  if (e->launcher) elastic = std::move(e).value();
+  if (!e->launcher) return Status();
+  if (!e->ctld.empty()) {
+    Status st = connect_ctld(&*e);
+    if (!st.ok()) return st;
+  }
+  elastic = std::move(e).value();
   return Status();
 }
 

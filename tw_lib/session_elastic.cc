@@ -7,11 +7,29 @@
 
 namespace goldminer {
 
+// What goldminer-ctld is told of an interval's measurements.
+SessionReport Session::Impl::report_of(const QueueMetrics& m) const {
+  const ElasticSetup& e = o_.elastic;
+  SessionReport r;
+  r.job_id = e.job_id;
+  r.workers = m.workers;
+  r.dw_max = e.config.autosizer.max_workers;
+  r.cpus_per_dw = e.cpus_per_dw;
+  r.trainer_wait_fraction = m.trainer_wait_fraction;
+  r.queue_fill = std::min(1.0, m.queue_fill);
+  r.consumption_rate = m.consumption_rate;
+  r.per_worker_rate = m.per_worker_rate;
+  r.samples_per_s = m.consumption_rate * o_.batch_size;
+  return r;
+}
+
 // Every interval: the queue's metrics over the interval to the
 // controller, and what it says done (sched/elastic.h).
 void Session::Impl::elastic_loop() {
   const ElasticSetup& e = o_.elastic;
   ElasticController controller(e.config, e.launcher.get(), now());
+  bool ctld_answers = false;
+  std::string ctld_error;
   std::unique_lock<std::mutex> lock(mu_);
   uint64_t arrived = arrived_total_, consumed = consumed_total_, fills = fill_samples_;
   double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
@@ -39,18 +57,37 @@ void Session::Impl::elastic_loop() {
     m.per_worker_rate = m.queue_fill < 0.5 || capacity == 0 ? observed : capacity;
     arrived = arrived_total_, consumed = consumed_total_, waited = wait_total_, since = t;
     fills = fill_samples_, fill_sum = fill_sum_;
-    lock.unlock();  // the launcher runs Slurm's commands
-    const ElasticStep step = controller.observe(m, t);
+    SessionReport report;
+    if (e.report) {
+      report = report_of(m);
+      for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(w.id.substr(0, w.id.rfind(':')));
+    }
+    lock.unlock();  // the launcher runs Slurm's commands, the report goes out
+    int target = -1;
+    if (e.report) {
+      auto answer = e.report(report);
+      if (answer.ok()) {
+        target = *answer;
+        if (!ctld_answers) log::info("goldminer: session: goldminer-ctld at " + e.ctld + " gives the worker target");
+        ctld_answers = true, ctld_error.clear();
+      } else if (answer.status().message() != ctld_error || ctld_answers) {
+        ctld_error = answer.status().message();
+        ctld_answers = false;
+        log::error("goldminer: session: goldminer-ctld: " + ctld_error + "; sizing the workers by itself until it answers");
+      }
+    }
+    const ElasticStep step = controller.observe(m, t, target);
     char why[160];
     std::snprintf(why, sizeof why, "%d workers, trainer waited %.0f %% of the last %.1f s, queue %.0f %% full",
                   m.workers, 100 * m.trainer_wait_fraction, window, 100 * m.queue_fill);
-    if (step.started > 0) log::info("goldminer: session: " + std::string(why) + ": started " +
+    const std::string by = target >= 0 ? " (goldminer-ctld's target: " + std::to_string(target) + ")" : "";
+    if (step.started > 0) log::info("goldminer: session: " + std::string(why) + by + ": started " +
                                     std::to_string(step.started) + " more data workers");
     if (!step.error.empty()) log::error("goldminer: session: cannot start more data workers: " + step.error);
-    if (step.cancelled > 0) log::info("goldminer: session: " + std::string(why) + ": cancelled " +
+    if (step.cancelled > 0) log::info("goldminer: session: " + std::string(why) + by + ": cancelled " +
                                       std::to_string(step.cancelled) + " data workers still waiting to start");
     if (step.drain > 0) {
-      log::info("goldminer: session: " + std::string(why) + ": draining " + std::to_string(step.drain) +
+      log::info("goldminer: session: " + std::string(why) + by + ": draining " + std::to_string(step.drain) +
                 " data workers");
       drain_workers(static_cast<size_t>(step.drain));
     }

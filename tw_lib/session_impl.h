@@ -105,6 +105,7 @@ class Session::Impl {
 
   // session_elastic.cc
   void elastic_loop();
+  SessionReport report_of(const QueueMetrics& m) const;
 
   const SessionOptions o_;
   readers::DatasetPlan plan_;

@@ -10,7 +10,7 @@
 
 write_state() {
   {
-    printf 'network=%s\nnodes=%s\n' "$network" "$nodes"
+    printf 'network=%s\nnodes=%s\nctld=%s\n' "$network" "$nodes" "$opt_ctld"
     [ "$network" != netns ] || printf 'bridge=%s\nsubnet=%s\n' "$bridge" "$subnet"
   } >"$state_file"
 }
@@ -28,10 +28,17 @@ make_gpus() {
   done
 }
 
+# Where the nodes reach slurmctld (and goldminer-ctld) on this machine.
+controller_addr() {
+  if [ "$network" = netns ]; then printf '%s\n' "$subnet.1"; else printf '127.0.0.1\n'; fi
+}
+
+ctld_address() { printf '%s:%s\n' "$(controller_addr)" "$((opt_port_base - 1))"; }
+
 write_slurm_conf() {
   local host addr node i=0 plugindir gpu_list='' cpu_list='' all_list=
   host=$(hostname -s)
-  if [ "$network" = netns ]; then addr=$subnet.1; else addr=127.0.0.1; fi
+  addr=$(controller_addr)
   plugindir=$SLURM_PLUGINDIR
   # A missing directory in PluginDir is fatal to every Slurm program ("Bad
   # value ... for PluginDir"); ours is only needed when it exists.
@@ -163,6 +170,13 @@ write_plugstack_conf() {
   case " $args" in
     *" dw_network="*) ;;
     *) [ "$network" != localhost ] || args="${args:+$args }dw_network=lo" ;;
+  esac
+  # Elastic sessions report to goldminer-ctld (run as root, like slurmctld
+  # here), through this cluster's munged.
+  case " $args" in
+    *" ctld="*) ;;
+    *) [ "$opt_ctld" = none ] ||
+         args="${args:+$args }ctld=$(ctld_address) ctld_user=root munge_socket=$munge_socket" ;;
   esac
   {
     printf '# Written by %s %s.\n' "$PROG" "$VERSION"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 #
-# goldminer-devcluster: the cluster's daemons.  Starts munged, slurmctld and
-# one slurmd per node (in the node's namespaces in netns mode), waits for each
+# goldminer-devcluster: the cluster's daemons.  Starts munged, slurmctld,
+# goldminer-ctld (unless --ctld none) and one slurmd per node (in the node's namespaces in netns mode), waits for each
 # to write its PID file and for the nodes to be idle, and says why one failed.
 #
 # Sourced by goldminer-devcluster (load_libs), whose globals it reads: the
@@ -29,6 +29,15 @@ start_slurmctld() {
   slurmctld -c -f "$conf" </dev/null >>"$logdir/slurmctld.out" 2>&1 9>&- ||
     start_failed slurmctld $?
   wait_pid slurmctld slurmctld_pid
+}
+
+# goldminer-ctld next to slurmctld: it does not fork; its PID file is
+# written once it listens. Spare CPUs are counted on the workers' partition.
+start_ctld() {
+  setsid env SLURM_CONF="$conf" "$opt_ctld" --listen "0.0.0.0:$((opt_port_base - 1))" --partition dw \
+    --munge-socket "$munge_socket" "--pid-file=$rundir/goldminer-ctld.pid" \
+    </dev/null >>"$logdir/goldminer-ctld.log" 2>&1 9>&- &
+  wait_pid goldminer-ctld ctld_pid
 }
 
 start_slurmd() {
@@ -92,6 +101,7 @@ wait_pid() {
 check_daemons() {
   local quiet=${1:-} label pid node rc=0
   local -a labels=(munged slurmctld)
+  [ "$(state_get ctld)" = none ] || labels+=(goldminer-ctld)
   for node in $(state_get nodes); do labels+=("slurmd $node"); done
   for label in "${labels[@]}"; do
     if pid=$(daemon_pid "$label"); then
@@ -106,7 +116,7 @@ check_daemons() {
 
 any_daemon_alive() {
   local node
-  if munged_pid >/dev/null || slurmctld_pid >/dev/null; then return 0; fi
+  if munged_pid >/dev/null || slurmctld_pid >/dev/null || ctld_pid >/dev/null; then return 0; fi
   for node in $(recorded_nodes); do
     if slurmd_pid "$node" >/dev/null; then return 0; fi
   done

@@ -35,12 +35,15 @@ pid_is() {
 munged_pid()    { live_pid "$rundir/munged.pid" munged "--pid-file=$rundir/munged.pid"; }
 slurmctld_pid() { live_pid "$rundir/slurmctld.pid" slurmctld "$conf"; }
 slurmd_pid()    { live_pid "$rundir/slurmd-$1.pid" slurmd "$conf"; }
+ctld_pid()      { live_pid "$rundir/goldminer-ctld.pid" goldminer-ctld "--pid-file=$rundir/goldminer-ctld.pid"; }
 
-# daemon_pid LABEL: the live PID of "munged", "slurmctld" or "slurmd NODE".
+# daemon_pid LABEL: the live PID of "munged", "slurmctld", "goldminer-ctld"
+# or "slurmd NODE".
 daemon_pid() {
   case $1 in
     munged) munged_pid ;;
     slurmctld) slurmctld_pid ;;
+    goldminer-ctld) ctld_pid ;;
     "slurmd "*) slurmd_pid "${1#slurmd }" ;;
   esac
 }
@@ -200,6 +203,7 @@ stop_cluster() {
     items+=("slurmd $node:$rundir/slurmd-$node.pid")
   done
   [ ${#items[@]} -eq 0 ] || stop_group slurmd "$conf" "${items[@]}"
+  stop_group goldminer-ctld "--pid-file=$rundir/goldminer-ctld.pid" "goldminer-ctld:$rundir/goldminer-ctld.pid"
   stop_group slurmctld "$conf" "slurmctld:$rundir/slurmctld.pid"
   stop_group munged "--pid-file=$rundir/munged.pid" "munged:$rundir/munged.pid"
   teardown_network

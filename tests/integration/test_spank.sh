@@ -55,9 +55,11 @@ test_settings_reach_every_task() {
     # (mode=elastic) how to add a worker; the steps inherit them from the
     # batch script.
     out=$(sed -e 's/GOLDMINER_\(LISTEN\|TRAINER\)=ucx:[^ ]* //g' -e 's/GOLDMINER_SECRET=[0-9a-f]\{64\} //' \
+              -e 's/GOLDMINER_CTLD=[0-9.]*:[0-9]* /GOLDMINER_CTLD=ADDR /' \
               -e 's/GOLDMINER_DW_JOB=[0-9]* //' -e 's/GOLDMINER_DW_SBATCH=.* GOLDMINER_MODE=/GOLDMINER_MODE=/' \
               "$work/env.$job")
-    local want="GOLDMINER_CPUS_PER_DW=3 GOLDMINER_DW=2 GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=dw GOLDMINER_MODE=elastic GOLDMINER_OPTIONS=dw=2,dw-max=4,cpus-per-dw=3,transport=ucx,mode=elastic GOLDMINER_TRANSPORT=ucx "
+    # The devcluster runs goldminer-ctld: elastic sessions learn where.
+    local want="GOLDMINER_CPUS_PER_DW=3 GOLDMINER_CTLD=ADDR GOLDMINER_CTLD_USER=root GOLDMINER_DW=2 GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=dw GOLDMINER_MODE=elastic GOLDMINER_MUNGE_SOCKET=$state/munge/munge.socket GOLDMINER_OPTIONS=dw=2,dw-max=4,cpus-per-dw=3,transport=ucx,mode=elastic GOLDMINER_TRANSPORT=ucx "
     expect_eq "batch script env" "$(echo "$out" | sed -n 's/^batch //p')" "$want" || return 1
     expect_eq "task 0 env" "$(echo "$out" | sed -n 's/^task 0 //p')" "$want" || return 1
     expect_eq "task 1 env" "$(echo "$out" | sed -n 's/^task 1 //p')" "$want" || return 1

@@ -1,0 +1,44 @@
+// A trainer session's side of goldminer-ctld (ctld_service.h): each
+// interval it sends its SessionReport as a credential and takes back its
+// worker target, checked to come from the ctld (a credential of root or
+// of the ctld's user, for this uid only, answering this report's nonce).
+#ifndef GOLDMINER_CTLD_CTLD_CLIENT_H_
+#define GOLDMINER_CTLD_CTLD_CLIENT_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "ctld/credential.h"
+#include "gmcore/status.h"
+#include "sched/worker_registry.h"
+
+namespace goldminer {
+
+// Thread-compatible.
+class CtldClient {
+ public:
+  // `address`: HOST:PORT; `ctld_uid`: the uid goldminer-ctld runs as
+  // (root's answers are taken too).
+  CtldClient(std::string address, std::shared_ptr<CredentialService> credentials, uid_t ctld_uid,
+             double timeout_s = 2);
+
+  // Sends `report` (its nonce replaced by a fresh one); the job's target,
+  // or why there is none (unreachable, refused: the ctld's reason).
+  Expected<int> report(SessionReport report);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  std::shared_ptr<CredentialService> credentials_;
+  uid_t ctld_uid_;
+  double timeout_s_;
+  std::mt19937_64 nonces_;
+};
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_CTLD_CTLD_CLIENT_H_

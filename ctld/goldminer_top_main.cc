@@ -1,0 +1,95 @@
+// goldminer-top: goldminer-ctld's view of the cluster's data workers, per
+// job: workers and where they run, target, trainer wait, queue fill,
+// samples/s; refreshed like top, or once (--once; --json for scripts).
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "ctld/http.h"
+
+namespace po = boost::program_options;
+using namespace goldminer;
+
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "goldminer-top: error: %s\n", message.c_str());
+  return code;
+}
+
+Expected<std::string> fetch(const std::string& ctld, const std::string& path) {
+  auto r = http_call(ctld, HttpRequest{"GET", path, ""}, 5);
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return Status::error(ctld + path + " answered " + std::to_string(r->status) + ": " + r->body);
+  return r->body;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string ctld;
+  double interval = 2;
+  bool once = false, json = false;
+  po::options_description desc(
+      "Usage: goldminer-top [OPTION]...\n"
+      "Shows goldminer-ctld's data workers per job, refreshed every --interval seconds (Ctrl-C\n"
+      "quits), or once.\n\nOptions");
+  desc.add_options()
+      ("help", "print this help and exit")
+      ("ctld", po::value(&ctld), "goldminer-ctld's HOST:PORT (default: $GOLDMINER_CTLD, else localhost:6830)")
+      ("once", po::bool_switch(&once), "print once and exit")
+      ("json", po::bool_switch(&json), "print JSON (implies --once)")
+      ("interval", po::value(&interval)->default_value(2), "seconds between refreshes");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return fail(std::string(e.what()) + " (see --help)", 2);
+  }
+  if (!(interval >= 0.1 && interval <= 3600)) return fail("--interval: must be 0.1 to 3600 seconds", 2);
+  if (ctld.empty()) {
+    const char* env = std::getenv("GOLDMINER_CTLD");
+    ctld = env != nullptr && *env != '\0' ? env : "localhost:6830";
+  }
+  if (auto hp = parse_host_port(ctld, "--ctld"); !hp.ok()) return fail(hp.status().message(), 2);
+  if (json || once) {
+    auto body = fetch(ctld, json ? "/jobs" : "/top");
+    if (!body.ok()) return fail(body.status().message(), 1);
+    std::fputs(body->c_str(), stdout);
+    return 0;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  while (!g_stop) {
+    auto body = fetch(ctld, "/top");
+    char when[32];
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    std::strftime(when, sizeof when, "%H:%M:%S", &tm);
+    std::printf("\033[H\033[2Jgoldminer-top  %s  %s\n\n%s", ctld.c_str(), when,
+                body.ok() ? body->c_str() : ("cannot reach goldminer-ctld: " + body.status().message() + "\n").c_str());
+    std::fflush(stdout);
+    for (double waited = 0; waited < interval && !g_stop; waited += 0.1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return 0;
+}

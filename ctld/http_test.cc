@@ -1,0 +1,90 @@
+#include "ctld/http.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace goldminer {
+namespace {
+
+TEST(HttpTest, AddressesAreHostAndPort) {
+  auto a = parse_host_port("ctl1:6830", "--ctld");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "ctl1");
+  EXPECT_EQ(a->port, "6830");
+  auto v6 = parse_host_port("[::1]:80", "--ctld");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(parse_host_port("ctl1", "--ctld").status().message(), "--ctld: invalid address 'ctl1': expected HOST:PORT");
+  EXPECT_EQ(parse_host_port("::1:80", "--ctld").status().message(), "--ctld: invalid address '::1:80': expected HOST:PORT");
+  EXPECT_EQ(parse_host_port("a:99999", "--ctld").status().message(),
+            "--ctld: invalid port '99999' in 'a:99999': expected 0 to 65535");
+}
+
+TEST(HttpTest, RequestsAreWholeOnlyWithTheirBody) {
+  std::string req = format_http_request(HttpRequest{"POST", "/report", "hello"}, "h:1");
+  EXPECT_EQ(*http_request_size(req.substr(0, req.size() - 1)), 0u);
+  EXPECT_EQ(*http_request_size(req + "extra"), req.size());
+  auto r = parse_http_request(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->method, "POST");
+  EXPECT_EQ(r->path, "/report");
+  EXPECT_EQ(r->body, "hello");
+  EXPECT_EQ(http_request_size("POST / HTTP/1.0\r\nContent-Length: 12x\r\n\r\n").status().message(),
+            "http: bad Content-Length '12x'");
+  EXPECT_EQ(http_request_size("POST / HTTP/1.0\r\nContent-Length: 70000\r\n\r\n").status().message(),
+            "http: body of 70000 bytes is over 65536");
+  EXPECT_EQ(parse_http_request("GARBAGE\r\n\r\n").status().message(), "http: bad request line 'GARBAGE'");
+  EXPECT_FALSE(http_request_size(std::string(9000, 'x')).ok()) << "a head that never ends";
+}
+
+TEST(HttpTest, AServerAnswersCallsAndRefusesWhatIsNotARequest) {
+  auto server = HttpServer::listen("127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  HttpServer* s = server->get();
+  std::thread serving([s] {
+    s->serve([](const HttpRequest& r) { return HttpResponse{200, "text/plain", r.method + " " + r.path + " " + r.body}; });
+  });
+  const std::string address = "127.0.0.1:" + std::to_string(s->port());
+  auto r = http_call(address, HttpRequest{"POST", "/x", std::string(60000, 'b')}, 5);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.size(), 8u + 60000);
+  // Bytes that are not HTTP: 400 naming why.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(static_cast<uint16_t>(s->port()));
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin), 0);
+  const std::string junk = "HELLO\r\n\r\n";
+  ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  std::string answer;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) answer.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.0 400 Bad Request\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("http: bad request line 'HELLO'"), std::string::npos) << answer;
+  s->stop();
+  serving.join();
+  server->reset();
+  // Nobody listens any more.
+  auto gone = http_call(address, HttpRequest{"GET", "/", ""}, 2);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("Connection refused"), std::string::npos) << gone.status().message();
+}
+
+TEST(HttpTest, ACallToAServerThatNeverAnswersTimesOut) {
+  auto server = HttpServer::listen("127.0.0.1:0");  // listens, never accepts
+  ASSERT_TRUE(server.ok());
+  auto r = http_call("127.0.0.1:" + std::to_string((*server)->port()), HttpRequest{"GET", "/jobs", ""}, 0.3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("timed out"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace goldminer
