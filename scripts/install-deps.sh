@@ -28,6 +28,7 @@ packages="
  libopenblas0-pthread
  libjpeg62-turbo-dev
  iproute2 util-linux procps
+ jq curl
 "
 
 missing=""
