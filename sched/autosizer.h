@@ -12,6 +12,7 @@ namespace goldminer {
 // What the trainer session measures over one observation window.
 struct QueueMetrics {
   int workers = 0;                  // data workers connected
+  int joined = 0;                   // data workers that ever joined the session
   double arrival_rate = 0;          // batches/s into the queue
   double consumption_rate = 0;      // batches/s taken by the trainer
   double trainer_wait_fraction = 0; // share of the window the trainer waited

@@ -25,43 +25,47 @@ ElasticController::ElasticController(const ElasticConfig& config, WorkerLauncher
     : config_(config),
       launcher_(launcher),
       autosizer_(config.autosizer),
-      settle_target_(config.initial_workers),
-      settle_deadline_(now_s + config.join_grace_s) {}
+      pending_(config.initial_workers),
+      pending_deadline_(now_s + config.join_grace_s) {}
 
-void ElasticController::start(int n, int workers, double now_s, ElasticStep* step) {
+// Started ones whose jobs all ended (preempted before they joined) are on
+// no way.
+bool ElasticController::settling(double now_s) {
+  return pending_ > 0 && now_s < pending_deadline_ && (!launched_ || launcher_->live() > 0);
+}
+
+void ElasticController::start(int n, double now_s, ElasticStep* step) {
   step->started = launcher_->start(n, &step->error);
   if (step->started < n) retry_at_ = now_s + config_.retry_after_s;
   if (step->started > 0) {
     launched_ = true;
-    settle_target_ = std::max(settle_target_, workers) + step->started;
-    settle_deadline_ = now_s + config_.join_grace_s;
+    pending_ += step->started;
+    pending_deadline_ = now_s + config_.join_grace_s;
   }
 }
 
 ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int target) {
   ElasticStep step;
-  // Workers that left (preempted, lost, drained) are not coming back: the
-  // target they were part of drops with them.
-  if (m.workers < last_workers_) settle_target_ = std::max(0, settle_target_ - (last_workers_ - m.workers));
+  // Joins since the last observation are workers that were on their way
+  // (those that left meanwhile, preempted, lost or drained, joined too).
+  const int arrived = std::max({0, m.joined - last_joined_, m.workers - last_workers_});
+  pending_ = std::max(0, pending_ - arrived);
   last_workers_ = m.workers;
+  last_joined_ = std::max(last_joined_, m.joined);
   if (target >= 0) return follow(m, now_s, target);
   over_target_ = 0;
   const int change = autosizer_.observe(m);
   if (change > 0) {
     // Workers already on their way (waiting in Slurm's queue, or started
     // and not yet joined) are the growth asked for: more would overshoot.
-    // Started ones whose jobs all ended (preempted before they joined) are
-    // on no way.
-    const bool settling = m.workers < settle_target_ && now_s < settle_deadline_ &&
-                          (!launched_ || launcher_->live() > 0);
-    if (settling || now_s < retry_at_ || launcher_->waiting() > 0) return step;
+    if (settling(now_s) || now_s < retry_at_ || launcher_->waiting() > 0) return step;
     const int n = std::min(change, config_.autosizer.max_workers - m.workers);
     if (n <= 0) return step;
-    settle_target_ = m.workers;
-    start(n, m.workers, now_s, &step);
+    pending_ = 0;  // the deadline passed: those are not coming
+    start(n, now_s, &step);
   } else if (change < 0) {
     const int n = -change;
-    settle_target_ = 0;  // what still comes is not wanted any more
+    pending_ = 0;  // what still comes is not wanted any more
     step.cancelled = launcher_->cancel_waiting(n);
     step.drain = std::max(0, std::min(n - step.cancelled, m.workers - config_.autosizer.min_workers));
   }
@@ -76,24 +80,23 @@ ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int t
   ElasticStep step;
   const AutosizerConfig& a = config_.autosizer;
   const int t = std::max(a.min_workers, std::min(a.max_workers, target));
-  const bool settling = m.workers < settle_target_ && now_s < settle_deadline_ && (!launched_ || launcher_->live() > 0);
-  const int on_way = std::max(settling ? settle_target_ - m.workers : 0, launched_ ? launcher_->waiting() : 0);
+  if (!settling(now_s)) pending_ = 0;
+  const int on_way = std::max(pending_, launched_ ? launcher_->waiting() : 0);
   if (m.workers + on_way < t) {
     over_target_ = 0;
     if (now_s >= retry_at_) {
-      settle_target_ = m.workers + on_way;
-      start(t - m.workers - on_way, m.workers, now_s, &step);
+      pending_ = on_way;
+      start(t - m.workers - on_way, now_s, &step);
     }
     return step;
   }
   if (m.workers + on_way > t && launched_) {
     step.cancelled = launcher_->cancel_waiting(m.workers + on_way - t);
-    settle_target_ = std::max(m.workers, settle_target_ - step.cancelled);
+    pending_ = std::max(0, pending_ - step.cancelled);
   }
   over_target_ = m.workers > t ? over_target_ + 1 : 0;
   if (over_target_ >= a.patience) {
     step.drain = m.workers - t;
-    settle_target_ = t;
     over_target_ = 0;
   }
   return step;

@@ -84,15 +84,19 @@ class ElasticController {
  private:
   ElasticStep follow(const QueueMetrics& m, double now_s, int target);
   // Starts up to `n`; the target then counts them until they join.
-  void start(int n, int workers, double now_s, ElasticStep* step);
+  void start(int n, double now_s, ElasticStep* step);
 
   ElasticConfig config_;
   WorkerLauncher* launcher_;
   Autosizer autosizer_;
-  int settle_target_;       // connected workers expected once started ones join
-  double settle_deadline_;  // ... until then
+  // Workers on their way: started (or the job's first), not yet joined,
+  // expected until the deadline.
+  bool settling(double now_s);
+  int pending_;
+  double pending_deadline_;
   bool launched_ = false;   // the launcher started some: the target counts them
   int last_workers_ = 0;    // connected workers at the previous observation
+  int last_joined_ = 0;     // workers that had joined by then
   double retry_at_ = 0;
   int over_target_ = 0;     // consecutive observations above the ctld's target
 };

@@ -91,6 +91,16 @@ TEST(ElasticTest, FollowsTheCtldTarget) {
   EXPECT_EQ(l.started, 10);
 }
 
+// Both first workers joined and one was lost before the first observation:
+// the lost one is not counted as still on its way.
+TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplaced) {
+  FakeLauncher l;
+  ElasticController c(config(2, 2), &l, 0);
+  QueueMetrics m = starved(1);
+  m.joined = 2;
+  EXPECT_EQ(c.observe(m, 5, 2).started, 1);
+}
+
 TEST(ElasticTest, AFailedStartWaitsBeforeTheTargetIsTriedAgain) {
   FakeLauncher l;
   l.refuse_after = 1;

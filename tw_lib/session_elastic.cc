@@ -41,6 +41,7 @@ void Session::Impl::elastic_loop() {
     const double t = now(), window = std::max(1e-9, t - since);
     QueueMetrics m;
     m.workers = static_cast<int>(per_worker_.size());
+    m.joined = joined_total_;
     m.arrival_rate = static_cast<double>(arrived_total_ - arrived) / window;
     m.consumption_rate = static_cast<double>(consumed_total_ - consumed) / window;
     m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);

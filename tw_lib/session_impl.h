@@ -146,6 +146,7 @@ class Session::Impl {
   // Since creation, for the elastic loop's windows.
   uint64_t arrived_total_ = 0, consumed_total_ = 0, fill_samples_ = 0;
   double wait_total_ = 0, fill_sum_ = 0;
+  int joined_total_ = 0;
   bool elastic_stop_ = false;
   std::condition_variable elastic_cv_;
   std::thread elastic_;

@@ -9,6 +9,8 @@
 //   Program + Credit(credits_per_worker) -> LeaseRequest* / Batch* /
 //   LeaseReturn* / Heartbeat* ... -> disconnected.
 // Anything else, or a frame the decoder refuses, drops that connection.
+#include <cstdio>
+
 #include "gmcore/log.h"
 #include "tw_lib/session_impl.h"
 
@@ -172,6 +174,7 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       {
         std::lock_guard<std::mutex> lock(mu_);
         per_worker_[peer].id = w.id;
+        ++joined_total_;
       }
       send(peer, wire::Program{config_text_, o_.program});  // credits follow (grant_credits)
       log::info("goldminer: session: worker " + w.id + " joined");
@@ -245,6 +248,11 @@ void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_
   ++pw.batches;
   pw.bytes += item.bytes;
   const auto jt = workers_.find(peer);
+  if (pw.batches == 1 && jt != workers_.end()) {
+    char after[32];
+    std::snprintf(after, sizeof after, "%.3f", seconds_since(jt->second.connected));
+    log::info("goldminer: session: worker " + pw.id + " delivered its first batch " + after + " s after it connected");
+  }
   if (jt != workers_.end()) {
     pw.batches_per_s = pw.batches / std::max(1e-9, seconds_since(jt->second.connected));
     ++jt->second.queued;
