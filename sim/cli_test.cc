@@ -50,6 +50,26 @@ class CliTest : public ::testing::Test {
                                            "gpu,16000,1,1,1000,,LS,Running,1,101,1\n"};
 };
 
+// --jobs-csv: one row per job with its model and its times; the GPU job
+// (16 CPUs asked, D x 1 GPU needed) waits for CPUs until the CPU job ends,
+// then runs at the speed its request gives it.
+TEST_F(CliTest, WritesTheJobRecords) {
+  TempFile out("");
+  SimRun r = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() +
+                     " --policy bundled --json --demand-sigma 0 --demand-median 32 --jobs-csv " + out.path());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream in(out.path());
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(),
+            "name,gpus,cpus_requested,cpus_needed,cpus_trainer,work_s,bundled_speed,arrival_s,start_s,finish_s\n"
+            "cpu,0.000,12.000,12.000,0.000,1000.000,1.0000,0.000,0.000,1000.000\n"
+            "gpu,1.000,16.000,32.000,1.000,50.000,0.5000,1.000,1000.000,1100.000\n");
+  r = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy bundled --jobs-csv /nonexistent/x.csv");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("goldminer-sim: --jobs-csv: cannot write /nonexistent/x.csv"), std::string::npos) << r.out;
+}
+
 TEST_F(CliTest, PrintsOneJsonObject) {
   SimRun r = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy bundled --json");
   ASSERT_EQ(r.status, 0) << r.out;

@@ -42,7 +42,7 @@ void print_human(const SimResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string trace, nodes_path, policy_text, plot, demand_text;
+  std::string trace, nodes_path, policy_text, plot, demand_text, jobs_csv;
   int gpus = 0;
   uint64_t seed = 1;
   SimOptions options;
@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
       ("cpu-demand-factor", po::value(&options.model.cpu_demand_factor)->default_value(1.0),
        "request: CPUs a GPU job needs for full speed / CPUs it asked for (1: the request was right)")
       ("plot", po::value(&plot), "write GPU allocation over time of all three policies to this SVG")
+      ("jobs-csv", po::value(&jobs_csv), "write every replayed job (its model: GPUs, CPUs requested and needed, "
+       "work; and its arrival, start and finish) to this CSV")
       ("json", "print one JSON object instead of the human summary");
   po::variables_map vm;
   try {
@@ -132,6 +134,11 @@ int main(int argc, char** argv) {
   else
     print_human(*result);
 
+  if (!jobs_csv.empty()) {
+    std::ofstream out(jobs_csv);
+    out << job_records_csv(*result);
+    if (!out.flush()) return fail("goldminer-sim: --jobs-csv: cannot write " + jobs_csv, 1);
+  }
   if (!plot.empty()) {
     std::vector<Series> series;
     for (Policy p : {Policy::kBundled, Policy::kGoldminerJobLevel, Policy::kGoldminer}) {

@@ -537,12 +537,31 @@ class Simulation {
     return workers;
   }
 
+  JobRecord record_of(const Job& j) const {
+    const TracePod& p = *j.pod;
+    JobRecord r;
+    r.name = p.name;
+    r.gpus = static_cast<double>(p.gpu_total_milli()) / 1000.0;
+    r.cpus_requested = static_cast<double>(p.cpu_milli) / 1000.0;
+    r.cpus_trainer = static_cast<double>(trainer_cpu(p)) / 1000.0;
+    r.cpus_needed = p.gpu_total_milli() == 0 ? r.cpus_requested
+                    : calibrated()           ? static_cast<double>(total_cpu_need(p)) / 1000.0
+                                             : r.cpus_trainer + static_cast<double>(pre_cpu_need(p)) / 1000.0;
+    r.work_s = j.work;
+    r.bundled_speed = bundled_speed(p);
+    r.arrival_s = j.arrival;
+    r.start_s = j.start;
+    r.finish_s = j.finish;
+    return r;
+  }
+
   void summarize(double decision_s, SimResult* r) {
     std::vector<double> jct;
     double queue_sum = 0, gpu_jct = 0;
     double first = kNever, last = 0;
     int starved = 0;
     for (const Job& j : jobs_) {
+      r->job_records.push_back(record_of(j));
       jct.push_back(j.finish - j.arrival);
       queue_sum += j.start - j.arrival;
       first = std::min(first, j.arrival);
@@ -675,6 +694,30 @@ std::string to_json(const SimResult& r) {
                 r.unplaceable, r.never_ran, r.contended_share, static_cast<long long>(r.events),
                 r.decision_us_per_event, r.gpu_wait_cpu_short_fraction, r.cpu_starved_share);
   return buf;
+}
+
+namespace {
+
+// A CSV field, quoted as RFC 4180 says when it needs to be (read_pods reads
+// it back with split_csv_line).
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string job_records_csv(const SimResult& result) {
+  std::string out = "name,gpus,cpus_requested,cpus_needed,cpus_trainer,work_s,bundled_speed,arrival_s,start_s,finish_s\n";
+  char row[256];
+  for (const JobRecord& j : result.job_records) {
+    std::snprintf(row, sizeof row, ",%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.3f,%.3f,%.3f\n", j.gpus, j.cpus_requested,
+                  j.cpus_needed, j.cpus_trainer, j.work_s, j.bundled_speed, j.arrival_s, j.start_s, j.finish_s);
+    out += csv_field(j.name) + row;
+  }
+  return out;
 }
 
 }  // namespace goldminer::sim

@@ -82,6 +82,20 @@ struct TimelinePoint {
   double gpu_allocated = 0;  // fraction of the cluster's GPUs held by jobs
 };
 
+// One replayed job as the model saw it (goldminer-sim --jobs-csv): what
+// the live replay (bench/replay) gives each real job, and what the
+// simulation made of it.
+struct JobRecord {
+  std::string name;
+  double gpus = 0;            // GPUs it holds (fractions of shared ones)
+  double cpus_requested = 0;  // its request
+  double cpus_needed = 0;     // CPUs for full speed, its trainer's included (= request for CPU-only jobs)
+  double cpus_trainer = 0;    // of those, the trainer's next to its GPUs
+  double work_s = 0;          // seconds of work at full speed
+  double bundled_speed = 1;   // the speed its request gives it on its own node
+  double arrival_s = 0, start_s = 0, finish_s = 0;
+};
+
 struct SimResult {
   std::string policy;
   int jobs = 0;          // jobs replayed (pods that ran in the trace and fit a node)
@@ -107,13 +121,17 @@ struct SimResult {
   double decision_us_per_event = 0;
   int64_t events = 0;
   std::vector<TimelinePoint> timeline;
+  std::vector<JobRecord> job_records;  // in arrival order
 };
 
 Expected<SimResult> simulate(const std::vector<TracePod>& pods, const std::vector<TraceNode>& nodes,
                              const SimOptions& options);
 
-// The result as one JSON object (no timeline).
+// The result as one JSON object (no timeline, no job records).
 std::string to_json(const SimResult& result);
+
+// The job records as CSV with a header line.
+std::string job_records_csv(const SimResult& result);
 
 }  // namespace goldminer::sim
 
