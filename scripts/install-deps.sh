@@ -3,14 +3,46 @@
 # plus Slurm's source tree (internal headers for the select plugin).
 # Idempotent: a second run installs nothing and re-uses the source tree.
 #
-# Usage: scripts/install-deps.sh [SLURM_SRC_PARENT]
-#   SLURM_SRC_PARENT  where the Slurm source tree is unpacked
+# Usage: scripts/install-deps.sh [--slurm RELEASE] [SLURM_SRC_PARENT]
+#   --slurm RELEASE   also build and install that Slurm release from
+#                     Debian's source package into /opt/slurm-RELEASE
+#                     (24.11: Debian 13 "trixie"; 26.05: Debian unstable
+#                     "sid"), with munge and PMIx; its configured source
+#                     tree stays in SLURM_SRC_PARENT for the select
+#                     plugin's headers. Skipped when the prefix already
+#                     holds that release. Without it: Debian 12's Slurm
+#                     22.05 packages and their source tree.
+#   SLURM_SRC_PARENT  where Slurm source trees are unpacked
 #                     (default: /usr/local/src/goldminer)
 set -eu
 
-src_parent=${1:-/usr/local/src/goldminer}
-
 say() { printf 'install-deps: %s\n' "$*"; }
+die() { say "$*" >&2; exit 1; }
+
+# release|Debian suite whose slurm-wlm source package carries it
+readonly SLURM_RELEASES="24.11|trixie 26.05|sid"
+
+release=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --slurm)
+            [ $# -ge 2 ] || die "--slurm: missing value (one of: 24.11 26.05)"
+            release=$2; shift 2 ;;
+        --slurm=*) release=${1#--slurm=}; shift ;;
+        -*) die "unknown option '$1' (usage: install-deps.sh [--slurm RELEASE] [SLURM_SRC_PARENT])" ;;
+        *) break ;;
+    esac
+done
+[ "$release" != 22.05 ] || release=   # Debian 12's own: the default
+suite=
+if [ -n "$release" ]; then
+    for r in $SLURM_RELEASES; do
+        [ "${r%%|*}" != "$release" ] || suite=${r#*|}
+    done
+    [ -n "$suite" ] || die "--slurm: invalid value '$release': supported releases are 22.05 (the default, Debian 12's packages), 24.11 and 26.05"
+fi
+
+src_parent=${1:-/usr/local/src/goldminer}
 
 if [ "$(id -u)" -ne 0 ]; then
     say "must run as root (apt-get install)" >&2
@@ -46,6 +78,13 @@ if [ -n "$missing" ]; then
     apt-get install -y -q --no-install-recommends $missing
 else
     say "all packages present"
+fi
+
+if [ -n "$release" ]; then
+    # shellcheck source=scripts/install-slurm-release.sh
+    . "$(dirname "$0")/install-slurm-release.sh"
+    install_slurm_release "$release" "$suite" "/opt/slurm-$release" "$src_parent"
+    exit 0
 fi
 
 # Slurm's internal headers: the source package of the installed version.

@@ -15,7 +15,9 @@
 #include "src/common/xstring.h"
 
 static void *cons_tres_handle;
-static int (*cons_tres_fini)(void);
+/* Called for its effect only: fini returns int up to 24.11, void from
+ * 26.05 on. */
+static void (*cons_tres_fini)(void);
 
 /* Finds select_cons_tres.so in PluginDir (a colon list). */
 static int _find_cons_tres(char *path, size_t len)

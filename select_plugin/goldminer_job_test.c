@@ -33,7 +33,7 @@
  * this definition lets the plugin load there. In slurmctld its own
  * job_list takes its place (the map exports it, so it interposes), as
  * cons_tres does. */
-List job_list;
+list_t *job_list;
 
 static struct gm_select_config *settings; /* NULL: plain cons_tres */
 
@@ -94,8 +94,12 @@ static void _rebuild_usage(void)
 		if (!(IS_JOB_RUNNING(job) || IS_JOB_SUSPENDED(job)) ||
 		    !job->job_resrcs)
 			continue;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+		add_job_to_cores(job->job_resrcs, &alloc_cores);
+#else
 		add_job_to_cores(job->job_resrcs, &alloc_cores,
 				 cr_node_num_cores);
+#endif
 	}
 	list_iterator_destroy(it);
 	usage_dirty = false;
@@ -183,11 +187,11 @@ static bool _is_data_worker(job_record_t *job, bool pending, char *why,
 /* The preemption candidates a job that asks for no GPU may use: all but
  * data workers (those yield their CPUs to GPU jobs only). NULL in, NULL
  * out; a new list (to FREE_NULL_LIST) when some were dropped. */
-static List _preemptees_for_cpu_job(List candidates, bool *made)
+static list_t *_preemptees_for_cpu_job(list_t *candidates, bool *made)
 {
 	list_itr_t *it;
 	job_record_t *job;
-	List kept;
+	list_t *kept;
 	char why[256];
 
 	*made = false;
@@ -283,7 +287,7 @@ static void _log_decision(job_record_t *job_ptr, bitstr_t *node_bitmap,
 
 int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 		uint32_t min_nodes, uint32_t max_nodes, uint32_t req_nodes,
-		uint16_t mode, List preemptee_candidates,
+		uint16_t mode, list_t *preemptee_candidates,
 		struct gm_call *call)
 {
 	bool trace = slurm_conf.debug_flags & DEBUG_FLAG_SELECT_TYPE;
@@ -294,7 +298,7 @@ int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 	struct gm_view v = { 0 };
 	struct gm_plan_summary summary = { 0 };
 	bitstr_t **hidden = NULL, *offered = NULL, *previous = NULL;
-	List preemptees = preemptee_candidates;
+	list_t *preemptees = preemptee_candidates;
 	char err[512] = "", policy[512] = "";
 	double t0 = _now_us(), t_call = 0, cons_tres_us = 0;
 

@@ -114,7 +114,8 @@ bool gm_shim_core_excluded(const struct gm_call *call, int node_inx, int core)
 }
 
 int gm_shim_cons_tres_job_test(struct gm_call *call, bitstr_t *node_bitmap,
-			       bitstr_t **hidden, List preemptee_candidates)
+			       bitstr_t **hidden,
+			       list_t *preemptee_candidates)
 {
 	bitstr_t *exc = call->exc_core_bitmap;
 	int rc, i, c;

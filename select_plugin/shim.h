@@ -24,7 +24,9 @@
 #endif
 
 #if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(23, 2, 0)
-/* The names later releases use for Slurm's list types. */
+/* The names later releases use for Slurm's list types (24.11 has no
+ * List any more). */
+typedef struct xlist list_t;
 typedef struct listIterator list_itr_t;
 #endif
 
@@ -40,13 +42,14 @@ bool gm_shim_core_excluded(const struct gm_call *call, int node_inx, int core);
  * on top of the caller's exclusion, the cores set in hidden[node] for
  * each node whose entry is not NULL (hidden may be NULL: none). */
 int gm_shim_cons_tres_job_test(struct gm_call *call, bitstr_t *node_bitmap,
-			       bitstr_t **hidden, List preemptee_candidates);
+			       bitstr_t **hidden,
+			       list_t *preemptee_candidates);
 
 /* The release-independent job_test: decides, narrows and calls
  * gm_shim_cons_tres_job_test (once, or once per placement tier). */
 int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 		uint32_t min_nodes, uint32_t max_nodes, uint32_t req_nodes,
-		uint16_t mode, List preemptee_candidates,
+		uint16_t mode, list_t *preemptee_candidates,
 		struct gm_call *call);
 
 /* Node or job allocations changed: the next job_test rebuilds its view. */

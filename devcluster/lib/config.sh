@@ -10,7 +10,7 @@
 
 write_state() {
   {
-    printf 'network=%s\nnodes=%s\nctld=%s\n' "$network" "$nodes" "$opt_ctld"
+    printf 'network=%s\nnodes=%s\nctld=%s\nslurm=%s\n' "$network" "$nodes" "$opt_ctld" "$slurm_prefix"
     [ "$network" != netns ] || printf 'bridge=%s\nsubnet=%s\n' "$bridge" "$subnet"
   } >"$state_file"
 }
@@ -39,7 +39,7 @@ write_slurm_conf() {
   local host addr node i=0 plugindir gpu_list='' cpu_list='' all_list=
   host=$(hostname -s)
   addr=$(controller_addr)
-  plugindir=$SLURM_PLUGINDIR
+  plugindir=$slurm_plugindir
   # A missing directory in PluginDir is fatal to every Slurm program ("Bad
   # value ... for PluginDir"); ours is only needed when it exists.
   if [ -d "$opt_plugin_dir" ]; then plugindir=$plugindir:$opt_plugin_dir; fi

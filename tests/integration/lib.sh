@@ -8,7 +8,8 @@ run_test() {
     local name=$1 out rc
     out=$(cd "$work" && timeout -k 5 "$TEST_TIMEOUT" bash -c ". '$here/lib.sh'; \
           for f in '$here'/test_*.sh; do . \"\$f\"; done; \
-          work='$work' state='$state' devcluster='$devcluster' plugins='$plugins'; $name" 2>&1)
+          work='$work' state='$state' devcluster='$devcluster' plugins='$plugins' \
+          port_base='$port_base'; $name" 2>&1)
     rc=$?
     if [ $rc -eq 0 ]; then
         pass "${name#test_}"

@@ -1,27 +1,36 @@
 #!/bin/bash
-# Integration tests on a real Slurm 22.05 cluster on this machine: brings up
-# goldminer-devcluster with this build's plugins, runs each test_* function
-# under a watchdog, tears the cluster down and checks nothing is left.
-# Prints `PASS: name` / `FAIL: name: why` per test, then
-# `integration: N passed, N failed`.
+# Integration tests on a real Slurm cluster on this machine, of the Slurm
+# installation the build was configured with (22.05, 24.11 or 26.05): brings
+# up goldminer-devcluster with this build's plugins, runs each test_*
+# function under a watchdog, tears the cluster down and checks nothing is
+# left. Prints `integration: Slurm VERSION (PREFIX)`, `PASS: name` /
+# `FAIL: name: why` per test, then `integration: N passed, N failed`.
+# Clusters of different --state-dir and --port-base (the tests' own extra
+# clusters use PORT+4000 and PORT+5000) can run side by side.
 #
-# Usage: tests/integration/run.sh --build-dir DIR [--state-dir DIR] [--keep]
+# Usage: tests/integration/run.sh --build-dir DIR [--state-dir DIR]
+#                                 [--port-base PORT] [--keep]
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=
 state=/var/tmp/goldminer-itest
+port_base=16817
 keep=no
 while [ $# -gt 0 ]; do
     case $1 in
         --build-dir) build=$2; shift 2 ;;
         --state-dir) state=$2; shift 2 ;;
+        --port-base) port_base=$2; shift 2 ;;
         --keep) keep=yes; shift ;;
         *) echo "run.sh: $1: unknown option" >&2; exit 2 ;;
     esac
 done
 [ -n "$build" ] || { echo "run.sh: --build-dir is required" >&2; exit 2; }
 build=$(cd "$build" && pwd)
+case $port_base in
+    ''|*[!0-9]*) echo "run.sh: --port-base: invalid value '$port_base': expected a port number" >&2; exit 2 ;;
+esac
 
 passed=0
 failed=0
@@ -39,10 +48,18 @@ plugins="$build/.libs"
 work=$(mktemp -d /tmp/goldminer-itest.XXXXXX)
 export UCX_NET_DEVICES=lo
 
+# The tests' Slurm commands are those of the installation the build's
+# plugins were built for (its configure --with-slurm).
+slurm_prefix=$(sed -n 's/^SLURM_PREFIX = //p' "$build/Makefile")
+[ -n "$slurm_prefix" ] || { echo "run.sh: no SLURM_PREFIX in $build/Makefile (not a configured build dir?)" >&2; exit 2; }
+PATH=$slurm_prefix/sbin:$slurm_prefix/bin:$PATH
+export PATH
+echo "integration: Slurm $(sinfo --version 2>/dev/null | sed 's/^slurm //') ($slurm_prefix)"
+
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
 
-cluster_args=(--dir "$state" --plugin-dir "$plugins" --debug-flags SelectType
+cluster_args=(--dir "$state" --port-base "$port_base" --plugin-dir "$plugins" --debug-flags SelectType
               --plugstack-args "max_dw_per_job=16 dw_command=$build/goldminer-dw")
 echo "integration: starting devcluster in $state"
 if ! timeout 120 "$devcluster" up "${cluster_args[@]}" >"$work/up.out" 2>&1; then

@@ -38,7 +38,7 @@ test_gpu_job_gets_its_gpus() {
 # machine without network namespaces; then down leaves nothing.
 test_localhost_fallback_mode_works() {
     local dir=$work/localhost out pids pid
-    out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base 20817 --network localhost \
+    out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base $((port_base + 4000)) --network localhost \
           --plugin-dir "$plugins" 2>&1) || { echo "up: $out"; return 1; }
     expect_contains "up" "$out" "network: localhost" || { "$devcluster" down --dir "$dir"; return 1; }
     out=$(SLURM_CONF=$dir/etc/slurm.conf timeout 60 srun --immediate=30 --goldminer=dw=4 -p cpu -N2 \
@@ -66,7 +66,7 @@ test_up_twice_is_safe() {
 # (the plugin is `required`), and up fails cleanly.
 test_unknown_plugstack_key_stops_slurmd_with_reason() {
     local dir=$work/badkey out
-    out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base 21817 --network localhost \
+    out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base $((port_base + 5000)) --network localhost \
           --plugin-dir "$plugins" --plugstack-args "max_dw_per_job=4 bogus=1" --timeout 10 2>&1) && {
         "$devcluster" down --dir "$dir"
         echo "up succeeded with a bad plugstack.conf argument"
