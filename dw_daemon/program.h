@@ -37,6 +37,11 @@ class WorkerProgram {
   // without a copy). `seed` seeds the program's random ops for this batch,
   // so a re-run split yields identical batches.
   virtual Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed) = 0;
+  // Whether calls run one at a time: a program that may draw random
+  // numbers does, because torch's generator is process-wide and each
+  // batch must see its own seed; any other runs on all the worker's
+  // threads at once.
+  virtual bool serializes_calls() const { return false; }
 };
 
 // Loads a program from its serialized bytes (a TorchScript zip).

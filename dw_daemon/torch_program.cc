@@ -1,10 +1,13 @@
 // The TorchScript worker program: the only daemon file that includes
 // libtorch (about 8 s and 0.7 GB to compile).
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/operator.h>
 #include <torch/script.h>
 
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "dw_daemon/program.h"
 
@@ -37,6 +40,53 @@ Expected<wire::DType> from_torch(torch::ScalarType t) {
                        " cannot be sent (uint8, int32, int64, float32, float64, bool)");
 }
 
+// Operators that draw from torch's generator without taking one as an
+// argument (every other random operator has an overload with a Generator
+// argument); read off libtorch 1.13's schemas.
+bool draws_without_generator_argument(const std::string& name) {
+  const bool like = name.size() > 5 && name.compare(name.size() - 5, 5, "_like") == 0;
+  return name.find("dropout") != std::string::npos || (name.rfind("rand", 0) == 0 && like) ||
+         name == "_no_grad_normal_" || name == "_no_grad_uniform_" || name == "normal" || name == "uniform";
+}
+
+// Whether an operator may draw random numbers: one of its overloads takes
+// a Generator, or it is a dropout. Cached per symbol.
+bool may_draw(c10::Symbol kind, std::unordered_map<c10::Symbol, bool>* seen) {
+  if (auto it = seen->find(kind); it != seen->end()) return it->second;
+  bool draws = draws_without_generator_argument(kind.toUnqualString());
+  for (const auto& op : torch::jit::getAllOperatorsFor(kind))
+    for (const auto& arg : op->schema().arguments()) {
+      c10::TypePtr t = arg.type();
+      if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+      draws |= t->kind() == c10::TypeKind::GeneratorType;
+    }
+  (*seen)[kind] = draws;
+  return draws;
+}
+
+bool block_may_draw(const torch::jit::Block* block, std::unordered_map<c10::Symbol, bool>* seen) {
+  for (const torch::jit::Node* node : block->nodes()) {
+    if (may_draw(node->kind(), seen)) return true;
+    for (const torch::jit::Block* sub : node->blocks())
+      if (block_may_draw(sub, seen)) return true;
+  }
+  return false;
+}
+
+// Whether the module may draw random numbers from torch's generator: any
+// method of it or of its submodules (so whatever forward calls), with the
+// functions each calls inlined.
+bool module_may_draw(const torch::jit::Module& module) {
+  std::unordered_map<c10::Symbol, bool> seen;
+  for (const torch::jit::Module& m : module.modules())
+    for (const torch::jit::Method& method : m.get_methods()) {
+      std::shared_ptr<torch::jit::Graph> graph = method.graph()->copy();
+      torch::jit::Inline(*graph);
+      if (block_may_draw(graph->block(), &seen)) return true;
+    }
+  return false;
+}
+
 class TorchOutput final : public ProgramOutput {
  public:
   std::vector<torch::Tensor> keep;
@@ -46,7 +96,10 @@ class TorchOutput final : public ProgramOutput {
 
 class TorchProgram final : public WorkerProgram {
  public:
-  TorchProgram(torch::jit::Module module, int threads) : module_(std::move(module)), threads_(threads) {}
+  TorchProgram(torch::jit::Module module, int threads)
+      : module_(std::move(module)), threads_(threads), serialized_(module_may_draw(module_)) {}
+
+  bool serializes_calls() const override { return serialized_; }
 
   Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed) override {
     try {
@@ -59,13 +112,16 @@ class TorchProgram final : public WorkerProgram {
                                              torch::TensorOptions().dtype(*st)));
       }
       torch::jit::IValue out;
-      {
+      torch::NoGradGuard no_grad;
+      at::set_num_threads(threads_);  // intra-op threads of this calling thread
+      if (serialized_) {
         // Torch's CPU generator is process-wide: seed and run under one
         // lock so each batch's random ops see exactly its own seed.
         std::lock_guard<std::mutex> lock(mu_);
-        torch::NoGradGuard no_grad;
-        at::set_num_threads(threads_);
         torch::manual_seed(seed);
+        out = module_.forward(inputs);
+      } else {
+        // Nothing random: the worker's threads run it side by side.
         out = module_.forward(inputs);
       }
       auto result = std::make_unique<TorchOutput>();
@@ -100,6 +156,7 @@ class TorchProgram final : public WorkerProgram {
  private:
   torch::jit::Module module_;
   int threads_;
+  const bool serialized_;  // forward may draw random numbers
   std::mutex mu_;
 };
 

@@ -349,6 +349,10 @@ class Connection {
       auto prog = o_.load_program(p.program);
       if (!prog.ok()) return prog.status();
       program_ = std::move(prog).value();
+      if (program_->serializes_calls() && o_.threads > 1)
+        log::info("goldminer-dw: the program may draw random numbers, so its calls run one at a time (torch's "
+                  "generator is process-wide and each batch gets its own seed); the " +
+                  std::to_string(o_.threads) + " threads overlap only reading and sending");
     }
     return Status();
   }

@@ -1,0 +1,92 @@
+// The TorchScript worker program: which programs run one call at a time
+// (those that may draw random numbers) and that calls from many threads at
+// once give what calls one at a time give, seeded ones included.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "dw_daemon/program.h"
+
+namespace goldminer::dw {
+namespace {
+
+// A module with `source` as its methods, serialized as a trainer sends it.
+std::string module_bytes(const std::string& source) {
+  torch::jit::Module m("m");
+  m.define(source);
+  std::ostringstream out;
+  m.save(out);
+  return out.str();
+}
+
+std::unique_ptr<WorkerProgram> load(const std::string& source) {
+  auto p = load_torchscript(module_bytes(source), 1);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? std::move(p).value() : nullptr;
+}
+
+// One float32 tensor of 16 values, each `v`.
+readers::Batch batch_of(float v) {
+  readers::Batch b;
+  readers::HostTensor t;
+  t.dtype = wire::DType::kFloat32;
+  t.shape = {16};
+  std::vector<float> values(16, v);
+  t.data.assign(reinterpret_cast<const uint8_t*>(values.data()),
+                reinterpret_cast<const uint8_t*>(values.data()) + sizeof(float) * values.size());
+  b.tensors.push_back(std::move(t));
+  return b;
+}
+
+std::vector<float> first_output(WorkerProgram* p, const readers::Batch& b, uint64_t seed) {
+  auto out = p->run(b, seed);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  if (!out.ok()) return {};
+  const auto& t = (*out)->tensors().at(0);
+  const auto* f = static_cast<const float*>(t.data);
+  return std::vector<float>(f, f + t.nbytes / sizeof(float));
+}
+
+TEST(TorchProgramTest, OnlyProgramsThatMayDrawRandomNumbersRunOneCallAtATime) {
+  EXPECT_FALSE(load("def forward(self, x):\n  return torch.tanh(x * 2.0 + 1.0)\n")->serializes_calls());
+  EXPECT_TRUE(load("def forward(self, x):\n  return x + torch.rand(x.size())\n")->serializes_calls());
+  EXPECT_TRUE(load("def forward(self, x):\n  return torch.dropout(x, 0.5, True)\n")->serializes_calls());
+  EXPECT_TRUE(load("def forward(self, x):\n  return x[torch.randperm(x.size(0))]\n")->serializes_calls());
+  // Inside a branch, and in a method that forward calls.
+  EXPECT_TRUE(load("def forward(self, x):\n  if bool(x.sum() > 0):\n    x = x.bernoulli()\n  return x\n")
+                  ->serializes_calls());
+  EXPECT_TRUE(load("def noise(self, x):\n  return torch.randn_like(x)\n"
+                   "def forward(self, x):\n  return x + self.noise(x)\n")
+                  ->serializes_calls());
+}
+
+// Eight threads each run 40 batches at once; every output equals the one
+// a lone call with the same seed gives.
+void expect_concurrent_equals_serial(WorkerProgram* p) {
+  constexpr int kThreads = 8, kBatches = 40;
+  std::vector<std::vector<std::vector<float>>> alone(kThreads), together(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i < kBatches; ++i) alone[t].push_back(first_output(p, batch_of(float(t)), 1000 * t + i));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kBatches; ++i) together[t].push_back(first_output(p, batch_of(float(t)), 1000 * t + i));
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(together, alone);
+}
+
+TEST(TorchProgramTest, ConcurrentCallsGiveWhatLoneCallsGive) {
+  auto plain = load("def forward(self, x):\n  return torch.tanh(x * 2.0 + 1.0)\n");
+  expect_concurrent_equals_serial(plain.get());
+  auto seeded = load("def forward(self, x):\n  return x + torch.rand(x.size())\n");
+  expect_concurrent_equals_serial(seeded.get());
+  // Seeds matter: two seeds, two outputs.
+  EXPECT_NE(first_output(seeded.get(), batch_of(0), 1), first_output(seeded.get(), batch_of(0), 2));
+}
+
+}  // namespace
+}  // namespace goldminer::dw
