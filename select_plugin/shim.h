@@ -2,12 +2,26 @@
  * The line between select/goldminer_cons_tres's release-independent part
  * (goldminer_job_test.c, cons_tres.c) and the one file per Slurm release
  * that knows that release's select ops table and job_test arguments
- * (ops_22_05.c, chosen by configure from the Slurm version it finds).
+ * (ops_22_05.c, ops_24_11.c, ops_26_05.c, chosen by configure from the
+ * Slurm version it finds).
  *
- * Adding a release: copy the nearest ops_*.c, make its symbol list and
- * select_p_* signatures those of the release's src/interfaces/select.c
- * (or src/common/select.c), implement the three gm_shim_* functions below
- * over its job_test exclusion argument, and name it in configure.ac.
+ * Adding a release:
+ *  1. copy the nearest ops_*.c to ops_MAJOR_MINOR.c; make its ops struct,
+ *     symbol list (same order) and select_p_* signatures those of the
+ *     release's slurm_select_ops_t and node_select_syms[] in
+ *     src/interfaces/select.c (src/common/select.c before 23.02), and
+ *     its init/fini those of the release's select_cons_tres.c;
+ *  2. set plugin_id: unique (190) where slurmctld loads every select
+ *     plugin and refuses duplicates (22.05, 24.11), cons_tres's own (109)
+ *     where it enables cons_tres features by the id (26.05);
+ *  3. implement gm_shim_core_excluded and gm_shim_cons_tres_job_test over
+ *     the release's job_test exclusion argument (struct gm_call);
+ *  4. add the version to the case in configure.ac, SELECT_OPS_* in
+ *     Makefile.am, the release to SLURM_RELEASES in
+ *     scripts/install-deps.sh and to scripts/run-tests, then run
+ *     scripts/run-tests --slurm MAJOR.MINOR.
+ * Library changes that are not in the ops table (e.g. add_job_to_cores
+ * lost an argument in 24.11) are version guards in goldminer_job_test.c.
  */
 #ifndef GOLDMINER_SELECT_PLUGIN_SHIM_H_
 #define GOLDMINER_SELECT_PLUGIN_SHIM_H_
