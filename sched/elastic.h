@@ -81,6 +81,14 @@ class ElasticController {
   // below 0 the autosizer decides.
   ElasticStep observe(const QueueMetrics& m, double now_s, int target = -1);
 
+  // `lost` connected workers left without being asked to (killed, their
+  // node lost, preempted) and `workers` are connected now: starts their
+  // replacements at once instead of at the next observation, up to what
+  // the job wanted (goldminer-ctld's last target, or, sizing itself, the
+  // workers it had at the last observation or since), counting those
+  // already on their way.
+  ElasticStep replace_lost(int lost, int workers, double now_s);
+
  private:
   ElasticStep follow(const QueueMetrics& m, double now_s, int target);
   // Starts up to `n`; the target then counts them until they join.
@@ -99,6 +107,7 @@ class ElasticController {
   int last_joined_ = 0;     // workers that had joined by then
   double retry_at_ = 0;
   int over_target_ = 0;     // consecutive observations above the ctld's target
+  int last_target_ = -1;    // goldminer-ctld's at the previous observation, -1: none
 };
 
 // Under Slurm: each worker is a companion job of one task, submitted with

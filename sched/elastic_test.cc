@@ -101,6 +101,46 @@ TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplaced) {
   EXPECT_EQ(c.observe(m, 5, 2).started, 1);
 }
 
+// A worker that leaves unasked is replaced at once, up to goldminer-ctld's
+// last target, counting those on their way; not beyond dw-max, and not
+// while a failed start's retry wait runs.
+TEST(ElasticTest, ALostWorkerIsReplacedAtOnceUpToTheCtldTarget) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  QueueMetrics m = oversupplied(2);
+  m.joined = 2;
+  EXPECT_EQ(c.observe(m, 5, 3).started, 1);  // the target 3: one more now
+  EXPECT_EQ(c.replace_lost(1, 1, 6).started, 1) << "2 connected + 1 on its way - 1 lost: 2 of 3";
+  EXPECT_EQ(l.started, 2);
+  EXPECT_EQ(c.replace_lost(1, 0, 7).started, 1) << "the second loss: 0 connected + 2 on their way of 3";
+  EXPECT_EQ(c.replace_lost(0, 0, 7).started, 0) << "nothing left";
+  // The target drops below what is connected: a loss is not replaced.
+  m = oversupplied(3);
+  m.joined = 5;
+  c.observe(m, 10, 2);
+  EXPECT_EQ(c.replace_lost(1, 2, 11).started, 0);
+}
+
+TEST(ElasticTest, ALostWorkerIsReplacedAtOnceWhenSizingItself) {
+  FakeLauncher l;
+  l.refuse_after = 3;
+  ElasticController c(config(2, 3), &l, 0);
+  QueueMetrics m = oversupplied(3);
+  m.joined = 3;
+  c.observe(m, 5);  // sizing itself: 3 connected
+  EXPECT_EQ(c.replace_lost(2, 1, 6).started, 2) << "back to the 3 it had";
+  EXPECT_EQ(c.replace_lost(1, 0, 7).started, 1) << "0 + 2 on their way of 3";
+  // The launcher refuses: no new start until retry_after_s has passed.
+  l.started = 3;
+  m = oversupplied(3);
+  m.joined = 6;
+  c.observe(m, 8);
+  EXPECT_EQ(c.replace_lost(1, 2, 9).started, 0);
+  EXPECT_EQ(c.replace_lost(1, 2, 10).started, 0) << "retry wait";
+  l.refuse_after = 10;
+  EXPECT_EQ(c.replace_lost(1, 2, 70).started, 1);
+}
+
 TEST(ElasticTest, AFailedStartWaitsBeforeTheTargetIsTriedAgain) {
   FakeLauncher l;
   l.refuse_after = 1;

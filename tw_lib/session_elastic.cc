@@ -34,9 +34,24 @@ void Session::Impl::elastic_loop() {
   uint64_t arrived = arrived_total_, consumed = consumed_total_, fills = fill_samples_;
   double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
   const auto interval = std::chrono::duration<double>(e.interval_s);
+  int left_seen = left_unasked_;
   for (;;) {
     const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(interval);
-    elastic_cv_.wait_until(lock, until, [this] { return elastic_stop_; });
+    // Until the interval ends; a worker that leaves unasked (killed, its
+    // node lost, preempted) is replaced at once, not at the interval's end.
+    while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || left_unasked_ > left_seen; })) {
+      if (elastic_stop_) return;
+      const int lost = left_unasked_ - left_seen, workers = static_cast<int>(per_worker_.size());
+      left_seen = left_unasked_;
+      lock.unlock();  // the launcher runs sbatch
+      const ElasticStep step = controller.replace_lost(lost, workers, now());
+      if (step.started > 0)
+        log::info("goldminer: session: " + std::to_string(lost) + " data workers left unasked, " +
+                  std::to_string(workers) + " connected: started " + std::to_string(step.started) +
+                  " more data workers to replace them");
+      if (!step.error.empty()) log::error("goldminer: session: cannot start more data workers: " + step.error);
+      lock.lock();
+    }
     if (elastic_stop_) return;
     const double t = now(), window = std::max(1e-9, t - since);
     QueueMetrics m;

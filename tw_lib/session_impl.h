@@ -82,6 +82,7 @@ class Session::Impl {
     uint32_t credits = 0;      // batches it may send that have not come yet
     uint32_t queued = 0;       // its batches in the queue
     bool draining = false;
+    bool asked_to_drain = false;  // by this session (shrinking), not on its own
   };
 
   enum class Leave { kLeft, kDropped, kRejected };
@@ -147,6 +148,7 @@ class Session::Impl {
   uint64_t arrived_total_ = 0, consumed_total_ = 0, fill_samples_ = 0;
   double wait_total_ = 0, fill_sum_ = 0;
   int joined_total_ = 0;
+  int left_unasked_ = 0;  // ready workers that left without a drain asked by us
   bool elastic_stop_ = false;
   std::condition_variable elastic_cv_;
   std::thread elastic_;

@@ -65,6 +65,7 @@ void Session::Impl::run() {
       if (drains == 0) break;
       if (w.phase == Phase::kReady && !w.draining) {
         w.draining = true;
+        w.asked_to_drain = true;
         send(peer, wire::Drain{});
         --drains;
       }
@@ -116,6 +117,7 @@ void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
   if (it == workers_.end()) return;
   const bool was_ready = it->second.phase == Phase::kReady;
   const bool drained = it->second.draining;
+  const bool unasked = was_ready && !it->second.asked_to_drain;
   const std::string who = it->second.id.empty() ? peer_name(peer) : "worker " + it->second.id;
   std::vector<uint64_t> lost = table_.drop_worker(peer);
   workers_.erase(it);
@@ -125,7 +127,9 @@ void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
     per_worker_.erase(peer);
     if (how == Leave::kRejected) ++workers_rejected_;
     if (was_ready && !lost.empty()) ++workers_lost_;
+    if (unasked) ++left_unasked_;
   }
+  if (unasked) elastic_cv_.notify_all();  // an elastic session replaces it at once
   // A worker that left with nothing in hand (it drained, or had no lease)
   // lost nothing: its transport's reason for the closed connection is
   // only a detail then.
