@@ -54,7 +54,8 @@ slurm_prefix=$(sed -n 's/^SLURM_PREFIX = //p' "$build/Makefile")
 [ -n "$slurm_prefix" ] || { echo "run.sh: no SLURM_PREFIX in $build/Makefile (not a configured build dir?)" >&2; exit 2; }
 PATH=$slurm_prefix/sbin:$slurm_prefix/bin:$PATH
 export PATH
-echo "integration: Slurm $(sinfo --version 2>/dev/null | sed 's/^slurm //') ($slurm_prefix)"
+# slurmctld -V reads no slurm.conf (sinfo --version does, from 24.11 on).
+echo "integration: Slurm $(slurmctld -V 2>/dev/null | sed 's/^slurm //') ($slurm_prefix)"
 
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
