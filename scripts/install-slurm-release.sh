@@ -23,7 +23,7 @@ readonly SLURM_PMIX_DIR=/usr/lib/x86_64-linux-gnu/pmix2
 # slurm_version_of PREFIX: "24.11.5" if PREFIX holds an installed Slurm.
 slurm_version_of() {
     [ -x "$1/sbin/slurmctld" ] || return 1
-    "$1/sbin/slurmctld" -V 2>/dev/null | sed -n 's/^slurm \([0-9][0-9.]*\).*/\1/p'
+    "$1/sbin/slurmctld" -V 2>/dev/null | sed -n 's/^slurm[^ ]* \([0-9][0-9.]*\).*/\1/p'
 }
 
 # slurm_apt SUITE ARGS...: apt-get on the private configuration of SUITE.
