@@ -50,7 +50,7 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int 
   // (those that left meanwhile, preempted, lost or drained, joined too).
   const int arrived = std::max({0, m.joined - last_joined_, m.workers - last_workers_});
   pending_ = std::max(0, pending_ - arrived);
-  last_workers_ = m.workers;
+  last_workers_ = held_ = m.workers;
   last_joined_ = std::max(last_joined_, m.joined);
   last_target_ = target;
   if (target >= 0) return follow(m, now_s, target);
@@ -77,12 +77,17 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int 
 // within the join grace) count towards it; beyond it, waiting ones are
 // cancelled at once and connected ones drained once `patience`
 // observations agree (one report's dip does not cost a worker).
-ElasticStep ElasticController::replace_lost(int lost, int workers, double now_s) {
+ElasticStep ElasticController::replace_lost(int lost, int workers, int joined, double now_s) {
   ElasticStep step;
   const AutosizerConfig& a = config_.autosizer;
   // Sizing itself: what it had at the last observation, or since.
-  const int had = std::max(last_workers_, workers + lost);
-  const int want = std::clamp(last_target_ >= 0 ? last_target_ : had, a.min_workers, a.max_workers);
+  held_ = std::max(held_, workers + lost);
+  // Those that joined since (the lost ones among them) are no longer on
+  // their way.
+  pending_ = std::max(0, pending_ - std::max(0, joined - last_joined_));
+  last_joined_ = std::max(last_joined_, joined);
+  last_workers_ = workers;
+  const int want = std::clamp(last_target_ >= 0 ? last_target_ : held_, a.min_workers, a.max_workers);
   if (!settling(now_s)) pending_ = 0;
   const int on_way = std::max(pending_, launched_ ? launcher_->waiting() : 0);
   if (lost <= 0 || workers + on_way >= want || now_s < retry_at_) return step;

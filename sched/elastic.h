@@ -82,12 +82,13 @@ class ElasticController {
   ElasticStep observe(const QueueMetrics& m, double now_s, int target = -1);
 
   // `lost` connected workers left without being asked to (killed, their
-  // node lost, preempted) and `workers` are connected now: starts their
+  // node lost, preempted), `workers` are connected now and `joined` ever
+  // joined (QueueMetrics::joined): starts their
   // replacements at once instead of at the next observation, up to what
   // the job wanted (goldminer-ctld's last target, or, sizing itself, the
   // workers it had at the last observation or since), counting those
   // already on their way.
-  ElasticStep replace_lost(int lost, int workers, double now_s);
+  ElasticStep replace_lost(int lost, int workers, int joined, double now_s);
 
  private:
   ElasticStep follow(const QueueMetrics& m, double now_s, int target);
@@ -108,6 +109,7 @@ class ElasticController {
   double retry_at_ = 0;
   int over_target_ = 0;     // consecutive observations above the ctld's target
   int last_target_ = -1;    // goldminer-ctld's at the previous observation, -1: none
+  int held_ = 0;            // connected workers at that observation, or before a loss since
 };
 
 // Under Slurm: each worker is a companion job of one task, submitted with

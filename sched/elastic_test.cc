@@ -110,15 +110,15 @@ TEST(ElasticTest, ALostWorkerIsReplacedAtOnceUpToTheCtldTarget) {
   QueueMetrics m = oversupplied(2);
   m.joined = 2;
   EXPECT_EQ(c.observe(m, 5, 3).started, 1);  // the target 3: one more now
-  EXPECT_EQ(c.replace_lost(1, 1, 6).started, 1) << "2 connected + 1 on its way - 1 lost: 2 of 3";
+  EXPECT_EQ(c.replace_lost(1, 1, 2, 6).started, 1) << "2 connected + 1 on its way - 1 lost: 2 of 3";
   EXPECT_EQ(l.started, 2);
-  EXPECT_EQ(c.replace_lost(1, 0, 7).started, 1) << "the second loss: 0 connected + 2 on their way of 3";
-  EXPECT_EQ(c.replace_lost(0, 0, 7).started, 0) << "nothing left";
+  EXPECT_EQ(c.replace_lost(1, 0, 2, 7).started, 1) << "the second loss: 0 connected + 2 on their way of 3";
+  EXPECT_EQ(c.replace_lost(0, 0, 2, 7).started, 0) << "nothing left";
   // The target drops below what is connected: a loss is not replaced.
   m = oversupplied(3);
   m.joined = 5;
   c.observe(m, 10, 2);
-  EXPECT_EQ(c.replace_lost(1, 2, 11).started, 0);
+  EXPECT_EQ(c.replace_lost(1, 2, 5, 11).started, 0);
 }
 
 TEST(ElasticTest, ALostWorkerIsReplacedAtOnceWhenSizingItself) {
@@ -128,17 +128,27 @@ TEST(ElasticTest, ALostWorkerIsReplacedAtOnceWhenSizingItself) {
   QueueMetrics m = oversupplied(3);
   m.joined = 3;
   c.observe(m, 5);  // sizing itself: 3 connected
-  EXPECT_EQ(c.replace_lost(2, 1, 6).started, 2) << "back to the 3 it had";
-  EXPECT_EQ(c.replace_lost(1, 0, 7).started, 1) << "0 + 2 on their way of 3";
+  EXPECT_EQ(c.replace_lost(2, 1, 3, 6).started, 2) << "back to the 3 it had";
+  EXPECT_EQ(c.replace_lost(1, 0, 3, 7).started, 1) << "0 + 2 on their way of 3";
   // The launcher refuses: no new start until retry_after_s has passed.
   l.started = 3;
   m = oversupplied(3);
   m.joined = 6;
   c.observe(m, 8);
-  EXPECT_EQ(c.replace_lost(1, 2, 9).started, 0);
-  EXPECT_EQ(c.replace_lost(1, 2, 10).started, 0) << "retry wait";
+  EXPECT_EQ(c.replace_lost(1, 2, 6, 9).started, 0);
+  EXPECT_EQ(c.replace_lost(1, 2, 6, 10).started, 0) << "retry wait";
   l.refuse_after = 10;
-  EXPECT_EQ(c.replace_lost(1, 2, 70).started, 1);
+  EXPECT_EQ(c.replace_lost(1, 2, 6, 70).started, 1);
+}
+
+// The job's first two workers joined and one was killed before the first
+// observation: both joins are counted, so the lost one is replaced at once.
+TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplacedAtOnce) {
+  FakeLauncher l;
+  ElasticController c(config(2, 2), &l, 0);
+  EXPECT_EQ(c.replace_lost(1, 1, 2, 3).started, 1);
+  EXPECT_EQ(c.replace_lost(1, 0, 2, 4).started, 1) << "the other one too";
+  EXPECT_EQ(c.replace_lost(0, 0, 2, 5).started, 0) << "both replacements on their way";
 }
 
 TEST(ElasticTest, AFailedStartWaitsBeforeTheTargetIsTriedAgain) {

@@ -41,10 +41,11 @@ void Session::Impl::elastic_loop() {
     // node lost, preempted) is replaced at once, not at the interval's end.
     while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || left_unasked_ > left_seen; })) {
       if (elastic_stop_) return;
-      const int lost = left_unasked_ - left_seen, workers = static_cast<int>(per_worker_.size());
+      const int lost = left_unasked_ - left_seen, workers = static_cast<int>(per_worker_.size()),
+                joined = joined_total_;
       left_seen = left_unasked_;
       lock.unlock();  // the launcher runs sbatch
-      const ElasticStep step = controller.replace_lost(lost, workers, now());
+      const ElasticStep step = controller.replace_lost(lost, workers, joined, now());
       if (step.started > 0)
         log::info("goldminer: session: " + std::to_string(lost) + " data workers left unasked, " +
                   std::to_string(workers) + " connected: started " + std::to_string(step.started) +
