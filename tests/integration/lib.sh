@@ -9,7 +9,7 @@ run_test() {
     out=$(cd "$work" && timeout -k 5 "$TEST_TIMEOUT" bash -c ". '$here/lib.sh'; \
           for f in '$here'/test_*.sh; do . \"\$f\"; done; \
           work='$work' state='$state' devcluster='$devcluster' plugins='$plugins' \
-          port_base='$port_base'; $name" 2>&1)
+          port_base='$port_base' slurm_version='$slurm_version'; $name" 2>&1)
     rc=$?
     if [ $rc -eq 0 ]; then
         pass "${name#test_}"
@@ -18,6 +18,16 @@ run_test() {
     else
         fail "${name#test_}" "$(echo "$out" | tail -8 | tr '\n' '|')"
     fi
+}
+
+# The state and exit code of a data-worker job preempted (PreemptMode=CANCEL,
+# GraceTime) that drained and exited 0 on SIGTERM within the grace time:
+# 22.05 records the job's own end, 24.11 and later record the preemption.
+drained_preempted_state() {
+    case $slurm_version in
+        22.05.*) echo "COMPLETED 0:0" ;;
+        *) echo "PREEMPTED 0:0" ;;
+    esac
 }
 
 # True while PID runs; a zombie (exited, not yet reaped by PID 1) has stopped.

@@ -55,7 +55,8 @@ slurm_prefix=$(sed -n 's/^SLURM_PREFIX = //p' "$build/Makefile")
 PATH=$slurm_prefix/sbin:$slurm_prefix/bin:$PATH
 export PATH
 # slurmctld -V reads no slurm.conf (sinfo --version does, from 24.11 on).
-echo "integration: Slurm $(slurmctld -V 2>/dev/null | sed -n 's/^slurm[^ ]* \([0-9][0-9.]*\).*/\1/p') ($slurm_prefix)"
+slurm_version=$(slurmctld -V 2>/dev/null | sed -n 's/^slurm[^ ]* \([0-9][0-9.]*\).*/\1/p')
+echo "integration: Slurm $slurm_version ($slurm_prefix)"
 
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"

@@ -117,8 +117,8 @@ test_select_data_workers_on_stranded_cpus_preempted_by_gpu_jobs() {
     wait_state "$gpu" RUNNING 40 || rc=1
     # Preempted with GraceTime: SIGTERM, goldminer-dw drains and exits 0
     # (its trainer never listened: nothing to return), so the job ends
-    # COMPLETED before the grace runs out instead of being killed.
-    expect_eq "preempted workers" "$(job_field "$dw" JobState) $(job_field "$dw" ExitCode)" "COMPLETED 0:0" || rc=1
+    # with exit 0 before the grace runs out instead of being killed.
+    expect_eq "preempted workers" "$(job_field "$dw" JobState) $(job_field "$dw" ExitCode)" "$(drained_preempted_state)" || rc=1
     grep -q "STEP $dw.0 ON g2 CANCELLED" "$work/goldminer-dw-$dw.out" 2>/dev/null || {
         echo "the workers' step was not signalled: $(cat "$work/goldminer-dw-$dw.out" 2>&1 | tail -3)"
         rc=1; }
@@ -166,7 +166,7 @@ test_select_preempted_workers_drain_and_the_epoch_stays_exactly_once() {
     n=$(echo "$out" | grep -c "^{\"epoch\": [0123], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
     expect_eq "exactly-once epochs" "$n" 4 || { echo "$out" | grep '^{'; return 1; }
     # The preempted workers drained (SIGTERM within GraceTime, exit 0).
-    expect_eq "preempted workers" "$(job_field "$dw" JobState) $(job_field "$dw" ExitCode)" "COMPLETED 0:0" || return 1
+    expect_eq "preempted workers" "$(job_field "$dw" JobState) $(job_field "$dw" ExitCode)" "$(drained_preempted_state)" || return 1
     grep -q "STEP $dw.0 ON g2 CANCELLED" "$work/goldminer-dw-$dw.out" || {
         echo "the workers' step was not preempted: $(tail -3 "$work/goldminer-dw-$dw.out")"; return 1; }
     expect_eq "drained workers" "$(grep -c '^goldminer-dw: g2:[0-9]*: sent [0-9]* batches' "$work/goldminer-dw-$dw.out")" 2 ||
