@@ -171,8 +171,13 @@ test_select_preempted_workers_drain_and_the_epoch_stays_exactly_once() {
         echo "the workers' step was not preempted: $(tail -3 "$work/goldminer-dw-$dw.out")"; return 1; }
     expect_eq "drained workers" "$(grep -c '^goldminer-dw: g2:[0-9]*: sent [0-9]* batches' "$work/goldminer-dw-$dw.out")" 2 ||
         return 1
-    expect_eq "drained workers' leaving" "$(echo "$out" | grep -Ec 'session: worker g2:[0-9]* left (after draining|with nothing in hand)')" 2 ||
-        { echo "$out" | grep 'left'; return 1; }
+    # Every worker on g2 left drained: the first worker job's two, and any
+    # the elastic session added there before the preemption (dw-max=4;
+    # how many got there first depends on the scheduler's timing).
+    n=$(echo "$out" | grep -Ec 'session: worker g2:[0-9]* joined')
+    [ "$n" -ge 2 ] || { echo "fewer than 2 workers joined from g2: $(echo "$out" | grep joined)"; return 1; }
+    expect_eq "drained workers' leaving" "$(echo "$out" | grep -Ec 'session: worker g2:[0-9]* left (after draining|with nothing in hand)')" "$n" ||
+        { echo "$out" | grep -E 'joined|left'; return 1; }
     # Mid-epoch: they gave back the leases they held.
     n=$(sed -n 's/^goldminer-dw: g2:[0-9]*: sent .* returned \([0-9]*\);.*/\1/p' "$work/goldminer-dw-$dw.out" |
         awk '{ n += $1 } END { print n + 0 }')
