@@ -109,13 +109,18 @@ ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int t
     }
     return step;
   }
-  if (m.workers + on_way > t && launched_) {
-    step.cancelled = launcher_->cancel_waiting(m.workers + on_way - t);
-    pending_ = std::max(0, pending_ - step.cancelled);
-  }
-  over_target_ = m.workers > t ? over_target_ + 1 : 0;
+  // Above the target (connected and on their way): only once `patience`
+  // observations agree, so that a target that flickers with the noise of
+  // one interval's measurements neither cancels workers about to start nor
+  // drains connected ones. Waiting ones are cancelled first.
+  const int excess = m.workers + on_way - t;
+  over_target_ = excess > 0 ? over_target_ + 1 : 0;
   if (over_target_ >= a.patience) {
-    step.drain = m.workers - t;
+    if (launched_) {
+      step.cancelled = launcher_->cancel_waiting(excess);
+      pending_ = std::max(0, pending_ - step.cancelled);
+    }
+    step.drain = std::max(0, std::min(excess - step.cancelled, m.workers - t));
     over_target_ = 0;
   }
   return step;

@@ -63,8 +63,8 @@ QueueMetrics oversupplied(int workers) {
 }
 
 // goldminer-ctld's target: growth at once (no patience), counting the
-// workers on their way; shrinking cancels waiting ones at once and drains
-// connected ones only after `patience` agreeing observations.
+// workers on their way; shrinking cancels waiting ones, then drains
+// connected ones, only after `patience` agreeing observations.
 TEST(ElasticTest, FollowsTheCtldTarget) {
   FakeLauncher l;
   ElasticController c(config(2, 8), &l, 0);
@@ -73,9 +73,10 @@ TEST(ElasticTest, FollowsTheCtldTarget) {
   EXPECT_EQ(s.started, 3);
   l.waiting_now = 3;
   EXPECT_EQ(c.observe(oversupplied(0), 2, 5).started, 0) << "5 on their way already";
-  // The target drops to 3 while all wait: 2 of those the launcher started
-  // are cancelled, nothing is drained.
-  s = c.observe(oversupplied(0), 3, 3);
+  // The target drops to 3 while all wait: after 2 observations, 2 of those
+  // the launcher started are cancelled, nothing is drained.
+  EXPECT_EQ(c.observe(oversupplied(0), 3, 3).cancelled, 0) << "one observation is not enough";
+  s = c.observe(oversupplied(0), 3.5, 3);
   EXPECT_EQ(s.cancelled, 2);
   EXPECT_EQ(s.drain, 0);
   l.waiting_now = 0;
@@ -149,6 +150,23 @@ TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplacedAtOnce) {
   EXPECT_EQ(c.replace_lost(1, 1, 2, 3).started, 1);
   EXPECT_EQ(c.replace_lost(1, 0, 2, 4).started, 1) << "the other one too";
   EXPECT_EQ(c.replace_lost(0, 0, 2, 5).started, 0) << "both replacements on their way";
+}
+
+// A target that flickers between 1 and 2 each interval (the noise of one
+// interval's rates) keeps the second worker: it is started once and never
+// cancelled or drained.
+TEST(ElasticTest, AFlickeringTargetKeepsTheHigherOne) {
+  FakeLauncher l;
+  ElasticController c(config(1, 8), &l, 0);
+  QueueMetrics m = starved(1);
+  m.joined = 1;
+  EXPECT_EQ(c.observe(m, 1, 2).started, 1);
+  l.waiting_now = 1;
+  for (int i = 0; i < 10; ++i) {
+    const ElasticStep s = c.observe(m, 2 + i, i % 2 == 0 ? 1 : 2);
+    EXPECT_EQ(s.started + s.cancelled + s.drain, 0) << "interval " << i;
+  }
+  EXPECT_EQ(l.started, 1);
 }
 
 TEST(ElasticTest, AFailedStartWaitsBeforeTheTargetIsTriedAgain) {

@@ -235,8 +235,10 @@ def main():
             f.write("#!/bin/sh\n# goldminer-dw with gm_bench::pace (bench/replay/pace_op.cc)\n"
                     "LD_PRELOAD=%s exec %s \"$@\"\n" % (pace, os.path.join(build, "goldminer-dw")))
         os.chmod(os.path.join(work, "dw-paced"), 0o755)
+        # Long enough that no job reaches an epoch's end (where the last
+        # splits leave threads idle): every trainer reads one epoch.
         with open(os.path.join(work, "input.txt"), "w") as f:
-            f.writelines("sample %d\n" % i for i in range(20000))
+            f.writelines("sample %d\n" % i for i in range(500000))
         sim = {policy: simulate(build, work, policy) for policy in ("bundled", "goldminer")}
         jobs = read_csv(os.path.join(work, "sim-bundled.csv"))
         budget = max(float(j["arrival_s"]) for j in jobs) + 4 * max(float(j["finish_s"]) - float(j["start_s"])
