@@ -9,7 +9,8 @@
 # clusters use PORT+4000 and PORT+5000) can run side by side.
 #
 # Usage: tests/integration/run.sh --build-dir DIR [--state-dir DIR]
-#                                 [--port-base PORT] [--keep]
+#                                 [--port-base PORT] [--keep] [--only REGEX]
+# (--only: just the tests whose names match the extended regex REGEX)
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,12 +18,14 @@ build=
 state=/var/tmp/goldminer-itest
 port_base=16817
 keep=no
+only=
 while [ $# -gt 0 ]; do
     case $1 in
         --build-dir) build=$2; shift 2 ;;
         --state-dir) state=$2; shift 2 ;;
         --port-base) port_base=$2; shift 2 ;;
         --keep) keep=yes; shift ;;
+        --only) only=$2; shift 2 ;;
         *) echo "run.sh: $1: unknown option" >&2; exit 2 ;;
     esac
 done
@@ -79,7 +82,7 @@ for file in "$here"/test_*.sh; do
     # shellcheck source=/dev/null
     . "$file"
 done
-for t in $(grep -ho '^test_[a-z0-9_]*()' "$here"/test_*.sh | tr -d '()' | grep -v '^test_zz_'); do
+for t in $(grep -ho '^test_[a-z0-9_]*()' "$here"/test_*.sh | tr -d '()' | grep -v '^test_zz_' | grep -E -- "${only:-.}"); do
     run_test "$t"
 done
 
