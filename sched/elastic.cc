@@ -73,10 +73,6 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int 
   return step;
 }
 
-// goldminer-ctld's target: workers on their way (started, not joined,
-// within the join grace) count towards it; beyond it, waiting ones are
-// cancelled at once and connected ones drained once `patience`
-// observations agree (one report's dip does not cost a worker).
 ElasticStep ElasticController::replace_lost(int lost, int workers, int joined, double now_s) {
   ElasticStep step;
   const AutosizerConfig& a = config_.autosizer;
@@ -95,6 +91,10 @@ ElasticStep ElasticController::replace_lost(int lost, int workers, int joined, d
   return step;
 }
 
+// goldminer-ctld's target: workers on their way (started, not joined,
+// within the join grace) count towards it; beyond it, waiting ones are
+// cancelled, then connected ones drained, once `patience` observations
+// agree (one report's dip does not cost a worker).
 ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int target) {
   ElasticStep step;
   const AutosizerConfig& a = config_.autosizer;
