@@ -29,7 +29,8 @@ bool write_file(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, example_path, transform_path, method, mode_text, worker_path, trainer_path, json_path;
+  std::string model_path, example_path, transform_path, method, mode_text, worker_path, trainer_path, json_path,
+      device_text;
   SplitOptions options;
   uint64_t seed = 0;
   int max_workers = 16;
@@ -48,8 +49,20 @@ int main(int argc, char** argv) {
       ("worker", po::value(&worker_path), "write the worker program here (required unless --advise)")
       ("trainer", po::value(&trainer_path), "write the trainer program here (required unless --advise)")
       ("report-json", po::value(&json_path), "write the report as one JSON object here")
-      ("transfer-gbps", po::value(&options.transfer_gbps)->default_value(4.0),
-       "trainer-side receive bandwidth, GB/s, that prices shipping a cut value")
+      ("trainer-device", po::value(&device_text)->default_value("cuda"),
+       "the trainer the cut is priced for: cuda (GPU trainers) or cpu")
+      ("batch-size", po::value(&options.batch_size)->default_value(0),
+       "the job's batch size the cut is priced at (0: the example's)")
+      ("transfer-gbps", po::value(&options.transfer_gbps)->default_value(0),
+       "the trainer's share of its node's network, GB/s (0: the NIC's speed from sysfs over the GPUs per node)")
+      ("network-interface", po::value(&options.network_interface),
+       "the interface whose speed --transfer-gbps 0 reads (default: the one GOLDMINER_LISTEN is on, else the "
+       "fastest)")
+      ("gpus-per-node", po::value(&options.gpus_per_node)->default_value(0),
+       "trainers sharing that interface (0: this node's GPUs)")
+      ("pinned", "price host-to-device copies from pinned memory (default pageable)")
+      ("keep-margin", po::value(&options.keep_margin)->default_value(0.05),
+       "a cut must measure this fraction faster than dataset mode to be kept (CPU trainers)")
       ("repeat", po::value(&options.repeat)->default_value(5), "timed runs per measured program (median)")
       ("no-measure", "do not time the programs on the example (faster; no measured figures, no --advise)")
       ("allow-non-tensor-cut", "let ints, lists, tuples and dicts cross the cut too (programs that "
@@ -81,7 +94,15 @@ int main(int argc, char** argv) {
   const bool advise_only = vm.count("advise") > 0;
   if (!advise_only && (worker_path.empty() || trainer_path.empty()))
     return fail("--worker and --trainer are required (unless --advise) (try --help)", 2);
-  if (options.transfer_gbps <= 0) return fail("--transfer-gbps: invalid value: expected > 0", 2);
+  auto device = parse_trainer_device(device_text);
+  if (!device.ok()) return fail("--" + device.status().message(), 2);
+  options.trainer_device = *device;
+  options.pinned = vm.count("pinned") > 0;
+  if (options.transfer_gbps < 0) return fail("--transfer-gbps: invalid value: expected > 0 (or 0: detect)", 2);
+  if (options.batch_size < 0) return fail("--batch-size: invalid value: expected >= 1 (or 0: the example's)", 2);
+  if (options.gpus_per_node < 0) return fail("--gpus-per-node: invalid value: expected >= 1 (or 0: detect)", 2);
+  if (!(options.keep_margin >= 0 && options.keep_margin < 1))
+    return fail("--keep-margin: invalid value: expected a fraction in [0, 1)", 2);
   if (options.repeat < 1) return fail("--repeat: invalid value: expected >= 1", 2);
   if (max_workers < 1) return fail("--max-workers: invalid value: expected >= 1", 2);
   if (advise_only && !options.measure) return fail("--advise needs measurements: drop --no-measure", 2);

@@ -51,12 +51,32 @@ enum class SplitMode { kDataset, kExtended, kMax };
 Expected<SplitMode> parse_split_mode(const std::string& text);
 const char* split_mode_name(SplitMode mode);
 
+// Where the trainer runs the model: the cut is priced for it (a one-hot or
+// a cast costs microseconds on a GPU and milliseconds on a CPU).
+enum class TrainerDevice { kCuda, kCpu };
+Expected<TrainerDevice> parse_trainer_device(const std::string& text);
+const char* trainer_device_name(TrainerDevice device);
+
 struct SplitOptions {
   std::string method = "forward";
   SplitMode mode = SplitMode::kExtended;
-  // Trainer-side cost of receiving a batch: bytes / (transfer_gbps * 1e9)
-  // seconds (memcpy into a reused buffer; see shared docs).
-  double transfer_gbps = 4.0;
+  // The cut is priced for this trainer (docs/SPLIT-COST.md): its device,
+  // the job's batch size (0: the example's), and the trainer's share of
+  // its node's network in GB/s (0: detected, see split::detect_link, from
+  // `network_interface` (""): GOLDMINER_LISTEN's interface, else the
+  // fastest one) over `gpus_per_node` (0: this node's GPUs).
+  TrainerDevice trainer_device = TrainerDevice::kCuda;
+  int64_t batch_size = 0;
+  double transfer_gbps = 0;
+  std::string network_interface;
+  int gpus_per_node = 0;
+  bool pinned = false;  // batches arrive in pinned memory (host-to-device at the pinned figure)
+  // Never lose: a cut that does not measure faster than dataset mode by
+  // this fraction (measured trainer ms + modelled transfer ms, medians of
+  // `repeat` interleaved runs) gives way to the next candidate, down to
+  // dataset mode. Checked where the measurement is the trainer's own
+  // (trainer_device cpu); a GPU trainer's cut stands on the device model.
+  double keep_margin = 0.05;
   // Time the original and the split programs on the example (forward, plus
   // backward when an output requires grad). Off: the report's trainer_ms_*
   // fields are 0 and `measured` is false.
@@ -85,6 +105,22 @@ struct KeptNode {
   int count = 1;       // boundary nodes with the same node and reason
 };
 
+// One cut the choice considered, priced at the job's batch size.
+struct CandidateCut {
+  std::string name;          // "dataset", "min-cost", "max", "min-cost, transfer x4"...
+  int nodes_moved = 0;       // model nodes the worker runs
+  double bytes_per_sample = 0;
+  double trainer_ms = 0;     // stateless nodes left on the trainer, per batch
+  double network_ms = 0;     // per batch over the trainer's link
+  double host_to_device_ms = 0;  // per batch over PCIe (GPU trainers)
+  double total_ms() const { return trainer_ms + network_ms + host_to_device_ms; }
+  // Measured CPU ms per example batch of its trainer program and of dataset
+  // mode's, interleaved (-1: not measured), and the verdict.
+  double measured_trainer_ms = -1;
+  double measured_dataset_ms = -1;
+  std::string outcome;       // "chosen", "measured slower: ...", "not tried"
+};
+
 // What the split did, with its measurements. Plain value type.
 struct SplitReport {
   std::string mode;
@@ -105,11 +141,21 @@ struct SplitReport {
   double trainer_ms_dataset = 0; // model on transformed inputs (dataset mode)
   double trainer_ms = 0;         // trainer program of this split
   double worker_ms = 0;          // worker program of this split (one CPU's work)
-  double transfer_ms = 0;        // modelled receive cost of the cut per batch
+  double transfer_ms = 0;        // modelled receive cost of the cut per example batch (network + host-to-device)
   double trainer_ms_saved_per_batch = 0;  // trainer_ms_local - trainer_ms
   double analysis_ms = 0;  // graph preparation + classification
   double split_ms = 0;     // example probe + per-node timing + cut choice + extraction
   std::vector<KeptNode> kept;
+  // The pricing (issue 25): for whom, and what it weighed.
+  std::string trainer_device;     // "cuda" or "cpu"
+  std::string node_costs;         // how trainer-side nodes were priced
+  int64_t priced_batch_size = 0;  // the job's batch size
+  double link_gbps = 0;           // the trainer's share of the network, GB/s
+  std::string link_source;        // where that figure comes from
+  double host_to_device_gbps = 0; // 0 for a CPU trainer
+  std::vector<CandidateCut> candidates;  // in order of predicted cost
+  std::string chosen_because;
+  bool fell_back = false;         // measurement overruled the predicted best
 };
 
 struct SplitProgram {

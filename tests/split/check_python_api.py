@@ -84,6 +84,21 @@ def main():
     assert all({"name", "dtype", "shape", "bytes_per_sample"} <= set(c) for c in report["cut"])
     assert all({"node", "reason"} <= set(k) for k in report["kept"])
     print("report keys ok")
+    # The trainer the cut is priced for: from where the parameters live
+    # (here on the CPU, with no GPU visible) unless given.
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    dcn = torch.jit.script(models.DCN())
+    _, _, auto = goldminer.split(dcn, models.criteo_batch(64), repeat=1, transfer_gbps=1.25)
+    _, _, given = goldminer.split(dcn, models.criteo_batch(64), repeat=1, trainer_device="cuda", batch_size=4096)
+    assert auto["trainer_device"] == expected and auto["link_source"] == "given", auto
+    assert given["trainer_device"] == "cuda" and given["priced_batch_size"] == 4096, given
+    assert given["link_source"] != "given" and given["link_gbps"] > 0, given
+    assert given["candidates"] and given["chosen_because"], given
+    print("trainer device %s by default here, cuda when given" % auto["trainer_device"])
+    try:
+        goldminer.split(dcn, models.criteo_batch(4), trainer_device="gpu")
+    except ValueError as e:
+        print("error: ValueError", e)
     mask = torch.tensor([1.0, 0.0, 1.0, 1.0])
     check("control", torch.jit.script(models.ControlFlow()), ({"x": torch.randn(4, 4), "mask": mask},), mode="max")
     transform = torch.jit.load(os.path.join(modeldir, "image_transform.pt"))

@@ -207,6 +207,74 @@ class ClickLoss(nn.Module):
         return F.binary_cross_entropy_with_logits(self.fc(torch.log1p(x.abs())).squeeze(1), y)
 
 
+# ------------------------------------------- (d) pricing for the trainer (issue 25)
+class DCN(nn.Module):
+    """Criteo-style Deep & Cross Network: dense features bucketized and
+    one-hot encoded, concatenated with the categorical embeddings, then
+    cross layers and a linear head. The float one-hot is 4x the bytes of
+    the raw features; on a GPU trainer it costs microseconds to make."""
+
+    def __init__(self, buckets: int = 16, hash_size: int = 1000, dim: int = 8, layers: int = 2):
+        super().__init__()
+        self.buckets = buckets
+        self.hash_size = hash_size
+        self.boundaries = [0.5 * i for i in range(1, buckets)]
+        self.embs = nn.ModuleList([nn.Embedding(hash_size, dim) for _ in range(NUM_CAT)])
+        width = NUM_DENSE * buckets + NUM_CAT * dim
+        self.cross = nn.ModuleList([nn.Linear(width, 1) for _ in range(layers)])
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, dense: Tensor, cat: Tensor) -> Tensor:
+        x = torch.log1p(torch.clamp(torch.nan_to_num(dense, nan=0.0), min=0.0))
+        b = torch.bucketize(x, torch.tensor(self.boundaries, dtype=x.dtype, device=x.device))
+        onehot = F.one_hot(b, self.buckets).to(torch.float32).flatten(1)
+        idx = torch.remainder(cat, self.hash_size)
+        feats: List[Tensor] = [onehot]
+        for i, emb in enumerate(self.embs):
+            feats.append(emb(idx[:, i]))
+        x0 = torch.cat(feats, dim=1)
+        xl = x0
+        for layer in self.cross:
+            xl = x0 * layer(xl) + xl
+        return torch.sigmoid(self.head(xl))
+
+
+class ImageCNN(nn.Module):
+    """uint8 images -> ConvertImageDtype -> Resize -> Normalize -> a small
+    CNN: shipped after the resize, the input crosses as float32 crops,
+    2.56x the uint8 bytes."""
+
+    def __init__(self, size: int = 32):
+        super().__init__()
+        import torchvision.transforms as T
+
+        self.pre = nn.Sequential(
+            T.ConvertImageDtype(torch.float32),
+            T.Resize([size], antialias=False),
+            T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+        )
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.body(self.pre(images))
+
+
+class CheapPrefix(nn.Module):
+    """One stateless multiply in front of a large MLP: moving it saves the
+    trainer microseconds of milliseconds, which no measurement can tell
+    from noise (the never-lose check)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                                 nn.Linear(2048, 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.mlp(x * 0.5)
+
+
 def save(outdir: str, name: str, module: torch.jit.ScriptModule, example: tuple) -> None:
     module.save(os.path.join(outdir, name + ".pt"))
     torch.save(example, os.path.join(outdir, name + "_example.pt"))
@@ -231,6 +299,11 @@ def main() -> int:
     save(outdir, "inplace", torch.jit.script(InPlace()), (torch.randn(4, 6), torch.randn(4, 6)))
     save(outdir, "forked", torch.jit.script(Forked()), (torch.randn(4, 6),))
     save(outdir, "click_loss", torch.jit.script(ClickLoss()), (torch.randn(16, 8), torch.rand(16).round()))
+    save(outdir, "dcn", torch.jit.script(DCN()), criteo_batch(64))
+    g = torch.Generator().manual_seed(2)
+    save(outdir, "image_cnn", torch.jit.script(ImageCNN()),
+         (torch.randint(0, 256, (16, 3, 40, 40), generator=g, dtype=torch.uint8),))
+    save(outdir, "cheap_prefix", torch.jit.script(CheapPrefix()), (torch.randn(256, 512, generator=g),))
     mask = torch.tensor([1.0, 1.0, 1.0, 0.0])
     save(outdir, "control", torch.jit.script(ControlFlow()), ({"x": torch.randn(4, 4), "mask": mask},))
     # Bad inputs.

@@ -84,6 +84,9 @@ class SplitTest : public ::testing::Test {
     SplitOptions options;
     options.mode = mode;
     options.repeat = 1;
+    return split_and_verify(in, options);
+  }
+  SplitReport split_and_verify(const SplitInputs& in, const SplitOptions& options) {
     auto split = split_serialized(in, options);
     EXPECT_TRUE(split.ok()) << split.status().message();
     if (!split.ok()) return {};
@@ -323,6 +326,144 @@ TEST_F(CliTest, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.out.find("not implemented for 'Float'"), std::string::npos) << "names the dtype problem: " << r.out;
 }
 
+// ------------------------------------------- pricing for the trainer (issue 25)
+// A GPU trainer's share of 10 Gb/s Ethernet, given so that the choice does
+// not depend on this machine's interfaces.
+constexpr double kLinkGbps = 1.25;
+
+SplitOptions priced(TrainerDevice device, int64_t batch) {
+  SplitOptions o;
+  o.trainer_device = device;
+  o.batch_size = batch;
+  o.transfer_gbps = kLinkGbps;
+  o.repeat = 3;
+  return o;
+}
+
+// Every candidate's total is its parts, the list is cheapest first, and
+// exactly one is chosen.
+void expect_arithmetic(const SplitReport& r) {
+  ASSERT_FALSE(r.candidates.empty());
+  int chosen = 0;
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const CandidateCut& c = r.candidates[i];
+    EXPECT_GE(c.trainer_ms, 0) << c.name;
+    EXPECT_GT(c.network_ms, 0) << c.name;
+    EXPECT_NEAR(c.network_ms, c.bytes_per_sample * r.priced_batch_size / (r.link_gbps * 1e6), 1e-9) << c.name;
+    if (r.trainer_device == "cpu") {
+      EXPECT_EQ(c.host_to_device_ms, 0) << c.name;
+    }
+    if (i > 0) {
+      EXPECT_LE(r.candidates[i - 1].total_ms(), c.total_ms() + 1e-12);
+    }
+    chosen += c.outcome == "chosen";
+  }
+  EXPECT_EQ(chosen, 1) << format_report(r);
+  EXPECT_FALSE(r.chosen_because.empty());
+  const std::string text = format_report(r);
+  for (const char* line : {"priced for a ", "trainer-side nodes: ", "candidate cuts (ms per batch of ", "chosen because: "})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+}
+
+TEST_F(SplitTest, CudaPricingShipsTheCompactFeaturesNotTheOneHot) {
+  SplitReport r = split_and_verify(inputs("dcn"), priced(TrainerDevice::kCuda, 4096));
+  expect_arithmetic(r);
+  EXPECT_EQ(r.trainer_device, "cuda");
+  EXPECT_EQ(r.priced_batch_size, 4096);
+  EXPECT_EQ(r.link_source, "given");
+  EXPECT_DOUBLE_EQ(r.bytes_per_sample_before, 13 * 4 + 26 * 8);
+  EXPECT_LE(r.bytes_per_sample_after, 2 * r.bytes_per_sample_before) << format_report(r);
+  EXPECT_GT(r.host_to_device_gbps, 0);
+  EXPECT_NE(r.node_costs.find("GPU"), std::string::npos) << r.node_costs;
+  // The float one-hot (13 x 16 x 4 bytes) was weighed and lost on its transfer.
+  bool weighed = false;
+  for (const CandidateCut& c : r.candidates)
+    if (c.bytes_per_sample >= 13 * 16 * 4) {
+      weighed = true;
+      EXPECT_GT(c.total_ms(), r.candidates.front().total_ms());
+    }
+  EXPECT_TRUE(weighed) << format_report(r);
+  EXPECT_NE(r.chosen_because.find("cuda trainer cost at batch 4096"), std::string::npos) << r.chosen_because;
+}
+
+TEST_F(SplitTest, CpuPricingAndTheExampleBatchShowTheirArithmetic) {
+  for (SplitOptions o : {priced(TrainerDevice::kCpu, 0), priced(TrainerDevice::kCuda, 0),
+                         priced(TrainerDevice::kCpu, 4096)}) {
+    SplitReport r = split_and_verify(inputs("dcn"), o);
+    expect_arithmetic(r);
+    EXPECT_EQ(r.priced_batch_size, o.batch_size > 0 ? o.batch_size : 64);
+    if (o.trainer_device == TrainerDevice::kCpu) {
+      EXPECT_NE(r.node_costs.find("CPU time measured at batch 64 and 128"), std::string::npos) << r.node_costs;
+      EXPECT_TRUE(r.fell_back || r.chosen_because.find("cpu trainer cost") != std::string::npos)
+          << r.chosen_because;
+    }
+  }
+}
+
+TEST_F(SplitTest, CudaPricingKeepsImagesUint8UnlessTheSavingPays) {
+  SplitReport r = split_and_verify(inputs("image_cnn"), priced(TrainerDevice::kCuda, 4096));
+  expect_arithmetic(r);
+  EXPECT_DOUBLE_EQ(r.bytes_per_sample_before, 3 * 40 * 40);
+  EXPECT_LE(r.bytes_per_sample_after, r.bytes_per_sample_before) << format_report(r);
+  for (const CutValue& c : r.cut) EXPECT_NE(c.dtype, "float32") << c.name << "\n" << format_report(r);
+  bool float_crops = false;  // the float32 crops were weighed: 3 x 32 x 32 x 4 bytes
+  for (const CandidateCut& c : r.candidates) float_crops |= c.bytes_per_sample == 3 * 32 * 32 * 4;
+  EXPECT_TRUE(float_crops) << format_report(r);
+}
+
+TEST_F(SplitTest, ASplitThatMeasuresNoFasterFallsBackAndSaysSo) {
+  SplitOptions o = priced(TrainerDevice::kCpu, 0);
+  o.repeat = 7;
+  SplitReport r = split_and_verify(inputs("cheap_prefix"), o);
+  expect_arithmetic(r);
+  EXPECT_TRUE(r.fell_back) << format_report(r);
+  EXPECT_EQ(r.nodes_moved, 0) << "dataset mode stands";
+  EXPECT_EQ(r.candidates.back().name, "dataset");
+  EXPECT_EQ(r.candidates.back().outcome, "chosen");
+  EXPECT_NE(r.candidates.front().outcome.find("not faster by 5%"), std::string::npos) << r.candidates.front().outcome;
+  EXPECT_GT(r.candidates.front().measured_trainer_ms, 0);
+  EXPECT_NE(r.chosen_because.find("measurement overruled the predicted best"), std::string::npos) << r.chosen_because;
+  // Unmeasured, nothing overrules the prediction: the multiply moves.
+  o.measure = false;
+  SplitReport unmeasured = split_and_verify(inputs("cheap_prefix"), o);
+  EXPECT_FALSE(unmeasured.fell_back);
+  EXPECT_EQ(unmeasured.nodes_moved, 1) << format_report(unmeasured);
+}
+
+TEST_F(CliTest, PricingOptionsAndTheLinkTheyName) {
+  const std::string m = Models::path("dcn.pt") + " --example " + Models::path("dcn_example.pt") + " --worker " +
+                        out("w.pt") + " --trainer " + out("t.pt") + " --repeat 1";
+  CommandResult r = cli(m + " --report-json " + out("dcn.json"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("priced for a cuda trainer at batch 64: link "), std::string::npos) << "cuda by default\n" << r.out;
+  std::ifstream json(out("dcn.json"));
+  std::stringstream text;
+  text << json.rdbuf();
+  for (const char* key : {"\"trainer_device\": \"cuda\"", "\"priced_batch_size\": 64", "\"link_gbps\": ",
+                          "\"link_source\": \"", "\"candidates\": [{\"name\": \"min-cost\"", "\"network_ms\": ",
+                          "\"host_to_device_ms\": ", "\"chosen_because\": \"", "\"fell_back\": "})
+    EXPECT_NE(text.str().find(key), std::string::npos) << key << "\n" << text.str();
+  // The link is detected (this machine's interfaces) and says from where.
+  EXPECT_EQ(text.str().find("\"link_source\": \"given\""), std::string::npos) << text.str();
+  r = cli(m + " --trainer-device cpu --batch-size 4096 --transfer-gbps 3 --gpus-per-node 8");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("priced for a cpu trainer at batch 4096: link 3 GB/s (given)"), std::string::npos) << r.out;
+  struct Case {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {" --trainer-device gpu", "goldminer-split: --trainer-device: invalid value 'gpu': expected cuda or cpu"},
+      {" --keep-margin 1.5", "goldminer-split: --keep-margin: invalid value: expected a fraction in [0, 1)"},
+      {" --transfer-gbps -1", "goldminer-split: --transfer-gbps: invalid value"},
+      {" --batch-size -4", "goldminer-split: --batch-size: invalid value"},
+  };
+  for (const Case& c : cases) {
+    CommandResult bad = cli(m + c.args);
+    EXPECT_EQ(bad.status, 2) << c.args << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(c.message), std::string::npos) << c.args << "\n" << bad.out;
+  }
+}
+
 // ---------------------------------------------------------------- Python
 TEST_F(SplitTest, PythonApiSplitsAndStaysEquivalent) {
   CommandResult r = run(python() + " " + source_dir() + "/check_python_api.py " + Models::path(""));
@@ -331,7 +472,9 @@ TEST_F(SplitTest, PythonApiSplitsAndStaysEquivalent) {
                            "control max: eval equal, train outputs equal, grads equal",
                            "images extended: eval equal, train outputs equal, grads equal",
                            "report keys ok", "error: TypeError", "error: ValueError goldminer.split: model has no "
-                                                                 "method 'predict'"})
+                                                                 "method 'predict'",
+                           "trainer device cpu by default here, cuda when given",
+                           "error: ValueError goldminer.split: trainer_device: invalid value 'gpu': expected cuda or cpu"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <queue>
 
 namespace goldminer::split {
@@ -128,6 +129,63 @@ std::vector<bool> solve(const CutProblem& p) {
 }
 
 }  // namespace
+
+namespace {
+
+// Whether value `v` crosses with `moved` (produced on the worker side, read
+// on the trainer's).
+bool crosses(const CutProblem::Value& v, const std::vector<bool>& moved) {
+  if (v.producer >= 0 && !moved[v.producer]) return false;
+  if (v.trainer_reads) return true;
+  for (int c : v.consumers)
+    if (!moved[c]) return true;
+  return false;
+}
+
+}  // namespace
+
+double crossing_bytes(const CutProblem& p, const std::vector<bool>& moved) {
+  double bytes = 0;
+  for (const auto& v : p.values)
+    if (crosses(v, moved)) bytes += v.bytes;
+  return bytes;
+}
+
+double trainer_part(const CutProblem& p, const std::vector<bool>& moved) {
+  double ms = 0;
+  for (size_t i = 0; i < p.node_ms.size(); ++i)
+    if (!moved[i]) ms += p.node_ms[i];
+  return ms;
+}
+
+std::vector<NamedCut> candidate_cuts(const CutProblem& problem) {
+  std::vector<NamedCut> out;
+  auto add = [&](const std::string& name, std::vector<bool> moved) {
+    for (const auto& c : out)
+      if (c.choice.moved == moved) return;
+    CutChoice choice{moved, cut_cost(problem, moved)};
+    if (std::isinf(choice.cost)) return;
+    out.push_back({name, std::move(choice)});
+  };
+  const std::vector<bool> none(problem.node_ms.size(), false);
+  add("min-cost", choose_min_cost_cut(problem).moved);
+  for (double scale : {0.0625, 0.25, 0.5, 2.0, 4.0, 16.0}) {
+    CutProblem scaled = problem;
+    for (auto& v : scaled.values)
+      if (!std::isinf(v.cost)) v.cost *= scale;
+    char name[64];
+    std::snprintf(name, sizeof(name), "min-cost at transfer x%g", scale);
+    add(name, solve(scaled));
+  }
+  add("max", choose_max_cut(problem).moved);
+  add("dataset", none);
+  // Cheapest first; dataset mode after any cut of equal cost.
+  std::stable_sort(out.begin(), out.end(), [&](const NamedCut& a, const NamedCut& b) {
+    if (a.choice.cost != b.choice.cost) return a.choice.cost < b.choice.cost;
+    return a.name != "dataset" && b.name == "dataset";
+  });
+  return out;
+}
 
 double cut_cost(const CutProblem& p, const std::vector<bool>& moved) {
   auto on_worker = [&](int i) { return i < 0 || moved[i]; };

@@ -12,6 +12,7 @@
 #define GOLDMINER_TW_LIB_SPLIT_CUT_H_
 
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct CutProblem {
     double cost = 0;              // transfer cost if it crosses; kCannotCross forbids
     std::vector<int> consumers;   // stateless consumers (indices)
     bool trainer_reads = false;   // read by a stateful node or returned by the model
+    double bytes = 0;             // what crosses, per batch (for the report)
   };
   std::vector<Value> values;
   // (a, b): moving node a requires moving node b (memory order).
@@ -41,6 +43,22 @@ struct CutChoice {
 CutChoice choose_min_cost_cut(const CutProblem& problem);
 // The largest valid W (no value that cannot cross crosses), ignoring costs.
 CutChoice choose_max_cut(const CutProblem& problem);
+// The cuts worth considering, each once, cheapest (by `problem`'s cost)
+// first: the minimum-cost cut; the minimum-cost cuts with every transfer
+// cost scaled by 1/16 .. 16 (the cuts a cheaper or dearer link would
+// choose: what the choice falls back on when measurement overrules it);
+// the largest cut; and dataset mode (nothing moved), which is always last
+// among equals. Names say which is which.
+struct NamedCut {
+  std::string name;
+  CutChoice choice;
+};
+std::vector<NamedCut> candidate_cuts(const CutProblem& problem);
+// Bytes per batch of the values that cross with `moved`.
+double crossing_bytes(const CutProblem& problem, const std::vector<bool>& moved);
+// Trainer time of the stateless nodes left there with `moved`.
+double trainer_part(const CutProblem& problem, const std::vector<bool>& moved);
+
 // Objective of a given assignment (kCannotCross if a forbidden value
 // crosses or a constraint is broken).
 double cut_cost(const CutProblem& problem, const std::vector<bool>& moved);

@@ -63,13 +63,19 @@ int count_nodes(Block* block);
 
 // The stateless region run on example inputs (the model's inputs, without
 // the module). Values: every model input and output of a stateless
-// top-level node. Times: trainer cost of each stateless top-level node, ms.
+// top-level node. Times: trainer cost of each stateless top-level node, ms
+// of CPU, and the tensor bytes it reads and writes.
 struct Probe {
   std::unordered_map<Value*, c10::IValue> values;
   std::unordered_map<Node*, double> node_ms;
+  std::unordered_map<Node*, double> node_bytes;
 };
+// `on_cuda`: the inputs are copied to the GPU first, so values live there
+// and times are GPU times (synchronised); only when cuda_visible().
 Expected<Probe> probe_stateless(const Analysis& analysis, const std::vector<c10::IValue>& model_inputs,
-                                bool time_nodes);
+                                bool time_nodes, bool on_cuda = false);
+// Whether libtorch sees a CUDA device (Debian's libtorch is built without CUDA).
+bool cuda_visible();
 
 // The values crossing from worker to trainer when the nodes in `moved`
 // (stateless top-level nodes) run on the worker: worker-side values that a

@@ -4,6 +4,7 @@
 // times come from running; shared/docs/torchscript-split.md).
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,7 +51,32 @@ std::vector<c10::IValue> run(torch::jit::GraphFunction& fn, std::vector<c10::IVa
   return stack.at(0).toTupleRef().elements().vec();
 }
 
+// `v` with its tensors on `device` (containers rebuilt).
+c10::IValue to_device(const c10::IValue& v, const c10::Device& device) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().to(device)) : v;
+  if (v.isList()) {
+    auto src = v.toList();
+    c10::impl::GenericList out(src.elementType());
+    for (const auto& e : src) out.push_back(to_device(e, device));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> elems;
+    for (const auto& e : v.toTupleRef().elements()) elems.push_back(to_device(e, device));
+    return c10::ivalue::Tuple::create(std::move(elems));
+  }
+  if (v.isGenericDict()) {
+    auto src = v.toGenericDict();
+    c10::impl::GenericDict out(src.keyType(), src.valueType());
+    for (const auto& e : src) out.insert(e.key(), to_device(e.value(), device));
+    return out;
+  }
+  return v;
+}
+
 }  // namespace
+
+bool cuda_visible() { return torch::cuda::is_available(); }
 
 double value_bytes(const c10::IValue& v) {
   if (v.isTensor()) {
@@ -121,8 +147,8 @@ std::string torch_error_text(const std::exception& e) {
   return text;
 }
 
-Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue>& model_inputs,
-                                bool time_nodes) {
+Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue>& model_inputs, bool time_nodes,
+                                bool on_cuda) {
   std::vector<Node*> stateless;
   std::vector<Value*> inputs(a.graph->inputs().begin() + 1, a.graph->inputs().end());
   std::vector<Value*> outputs = inputs;
@@ -140,7 +166,8 @@ Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue
     auto g = sub_graph(a, stateless, inputs, outputs);
     torch::jit::GraphFunction fn("goldminer_probe", g, nullptr, torch::jit::ExecutorExecutionMode::SIMPLE);
     std::vector<c10::IValue> stack;
-    for (const auto& v : model_inputs) stack.push_back(deep_clone(v));
+    for (const auto& v : model_inputs)
+      stack.push_back(on_cuda ? to_device(v, c10::Device(c10::kCUDA)) : deep_clone(v));
     auto values = run(fn, stack);
     for (size_t i = 0; i < outputs.size(); ++i) probe.values[outputs[i]] = values[i];
   } catch (const std::exception& e) {
@@ -164,13 +191,19 @@ Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue
       for (int rep = 0; rep < 20 && (rep < 3 || total < 2.0); ++rep) {
         std::vector<c10::IValue> stack;
         for (const auto& v : args) stack.push_back(mutates ? deep_clone(v) : v);
+        if (on_cuda) torch::cuda::synchronize();
         auto start = Clock::now();
         fn.run(stack);
+        if (on_cuda) torch::cuda::synchronize();  // kernels run asynchronously
         double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         if (rep > 0) best = std::min(best, ms);  // the first run warms caches
         total += ms;
       }
       probe.node_ms[n] = best;
+      double bytes = 0;
+      for (Value* v : reads) bytes += std::max(0.0, value_bytes(probe.values.at(v)));
+      for (Value* v : outs) bytes += std::max(0.0, value_bytes(probe.values.at(v)));
+      probe.node_bytes[n] = bytes;
     } catch (const std::exception& e) {
       return Status::error(std::string("cannot time ") + n->kind().toQualString() + " on the example: " +
                            torch_error_text(e));

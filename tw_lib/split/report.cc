@@ -86,8 +86,19 @@ std::string format_report(const SplitReport& r) {
            shape_text(c.shape).c_str(), c.bytes_per_sample);
   append(&s, "  bytes per sample crossing: %.1f in dataset mode, %.1f with this split\n", r.bytes_per_sample_before,
          r.bytes_per_sample_after);
-  append(&s, "  predicted trainer time saved vs dataset mode: %.3f ms/batch (node times and transfer cost)\n",
-         r.predicted_ms_saved_per_batch);
+  append(&s, "  priced for a %s trainer at batch %lld: link %.3g GB/s (%s)", r.trainer_device.c_str(),
+         static_cast<long long>(r.priced_batch_size), r.link_gbps, r.link_source.c_str());
+  if (r.host_to_device_gbps > 0) append(&s, ", host-to-device %.3g GB/s", r.host_to_device_gbps);
+  s += "\n  trainer-side nodes: " + r.node_costs + "\n";
+  append(&s, "  candidate cuts (ms per batch of %lld):\n", static_cast<long long>(r.priced_batch_size));
+  append(&s, "    %-28s %6s %12s %9s %9s %9s %9s  %s\n", "cut", "nodes", "bytes/sample", "trainer", "network",
+         "h2d", "total", "outcome");
+  for (const CandidateCut& c : r.candidates)
+    append(&s, "    %-28s %6d %12.1f %9.3f %9.3f %9.3f %9.3f  %s\n", c.name.c_str(), c.nodes_moved,
+           c.bytes_per_sample, c.trainer_ms, c.network_ms, c.host_to_device_ms, c.total_ms(), c.outcome.c_str());
+  s += "  chosen because: " + r.chosen_because + "\n";
+  append(&s, "  predicted trainer time saved vs dataset mode: %.3f ms/batch of %lld\n", r.predicted_ms_saved_per_batch,
+         static_cast<long long>(r.priced_batch_size));
   if (r.measured) {
     append(&s, "  measured CPU ms/batch: local %.3f (transform %.3f), dataset-mode trainer %.3f, this trainer %.3f, "
                "worker %.3f, transfer %.3f\n",
@@ -128,6 +139,24 @@ std::string report_json(const SplitReport& r) {
   s += ", \"transfer_ms\": " + num(r.transfer_ms);
   s += ", \"analysis_ms\": " + num(r.analysis_ms);
   s += ", \"split_ms\": " + num(r.split_ms);
+  s += ", \"trainer_device\": " + json_string(r.trainer_device);
+  s += ", \"node_costs\": " + json_string(r.node_costs);
+  s += ", \"priced_batch_size\": " + std::to_string(r.priced_batch_size);
+  s += ", \"link_gbps\": " + num(r.link_gbps) + ", \"link_source\": " + json_string(r.link_source);
+  s += ", \"host_to_device_gbps\": " + num(r.host_to_device_gbps);
+  s += ", \"candidates\": [";
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const CandidateCut& c = r.candidates[i];
+    s += (i ? ", " : "") + std::string("{\"name\": ") + json_string(c.name) +
+         ", \"nodes_moved\": " + std::to_string(c.nodes_moved) + ", \"bytes_per_sample\": " + num(c.bytes_per_sample) +
+         ", \"trainer_ms\": " + num(c.trainer_ms) + ", \"network_ms\": " + num(c.network_ms) +
+         ", \"host_to_device_ms\": " + num(c.host_to_device_ms) + ", \"total_ms\": " + num(c.total_ms()) +
+         ", \"measured_trainer_ms\": " + (c.measured_trainer_ms < 0 ? "null" : num(c.measured_trainer_ms)) +
+         ", \"measured_dataset_ms\": " + (c.measured_dataset_ms < 0 ? "null" : num(c.measured_dataset_ms)) +
+         ", \"outcome\": " + json_string(c.outcome) + "}";
+  }
+  s += "], \"chosen_because\": " + json_string(r.chosen_because);
+  s += std::string(", \"fell_back\": ") + (r.fell_back ? "true" : "false");
   s += ", \"kept\": [";
   for (size_t i = 0; i < r.kept.size(); ++i)
     s += (i ? ", " : "") + std::string("{\"node\": ") + json_string(r.kept[i].node) +

@@ -5,13 +5,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <sstream>
+#include <unordered_set>
 
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include "goldminer/split.h"
+#include "tw_lib/split/cost_model.h"
 #include "tw_lib/split/cut.h"
 #include "tw_lib/split/graph_split.h"
+#include "tw_lib/split/program_util.h"
 
 namespace goldminer {
 namespace {
@@ -21,6 +25,7 @@ using split::Analysis;
 using split::NodeClass;
 using split::Node;
 using split::Value;
+using namespace split;  // program_util's helpers (RngGuard, Programs, load_module...)
 using Clock = std::chrono::steady_clock;
 
 double since_ms(Clock::time_point start) {
@@ -31,88 +36,6 @@ double cpu_ms() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-// Keeps the caller's RNG stream: measurement and verification run
-// nondeterministic ops.
-class RngGuard {
- public:
-  RngGuard() : state_(at::detail::getDefaultCPUGenerator().get_state()) {}
-  ~RngGuard() {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();  // shares the default's state
-    generator.set_state(state_);
-  }
-
- private:
-  at::Tensor state_;
-};
-
-// Python's torch.load gives Dict[Any, Any] and List[Any]: give containers
-// the static types the schema asks for.
-IValue retype(const IValue& v, const c10::TypePtr& t) {
-  if (auto dt = t->cast<c10::DictType>()) {
-    if (!v.isGenericDict()) return v;
-    c10::impl::GenericDict d(dt->getKeyType(), dt->getValueType());
-    for (const auto& e : v.toGenericDict())
-      d.insert(retype(e.key(), dt->getKeyType()), retype(e.value(), dt->getValueType()));
-    return d;
-  }
-  if (auto lt = t->cast<c10::ListType>()) {
-    if (!v.isList()) return v;
-    c10::impl::GenericList l(lt->getElementType());
-    for (const auto& e : v.toListRef()) l.push_back(retype(e, lt->getElementType()));
-    return l;
-  }
-  if (auto tt = t->cast<c10::TupleType>()) {
-    if (!v.isTuple() || v.toTupleRef().elements().size() != tt->elements().size()) return v;
-    std::vector<IValue> elems;
-    for (size_t i = 0; i < tt->elements().size(); ++i)
-      elems.push_back(retype(v.toTupleRef().elements()[i], tt->elements()[i]));
-    return c10::ivalue::Tuple::create(std::move(elems));
-  }
-  if (auto ot = t->cast<c10::OptionalType>()) return v.isNone() ? v : retype(v, ot->getElementType());
-  return v;
-}
-
-// Checks values against a method's schema (self excluded), fills defaults.
-Expected<std::vector<IValue>> bind_arguments(const c10::FunctionSchema& schema, std::vector<IValue> values,
-                                             const std::string& what, const std::string& given) {
-  std::vector<c10::Argument> args(schema.arguments().begin() + 1, schema.arguments().end());
-  std::string names;
-  for (const auto& a : args) names += (names.empty() ? "" : ", ") + a.name();
-  if (values.size() > args.size())
-    return Status::error(what + " takes " + std::to_string(args.size()) + " argument(s) (" + names + "), " +
-                         given + " has " + std::to_string(values.size()));
-  for (size_t i = values.size(); i < args.size(); ++i) {
-    if (!args[i].default_value())
-      return Status::error(what + " takes " + std::to_string(args.size()) + " argument(s) (" + names + "), " +
-                           given + " has " + std::to_string(values.size()));
-    values.push_back(*args[i].default_value());
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    values[i] = retype(values[i], args[i].type());
-    if (!values[i].type()->isSubtypeOf(*args[i].type()))
-      return Status::error(what + " argument '" + args[i].name() + "': expected " + args[i].type()->repr_str() +
-                           ", " + given + " has " + values[i].type()->repr_str());
-  }
-  return values;
-}
-
-std::vector<IValue> elements(const IValue& v) {
-  if (v.isTuple()) return v.toTupleRef().elements().vec();
-  return {v};
-}
-
-int64_t first_batch_dim(const IValue& v) {
-  if (v.isTensor()) return v.toTensor().dim() > 0 ? v.toTensor().size(0) : 0;
-  std::vector<IValue> inner;
-  if (v.isTuple()) inner = v.toTupleRef().elements().vec();
-  if (v.isList()) inner = v.toListRef().vec();
-  if (v.isGenericDict())
-    for (const auto& e : v.toGenericDict()) inner.push_back(e.value());
-  for (const auto& e : inner)
-    if (int64_t b = first_batch_dim(e)) return b;
-  return 0;
 }
 
 CutValue describe(const std::string& name, const IValue& v, int64_t batch) {
@@ -162,64 +85,6 @@ std::string collapse_indices(const std::string& reason) {
 
 std::string value_name(Value* v) { return v->hasDebugName() ? v->debugName() : "%" + std::to_string(v->unique()); }
 
-Expected<torch::jit::Module> load_module(const std::string& bytes, const std::string& name) {
-  try {
-    std::istringstream in(bytes);
-    torch::jit::Module module = torch::jit::load(in);
-    // A loaded module emits each method's graph from its source on first
-    // use: do it here, as part of loading, so that analysis times analysis.
-    for (const auto& m : module.modules())
-      for (const auto& method : m.get_methods()) method.function().ensure_defined();
-    return module;
-  } catch (const std::exception& e) {
-    return Status::error("cannot load " + name + " as TorchScript (torch.jit.save output): " +
-                         split::torch_error_text(e));
-  }
-}
-
-Expected<std::vector<IValue>> load_example(const std::string& bytes, const std::string& name) {
-  try {
-    IValue v = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-    return elements(v);
-  } catch (const std::exception& e) {
-    return Status::error("cannot load " + name + " as example inputs (torch.save(tuple_of_inputs, path)): " +
-                         split::torch_error_text(e));
-  }
-}
-
-std::string save_bytes(const torch::jit::Module& m) {
-  std::ostringstream out;
-  m.save(out);
-  return out.str();
-}
-
-// Forward, plus backward of the sum of outputs when one requires grad.
-double train_step_loss(const IValue& out) {
-  std::vector<at::Tensor> ts;
-  std::vector<IValue> todo = {out};
-  while (!todo.empty()) {
-    IValue v = todo.back();
-    todo.pop_back();
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) ts.push_back(v.toTensor());
-    if (v.isTuple())
-      for (const auto& e : v.toTupleRef().elements()) todo.push_back(e);
-    if (v.isList())
-      for (const auto& e : v.toListRef()) todo.push_back(e);
-    if (v.isGenericDict())
-      for (const auto& e : v.toGenericDict()) todo.push_back(e.value());
-  }
-  if (ts.empty()) return 0;
-  at::Tensor loss = ts[0].sum();
-  for (size_t i = 1; i < ts.size(); ++i) loss = loss + ts[i].sum();
-  loss.backward();
-  return 1;
-}
-
-void zero_grads(const torch::jit::Module& m) {
-  for (const auto& p : m.parameters())
-    if (p.grad().defined()) const_cast<at::Tensor&>(p).mutable_grad().reset();
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -237,25 +102,6 @@ double time_cpu(int repeat, Prepare prepare, Step step) {
     if (i >= 3) ms.push_back(cpu_ms() - start);
   }
   return median(ms);
-}
-
-std::vector<IValue> clone_all(const std::vector<IValue>& v) {
-  std::vector<IValue> out;
-  for (const auto& e : v) out.push_back(split::deep_clone(e));
-  return out;
-}
-
-struct Programs {
-  torch::jit::Module model;
-  std::optional<torch::jit::Module> transform;
-  bool unpack = false;
-};
-
-// The model's inputs for the transform's output.
-std::vector<IValue> model_inputs(const Programs& p, const std::vector<IValue>& x) {
-  if (!p.transform) return x;
-  IValue out = p.transform->get_method("forward")(x);
-  return p.unpack ? out.toTupleRef().elements().vec() : std::vector<IValue>{out};
 }
 
 void measure(const std::string& worker_bytes, const std::string& trainer_bytes, const std::string& method,
@@ -293,58 +139,195 @@ void measure(const std::string& worker_bytes, const std::string& trainer_bytes, 
     train_step_loss(model_method(in));
     zero_grads(p.model);
   });
-  r->trainer_ms_dataset = time_cpu(repeat, [&] { return clone_all(transformed); }, [&](std::vector<IValue>& in) {
+  // Dataset mode's trainer and this split's, run by turns so that a change
+  // of load on the machine weighs on both (the never-lose check compares them).
+  const std::vector<IValue> cut = cut_of(clone_all(example));
+  std::vector<double> dataset_ms, split_ms;
+  for (int i = 0; i < repeat + 3; ++i) {  // three warm-up runs each, as time_cpu
+    std::vector<IValue> in = clone_all(transformed);
+    double t = cpu_ms();
     train_step_loss(model_method(in));
     zero_grads(p.model);
-  });
-  const std::vector<IValue> cut = cut_of(clone_all(example));
-  r->trainer_ms = time_cpu(repeat, [&] { return clone_all(cut); }, [&](std::vector<IValue>& in) {
+    const double dataset = cpu_ms() - t;
+    in = clone_all(cut);
+    t = cpu_ms();
     train_step_loss(trainer.forward(in));
     zero_grads(trainer);
-  });
+    const double mine = cpu_ms() - t;
+    if (i >= 3) {
+      dataset_ms.push_back(dataset);
+      split_ms.push_back(mine);
+    }
+  }
+  r->trainer_ms_dataset = median(dataset_ms);
+  r->trainer_ms = median(split_ms);
   r->worker_ms = time_cpu(repeat, prepare_x, [&](std::vector<IValue>& x) { cut_of(x); });
   r->trainer_ms_saved_per_batch = r->trainer_ms_local - r->trainer_ms;
   r->measured = true;
 }
 
-// Bitwise equality of two program outputs; `where` gets the first difference.
-bool same(const IValue& a, const IValue& b, const std::string& path, std::string* where) {
-  if (a.isTensor() && b.isTensor()) {
-    at::Tensor x = a.toTensor(), y = b.toTensor();
-    if (x.defined() != y.defined()) return (*where = path + ": one undefined"), false;
-    if (!x.defined()) return true;
-    if (x.scalar_type() != y.scalar_type() || x.sizes() != y.sizes())
-      return (*where = path + ": dtype or shape differs"), false;
-    x = x.detach().contiguous();
-    y = y.detach().contiguous();
-    if (std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) != 0) {
-      double diff = (x.to(at::kDouble) - y.to(at::kDouble)).abs().max().item<double>();
-      return (*where = path + ": values differ (max abs diff " + std::to_string(diff) + ")"), false;
+// The stateless top-level nodes of `a` in program order, and their indices.
+struct StatelessNodes {
+  std::vector<Node*> nodes;
+  std::unordered_map<Node*, int> index;
+};
+StatelessNodes stateless_nodes(const Analysis& a) {
+  StatelessNodes s;
+  for (Node* n : a.nodes)
+    if (a.cls.at(n) == NodeClass::kStateless) {
+      s.index[n] = static_cast<int>(s.nodes.size());
+      s.nodes.push_back(n);
     }
-    return true;
+  return s;
+}
+
+// `v` with every tensor whose leading dimension is `batch` repeated twice
+// along it: the example at twice its batch size, for the linear fit.
+IValue doubled(const IValue& v, int64_t batch) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() && t.dim() > 0 && t.size(0) == batch ? IValue(at::cat({t, t}, 0)) : v;
   }
-  auto ea = a.isTuple() || a.isList() ? (a.isTuple() ? a.toTupleRef().elements().vec() : a.toListRef().vec())
-                                      : std::vector<IValue>{};
-  auto eb = b.isTuple() || b.isList() ? (b.isTuple() ? b.toTupleRef().elements().vec() : b.toListRef().vec())
-                                      : std::vector<IValue>{};
-  if (a.isTuple() || a.isList()) {
-    if (ea.size() != eb.size()) return (*where = path + ": length differs"), false;
-    for (size_t i = 0; i < ea.size(); ++i)
-      if (!same(ea[i], eb[i], path + "[" + std::to_string(i) + "]", where)) return false;
-    return true;
+  if (v.isTuple()) {
+    std::vector<IValue> e;
+    for (const auto& x : v.toTupleRef().elements()) e.push_back(doubled(x, batch));
+    return c10::ivalue::Tuple::create(std::move(e));
   }
-  if (a.isGenericDict() && b.isGenericDict()) {
-    auto da = a.toGenericDict(), db = b.toGenericDict();
-    if (da.size() != db.size()) return (*where = path + ": dict size differs"), false;
-    for (const auto& e : da) {
-      if (!db.contains(e.key())) return (*where = path + ": key missing"), false;
-      if (!same(e.value(), db.at(e.key()), path + "[key]", where)) return false;
+  if (v.isList()) {
+    auto src = v.toList();
+    c10::impl::GenericList out(src.elementType());
+    for (const auto& x : src) out.push_back(doubled(x, batch));
+    return out;
+  }
+  if (v.isGenericDict()) {
+    auto src = v.toGenericDict();
+    c10::impl::GenericDict out(src.keyType(), src.valueType());
+    for (const auto& e : src) out.insert(e.key(), doubled(e.value(), batch));
+    return out;
+  }
+  return v;
+}
+
+// Kernels node `n` launches on a GPU, nested blocks included.
+int kernels_in(Node* n) {
+  int k = split::kernels_of(n->kind().toQualString());
+  for (auto* b : n->blocks())
+    for (Node* inner : b->nodes()) k += kernels_in(inner);
+  return k;
+}
+
+// The pricing the options ask for at example batch `batch`.
+split::Pricing pricing_for(const SplitOptions& o, int64_t batch, SplitReport* r) {
+  split::Pricing p;
+  p.device = o.trainer_device;
+  p.batch = static_cast<double>(o.batch_size > 0 ? o.batch_size : batch);
+  p.pinned = o.pinned;
+  if (o.transfer_gbps > 0) {
+    p.link_gbps = o.transfer_gbps;
+    r->link_source = "given";
+  } else {
+    const std::string iface = !o.network_interface.empty() ? o.network_interface : split::listen_interface();
+    split::Link link = split::detect_link("/sys/class/net", iface,
+                                          o.gpus_per_node > 0 ? o.gpus_per_node : split::gpus_on_this_node());
+    p.link_gbps = link.gbps;
+    r->link_source = link.source;
+  }
+  r->trainer_device = trainer_device_name(p.device);
+  r->priced_batch_size = static_cast<int64_t>(p.batch);
+  r->link_gbps = p.link_gbps;
+  r->host_to_device_gbps = p.device == TrainerDevice::kCuda
+                               ? (p.pinned ? p.gpu.pcie_pinned_gbps : p.gpu.pcie_pageable_gbps)
+                               : 0;
+  return p;
+}
+
+// Model nodes the worker runs with `moved` (nested blocks counted).
+int model_nodes_moved(const std::vector<Node*>& stateless, const std::vector<bool>& moved) {
+  int n = 0;
+  for (size_t i = 0; i < stateless.size(); ++i)
+    if (moved[i]) {
+      n += 1;
+      for (auto* b : stateless[i]->blocks()) n += split::count_nodes(b);
     }
-    return true;
+  return n;
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", ms);
+  return buf;
+}
+
+// Fills the report's cut, kept nodes and moved count for the nodes in
+// `moved` of analysis `a`, whose stateless region ran as `probe`.
+void describe_cut(const Analysis& a, const split::Probe& probe, const std::vector<Node*>& moved,
+                  const std::vector<Value*>& cut, const c10::FunctionSchema& model_schema, int64_t batch,
+                  int transform_nodes, const SplitOptions& options, SplitReport* r) {
+  r->cut.clear();
+  r->kept.clear();
+  r->inputs.clear();
+  r->bytes_per_sample_before = r->bytes_per_sample_after = 0;
+  r->batch_size = batch;
+  for (size_t i = 1; i < a.graph->inputs().size(); ++i) {
+    Value* v = a.graph->inputs()[i];
+    r->inputs.push_back(describe(model_schema.arguments()[i].name(), probe.values.at(v), batch));
+    r->bytes_per_sample_before += r->inputs.back().bytes_per_sample;
   }
-  if (a == b) return true;
-  *where = path + ": values differ";
-  return false;
+  for (Value* v : cut) {
+    std::string name = value_name(v);
+    if (v->node() == a.graph->param_node()) name = model_schema.arguments()[v->offset()].name();
+    r->cut.push_back(describe(name, probe.values.at(v), batch));
+    r->bytes_per_sample_after += r->cut.back().bytes_per_sample;
+  }
+  r->nodes_total = transform_nodes + a.nodes_total;
+  r->nodes_stateless = transform_nodes + a.nodes_stateless;
+  r->nodes_moved = transform_nodes;
+  for (Node* n : moved) {
+    r->nodes_moved += 1;
+    for (auto* b : n->blocks()) r->nodes_moved += split::count_nodes(b);
+  }
+  const std::unordered_set<Node*> on_worker(moved.begin(), moved.end());
+  auto data_from_worker = [&](Value* v) {
+    if (v == a.graph->inputs()[0]) return false;
+    return v->node() == a.graph->param_node() || on_worker.count(v->node()) > 0 ||
+           (a.cls.count(v->node()) && a.cls.at(v->node()) == NodeClass::kStateless);
+  };
+  // Why a stateless node's result may not cross the cut ("" if it may).
+  auto cannot_ship = [&](Node* n) -> std::string {
+    for (Value* o : n->outputs()) {
+      auto it = probe.values.find(o);
+      if (it == probe.values.end()) continue;
+      if (std::string why = why_not_shippable(it->second, o->type(), options); !why.empty()) return why;
+    }
+    return "";
+  };
+  for (Node* n : a.nodes) {
+    if (on_worker.count(n) || a.cls.at(n) == NodeClass::kShared) continue;
+    auto reads = split::outer_inputs(n);
+    if (std::none_of(reads.begin(), reads.end(), data_from_worker)) continue;
+    KeptNode k;
+    k.node = n->kind().toQualString();
+    std::string unshippable;
+    if (a.cls.at(n) == NodeClass::kStateful) {
+      k.reason = a.why(n);
+    } else if (options.mode == SplitMode::kDataset) {
+      k.reason = "stateless: dataset mode moves only the transform";
+    } else if (!(unshippable = cannot_ship(n)).empty()) {
+      k.reason = "stateless: its result cannot be shipped (" + unshippable + ")";
+    } else if (options.mode == SplitMode::kMax) {
+      k.reason = "stateless: its result cannot be shipped (" + n->output(0)->type()->repr_str() + ")";
+    } else {
+      k.reason = std::string("stateless: cheaper on the ") + r->trainer_device + " trainer than shipping what it needs";
+    }
+    // Repeated submodules (embs.0 .. embs.25) make one entry: embs.*.
+    k.reason = collapse_indices(k.reason);
+    auto same_entry = std::find_if(r->kept.begin(), r->kept.end(),
+                                   [&](const KeptNode& e) { return e.node == k.node && e.reason == k.reason; });
+    if (same_entry != r->kept.end())
+      same_entry->count += 1;
+    else
+      r->kept.push_back(k);
+  }
 }
 
 }  // namespace
@@ -359,7 +342,6 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
     auto start = Clock::now();
     auto analysis = split::analyse_method(model, options.method);
     if (!analysis.ok()) return Status::error("model " + analysis.status().message());
-    Analysis& a = *analysis;
     r.analysis_ms = since_ms(start);
     start = Clock::now();
 
@@ -417,33 +399,68 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       if (!bound.ok()) return bound.status();
       inputs = *bound;
     }
+    const int64_t batch = std::max<int64_t>(1, first_batch_dim(c10::ivalue::Tuple::create(inputs)));
+    const split::Pricing pricing = pricing_for(options, batch, &r);
 
+    // Each stateless node and value, measured at the example's batch and at
+    // twice it (the example repeated), priced at the job's batch.
+    Analysis& a = *analysis;
     auto probe = split::probe_stateless(a, inputs, /*time_nodes=*/true);
     if (!probe.ok()) return probe.status();
+    const int64_t batch2 = 2 * batch;
+    std::vector<IValue> inputs2;
+    for (const auto& v : inputs) inputs2.push_back(doubled(v, batch));
+    auto probe2 = split::probe_stateless(a, inputs2, /*time_nodes=*/true);
+    const bool fitted = probe2.ok();
+    const bool on_gpu = pricing.device == TrainerDevice::kCuda && split::cuda_visible();
+    Expected<split::Probe> gpu1 = Status::error("not run"), gpu2 = Status::error("not run");
+    if (on_gpu) {
+      gpu1 = split::probe_stateless(a, inputs, true, /*on_cuda=*/true);
+      gpu2 = split::probe_stateless(a, inputs2, true, /*on_cuda=*/true);
+    }
+    const split::Probe& second = fitted ? *probe2 : *probe;
+    const double b2 = fitted ? batch2 : batch;
+    const std::string batches = fitted ? "at batch " + std::to_string(batch) + " and " + std::to_string(batch2) +
+                                             ", fitted as fixed + per-sample"
+                                       : "at batch " + std::to_string(batch) + " scaled with the batch (the example "
+                                             "does not run at batch " + std::to_string(batch2) + ": " +
+                                             probe2.status().message() + ")";
+    if (pricing.device == TrainerDevice::kCpu)
+      r.node_costs = "CPU time measured " + batches;
+    else if (on_gpu && gpu1.ok() && gpu2.ok())
+      r.node_costs = "GPU time measured at batch " + std::to_string(batch) + " and " + std::to_string(batch2);
+    else
+      r.node_costs = std::string("GPU device model (") + (on_gpu ? "GPU timing failed" : "no GPU visible to libtorch") +
+                     "): " + ms_text(pricing.gpu.launch_us / 1e3) + " ms per kernel + bytes read and written at " +
+                     std::to_string(static_cast<int>(pricing.gpu.memory_gbps)) + " GB/s, bytes measured " + batches;
 
-    // The cut problem over stateless top-level nodes.
-    std::vector<Node*> stateless;
-    std::unordered_map<Node*, int> index;
-    for (Node* n : a.nodes)
-      if (a.cls.at(n) == NodeClass::kStateless) {
-        index[n] = static_cast<int>(stateless.size());
-        stateless.push_back(n);
-      }
+    const StatelessNodes sn = stateless_nodes(a);
     split::CutProblem problem;
-    for (Node* n : stateless) problem.node_ms.push_back(probe->node_ms.at(n));
+    for (Node* n : sn.nodes) {
+      split::NodeFigures f;
+      f.cpu_ms = split::fit_linear(batch, probe->node_ms.at(n), b2, second.node_ms.at(n));
+      f.bytes = split::fit_linear(batch, probe->node_bytes.at(n), b2, second.node_bytes.at(n));
+      f.kernels = kernels_in(n);
+      if (on_gpu && gpu1.ok() && gpu2.ok()) {
+        f.gpu_ms = split::fit_linear(batch, gpu1->node_ms.at(n), batch2, gpu2->node_ms.at(n));
+        f.gpu_measured = true;
+      }
+      problem.node_ms.push_back(split::node_ms(f, pricing));
+    }
     std::unordered_map<Value*, int> value_index;
     std::vector<Value*> values(a.graph->inputs().begin() + 1, a.graph->inputs().end());
-    for (Node* n : stateless)
+    for (Node* n : sn.nodes)
       for (Value* o : n->outputs()) values.push_back(o);
-    const int64_t batch = std::max<int64_t>(1, first_batch_dim(c10::ivalue::Tuple::create(inputs)));
     for (Value* v : values) {
       split::CutProblem::Value pv;
       bool input = v->node() == a.graph->param_node();
-      pv.producer = input ? -1 : index.at(v->node());
-      const IValue& example = probe->values.at(v);
-      const bool shippable = why_not_shippable(example, v->type(), options).empty();
-      pv.cost = !shippable ? (input ? 0 : split::kCannotCross)
-                           : split::value_bytes(example) / (options.transfer_gbps * 1e6);
+      pv.producer = input ? -1 : sn.index.at(v->node());
+      const IValue& at_example = probe->values.at(v);
+      const bool shippable = why_not_shippable(at_example, v->type(), options).empty();
+      pv.bytes = split::fit_linear(batch, std::max(0.0, split::value_bytes(at_example)), b2,
+                                   std::max(0.0, split::value_bytes(second.values.at(v))))
+                     .at(pricing.batch);
+      pv.cost = !shippable ? (input ? 0 : split::kCannotCross) : split::transfer_ms(pv.bytes, pricing).total();
       value_index[v] = static_cast<int>(problem.values.size());
       problem.values.push_back(pv);
     }
@@ -454,106 +471,140 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
         if (it == value_index.end()) continue;
         auto& pv = problem.values[it->second];
         if (a.cls.at(n) == NodeClass::kStateless)
-          pv.consumers.push_back(index.at(n));
+          pv.consumers.push_back(sn.index.at(n));
         else
           pv.trainer_reads = true;
       }
     }
     for (Value* v : a.graph->outputs())
       if (value_index.count(v)) problem.values[value_index[v]].trainer_reads = true;
-    for (const auto& [later, earlier] : a.order) problem.requires_moved.emplace_back(index.at(later), index.at(earlier));
+    for (const auto& [later, earlier] : a.order)
+      problem.requires_moved.emplace_back(sn.index.at(later), sn.index.at(earlier));
 
-    split::CutChoice choice;
-    choice.moved.assign(stateless.size(), false);
-    if (options.mode == SplitMode::kExtended) choice = split::choose_min_cost_cut(problem);
-    if (options.mode == SplitMode::kMax) choice = split::choose_max_cut(problem);
-    std::vector<Node*> moved;
-    for (size_t i = 0; i < stateless.size(); ++i)
-      if (choice.moved[i]) moved.push_back(stateless[i]);
+    // The candidates, cheapest first; the mode picks among them.
+    std::vector<split::NamedCut> candidates;
+    if (options.mode == SplitMode::kExtended) candidates = split::candidate_cuts(problem);
+    const std::vector<bool> nothing(sn.nodes.size(), false);
+    if (options.mode == SplitMode::kDataset) candidates.push_back({"dataset", {nothing, split::cut_cost(problem, nothing)}});
+    if (options.mode == SplitMode::kMax) {
+      auto max = split::choose_max_cut(problem);
+      candidates.push_back({"max", max});
+    }
+    for (const auto& c : candidates) {
+      CandidateCut cc;
+      cc.name = c.name;
+      cc.nodes_moved = model_nodes_moved(sn.nodes, c.choice.moved);
+      const double bytes = split::crossing_bytes(problem, c.choice.moved);
+      cc.bytes_per_sample = bytes / pricing.batch;
+      cc.trainer_ms = split::trainer_part(problem, c.choice.moved);
+      const split::TransferMs t = split::transfer_ms(bytes, pricing);
+      cc.network_ms = t.network;
+      cc.host_to_device_ms = t.host_to_device;
+      cc.outcome = "not tried";
+      r.candidates.push_back(cc);
+    }
     r.predicted_ms_saved_per_batch =
-        split::cut_cost(problem, std::vector<bool>(stateless.size(), false)) - split::cut_cost(problem, choice.moved);
-
-    const std::vector<Value*> cut = split::cut_values(a, moved);
+        split::cut_cost(problem, nothing) - split::cut_cost(problem, candidates.front().choice.moved);
     r.split_ms = since_ms(start);
 
-    // Report (not timed), from the analysis before extraction consumes its graph.
-    r.batch_size = batch;
-    for (size_t i = 1; i < a.graph->inputs().size(); ++i) {
-      Value* v = a.graph->inputs()[i];
-      r.inputs.push_back(describe(model_schema.arguments()[i].name(), probe->values.at(v), batch));
-      r.bytes_per_sample_before += r.inputs.back().bytes_per_sample;
-    }
-    for (Value* v : cut) {
-      std::string name = value_name(v);
-      if (v->node() == a.graph->param_node()) name = model_schema.arguments()[v->offset()].name();
-      r.cut.push_back(describe(name, probe->values.at(v), batch));
-      r.bytes_per_sample_after += r.cut.back().bytes_per_sample;
-    }
-    r.transfer_ms = r.bytes_per_sample_after * batch / (options.transfer_gbps * 1e6);
-    r.nodes_total = transform_nodes + a.nodes_total;
-    r.nodes_stateless = transform_nodes + a.nodes_stateless;
-    r.nodes_moved = transform_nodes;
-    for (Node* n : moved) {
-      r.nodes_moved += 1;
-      for (auto* b : n->blocks()) r.nodes_moved += split::count_nodes(b);
-    }
-    const std::unordered_set<Node*> on_worker(moved.begin(), moved.end());
-    auto data_from_worker = [&](Value* v) {
-      if (v == a.graph->inputs()[0]) return false;
-      return v->node() == a.graph->param_node() || on_worker.count(v->node()) > 0 ||
-             (a.cls.count(v->node()) && a.cls.at(v->node()) == NodeClass::kStateless);
-    };
-    // Why a stateless node's result may not cross the cut ("" if it may).
-    auto cannot_ship = [&](Node* n) -> std::string {
-      for (Value* o : n->outputs()) {
-        auto it = probe->values.find(o);
-        if (it == probe->values.end()) continue;
-        if (std::string why = why_not_shippable(it->second, o->type(), options); !why.empty()) return why;
+    // Never lose: the cheapest candidate is extracted and measured; while
+    // the trainer's own measurement says it is not faster than dataset
+    // mode by the margin, the next one is (at most three measured, then
+    // dataset mode, the reference, which needs no measuring to stand).
+    const bool check = options.measure && options.mode == SplitMode::kExtended &&
+                       options.trainer_device == TrainerDevice::kCpu;
+    const size_t dataset_at = static_cast<size_t>(
+        std::find_if(candidates.begin(), candidates.end(), [](const split::NamedCut& c) { return c.name == "dataset"; }) -
+        candidates.begin());
+    std::string overruled;
+    int measured_tries = 0;
+    bool consumed = false;  // extraction consumes the analysis's graph
+    for (size_t pick = 0;;) {
+      std::optional<Analysis> fresh;
+      std::optional<split::Probe> fresh_probe;
+      Analysis* an = &a;
+      const split::Probe* pr = &*probe;
+      if (consumed) {
+        auto again = split::analyse_method(model, options.method);
+        if (!again.ok()) return Status::error("model " + again.status().message());
+        fresh.emplace(std::move(*again));
+        auto values_again = split::probe_stateless(*fresh, inputs, /*time_nodes=*/false);
+        if (!values_again.ok()) return values_again.status();
+        fresh_probe.emplace(std::move(*values_again));
+        an = &*fresh;
+        pr = &*fresh_probe;
       }
-      return "";
-    };
-    for (Node* n : a.nodes) {
-      if (on_worker.count(n) || a.cls.at(n) == NodeClass::kShared) continue;
-      auto reads = split::outer_inputs(n);
-      if (std::none_of(reads.begin(), reads.end(), data_from_worker)) continue;
-      KeptNode k;
-      k.node = n->kind().toQualString();
-      std::string unshippable;
-      if (a.cls.at(n) == NodeClass::kStateful) {
-        k.reason = a.why(n);
-      } else if (options.mode == SplitMode::kDataset) {
-        k.reason = "stateless: dataset mode moves only the transform";
-      } else if (!(unshippable = cannot_ship(n)).empty()) {
-        k.reason = "stateless: its result cannot be shipped (" + unshippable + ")";
-      } else if (options.mode == SplitMode::kMax) {
-        k.reason = "stateless: its result cannot be shipped (" + n->output(0)->type()->repr_str() + ")";
-      } else {
-        k.reason = "stateless: cheaper on the trainer than shipping what it needs";
+      const StatelessNodes nodes = stateless_nodes(*an);
+      if (nodes.nodes.size() != sn.nodes.size()) return Status::error("split failed: the model's analysis differs between runs");
+      std::vector<Node*> moved;
+      for (size_t i = 0; i < nodes.nodes.size(); ++i)
+        if (candidates[pick].choice.moved[i]) moved.push_back(nodes.nodes[i]);
+      const std::vector<Value*> cut = split::cut_values(*an, moved);
+      describe_cut(*an, *pr, moved, cut, model_schema, batch, transform_nodes, options, &r);
+      auto ex_start = Clock::now();
+      auto extraction =
+          split::extract_programs(an, moved, cut, model, {transform, p.unpack}, worker_types, worker_names);
+      if (!extraction.ok()) return extraction.status();
+      consumed = true;
+      r.split_ms += since_ms(ex_start);
+      result.worker = std::make_shared<torch::jit::Module>(extraction->worker);
+      result.trainer = std::make_shared<torch::jit::Module>(extraction->trainer);
+      if (options.measure) {
+        try {
+          measure(save_bytes(*result.worker), save_bytes(*result.trainer), options.method, x,
+                  std::max(1, options.repeat), &r);
+        } catch (const std::exception& e) {
+          return Status::error("the example does not run through the model: " + split::torch_error_text(e));
+        }
+        ++measured_tries;
       }
-      // Repeated submodules (embs.0 .. embs.25) make one entry: embs.*.
-      k.reason = collapse_indices(k.reason);
-      auto same_entry = std::find_if(r.kept.begin(), r.kept.end(),
-                                     [&](const KeptNode& e) { return e.node == k.node && e.reason == k.reason; });
-      if (same_entry != r.kept.end())
-        same_entry->count += 1;
-      else
-        r.kept.push_back(k);
-    }
-    start = Clock::now();
-    auto extraction =
-        split::extract_programs(&a, moved, cut, model, {transform, p.unpack}, worker_types, worker_names);
-    if (!extraction.ok()) return extraction.status();
-    r.split_ms += since_ms(start);
-    result.worker = std::make_shared<torch::jit::Module>(extraction->worker);
-    result.trainer = std::make_shared<torch::jit::Module>(extraction->trainer);
-    if (options.measure) {
-      try {
-        measure(save_bytes(*result.worker), save_bytes(*result.trainer), options.method, x,
-                std::max(1, options.repeat), &r);
-      } catch (const std::exception& e) {
-        return Status::error("the example does not run through the model: " + split::torch_error_text(e));
+      const double b = static_cast<double>(batch);
+      r.transfer_ms = split::transfer_ms(r.bytes_per_sample_after * b, pricing).total();
+      CandidateCut& cc = r.candidates[pick];
+      if (options.measure) {
+        cc.measured_trainer_ms = r.trainer_ms;
+        cc.measured_dataset_ms = r.trainer_ms_dataset;
       }
+      if (!check || pick == dataset_at) {
+        cc.outcome = "chosen";
+        break;
+      }
+      const double mine = r.trainer_ms + r.transfer_ms;
+      const double reference = r.trainer_ms_dataset + split::transfer_ms(r.bytes_per_sample_before * b, pricing).total();
+      if (mine <= reference * (1 - options.keep_margin)) {
+        cc.outcome = "chosen";
+        break;
+      }
+      cc.outcome = "measured " + ms_text(mine) + " ms against dataset mode's " + ms_text(reference) +
+                   " ms per example batch (trainer CPU + transfer): not faster by " +
+                   std::to_string(static_cast<int>(options.keep_margin * 100 + 0.5)) + "%";
+      if (overruled.empty()) overruled = cc.name + " " + cc.outcome;
+      r.fell_back = true;
+      pick = measured_tries >= 3 ? dataset_at : pick + 1;
     }
+    const auto chosen = std::find_if(r.candidates.begin(), r.candidates.end(),
+                                     [](const CandidateCut& c) { return c.outcome == "chosen"; });
+    const CandidateCut& best = r.candidates.front();
+    std::string because;
+    if (options.mode != SplitMode::kExtended) {
+      because = std::string("mode ") + r.mode + " asks for this cut";
+    } else if (r.fell_back) {
+      because = "measurement overruled the predicted best: " + overruled + "; " + chosen->name +
+                (chosen->name == "dataset" ? " (the reference) stands" : " measured faster");
+    } else {
+      because = "lowest predicted " + r.trainer_device + " trainer cost at batch " + std::to_string(r.priced_batch_size) +
+                ": " + ms_text(best.trainer_ms) + " ms of stateless nodes + " + ms_text(best.network_ms) +
+                " ms network" + (pricing.device == TrainerDevice::kCuda ? " + " + ms_text(best.host_to_device_ms) +
+                                                                              " ms host-to-device" : "") +
+                " per batch";
+      if (r.candidates.size() > 1) {
+        const CandidateCut& next = r.candidates[1];
+        because += ", against " + ms_text(next.total_ms()) + " ms for " + next.name;
+      }
+      if (options.measure && !check)
+        because += "; not checked by measurement (the trainer is a GPU; the CPU timings here are not its own)";
+    }
+    r.chosen_because = because;
     return result;
   } catch (const std::exception& e) {
     return Status::error("split failed: " + split::torch_error_text(e));
@@ -581,92 +632,6 @@ Expected<SerializedSplit> split_serialized(const SplitInputs& in, const SplitOpt
     return out;
   } catch (const std::exception& e) {
     return Status::error("split failed: " + split::torch_error_text(e));
-  }
-}
-
-Expected<Equivalence> verify_split(const SplitInputs& in, const std::string& worker_bytes,
-                                   const std::string& trainer_bytes, const std::string& method, uint64_t seed) {
-  try {
-    RngGuard rng;
-    Equivalence eq;
-    auto example = load_example(in.example, in.example_name);
-    if (!example.ok()) return example.status();
-    auto load_all = [&]() -> Expected<std::vector<torch::jit::Module>> {
-      std::vector<torch::jit::Module> m;
-      for (const std::string* bytes : {&in.model, &worker_bytes, &trainer_bytes, &in.transform}) {
-        if (bytes->empty()) break;
-        auto loaded = load_module(*bytes, "program");
-        if (!loaded.ok()) return loaded.status();
-        m.push_back(*loaded);
-      }
-      return m;
-    };
-    for (bool train : {false, true}) {
-      auto programs = load_all();
-      if (!programs.ok()) return programs.status();
-      auto& m = *programs;
-      for (auto& module : m) module.train(train);
-      Programs p{m[0], std::nullopt, false};
-      std::vector<IValue> x = *example;
-      if (m.size() > 3) {
-        p.transform = m[3];
-        const auto& ts = m[3].get_method("forward").function().getSchema();
-        auto bound = bind_arguments(ts, x, "transform.forward", "the example");
-        if (!bound.ok()) return bound.status();
-        x = *bound;
-        p.unpack = ts.returns().at(0).type()->cast<c10::TupleType>() &&
-                   m[0].get_method(method).function().getSchema().arguments().size() > 2;
-      } else {
-        auto bound = bind_arguments(m[0].get_method(method).function().getSchema(), x, "model." + method,
-                                    "the example");
-        if (!bound.ok()) return bound.status();
-        x = *bound;
-      }
-      torch::manual_seed(seed);
-      std::vector<IValue> in1 = model_inputs(p, clone_all(x));
-      IValue out1 = m[0].get_method(method)(in1);
-      if (train) train_step_loss(out1);
-      torch::manual_seed(seed);
-      IValue out2 = m[2].forward(elements(m[1].forward(clone_all(x))));
-      if (train) train_step_loss(out2);
-      std::string where;
-      bool outputs = same(out1, out2, "output", &where);
-      if (!train) {
-        eq.eval_equal = outputs;
-        if (!outputs) eq.detail = "eval: " + where;
-        continue;
-      }
-      eq.train_outputs_equal = outputs;
-      if (!outputs && eq.detail.empty()) eq.detail = "train: " + where;
-      eq.train_grads_equal = true;
-      eq.parameters = 0;
-      auto trainer_params = m[2].named_parameters();
-      std::unordered_map<std::string, at::Tensor> by_name;
-      for (const auto& np : trainer_params) by_name[np.name] = np.value;
-      for (const auto& np : m[0].named_parameters()) {
-        eq.parameters += 1;
-        auto it = by_name.find("model." + np.name);
-        std::string w;
-        if (it == by_name.end() || !same(np.value.grad(), it->second.grad(), "grad of " + np.name, &w)) {
-          eq.train_grads_equal = false;
-          if (eq.detail.empty()) eq.detail = it == by_name.end() ? "trainer lacks parameter " + np.name : w;
-        }
-      }
-      eq.train_buffers_equal = true;
-      std::unordered_map<std::string, at::Tensor> buffers;
-      for (const auto& nb : m[2].named_buffers()) buffers[nb.name] = nb.value;
-      for (const auto& nb : m[0].named_buffers()) {
-        auto it = buffers.find("model." + nb.name);
-        std::string w;
-        if (it == buffers.end() || !same(nb.value, it->second, "buffer " + nb.name, &w)) {
-          eq.train_buffers_equal = false;
-          if (eq.detail.empty()) eq.detail = it == buffers.end() ? "trainer lacks buffer " + nb.name : w;
-        }
-      }
-    }
-    return eq;
-  } catch (const std::exception& e) {
-    return Status::error("verification failed to run: " + split::torch_error_text(e));
   }
 }
 
