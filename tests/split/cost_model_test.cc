@@ -160,5 +160,18 @@ TEST(CandidateCutsTest, CheapestFirstEachOnceDatasetAmongThem) {
   EXPECT_DOUBLE_EQ(trainer_part(chain(), {true, false}), 5.0);
 }
 
+TEST(CandidateCutsTest, ACutMovingNothingIsDatasetMode) {
+  CutProblem p = chain();
+  p.values[1].cost = p.values[2].cost = 100;  // shipping anything but the input is dear
+  p.node_ms = {0.01, 0.01};
+  auto c = candidate_cuts(p);
+  ASSERT_FALSE(c.empty());
+  EXPECT_EQ(c[0].name, "dataset") << "the cheapest cut moves nothing";
+  EXPECT_EQ(c[0].choice.moved, (std::vector<bool>{false, false}));
+  int datasets = 0;
+  for (const auto& x : c) datasets += x.name == "dataset";
+  EXPECT_EQ(datasets, 1);
+}
+
 }  // namespace
 }  // namespace goldminer::split

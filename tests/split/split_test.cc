@@ -430,6 +430,20 @@ TEST_F(SplitTest, ASplitThatMeasuresNoFasterFallsBackAndSaysSo) {
   EXPECT_EQ(unmeasured.nodes_moved, 1) << format_report(unmeasured);
 }
 
+// A model with no stateless node of its own (the transform moves, the
+// ResNet stays): the one candidate is dataset mode, which needs no check
+// however demanding the margin (it once ran past the candidate list).
+TEST_F(SplitTest, NothingToMoveIsDatasetModeAndNeedsNoCheck) {
+  SplitOptions o = priced(TrainerDevice::kCpu, 0);
+  o.keep_margin = 0.99;
+  o.repeat = 1;
+  SplitReport r = split_and_verify(inputs("resnet18", "image_transform"), o);
+  expect_arithmetic(r);
+  ASSERT_EQ(r.candidates.size(), 1u) << format_report(r);
+  EXPECT_EQ(r.candidates[0].name, "dataset");
+  EXPECT_FALSE(r.fell_back);
+}
+
 TEST_F(CliTest, PricingOptionsAndTheLinkTheyName) {
   const std::string m = Models::path("dcn.pt") + " --example " + Models::path("dcn_example.pt") + " --worker " +
                         out("w.pt") + " --trainer " + out("t.pt") + " --repeat 1";

@@ -160,14 +160,15 @@ double trainer_part(const CutProblem& p, const std::vector<bool>& moved) {
 
 std::vector<NamedCut> candidate_cuts(const CutProblem& problem) {
   std::vector<NamedCut> out;
+  const std::vector<bool> none(problem.node_ms.size(), false);
   auto add = [&](const std::string& name, std::vector<bool> moved) {
     for (const auto& c : out)
       if (c.choice.moved == moved) return;
     CutChoice choice{moved, cut_cost(problem, moved)};
     if (std::isinf(choice.cost)) return;
-    out.push_back({name, std::move(choice)});
+    // A cut that moves nothing is dataset mode, whichever choice found it.
+    out.push_back({moved == none ? "dataset" : name, std::move(choice)});
   };
-  const std::vector<bool> none(problem.node_ms.size(), false);
   add("min-cost", choose_min_cost_cut(problem).moved);
   for (double scale : {0.0625, 0.25, 0.5, 2.0, 4.0, 16.0}) {
     CutProblem scaled = problem;

@@ -47,8 +47,9 @@ CutChoice choose_max_cut(const CutProblem& problem);
 // first: the minimum-cost cut; the minimum-cost cuts with every transfer
 // cost scaled by 1/16 .. 16 (the cuts a cheaper or dearer link would
 // choose: what the choice falls back on when measurement overrules it);
-// the largest cut; and dataset mode (nothing moved), which is always last
-// among equals. Names say which is which.
+// the largest cut; and dataset mode (nothing moved), which is always
+// there, named "dataset" whichever choice found it, and last among equals.
+// Names say which is which.
 struct NamedCut {
   std::string name;
   CutChoice choice;

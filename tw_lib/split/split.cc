@@ -565,7 +565,7 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
         cc.measured_trainer_ms = r.trainer_ms;
         cc.measured_dataset_ms = r.trainer_ms_dataset;
       }
-      if (!check || pick == dataset_at) {
+      if (!check || pick >= dataset_at) {  // dataset mode is the reference: it needs no check
         cc.outcome = "chosen";
         break;
       }
