@@ -280,8 +280,23 @@ void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_
 }
 
 void Session::Impl::grant_leases() {
+  // Deterministic order: while what the session holds fills its room, the
+  // worker holding the awaited split gets no further split it asked for.
+  // It is sent a credit at a time for the awaited split (grant_credits'
+  // end) and may spend each on a batch of its other splits; with new
+  // splits to start it never ran out of those, and what was held grew
+  // without bound when its producer of the awaited split was slow (seen
+  // on one loaded core: 456 batches against a room of 8). Without new
+  // splits its producers finish the ones in hand and reach the awaited one.
+  std::optional<PeerId> hold_back;
+  if (o_.deterministic) {
+    const std::optional<uint64_t> head = reorder_.head();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (head && queue_.size() + reorder_.held() >= std::max<uint64_t>(1, o_.queue_batches))
+      hold_back = table_.holder(*head);
+  }
   for (auto& [peer, w] : workers_)
-    while (w.phase == Phase::kReady && !w.draining && w.wants > 0 && grant_lease(peer, &w)) {
+    while (w.phase == Phase::kReady && !w.draining && w.wants > 0 && peer != hold_back && grant_lease(peer, &w)) {
     }
   // Deterministic order: the split every later batch waits for is leased
   // even when no worker asks for more (all may be held back, their room
