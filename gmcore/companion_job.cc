@@ -102,6 +102,10 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   if (!partition.empty()) c.sbatch_args.push_back("--partition=" + partition);
   if (!qos.empty()) c.sbatch_args.push_back("--qos=" + qos);
   if (!account.empty()) c.sbatch_args.push_back("--account=" + account);
+  // At most the batch job's time left when it is submitted: the companion
+  // job then ends by itself at the latest that long after it starts, even
+  // when the batch node is lost and no slurmstepd is left to cancel it.
+  if (!job.time_left.empty()) c.sbatch_args.push_back("--time=" + job.time_left);
   // dw_command is an absolute path of [A-Za-z0-9/_.+-] (admin_config), so
   // it needs no quoting in the script --wrap writes. -v: the workers' output
   // file says how each connected and what it sent.

@@ -15,7 +15,9 @@
 // way MASTER_PORT is often chosen), S a fresh random secret that travels in
 // the two jobs' environments only. The workers retry until the session
 // listens; the session drains them when it ends; the plugin cancels the
-// companion job when the batch job ends, whatever happened.
+// companion job when the batch job ends, whatever happened; and its time
+// limit is the batch job's time left when it is submitted, so that it ends
+// by itself even when the batch node (with the plugin) is lost.
 #ifndef GOLDMINER_GMCORE_COMPANION_JOB_H_
 #define GOLDMINER_GMCORE_COMPANION_JOB_H_
 
@@ -47,6 +49,11 @@ struct BatchJob {
   // squeue for: its environment's PWD is still the submitter's at
   // user_init. "" when unknown.
   std::string work_dir;
+  // The job's time left as squeue prints it (JobComponent::time_left);
+  // "" when unlimited or unknown. The companion job gets it as its time
+  // limit, so that it ends by itself when nobody is left to cancel it
+  // (the batch node lost with its slurmstepd).
+  std::string time_left;
 };
 
 // 20000 + job_id mod 20000.

@@ -125,6 +125,21 @@ TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionQosAndSecret) {
   EXPECT_EQ(plan_companion_job(o, admin, job, "fresh").work_dir, "/");
 }
 
+TEST(CompanionJobTest, CompanionJobsGetTheBatchJobsTimeLeft) {
+  JobOptions o;
+  AdminConfig admin;
+  admin.dw_command = "/usr/bin/goldminer-dw";
+  BatchJob job;
+  job.job_id = 7;
+  job.node_address = "127.0.0.1";
+  EXPECT_FALSE(any_starts_with(plan_companion_job(o, admin, job, "s").sbatch_args, "--time="))
+      << "an unlimited batch job gives no limit";
+  job.time_left = "1-02:03:04";
+  CompanionJob c = plan_companion_job(o, admin, job, "s");
+  EXPECT_TRUE(has(c.sbatch_args, "--time=1-02:03:04"));
+  EXPECT_TRUE(has(c.worker_sbatch_args, "--time=1-02:03:04")) << "elastic workers too";
+}
+
 TEST(CompanionJobTest, ReadsTheJobIdSbatchPrinted) {
   EXPECT_EQ(*parse_submitted_job_id("123\n"), 123u);
   EXPECT_EQ(*parse_submitted_job_id("123;cluster\n"), 123u);

@@ -6,7 +6,7 @@
 namespace goldminer {
 namespace {
 
-constexpr int kFields = 11;  // up to WorkDir, which comes last
+constexpr int kFields = 12;  // up to WorkDir, which comes last
 
 bool parse_count(const std::string& text, long low, long high, long* out) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9) return false;
@@ -24,7 +24,7 @@ bool names_gpu(const std::string& tres) { return tres.find("gpu") != std::string
 
 const char kJobComponentsFormat[] =
     "JobID:|,HetJobId:|,HetJobOffset:|,NumTasks:|,cpus-per-task:|,"
-    "tres-per-job:|,tres-per-node:|,tres-per-socket:|,tres-per-task:|,BatchFlag:|,WorkDir:|";
+    "tres-per-job:|,tres-per-node:|,tres-per-socket:|,tres-per-task:|,BatchFlag:|,TimeLeft:|,WorkDir:|";
 
 Expected<std::vector<JobComponent>> parse_job_components(int squeue_exit_code, const std::string& squeue_output) {
   if (squeue_exit_code != 0) {
@@ -65,6 +65,13 @@ Expected<std::vector<JobComponent>> parse_job_components(int squeue_exit_code, c
     c.cpus_per_task = static_cast<int>(cpus);
     c.asks_gpus = names_gpu(f[5]) || names_gpu(f[6]) || names_gpu(f[7]) || names_gpu(f[8]);
     c.batch = f[9] == "1";
+    // "MM:SS", "HH:MM:SS" or "D-HH:MM:SS" (what sbatch --time reads the
+    // same way); UNLIMITED, NOT_SET, INVALID: none.
+    if (!f[10].empty() && f[10].find_first_not_of("0123456789:-") == std::string::npos &&
+        f[10].find(':') != std::string::npos)
+      c.time_left = f[10];
+    else if (f[10] != "UNLIMITED" && f[10] != "NOT_SET" && f[10] != "INVALID" && f[10] != "N/A")
+      return Status::error("squeue: cannot read a job component from '" + line + "' (time left '" + f[10] + "')");
     c.work_dir = rest == "N/A" || rest == "(null)" ? "" : rest;
     out.push_back(std::move(c));
   }

@@ -42,6 +42,7 @@ struct JobComponent {
   bool asks_gpus = false;   // --gpus*, --gres=gpu in any of its TRES requests
   bool batch = false;       // sbatch's (its batch step starts the workers), not salloc's or srun's
   std::string work_dir;     // "" when squeue names none
+  std::string time_left;    // as squeue prints it ("9:58", "1-00:00:00"); "" when unlimited
 };
 
 // Parses that squeue output; an error quotes the line it cannot read (or

@@ -241,6 +241,7 @@ int start_workers(spank_t sp, bool batch_step) {
     for (const goldminer::JobComponent& c : *components)
       if (c.job_id == batch.job_id) {
         batch.work_dir = c.work_dir;
+        batch.time_left = c.time_left;
         batch_job = c.batch;
       }
     workers = goldminer::worker_component(*components, batch.job_id);

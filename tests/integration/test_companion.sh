@@ -36,14 +36,21 @@ test_companion_job_feeds_the_batch_jobs_session_from_cpu_nodes() {
 }
 
 # A --goldminer job that never opens a session: its workers wait for it, and
-# when the batch job ends they are told to stop (SIGTERM) and exit 0.
+# when the batch job ends they are told to stop (SIGTERM) and exit 0. The
+# companion job's time limit is the batch job's time left (5 minutes here),
+# so it would end by itself were the batch node lost.
 test_companion_job_ends_with_a_batch_job_that_never_listened() {
-    local job out dw
-    job=$(submit_goldminer_job --goldminer=dw=1 -p gpu --wrap 'echo dw_job=$GOLDMINER_DW_JOB; sleep 3') ||
+    local job out dw limit
+    job=$(submit_goldminer_job --goldminer=dw=1 -p gpu --time=5 --wrap 'echo dw_job=$GOLDMINER_DW_JOB; sleep 3') ||
         { echo "$job"; return 1; }
     out=$(cat "$work/cj.$job")
     dw=$(echo "$out" | sed -n 's/^dw_job=\([0-9]*\)$/\1/p')
     [ -n "$dw" ] || { echo "no GOLDMINER_DW_JOB in the job: $out"; return 1; }
+    limit=$(scontrol -o show job "$dw" | sed -n 's/.* TimeLimit=\([^ ]*\) .*/\1/p')
+    case $limit in
+        00:0[1-5]:00) ;;
+        *) echo "companion job $dw: TimeLimit=$limit, expected the batch job's time left (at most 00:05:00)"; return 1 ;;
+    esac
     expect_eq "companion job end" "$(final_job_state "$dw")" "COMPLETED 0:0" || {
         cat "$work/goldminer-dw-$dw.out" 2>/dev/null; return 1; }
     grep -q "data workers are job $dw (1 x goldminer-dw)" "$state"/log/slurmd-g*.log || {
