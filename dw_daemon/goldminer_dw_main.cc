@@ -15,6 +15,7 @@
 #include "dw_daemon/worker.h"
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
+#include "gmcore/wire.h"
 
 namespace po = boost::program_options;
 using namespace goldminer;
@@ -84,6 +85,9 @@ int main(int argc, char** argv) {
       ("id", po::value(&o.id), "how this worker introduces itself (default HOST:PID)")
       ("heartbeat", po::value(&o.heartbeat_s)->default_value(1.0), "seconds between heartbeats")
       ("connect-timeout", po::value(&o.connect_timeout_s)->default_value(30), "seconds to wait for the trainer")
+      ("trainer-timeout", po::value(&o.trainer_timeout_s)->default_value(60),
+       "seconds of silence from a connected trainer after which it is taken as gone (the session sends a "
+       "heartbeat every second)")
       ("drain-timeout", po::value(&o.drain_timeout_s)->default_value(30),
        "seconds a drain waits to send batches already made")
       ("shm-mb", po::value(&o.shm_mb)->default_value(256),
@@ -105,6 +109,10 @@ int main(int argc, char** argv) {
   if (intra_op < 1 || intra_op > 1024) return fail("--intra-op-threads: must be 1..1024", 2);
   if (!(o.heartbeat_s > 0) || !(o.connect_timeout_s >= 0) || !(o.drain_timeout_s >= 0))
     return fail("--heartbeat must be positive, --connect-timeout and --drain-timeout not negative", 2);
+  if (!(o.trainer_timeout_s >= 2 * wire::kSessionHeartbeatS))
+    return fail("--trainer-timeout: invalid value: expected at least " +
+                    std::to_string(static_cast<int>(2 * wire::kSessionHeartbeatS)) + " s (two of the session's heartbeats)",
+                2);
   if (o.trainer.empty()) o.trainer = env_or("GOLDMINER_TRAINER", "");
   if (o.trainer.empty()) return fail("no trainer address: pass --trainer or set GOLDMINER_TRAINER", 2);
   if (secret_file.empty()) secret_file = env_or("GOLDMINER_SECRET_FILE", "");

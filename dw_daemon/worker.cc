@@ -395,6 +395,7 @@ class Connection {
     if (!s.ok()) return finish(s);
     uint32_t requested = want;
     auto last_heartbeat = Clock::now();
+    auto last_heard = Clock::now();  // the last message from the trainer
     Clock::time_point drain_started;
     bool draining = false;
     // Whether `o` may be sent now: a batch needs a credit and room in the
@@ -437,6 +438,7 @@ class Connection {
           if (draining) break;
           return finish(Status::error("the trainer went away: " + ev.reason));
         }
+        if (ev.kind == Event::Kind::kMessage) last_heard = Clock::now();
         if (ev.kind == Event::Kind::kMessage) {
           auto m = wire::decode_frame(ev.frame->data(), ev.frame->size(), ev.frame->size());
           if (!m.ok()) return finish(m.status());
@@ -466,6 +468,12 @@ class Connection {
       }
       // A batch send that failed without the trainer going away first.
       if (!shared.send_error.empty()) return finish(Status::error(shared.send_error));
+      if (seconds_since(last_heard) > o_.trainer_timeout_s) {
+        char silent[32];
+        std::snprintf(silent, sizeof silent, "%.0f", seconds_since(last_heard));
+        return finish(Status::error("no word from the trainer at " + o_.trainer + " for " + silent +
+                                    " s (--trainer-timeout): its process is stopped or its node is gone"));
+      }
       if (stop_ && !draining) draining = true;
       if (draining && drain_started == Clock::time_point()) {
         drain_started = Clock::now();

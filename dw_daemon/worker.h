@@ -27,6 +27,10 @@ struct WorkerOptions {
   double heartbeat_s = 1.0;
   double connect_timeout_s = 30;  // retried until then (the trainer may start later)
   double drain_timeout_s = 30;  // waiting for credits to send finished batches
+  // Silence from a connected trainer this long ends the worker: the
+  // session sends a heartbeat every kSessionHeartbeatS, so silence means
+  // its process is stopped or its node is gone (no FIN ever comes).
+  double trainer_timeout_s = 60;
   uint32_t shm_mb = 256;        // shared-memory arena for a trainer on this node (0: none)
   ProgramLoader load_program;   // how to load the trainer's program
 };

@@ -99,6 +99,9 @@ struct LeaseReturn {
 struct Heartbeat {
   uint64_t unix_ms = 0;
 };
+// How often a session sends each connected worker a Heartbeat: workers
+// take a trainer silent for their --trainer-timeout (default 60 s) as gone.
+constexpr double kSessionHeartbeatS = 1.0;
 struct Drain {};
 struct Error {
   uint32_t code = 0;

@@ -238,6 +238,47 @@ TEST(DataplaneTest, SigtermDrainsWithoutLossInDeterministicOrder) {
   sigterm_drains_without_loss({"--deterministic", "--threads", "2"});
 }
 
+// A trainer that goes silent without closing its connections (its process
+// stopped, as when its node is lost): the worker takes it as gone after
+// --trainer-timeout and exits with the reason. A trainer that merely takes
+// nothing still sends heartbeats, so its worker outlives a pause longer
+// than the timeout (here the trainer waits for a second worker that never
+// comes, its queue full).
+TEST(DataplaneTest, AWorkerLeavesASilentTrainerWithinItsTimeout) {
+  TempDir d;
+  write_text(d / "big.txt", 200000);
+  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--epochs", "1000",
+                          "--workers", "0", "--min-workers", "2", "--join-timeout", "120", "--queue-batches", "4",
+                          "--verbose"}),
+            kEnv);
+  const std::string addr = wait_address(&p);
+  auto env = kEnv;
+  env["GOLDMINER_TRAINER"] = addr;
+  Process w({builddir() + "/goldminer-dw", "--verbose", "--id", "worker-a", "--trainer-timeout", "4"}, env);
+  for (int i = 0; i < 500 && p.err().find("worker worker-a joined") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_NE(p.err().find("worker worker-a joined"), std::string::npos) << p.err() << w.err();
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  ASSERT_TRUE(alive(w.pid())) << "a trainer taking nothing for 7 s is not gone: " << w.err();
+  kill(p.pid(), SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  EXPECT_EQ(w.wait(), 1) << w.err();
+  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  EXPECT_NE(w.err().find("no word from the trainer at " + addr), std::string::npos) << w.err();
+  EXPECT_NE(w.err().find("its process is stopped or its node is gone"), std::string::npos) << w.err();
+  EXPECT_GE(after, 3.0) << "not before the timeout (4 s, from the last message before the stop)";
+  EXPECT_LT(after, 15.0) << "within the timeout, with room for a loaded machine";
+  kill(p.pid(), SIGCONT);
+  kill(p.pid(), SIGKILL);
+  p.wait();
+
+  // Out of range: refused before connecting.
+  Process bad({builddir() + "/goldminer-dw", "--trainer-timeout", "1"}, env);
+  EXPECT_EQ(bad.wait(), 2);
+  EXPECT_NE(bad.err().find("--trainer-timeout: invalid value: expected at least 2 s"), std::string::npos)
+      << bad.err();
+}
+
 // A worker without the job's secret is refused and logged; garbage bytes
 // to the listener drop only that connection; the session goes on.
 TEST(DataplaneTest, WrongSecretAndGarbageAreRefusedAndTheSessionGoesOn) {

@@ -7,7 +7,8 @@
 // Worker protocol, trainer side:
 //   connected -> Hello -> Challenge(nonce) -> Auth(mac) verified ->
 //   Program + Credit(credits_per_worker) -> LeaseRequest* / Batch* /
-//   LeaseReturn* / Heartbeat* ... -> disconnected.
+//   LeaseReturn* / Heartbeat* ... -> disconnected. The session sends each
+//   ready worker a Heartbeat every kSessionHeartbeatS besides.
 // Anything else, or a frame the decoder refuses, drops that connection.
 #include <cstdio>
 
@@ -26,6 +27,7 @@ std::string peer_name(PeerId p) { return "connection " + std::to_string(p); }
 void Session::Impl::run() {
   created_ = Clock::now();
   auto last_check = Clock::now();
+  auto last_heartbeat = Clock::now();
   while (!stop_) {
     auto e = ep_->poll(2);
     if (!e.ok()) {
@@ -90,6 +92,16 @@ void Session::Impl::run() {
       cv_.notify_all();
     }
     grant_leases();
+    // Workers hear from the session even while the trainer takes nothing:
+    // silence tells them its process or node is gone (WorkerOptions::trainer_timeout_s).
+    if (seconds_since(last_heartbeat) >= wire::kSessionHeartbeatS) {
+      last_heartbeat = Clock::now();
+      const auto unix_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                     std::chrono::system_clock::now().time_since_epoch())
+                                                     .count());
+      for (auto& [peer, w] : workers_)
+        if (w.phase == Phase::kReady) send(peer, wire::Heartbeat{unix_ms});
+    }
     if (seconds_since(last_check) > 0.25) {
       last_check = Clock::now();
       for (uint64_t peer : table_.expire(now())) drop(peer, "no heartbeat within the lease timeout", false);
