@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -277,6 +278,46 @@ TEST(DataplaneTest, AWorkerLeavesASilentTrainerWithinItsTimeout) {
   EXPECT_EQ(bad.wait(), 2);
   EXPECT_NE(bad.err().find("--trainer-timeout: invalid value: expected at least 2 s"), std::string::npos)
       << bad.err();
+}
+
+// No data worker ever joins (a companion job that stays pending): the
+// session fails after first_worker_timeout with where the companion job
+// stands, as squeue tells it (here a stand-in squeue on the PATH).
+TEST(DataplaneTest, NoWorkerEverJoiningFailsTheSessionWithTheCompanionJobsState) {
+  TempDir d;
+  write_text(d / "in.txt", 1000);
+  const std::string bin = d / "bin";
+  ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
+  {
+    std::ofstream squeue(bin + "/squeue");
+    squeue << "#!/bin/sh\n"
+              "case \"$*\" in *--jobs=77*) echo 'PENDING Resources' ;; *) echo \"squeue: bad args: $*\" >&2; exit 1 ;; esac\n";
+  }
+  ASSERT_EQ(chmod((bin + "/squeue").c_str(), 0755), 0);
+  auto env = kEnv;
+  env["GOLDMINER_DW_JOB"] = "77";
+  env["PATH"] = bin + ":/usr/bin:/bin";
+  const auto start = std::chrono::steady_clock::now();
+  Process p(consume_args({"--input", "text:" + (d / "in.txt"), "--workers", "0", "--first-worker-timeout", "3"}), env);
+  EXPECT_EQ(p.wait(), 1) << p.err();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(p.err().find("no data worker joined within 3 s of its start (first_worker_timeout); companion job 77 "
+                         "is PENDING (Resources)"),
+            std::string::npos)
+      << p.err();
+  EXPECT_GE(took, 3.0);
+  EXPECT_LT(took, 20.0);
+
+  // Without a companion job: the plain timeout; 0 waits (the run is stopped here).
+  env.erase("GOLDMINER_DW_JOB");
+  Process q(consume_args({"--input", "text:" + (d / "in.txt"), "--workers", "0", "--first-worker-timeout", "2"}), env);
+  EXPECT_EQ(q.wait(), 1) << q.err();
+  EXPECT_NE(q.err().find("no data worker joined within 2 s of its start (first_worker_timeout)\n"), std::string::npos)
+      << q.err();
+  Process forever(consume_args({"--input", "text:" + (d / "in.txt"), "--workers", "0", "--first-worker-timeout", "0"}),
+                  env);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_TRUE(alive(forever.pid())) << forever.err();
 }
 
 // A worker without the job's secret is refused and logged; garbage bytes

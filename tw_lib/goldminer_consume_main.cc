@@ -177,6 +177,8 @@ int main(int argc, char** argv) {
        "corrupt records skipped (and counted) per epoch before it is an error")
       ("queue-batches", po::value(&o.queue_batches)->default_value(64), "queue bound (batches)")
       ("lease-timeout", po::value(&o.lease_timeout_s)->default_value(30), "seconds")
+      ("first-worker-timeout", po::value(&o.first_worker_timeout_s)->default_value(1800),
+       "seconds after which the run fails when no data worker has joined (0: wait as long as it takes)")
       ("stop-after-batches", po::value(&stop_after)->default_value(0),
        "stop after this many batches, write --state-out and exit 3 (restart tests)")
       ("state-out", po::value(&state_out), "where --stop-after-batches writes the data position")
@@ -203,6 +205,7 @@ int main(int argc, char** argv) {
   if (threads == 0 || threads > 1024) return fail("--threads: must be 1..1024", 2);
   if (min_workers > 4096) return fail("--min-workers: must be 0..4096", 2);
   if (join_timeout == 0 || join_timeout > 86400) return fail("--join-timeout: must be 1..86400", 2);
+  if (!(o.first_worker_timeout_s >= 0)) return fail("--first-worker-timeout: must be >= 0 seconds", 2);
   if (o.batch_size == 0 || o.batch_size > (1u << 24)) return fail("--batch-size: must be 1..16777216", 2);
   if (o.queue_batches == 0 || o.queue_batches > 1000000) return fail("--queue-batches: must be 1..1000000", 2);
   if (o.shuffle_buffer > (1u << 26)) return fail("--shuffle-buffer: must be at most 67108864", 2);

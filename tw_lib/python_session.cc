@@ -47,7 +47,8 @@ const char kModuleDoc[] = R"doc(GoldMiner trainer session: batches from data wor
 
 Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
         listen=None, seed=None, shuffle_buffer=0, deterministic=False, records_per_split=0,
-        max_bad_records=0, queue_batches=64, timeout=0, resume=None, secret=None)
+        max_bad_records=0, queue_batches=64, timeout=0, resume=None, secret=None,
+        first_worker_timeout=1800)
 
   input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text.
   batch_size       samples per batch (the last batch of each split may be smaller).
@@ -75,6 +76,11 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it
                    takes (workers may join later). The session goes on after it.
+  first_worker_timeout
+                   seconds after which the session fails for good when no data worker
+                   has joined (its companion job pending or refused: the error says
+                   which, from squeue); meanwhile it logs that every minute. 0 waits
+                   as long as it takes.
   resume           a dict from state(): continue exactly from that position.
   secret           the job secret workers must prove. Default: $GOLDMINER_SECRET (or
                    $GOLDMINER_SECRET_FILE), else a fresh random one (handed to the
@@ -322,13 +328,16 @@ class PySession {
   PySession(const std::string& input, uint32_t batch_size, const py::object& program, uint32_t workers,
             uint32_t threads, const std::string& transport, const py::object& listen, const py::object& seed,
             uint32_t shuffle_buffer, bool deterministic, uint64_t records_per_split, uint64_t max_bad_records,
-            uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret) {
+            uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
+            double first_worker_timeout) {
     if (transport != "ucx" && transport != "local")
       throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
     if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
     if (threads == 0) throw py::value_error("goldminer.Session: threads must be at least 1");
     if (queue_batches == 0) throw py::value_error("goldminer.Session: queue_batches must be at least 1");
     if (!(timeout >= 0)) throw py::value_error("goldminer.Session: timeout must be >= 0 seconds");
+    if (!(first_worker_timeout >= 0))
+      throw py::value_error("goldminer.Session: first_worker_timeout must be >= 0 seconds");
 
     SessionOptions o;
     const std::string default_listen = o.listen;
@@ -344,6 +353,7 @@ class PySession {
     o.max_bad_records = max_bad_records;
     o.queue_batches = queue_batches;
     o.timeout_s = timeout;
+    o.first_worker_timeout_s = first_worker_timeout;
     if (!resume.is_none()) o.resume = position_from(resume);
     o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
     if (!listen.is_none()) {
@@ -621,13 +631,13 @@ PYBIND11_MODULE(_session, m) {
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, uint64_t, uint64_t, uint32_t, double,
-                    const py::object&, const py::object&>(),
+                    const py::object&, const py::object&, double>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
            py::arg("deterministic") = false, py::arg("records_per_split") = 0, py::arg("max_bad_records") = 0,
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
-           py::arg("secret") = py::none())
+           py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0)
       .def("__iter__", [](py::object self) { return self; })
       .def("__len__", &gm::PySession::batches_per_epoch, "Batches per epoch (fewer when corrupt records are skipped).")
       .def("__next__", &gm::PySession::next, "The next batch of this epoch; StopIteration at its end.")

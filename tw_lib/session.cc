@@ -13,28 +13,48 @@
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
 #include "gmcore/stream_config.h"
+#include "gmcore/subprocess.h"
 #include "dw_daemon/worker.h"
 #include "ctld/ctld_client.h"
 #include "ctld/http.h"
 #include "tw_lib/session_impl.h"
 
 namespace goldminer {
-namespace {
 
-// "0.3", "60": a timeout as the caller gave it, for messages.
 std::string seconds_text(double s) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", s);
   return text;
 }
 
-// Why the job's data workers never came, when spank_goldminer.so could not
-// submit their companion job (GOLDMINER_DW_ERROR), as a suffix for the
-// messages of waits that timed out; "" otherwise.
 std::string companion_job_failure() {
   const char* why = std::getenv("GOLDMINER_DW_ERROR");
   return why != nullptr && *why != '\0' ? std::string("; ") + why : "";
 }
+
+std::string companion_job_status() {
+  const char* job = std::getenv("GOLDMINER_DW_JOB");
+  if (job == nullptr || *job == '\0' || std::strspn(job, "0123456789") != std::strlen(job)) return "";
+  std::vector<std::string> env;
+  for (const char* name : {"PATH", "SLURM_CONF", "HOME"})
+    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
+  auto spec = command_on_path("squeue", {"--noheader", "--jobs=" + std::string(job), "--format=%T %r"}, env);
+  if (!spec.ok()) return "; companion job " + std::string(job) + ": " + spec.status().message();
+  spec->timeout_s = 10;
+  auto r = run_command(*spec);
+  if (!r.ok()) return "; companion job " + std::string(job) + ": squeue: " + r.status().message();
+  std::string out = r->output;
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  if (r->exit_code != 0) return "; companion job " + std::string(job) + ": squeue: " + describe(*r);
+  if (out.empty()) return "; companion job " + std::string(job) + " has ended (squeue no longer lists it)";
+  // "PENDING Resources" -> "PENDING (Resources)"; "RUNNING None" -> "RUNNING".
+  const size_t space = out.find(' ');
+  std::string state = out.substr(0, space), reason = space == std::string::npos ? "" : out.substr(space + 1);
+  if (reason == "None" || reason.empty()) return "; companion job " + std::string(job) + " is " + state;
+  return "; companion job " + std::string(job) + " is " + state + " (" + reason + ")";
+}
+
+namespace {
 
 // Asks `interrupted` (if any) without holding `lock`: true means stop.
 bool ask_interrupted(std::unique_lock<std::mutex>& lock, const std::function<bool()>& interrupted) {

@@ -32,6 +32,17 @@
 
 namespace goldminer {
 
+// "0.3", "60": a timeout as the caller gave it, for messages.
+std::string seconds_text(double s);
+// Why the job's data workers never came, when spank_goldminer.so could not
+// submit their companion job (GOLDMINER_DW_ERROR), as a suffix for the
+// messages of waits that timed out; "" otherwise.
+std::string companion_job_failure();
+// Where the companion job GOLDMINER_DW_JOB stands, as squeue tells it
+// ("; companion job 12 is PENDING (Resources)"), as a suffix for messages;
+// "" when there is none. Runs squeue (up to 10 s).
+std::string companion_job_status();
+
 class Session::Impl {
  public:
   Impl(SessionOptions options, readers::DatasetPlan plan, LeaseTable table);
@@ -101,6 +112,9 @@ class Session::Impl {
   void on_message(PeerId peer, std::shared_ptr<const transport::Frame> frame);
   void on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame);
   void grant_leases();
+  // While no worker has joined: logs where the companion job stands every
+  // minute, and fails the session after first_worker_timeout_s.
+  void check_first_worker();
   bool grant_lease(PeerId peer, Worker* w);
   void grant_credits();
 
@@ -122,6 +136,7 @@ class Session::Impl {
 
   // Loop only.
   std::map<PeerId, Worker> workers_;
+  double alone_report_at_s_ = 60;  // next "no data worker has joined" log, seconds after creation
   // Deterministic order: batches held for earlier ones. The loop changes it
   // under mu_ (metrics() reads it).
   ReorderBuffer<Item> reorder_;

@@ -104,6 +104,7 @@ void Session::Impl::run() {
     }
     if (seconds_since(last_check) > 0.25) {
       last_check = Clock::now();
+      check_first_worker();
       for (uint64_t peer : table_.expire(now())) drop(peer, "no heartbeat within the lease timeout", false);
       std::vector<PeerId> slow;
       for (auto& [peer, w] : workers_)
@@ -319,6 +320,25 @@ void Session::Impl::grant_leases() {
   if (head && table_.is_pending(*head))
     for (auto& [peer, w] : workers_)
       if (w.phase == Phase::kReady && !w.draining && grant_lease(peer, &w)) break;
+}
+
+void Session::Impl::check_first_worker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (joined_total_ > 0 || !failure_.ok()) return;
+  }
+  const double alone = seconds_since(created_);
+  const bool timed_out = o_.first_worker_timeout_s > 0 && alone >= o_.first_worker_timeout_s;
+  if (!timed_out && alone < alone_report_at_s_) return;
+  alone_report_at_s_ = alone + 60;
+  const std::string where = companion_job_status();  // squeue: outside the lock
+  if (timed_out) {
+    fail("session: no data worker joined within " + seconds_text(o_.first_worker_timeout_s) +
+         " s of its start (first_worker_timeout)" + where + companion_job_failure());
+    return;
+  }
+  log::info("goldminer: session: no data worker has joined in " + seconds_text(alone) + " s" + where +
+            companion_job_failure());
 }
 
 // Leases the first pending split to `peer`; false if none is pending.

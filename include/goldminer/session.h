@@ -74,6 +74,12 @@ struct SessionOptions {
   // DataLoader's `timeout`); 0: it waits as long as it takes (workers may
   // join later). The session goes on: a later next() may succeed.
   double timeout_s = 0;
+  // The session fails for good when no data worker has joined this many
+  // seconds after it opened (its companion job pending, never started, or
+  // refused); the error says why when Slurm knows (GOLDMINER_DW_JOB's state
+  // and reason, GOLDMINER_DW_ERROR). Meanwhile it logs that state every
+  // minute. 0: wait as long as it takes.
+  double first_worker_timeout_s = 1800;
   std::optional<LeasePosition> resume;  // from state(): continue that epoch exactly
   // Data workers run as threads of this process (the worker loop of
   // goldminer-dw), in addition to any that connect.
