@@ -15,6 +15,8 @@
 #include "dw_daemon/worker.h"
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
+#include "gmcore/companion_job.h"
+#include "gmcore/subprocess.h"
 #include "gmcore/wire.h"
 
 namespace po = boost::program_options;
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   dw::WorkerOptions o;
   std::string secret_file;
   int intra_op = 1;
+  uint32_t trainer_job = 0;  // --trainer-job
   bool verbose = false;
   po::options_description desc(
       "Usage: goldminer-dw [--trainer ADDRESS] [options]\n"
@@ -85,6 +88,9 @@ int main(int argc, char** argv) {
       ("id", po::value(&o.id), "how this worker introduces itself (default HOST:PID)")
       ("heartbeat", po::value(&o.heartbeat_s)->default_value(1.0), "seconds between heartbeats")
       ("connect-timeout", po::value(&o.connect_timeout_s)->default_value(30), "seconds to wait for the trainer")
+      ("trainer-job", po::value(&trainer_job),
+       "the trainer's Slurm job id: while the trainer is out of reach, squeue is asked every 30 s and the "
+       "worker exits 0 once that job has ended (companion jobs get it)")
       ("trainer-timeout", po::value(&o.trainer_timeout_s)->default_value(60),
        "seconds of silence from a connected trainer after which it is taken as gone (the session sends a "
        "heartbeat every second)")
@@ -129,9 +135,29 @@ int main(int argc, char** argv) {
       if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
     });
 
+  if (trainer_job != 0) {
+    std::vector<std::string> env;
+    for (const char* name : {"PATH", "SLURM_CONF", "HOME"})
+      if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
+    o.trainer_gone = [trainer_job, env]() -> std::string {
+      auto spec = command_on_path("squeue", {"--noheader", "--states=all", "--jobs=" + std::to_string(trainer_job),
+                                             "--format=%T"},
+                                  env);
+      if (!spec.ok()) return "";  // no squeue here: the connect timeout decides
+      spec->timeout_s = 20;
+      auto r = run_command(*spec);
+      if (!r.ok() || r->timed_out) return "";
+      return trainer_job_ended(trainer_job, r->exit_code, r->output);
+    };
+  }
+
   auto report = dw::run_worker(o, g_stop);
   if (!report.ok()) {
     if (report.status().message() == dw::kStopped) return 0;  // stopped before any work
+    if (report.status().message().rfind(dw::kTrainerGone, 0) == 0) {  // nothing to serve: not a failure
+      std::fprintf(stderr, "goldminer-dw: %s\n", report.status().message().c_str());
+      return 0;
+    }
     return fail(report.status().message(), 1);
   }
   if (verbose)

@@ -268,6 +268,8 @@ class Connection {
     // The trainer may not listen yet (started at the same time): retry
     // until the connect timeout.
     const auto start = Clock::now();
+    auto checked = start;
+    bool asked = false;  // trainer_gone: at the first miss, then every trainer_check_s
     for (;;) {
       transport::Options options;
       options.shm_arena_bytes = size_t{o_.shm_mb} << 20;
@@ -284,6 +286,11 @@ class Connection {
       if (stop_ && !reached_) return Status::error(kStopped);
       if (reached_ || seconds_since(start) > o_.connect_timeout_s) return s;
       ep_.reset();
+      if (o_.trainer_gone && (!asked || seconds_since(checked) >= o_.trainer_check_s)) {
+        asked = true;
+        checked = Clock::now();
+        if (std::string why = o_.trainer_gone(); !why.empty()) return Status::error(std::string(kTrainerGone) + why);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     return stream();
@@ -597,6 +604,7 @@ std::string default_worker_id() {
 }
 
 const char* const kStopped = "stopped before the trainer answered";
+const char* const kTrainerGone = "the trainer will not come: ";
 
 Expected<WorkerReport> run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
   if (options.trainer.empty()) return Status::error("no trainer address (--trainer or GOLDMINER_TRAINER)");

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "dw_daemon/program.h"
@@ -31,6 +32,11 @@ struct WorkerOptions {
   // session sends a heartbeat every kSessionHeartbeatS, so silence means
   // its process is stopped or its node is gone (no FIN ever comes).
   double trainer_timeout_s = 60;
+  // While the trainer is out of reach, asked every trainer_check_s: why it
+  // will never come ("" while it may), e.g. its Slurm job ended
+  // (goldminer-dw --trainer-job). Unset: only connect_timeout_s ends the wait.
+  std::function<std::string()> trainer_gone;
+  double trainer_check_s = 30;
   uint32_t shm_mb = 256;        // shared-memory arena for a trainer on this node (0: none)
   ProgramLoader load_program;   // how to load the trainer's program
 };
@@ -52,6 +58,9 @@ std::string default_worker_id();
 // The error run_worker returns when `stop` was set before the trainer
 // answered (nothing to drain).
 extern const char* const kStopped;
+// The start of the error run_worker returns when trainer_gone said the
+// trainer will never come (nothing to serve, nothing to drain).
+extern const char* const kTrainerGone;
 
 // Runs until drained (OK), or an error (trainer unreachable, refused, gone
 // without a drain, corrupt input, failing program).

@@ -111,7 +111,7 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   // file says how each connected and what it sent.
   c.sbatch_args.push_back("--wrap=exec srun --mpi=none " + admin.dw_command + " --threads " +
                           std::to_string(options.cpus_per_dw) + " --connect-timeout " +
-                          std::to_string(kCompanionConnectTimeoutS) + " -v");
+                          std::to_string(kCompanionConnectTimeoutS) + " --trainer-job " + id + " -v");
   c.worker_sbatch_args = c.sbatch_args;
   for (std::string& a : c.worker_sbatch_args)
     if (starts_with(a, "--ntasks=")) a = "--ntasks=1";
@@ -123,6 +123,20 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
 
   c.sbatch_env = companion_job_env(job.env, c.trainer, job_secret);
   return c;
+}
+
+std::string trainer_job_ended(uint32_t job, int squeue_exit_code, const std::string& squeue_output) {
+  const std::string name = "job " + std::to_string(job);
+  if (squeue_exit_code != 0)
+    return squeue_output.find("Invalid job id") != std::string::npos ? name + " is no longer known to Slurm" : "";
+  std::string state = squeue_output.substr(0, squeue_output.find_first_of(" \n"));
+  if (state.empty()) return name + " is no longer listed by squeue";
+  static const char* const kEnded[] = {"COMPLETED", "COMPLETING", "CANCELLED", "FAILED",      "TIMEOUT",
+                                       "NODE_FAIL", "PREEMPTED",  "BOOT_FAIL", "DEADLINE",    "OUT_OF_MEMORY",
+                                       "REVOKED",   "SPECIAL_EXIT", "STAGE_OUT"};
+  for (const char* s : kEnded)
+    if (state == s) return name + " is " + state;
+  return "";
 }
 
 std::string companion_job_name(uint32_t job_id) { return "goldminer-dw." + std::to_string(job_id); }

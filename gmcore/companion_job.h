@@ -95,6 +95,14 @@ struct CompanionJob {
   std::string work_dir;
 };
 
+// Whether trainer job `job` has ended, from `squeue --noheader
+// --states=all --jobs=JOB --format=%T` (its exit code and output): why, in
+// words ("job 12 is NODE_FAIL", "job 12 is no longer known to Slurm"), or
+// "" while it may still run (pending, running, suspended, requeued), and
+// when squeue fails otherwise (slurmctld restarting must not end workers).
+// goldminer-dw --trainer-job asks it while its trainer is out of reach.
+std::string trainer_job_ended(uint32_t job, int squeue_exit_code, const std::string& squeue_output);
+
 // The companion jobs' name: goldminer-dw.JOB.
 std::string companion_job_name(uint32_t job_id);
 

@@ -86,7 +86,7 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   EXPECT_TRUE(has(a, "--chdir=/home/u/run"));
   EXPECT_TRUE(has(a, "--export=ALL"));
   EXPECT_TRUE(has(a, "--wrap=exec srun --mpi=none /opt/gm/bin/goldminer-dw --threads 3 --connect-timeout " +
-                         std::to_string(kCompanionConnectTimeoutS) + " -v"));
+                         std::to_string(kCompanionConnectTimeoutS) + " --trainer-job 20042 -v"));
   for (const std::string& arg : a) EXPECT_EQ(arg.find("s3cr3t"), std::string::npos) << arg;
 
   const auto& e = c.sbatch_env;
@@ -123,6 +123,22 @@ TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionQosAndSecret) {
 
   job.env.clear();
   EXPECT_EQ(plan_companion_job(o, admin, job, "fresh").work_dir, "/");
+}
+
+// What goldminer-dw --trainer-job makes of squeue's answers.
+TEST(CompanionJobTest, TellsATrainerJobThatEndedFromOneThatMayStillRun) {
+  EXPECT_EQ(trainer_job_ended(12, 0, "RUNNING\n"), "");
+  EXPECT_EQ(trainer_job_ended(12, 0, "PENDING\n"), "") << "requeued: it comes back";
+  EXPECT_EQ(trainer_job_ended(12, 0, "SUSPENDED\n"), "");
+  EXPECT_EQ(trainer_job_ended(12, 0, "NODE_FAIL\n"), "job 12 is NODE_FAIL");
+  EXPECT_EQ(trainer_job_ended(12, 0, "CANCELLED\n"), "job 12 is CANCELLED");
+  EXPECT_EQ(trainer_job_ended(12, 0, "COMPLETING\n"), "job 12 is COMPLETING");
+  EXPECT_EQ(trainer_job_ended(12, 0, ""), "job 12 is no longer listed by squeue");
+  EXPECT_EQ(trainer_job_ended(12, 1, "slurm_load_jobs error: Invalid job id specified\n"),
+            "job 12 is no longer known to Slurm");
+  EXPECT_EQ(trainer_job_ended(12, 1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"),
+            "")
+      << "a controller restarting ends no worker";
 }
 
 TEST(CompanionJobTest, CompanionJobsGetTheBatchJobsTimeLeft) {

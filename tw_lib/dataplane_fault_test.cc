@@ -320,6 +320,33 @@ TEST(DataplaneTest, NoWorkerEverJoiningFailsTheSessionWithTheCompanionJobsState)
   EXPECT_TRUE(alive(forever.pid())) << forever.err();
 }
 
+// A companion worker whose trainer never listened and whose trainer job
+// has ended (here a stand-in squeue says NODE_FAIL) stops retrying and
+// exits 0; while the job runs it goes on until --connect-timeout.
+TEST(DataplaneTest, AWorkerStopsWaitingForATrainerWhoseJobEnded) {
+  TempDir d;
+  const std::string bin = d / "bin";
+  ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
+  {
+    std::ofstream squeue(bin + "/squeue");
+    squeue << "#!/bin/sh\n"
+              "case \"$*\" in *--jobs=77*) echo NODE_FAIL ;; *--jobs=78*) echo RUNNING ;;"
+              " *) echo \"squeue: bad args: $*\" >&2; exit 1 ;; esac\n";
+  }
+  ASSERT_EQ(chmod((bin + "/squeue").c_str(), 0755), 0);
+  auto env = kEnv;
+  env["PATH"] = bin + ":/usr/bin:/bin";
+  env["GOLDMINER_TRAINER"] = "ucx://127.0.0.1:9";  // nobody listens (discard port)
+  const auto start = std::chrono::steady_clock::now();
+  Process gone({builddir() + "/goldminer-dw", "--trainer-job", "77", "--connect-timeout", "600"}, env);
+  EXPECT_EQ(gone.wait(), 0) << gone.err();
+  EXPECT_NE(gone.err().find("the trainer will not come: job 77 is NODE_FAIL"), std::string::npos) << gone.err();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  Process running({builddir() + "/goldminer-dw", "--trainer-job", "78", "--connect-timeout", "2"}, env);
+  EXPECT_EQ(running.wait(), 1) << "a running trainer job: the connect timeout decides: " << running.err();
+  EXPECT_EQ(running.err().find("will not come"), std::string::npos) << running.err();
+}
+
 // A worker without the job's secret is refused and logged; garbage bytes
 // to the listener drop only that connection; the session goes on.
 TEST(DataplaneTest, WrongSecretAndGarbageAreRefusedAndTheSessionGoesOn) {
