@@ -136,10 +136,7 @@ int main(int argc, char** argv) {
     });
 
   if (trainer_job != 0) {
-    std::vector<std::string> env;
-    for (const char* name : {"PATH", "SLURM_CONF", "HOME"})
-      if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
-    o.trainer_gone = [trainer_job, env]() -> std::string {
+    o.trainer_gone = [trainer_job, env = slurm_command_env(process_environment())]() -> std::string {
       auto spec = command_on_path("squeue", {"--noheader", "--states=all", "--jobs=" + std::to_string(trainer_job),
                                              "--format=%T"},
                                   env);

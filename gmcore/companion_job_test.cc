@@ -17,6 +17,19 @@ bool any_starts_with(const std::vector<std::string>& v, const std::string& prefi
   return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
 }
 
+// A site with only dw_command set, and batch job 7 on the local node.
+AdminConfig plain_site() {
+  AdminConfig admin;
+  admin.dw_command = "/usr/bin/goldminer-dw";
+  return admin;
+}
+BatchJob local_job_7() {
+  BatchJob job;
+  job.job_id = 7;
+  job.node_address = "127.0.0.1";
+  return job;
+}
+
 TEST(CompanionJobTest, PortComesFromTheJobId) {
   EXPECT_EQ(trainer_port(5), 20005);
   EXPECT_EQ(trainer_port(20000), 20000);
@@ -101,11 +114,8 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
 
 TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionQosAndSecret) {
   JobOptions o;
-  AdminConfig admin;
-  admin.dw_command = "/usr/bin/goldminer-dw";
-  BatchJob job;
-  job.job_id = 7;
-  job.node_address = "127.0.0.1";
+  const AdminConfig admin = plain_site();
+  BatchJob job = local_job_7();
   job.env = {"SLURM_JOB_PARTITION=batch", "SLURM_JOB_QOS=normal", "SLURM_SUBMIT_DIR=/srv/run",
              "GOLDMINER_SECRET=mine", "PWD=relative"};
   CompanionJob c = plan_companion_job(o, admin, job, "fresh");
@@ -143,11 +153,8 @@ TEST(CompanionJobTest, TellsATrainerJobThatEndedFromOneThatMayStillRun) {
 
 TEST(CompanionJobTest, CompanionJobsGetTheBatchJobsTimeLeft) {
   JobOptions o;
-  AdminConfig admin;
-  admin.dw_command = "/usr/bin/goldminer-dw";
-  BatchJob job;
-  job.job_id = 7;
-  job.node_address = "127.0.0.1";
+  const AdminConfig admin = plain_site();
+  BatchJob job = local_job_7();
   EXPECT_FALSE(any_starts_with(plan_companion_job(o, admin, job, "s").sbatch_args, "--time="))
       << "an unlimited batch job gives no limit";
   job.time_left = "1-02:03:04";

@@ -286,6 +286,12 @@ Expected<std::string> find_executable(const std::string& name, const std::string
                        ")");
 }
 
+std::vector<std::string> process_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
+
 std::string describe(const CommandResult& r) {
   std::string what = r.timed_out ? "timed out" : r.exit_code < 0 ? "killed" : "exit " + std::to_string(r.exit_code);
   std::string text = r.output;

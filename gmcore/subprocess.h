@@ -72,6 +72,9 @@ bool stop_detached(int pidfd, double self_end_s, double grace_s);
 Expected<CommandSpec> command_on_path(const std::string& name, const std::vector<std::string>& args,
                                       std::vector<std::string> env);
 
+// This process's environment as "NAME=value" strings.
+std::vector<std::string> process_environment();
+
 // "exit 1: <last line of output>" style summary for error messages.
 std::string describe(const CommandResult& r);
 

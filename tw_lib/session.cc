@@ -11,6 +11,7 @@
 #include <future>
 
 #include "gmcore/auth.h"
+#include "gmcore/companion_job.h"
 #include "gmcore/log.h"
 #include "gmcore/stream_config.h"
 #include "gmcore/subprocess.h"
@@ -35,10 +36,8 @@ std::string companion_job_failure() {
 std::string companion_job_status() {
   const char* job = std::getenv("GOLDMINER_DW_JOB");
   if (job == nullptr || *job == '\0' || std::strspn(job, "0123456789") != std::strlen(job)) return "";
-  std::vector<std::string> env;
-  for (const char* name : {"PATH", "SLURM_CONF", "HOME"})
-    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
-  auto spec = command_on_path("squeue", {"--noheader", "--jobs=" + std::string(job), "--format=%T %r"}, env);
+  auto spec = command_on_path("squeue", {"--noheader", "--jobs=" + std::string(job), "--format=%T %r"},
+                              slurm_command_env(process_environment()));
   if (!spec.ok()) return "; companion job " + std::string(job) + ": " + spec.status().message();
   spec->timeout_s = 10;
   auto r = run_command(*spec);
@@ -402,9 +401,7 @@ Status SessionOptions::from_environment() {
       return Status::error("GOLDMINER_LOCAL_WORKERS: invalid value '" + std::string(v) + "': expected 0..1024");
     local_workers = static_cast<uint32_t>(n);
   }
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  auto e = elastic_from_environment(env);
+  auto e = elastic_from_environment(process_environment());
   if (!e.ok()) return e.status();
   if (!e->launcher) return Status();
   if (!e->ctld.empty()) {

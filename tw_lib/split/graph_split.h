@@ -103,6 +103,10 @@ Expected<Extraction> extract_programs(Analysis* analysis, const std::vector<Node
 // scalar. -1 when the value cannot be shipped (objects, modules, futures...).
 double value_bytes(const c10::IValue& value);
 
+// `value` with `f` applied to each of its tensors, containers rebuilt
+// (lists, tuples, dicts; undefined tensors and other values as they are).
+c10::IValue map_tensors(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& f);
+
 // Deep copy of tensors in `value` (for repeated runs of mutating code).
 c10::IValue deep_clone(const c10::IValue& value);
 

@@ -51,29 +51,6 @@ std::vector<c10::IValue> run(torch::jit::GraphFunction& fn, std::vector<c10::IVa
   return stack.at(0).toTupleRef().elements().vec();
 }
 
-// `v` with its tensors on `device` (containers rebuilt).
-c10::IValue to_device(const c10::IValue& v, const c10::Device& device) {
-  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().to(device)) : v;
-  if (v.isList()) {
-    auto src = v.toList();
-    c10::impl::GenericList out(src.elementType());
-    for (const auto& e : src) out.push_back(to_device(e, device));
-    return out;
-  }
-  if (v.isTuple()) {
-    std::vector<c10::IValue> elems;
-    for (const auto& e : v.toTupleRef().elements()) elems.push_back(to_device(e, device));
-    return c10::ivalue::Tuple::create(std::move(elems));
-  }
-  if (v.isGenericDict()) {
-    auto src = v.toGenericDict();
-    c10::impl::GenericDict out(src.keyType(), src.valueType());
-    for (const auto& e : src) out.insert(e.key(), to_device(e.value(), device));
-    return out;
-  }
-  return v;
-}
-
 }  // namespace
 
 bool cuda_visible() { return torch::cuda::is_available(); }
@@ -107,26 +84,30 @@ double value_bytes(const c10::IValue& v) {
   return -1;
 }
 
-c10::IValue deep_clone(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v;
+c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& f) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(f(v.toTensor())) : v;
   if (v.isList()) {
     auto src = v.toList();
     c10::impl::GenericList out(src.elementType());
-    for (const auto& e : src) out.push_back(deep_clone(e));
+    for (const auto& e : src) out.push_back(map_tensors(e, f));
     return out;
   }
   if (v.isTuple()) {
     std::vector<c10::IValue> elems;
-    for (const auto& e : v.toTupleRef().elements()) elems.push_back(deep_clone(e));
+    for (const auto& e : v.toTupleRef().elements()) elems.push_back(map_tensors(e, f));
     return c10::ivalue::Tuple::create(std::move(elems));
   }
   if (v.isGenericDict()) {
     auto src = v.toGenericDict();
     c10::impl::GenericDict out(src.keyType(), src.valueType());
-    for (const auto& e : src) out.insert(e.key(), deep_clone(e.value()));
+    for (const auto& e : src) out.insert(e.key(), map_tensors(e.value(), f));
     return out;
   }
   return v;
+}
+
+c10::IValue deep_clone(const c10::IValue& v) {
+  return map_tensors(v, [](const at::Tensor& t) { return t.clone(); });
 }
 
 std::string torch_error_text(const std::exception& e) {
@@ -167,7 +148,7 @@ Expected<Probe> probe_stateless(const Analysis& a, const std::vector<c10::IValue
     torch::jit::GraphFunction fn("goldminer_probe", g, nullptr, torch::jit::ExecutorExecutionMode::SIMPLE);
     std::vector<c10::IValue> stack;
     for (const auto& v : model_inputs)
-      stack.push_back(on_cuda ? to_device(v, c10::Device(c10::kCUDA)) : deep_clone(v));
+      stack.push_back(on_cuda ? map_tensors(v, [](const at::Tensor& t) { return t.to(c10::kCUDA); }) : deep_clone(v));
     auto values = run(fn, stack);
     for (size_t i = 0; i < outputs.size(); ++i) probe.values[outputs[i]] = values[i];
   } catch (const std::exception& e) {

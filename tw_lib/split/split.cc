@@ -104,8 +104,11 @@ double time_cpu(int repeat, Prepare prepare, Step step) {
   return median(ms);
 }
 
+// Times the programs on the example into `r`. With `cut_only` (a later
+// candidate of the same split) the figures that do not depend on the cut,
+// the transform's and the whole program's locally, are kept as they are.
 void measure(const std::string& worker_bytes, const std::string& trainer_bytes, const std::string& method,
-             const std::vector<IValue>& example, int repeat, SplitReport* r) {
+             const std::vector<IValue>& example, int repeat, bool cut_only, SplitReport* r) {
   RngGuard rng;
   std::istringstream worker_in(worker_bytes), trainer_in(trainer_bytes);
   torch::jit::Module worker = torch::jit::load(worker_in);
@@ -126,19 +129,21 @@ void measure(const std::string& worker_bytes, const std::string& trainer_bytes, 
     p.unpack = first.size() + 1 == model_method.function().getSchema().arguments().size() && first.size() > 1;
   }
   auto prepare_x = [&] { return clone_all(example); };
-  r->transform_ms = p.transform ? time_cpu(repeat, prepare_x, [&](std::vector<IValue>& x) {
-    torch::NoGradGuard no_grad;
-    p.transform->forward(x);
-  }) : 0;
-  r->trainer_ms_local = time_cpu(repeat, prepare_x, [&](std::vector<IValue>& x) {
-    std::vector<IValue> in;
-    {
+  if (!cut_only) {
+    r->transform_ms = p.transform ? time_cpu(repeat, prepare_x, [&](std::vector<IValue>& x) {
       torch::NoGradGuard no_grad;
-      in = model_inputs(p, x);
-    }
-    train_step_loss(model_method(in));
-    zero_grads(p.model);
-  });
+      p.transform->forward(x);
+    }) : 0;
+    r->trainer_ms_local = time_cpu(repeat, prepare_x, [&](std::vector<IValue>& x) {
+      std::vector<IValue> in;
+      {
+        torch::NoGradGuard no_grad;
+        in = model_inputs(p, x);
+      }
+      train_step_loss(model_method(in));
+      zero_grads(p.model);
+    });
+  }
   // Dataset mode's trainer and this split's, run by turns so that a change
   // of load on the machine weighs on both (the never-lose check compares them).
   const std::vector<IValue> cut = cut_of(clone_all(example));
@@ -184,28 +189,9 @@ StatelessNodes stateless_nodes(const Analysis& a) {
 // `v` with every tensor whose leading dimension is `batch` repeated twice
 // along it: the example at twice its batch size, for the linear fit.
 IValue doubled(const IValue& v, int64_t batch) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    return t.defined() && t.dim() > 0 && t.size(0) == batch ? IValue(at::cat({t, t}, 0)) : v;
-  }
-  if (v.isTuple()) {
-    std::vector<IValue> e;
-    for (const auto& x : v.toTupleRef().elements()) e.push_back(doubled(x, batch));
-    return c10::ivalue::Tuple::create(std::move(e));
-  }
-  if (v.isList()) {
-    auto src = v.toList();
-    c10::impl::GenericList out(src.elementType());
-    for (const auto& x : src) out.push_back(doubled(x, batch));
-    return out;
-  }
-  if (v.isGenericDict()) {
-    auto src = v.toGenericDict();
-    c10::impl::GenericDict out(src.keyType(), src.valueType());
-    for (const auto& e : src) out.insert(e.key(), doubled(e.value(), batch));
-    return out;
-  }
-  return v;
+  return split::map_tensors(v, [batch](const at::Tensor& t) {
+    return t.dim() > 0 && t.size(0) == batch ? at::cat({t, t}, 0) : t;
+  });
 }
 
 // Kernels node `n` launches on a GPU, nested blocks included.
@@ -552,7 +538,7 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       if (options.measure) {
         try {
           measure(save_bytes(*result.worker), save_bytes(*result.trainer), options.method, x,
-                  std::max(1, options.repeat), &r);
+                  std::max(1, options.repeat), /*cut_only=*/measured_tries > 0, &r);
         } catch (const std::exception& e) {
           return Status::error("the example does not run through the model: " + split::torch_error_text(e));
         }
