@@ -404,6 +404,7 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       gpu1 = split::probe_stateless(a, inputs, true, /*on_cuda=*/true);
       gpu2 = split::probe_stateless(a, inputs2, true, /*on_cuda=*/true);
     }
+    const bool gpu_timed = on_gpu && gpu1.ok() && gpu2.ok();
     const split::Probe& second = fitted ? *probe2 : *probe;
     const double b2 = fitted ? batch2 : batch;
     const std::string batches = fitted ? "at batch " + std::to_string(batch) + " and " + std::to_string(batch2) +
@@ -413,7 +414,7 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
                                              probe2.status().message() + ")";
     if (pricing.device == TrainerDevice::kCpu)
       r.node_costs = "CPU time measured " + batches;
-    else if (on_gpu && gpu1.ok() && gpu2.ok())
+    else if (gpu_timed)
       r.node_costs = "GPU time measured at batch " + std::to_string(batch) + " and " + std::to_string(batch2);
     else
       r.node_costs = std::string("GPU device model (") + (on_gpu ? "GPU timing failed" : "no GPU visible to libtorch") +
@@ -427,7 +428,7 @@ Expected<SplitProgram> split_module(const torch::jit::Module& model, const std::
       f.cpu_ms = split::fit_linear(batch, probe->node_ms.at(n), b2, second.node_ms.at(n));
       f.bytes = split::fit_linear(batch, probe->node_bytes.at(n), b2, second.node_bytes.at(n));
       f.kernels = kernels_in(n);
-      if (on_gpu && gpu1.ok() && gpu2.ok()) {
+      if (gpu_timed) {
         f.gpu_ms = split::fit_linear(batch, gpu1->node_ms.at(n), batch2, gpu2->node_ms.at(n));
         f.gpu_measured = true;
       }
