@@ -414,13 +414,17 @@ TEST_F(SplitTest, CudaPricingKeepsImagesUint8UnlessTheSavingPays) {
 TEST_F(SplitTest, ASplitThatMeasuresNoFasterFallsBackAndSaysSo) {
   SplitOptions o = priced(TrainerDevice::kCpu, 0);
   o.repeat = 7;
+  // A margin no timing noise reaches: on a loaded 2-core machine the two
+  // trainers' medians once differed by 19 % (84 against 103 ms) although
+  // they differ by one multiply.
+  o.keep_margin = 0.5;
   SplitReport r = split_and_verify(inputs("cheap_prefix"), o);
   expect_arithmetic(r);
   EXPECT_TRUE(r.fell_back) << format_report(r);
   EXPECT_EQ(r.nodes_moved, 0) << "dataset mode stands";
   EXPECT_EQ(r.candidates.back().name, "dataset");
   EXPECT_EQ(r.candidates.back().outcome, "chosen");
-  EXPECT_NE(r.candidates.front().outcome.find("not faster by 5%"), std::string::npos) << r.candidates.front().outcome;
+  EXPECT_NE(r.candidates.front().outcome.find("not faster by 50%"), std::string::npos) << r.candidates.front().outcome;
   EXPECT_GT(r.candidates.front().measured_trainer_ms, 0);
   EXPECT_NE(r.chosen_because.find("measurement overruled the predicted best"), std::string::npos) << r.chosen_because;
   // Unmeasured, nothing overrules the prediction: the multiply moves.
