@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "ctld/credential.h"
+#include "gmcore/credential.h"
 #include "gmcore/status.h"
 #include "sched/worker_registry.h"
 

@@ -23,7 +23,7 @@
 #include <mutex>
 #include <string>
 
-#include "ctld/credential.h"
+#include "gmcore/credential.h"
 #include "ctld/http.h"
 #include "gmcore/status.h"
 #include "sched/worker_registry.h"

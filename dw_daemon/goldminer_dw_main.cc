@@ -1,5 +1,5 @@
 // goldminer-dw: the CPU-only data-worker daemon (see goldminer-dw(1)).
-// Connects to a trainer session, proves the job secret, then streams
+// Connects to a trainer session, proves its job (munge or the job secret), then streams
 // batches until drained. SIGTERM/SIGINT: finish the batch in hand, return
 // the leases, exit 0 (Slurm preemption sends SIGTERM first).
 #include <boost/program_options.hpp>
@@ -13,9 +13,9 @@
 #include <string>
 
 #include "dw_daemon/worker.h"
-#include "gmcore/auth.h"
-#include "gmcore/log.h"
 #include "gmcore/companion_job.h"
+#include "gmcore/log.h"
+#include "gmcore/peer_auth.h"
 #include "gmcore/subprocess.h"
 #include "gmcore/wire.h"
 
@@ -122,12 +122,13 @@ int main(int argc, char** argv) {
   if (o.trainer.empty()) o.trainer = env_or("GOLDMINER_TRAINER", "");
   if (o.trainer.empty()) return fail("no trainer address: pass --trainer or set GOLDMINER_TRAINER", 2);
   if (secret_file.empty()) secret_file = env_or("GOLDMINER_SECRET_FILE", "");
-  const char* secret_env = std::getenv("GOLDMINER_SECRET");
-  if (secret_env == nullptr && secret_file.empty())
-    return fail("no job secret: set GOLDMINER_SECRET or pass --secret-file (never on the command line)", 2);
-  auto secret = auth::load_secret(secret_env, secret_file);
-  if (!secret.ok()) return fail(secret.status().message(), 2);
-  o.secret = *secret;
+  auto peer = auth::peer_auth_from_environment(std::getenv("GOLDMINER_SECRET"), secret_file);
+  if (!peer.ok()) return fail(peer.status().message(), 2);
+  if (peer->secret.empty() && !peer->munge)
+    return fail("no credential: set GOLDMINER_AUTH=munge with GOLDMINER_AUTH_JOB (as under Slurm), or "
+                "GOLDMINER_SECRET, or pass --secret-file (never a secret on the command line)", 2);
+  o.secret = peer->secret;
+  o.munge = peer->munge;
   if (o.id.empty()) o.id = dw::default_worker_id();
   o.load_program = [intra_op](const std::string& bytes) { return dw::load_torchscript(bytes, intra_op); };
   if (!verbose)

@@ -324,7 +324,9 @@ class Connection {
   }
 
   Status handshake() {
-    Status s = send(wire::Hello{o_.id, o_.threads});
+    auto nonce = auth::random_nonce();
+    if (!nonce.ok()) return nonce.status();
+    Status s = send(wire::Hello{o_.id, o_.threads, *nonce});
     if (!s.ok()) return Status::error("cannot reach the trainer at " + o_.trainer + ": " + s.message());
     std::shared_ptr<const transport::Frame> keep;
     auto m = receive(std::min(5.0, o_.connect_timeout_s), &keep);
@@ -332,7 +334,12 @@ class Connection {
     auto* c = std::get_if<wire::Challenge>(&*m);
     if (c == nullptr) return Status::error("the trainer sent no challenge");
     reached_ = true;  // from here on, failures are final
-    s = send(wire::Auth{auth::answer(o_.secret, c->nonce)});
+    auto answer = auth::answer(auth::PeerAuth{o_.secret, o_.munge}, *nonce, *c);
+    if (!answer.ok()) {
+      send(wire::Error{1, "the worker refuses this trainer: " + answer.status().message()});
+      return Status::error("authentication: " + answer.status().message());
+    }
+    s = send(*answer);
     if (!s.ok()) return s;
     m = receive(o_.connect_timeout_s, &keep);
     if (!m.ok()) return m.status();
@@ -608,7 +615,8 @@ const char* const kTrainerGone = "the trainer will not come: ";
 
 Expected<WorkerReport> run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
   if (options.trainer.empty()) return Status::error("no trainer address (--trainer or GOLDMINER_TRAINER)");
-  if (options.secret.empty()) return Status::error("no job secret (GOLDMINER_SECRET or --secret-file)");
+  if (options.secret.empty() && !options.munge)
+    return Status::error("no job secret (GOLDMINER_SECRET or --secret-file) and no GOLDMINER_AUTH=munge");
   Connection c(options, stop);
   return c.run();
 }

@@ -15,13 +15,15 @@
 #include <string>
 
 #include "dw_daemon/program.h"
+#include "gmcore/peer_auth.h"
 #include "gmcore/status.h"
 
 namespace goldminer::dw {
 
 struct WorkerOptions {
   std::string trainer;          // the session's address
-  std::string secret;           // the job secret
+  std::string secret;           // the job secret (unused with munge)
+  auth::MungeAuth munge;        // set: prove job and uid with munge (gmcore/peer_auth.h)
   std::string id;               // how this worker introduces itself (host:pid)
   uint32_t threads = 1;         // producer threads (splits in progress)
   uint32_t batch_size = 256;    // overridden by the trainer's reader config

@@ -15,7 +15,7 @@ Workers: --workers N starts N local goldminer-dw processes, as does
 `goldminer-run --workers N -- python3 examples/train_dlrm.py ...`; under
 Slurm, `sbatch --goldminer=dw=2 ...` has the SPANK plugin start them on the
 site's CPU nodes (examples/dataplane-job.sh does it as a het component) and
-set GOLDMINER_LISTEN and GOLDMINER_SECRET, which the session reads.
+set GOLDMINER_LISTEN and GOLDMINER_AUTH=munge, which the session reads.
 
 Prints one JSON object per epoch on stdout: epoch, samples, unique_samples
 (distinct (file, record) pairs: every sample exactly once means both equal

@@ -69,15 +69,13 @@ std::string env_value(const std::vector<std::string>& env, const std::string& na
   return "";
 }
 
-CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job,
-                                const std::string& secret) {
+CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job) {
   CompanionJob c;
   c.trainer = "ucx://" + job.node_address + ":" + std::to_string(trainer_port(job.job_id));
-  std::string job_secret = env_value(job.env, "GOLDMINER_SECRET");
-  if (job_secret.empty()) job_secret = secret;
   c.trainer_env = {{"GOLDMINER_LISTEN", c.trainer},
                    {"GOLDMINER_TRAINER", c.trainer},
-                   {"GOLDMINER_SECRET", job_secret}};
+                   {"GOLDMINER_AUTH", "munge"},
+                   {"GOLDMINER_AUTH_JOB", std::to_string(job.job_id)}};
 
   for (const std::string& dir : {job.work_dir, env_value(job.env, "PWD"), env_value(job.env, "SLURM_SUBMIT_DIR")}) {
     if (!dir.empty() && dir[0] == '/') {
@@ -121,7 +119,7 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   // connections are in TIME_WAIT. The job's own setting wins.
   if (env_value(job.env, "UCX_TCP_CM_REUSEADDR").empty()) c.trainer_env.emplace_back("UCX_TCP_CM_REUSEADDR", "y");
 
-  c.sbatch_env = companion_job_env(job.env, c.trainer, job_secret);
+  c.sbatch_env = companion_job_env(job.env, c.trainer, job.job_id, admin.munge_socket);
   return c;
 }
 
@@ -142,12 +140,14 @@ std::string trainer_job_ended(uint32_t job, int squeue_exit_code, const std::str
 std::string companion_job_name(uint32_t job_id) { return "goldminer-dw." + std::to_string(job_id); }
 
 std::vector<std::string> companion_job_env(const std::vector<std::string>& env, const std::string& trainer,
-                                           const std::string& secret) {
+                                           uint32_t auth_job, const std::string& munge_socket) {
   std::vector<std::string> out;
   for (const std::string& e : env)
     if (!slurm_input_or_ours(e)) out.push_back(e);
   out.push_back("GOLDMINER_TRAINER=" + trainer);
-  out.push_back("GOLDMINER_SECRET=" + secret);
+  out.push_back("GOLDMINER_AUTH=munge");
+  out.push_back("GOLDMINER_AUTH_JOB=" + std::to_string(auth_job));
+  if (!munge_socket.empty()) out.push_back("GOLDMINER_MUNGE_SOCKET=" + munge_socket);
   return out;
 }
 

@@ -5,15 +5,19 @@
 // plugin passes in what SPANK told it and runs the commands planned here
 // (gmcore/subprocess.h).
 //
-//   batch job (component 0 of a hetjob too)        companion job, dw tasks
+//   batch job J (component 0 of a hetjob too)      companion job, dw tasks
 //   GOLDMINER_LISTEN=ucx://ADDR:PORT  <---------   goldminer-dw (srun, one per
-//   GOLDMINER_SECRET=S                              task, cpus-per-dw CPUs each)
-//   GOLDMINER_DW_JOB=J                              GOLDMINER_TRAINER=ucx://ADDR:PORT
-//                                                   GOLDMINER_SECRET=S
+//   GOLDMINER_AUTH=munge                            task, cpus-per-dw CPUs each)
+//   GOLDMINER_AUTH_JOB=J                            GOLDMINER_TRAINER=ucx://ADDR:PORT
+//   GOLDMINER_DW_JOB=K                              GOLDMINER_AUTH=munge
+//                                                   GOLDMINER_AUTH_JOB=J
 //
 // ADDR is the batch node's address, PORT 20000 + job id mod 20000 (the
-// way MASTER_PORT is often chosen), S a fresh random secret that travels in
-// the two jobs' environments only. The workers retry until the session
+// way MASTER_PORT is often chosen). No secret exists: trainer and workers
+// prove uid and job J to each other with munge (gmcore/peer_auth.h), so
+// nothing secret sits in a job's environment, Slurm's state or slurmdbd
+// (GOLDMINER_MUNGE_SOCKET joins them when plugstack.conf names munged's
+// socket). The workers retry until the session
 // listens; the session drains them when it ends; the plugin cancels the
 // companion job when the batch job ends, whatever happened; and its time
 // limit is the batch job's time left when it is submitted, so that it ends
@@ -74,7 +78,7 @@ std::string why_no_companion_job(const JobOptions& options);
 struct CompanionJob {
   std::string trainer;  // ucx://ADDR:PORT
   // Into the batch script: GOLDMINER_LISTEN, GOLDMINER_TRAINER,
-  // GOLDMINER_SECRET (the job's own GOLDMINER_SECRET when it has one) and,
+  // GOLDMINER_AUTH=munge, GOLDMINER_AUTH_JOB (the batch job's id) and,
   // with mode=elastic, GOLDMINER_DW_SBATCH: quote_words(worker_sbatch_args),
   // how the session starts more workers (sched/elastic.h); last,
   // UCX_TCP_CM_REUSEADDR=y unless the job sets it (the port is fixed per
@@ -87,8 +91,8 @@ struct CompanionJob {
   // SBATCH_*, SALLOC_*, SRUN_*, SPANK options: they describe the batch job,
   // e.g. SLURM_GPUS would make the workers' srun ask for GPUs, and a
   // --goldminer the companion job's sbatch took from its environment would
-  // start more workers) and without GOLDMINER_*, plus GOLDMINER_TRAINER and
-  // GOLDMINER_SECRET.
+  // start more workers) and without GOLDMINER_*, plus GOLDMINER_TRAINER,
+  // GOLDMINER_AUTH=munge, GOLDMINER_AUTH_JOB and GOLDMINER_MUNGE_SOCKET.
   std::vector<std::string> sbatch_env;
   // The batch job's: BatchJob::work_dir, else PWD, else SLURM_SUBMIT_DIR,
   // else /. The workers' output, goldminer-dw-JOB.out, goes there.
@@ -107,13 +111,12 @@ std::string trainer_job_ended(uint32_t job, int squeue_exit_code, const std::str
 std::string companion_job_name(uint32_t job_id);
 
 // The environment of a companion job's sbatch (CompanionJob::sbatch_env)
-// from the job's environment `env`.
+// from the job's environment `env`: workers of trainer job `auth_job`,
+// reaching munged at `munge_socket` ("": munge's default).
 std::vector<std::string> companion_job_env(const std::vector<std::string>& env, const std::string& trainer,
-                                           const std::string& secret);
+                                           uint32_t auth_job, const std::string& munge_socket);
 
-// `secret` is used when the job's environment has no GOLDMINER_SECRET.
-CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job,
-                                const std::string& secret);
+CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job);
 
 // The job id in `sbatch --parsable` output ("J" or "J;CLUSTER" on its last
 // line, after any warnings); an error quoting the output otherwise.

@@ -65,26 +65,28 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
              "UCX_NET_DEVICES=lo",      "SLURM_JOB_ACCOUNT=ml",
              "_SLURM_SPANK_OPTION_goldminer_goldminer=dw=2",
              "SLURM_SPANK__SLURM_SPANK_OPTION_goldminer_goldminer=dw=2", "SPANK_X=1"};
-  CompanionJob c = plan_companion_job(o, admin, job, "s3cr3t");
+  CompanionJob c = plan_companion_job(o, admin, job);
 
   EXPECT_EQ(c.trainer, "ucx://10.9.0.2:20042");
   using Env = std::vector<std::pair<std::string, std::string>>;
-  ASSERT_EQ(c.trainer_env.size(), 5u);
-  EXPECT_EQ(Env(c.trainer_env.begin(), c.trainer_env.begin() + 3),
+  ASSERT_EQ(c.trainer_env.size(), 6u);
+  EXPECT_EQ(Env(c.trainer_env.begin(), c.trainer_env.begin() + 4),
             (Env{{"GOLDMINER_LISTEN", "ucx://10.9.0.2:20042"},
                  {"GOLDMINER_TRAINER", "ucx://10.9.0.2:20042"},
-                 {"GOLDMINER_SECRET", "s3cr3t"}}));
+                 {"GOLDMINER_AUTH", "munge"},
+                 {"GOLDMINER_AUTH_JOB", "20042"}}))
+      << "no secret: trainer and workers prove uid and job with munge";
   // mode=elastic: how the session starts one more worker.
-  EXPECT_EQ(c.trainer_env[3].first, "GOLDMINER_DW_SBATCH");
-  EXPECT_EQ(*split_words(c.trainer_env[3].second), c.worker_sbatch_args);
+  EXPECT_EQ(c.trainer_env[4].first, "GOLDMINER_DW_SBATCH");
+  EXPECT_EQ(*split_words(c.trainer_env[4].second), c.worker_sbatch_args);
   std::vector<std::string> one = c.sbatch_args;
   std::replace(one.begin(), one.end(), std::string("--ntasks=2"), std::string("--ntasks=1"));
   EXPECT_EQ(c.worker_sbatch_args, one) << "the same job but one task";
-  EXPECT_EQ(c.trainer_env[4], (std::pair<std::string, std::string>{"UCX_TCP_CM_REUSEADDR", "y"}));
+  EXPECT_EQ(c.trainer_env[5], (std::pair<std::string, std::string>{"UCX_TCP_CM_REUSEADDR", "y"}));
   o.mode = ScalingMode::kStatic;
-  EXPECT_EQ(plan_companion_job(o, admin, job, "s3cr3t").trainer_env.size(), 4u) << "static: no growing";
+  EXPECT_EQ(plan_companion_job(o, admin, job).trainer_env.size(), 5u) << "static: no growing";
   job.env.push_back("UCX_TCP_CM_REUSEADDR=n");
-  EXPECT_EQ(plan_companion_job(o, admin, job, "s3cr3t").trainer_env.size(), 3u) << "the job's own setting wins";
+  EXPECT_EQ(plan_companion_job(o, admin, job).trainer_env.size(), 4u) << "the job's own setting wins";
   job.env.pop_back();
   EXPECT_EQ(c.work_dir, "/home/u/run");
 
@@ -100,39 +102,40 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   EXPECT_TRUE(has(a, "--export=ALL"));
   EXPECT_TRUE(has(a, "--wrap=exec srun --mpi=none /opt/gm/bin/goldminer-dw --threads 3 --connect-timeout " +
                          std::to_string(kCompanionConnectTimeoutS) + " --trainer-job 20042 -v"));
-  for (const std::string& arg : a) EXPECT_EQ(arg.find("s3cr3t"), std::string::npos) << arg;
 
   const auto& e = c.sbatch_env;
   for (const char* kept : {"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/home/u/run", "UCX_NET_DEVICES=lo",
                            "SLURM_CONF=/etc/gm/slurm.conf", "GOLDMINER_TRAINER=ucx://10.9.0.2:20042",
-                           "GOLDMINER_SECRET=s3cr3t"})
+                           "GOLDMINER_AUTH=munge", "GOLDMINER_AUTH_JOB=20042"})
     EXPECT_TRUE(has(e, kept)) << kept;
   for (const char* dropped : {"SLURM_GPUS=", "SLURM_JOB_PARTITION=", "SBATCH_", "SRUN_", "GOLDMINER_DW=",
-                              "_SLURM_SPANK_OPTION_", "SLURM_SPANK_", "SPANK_"})
+                              "_SLURM_SPANK_OPTION_", "SLURM_SPANK_", "SPANK_", "GOLDMINER_SECRET=",
+                              "GOLDMINER_MUNGE_SOCKET="})
     EXPECT_FALSE(any_starts_with(e, dropped)) << dropped;
+  admin.munge_socket = "/run/gm/munge.socket";
+  EXPECT_TRUE(has(plan_companion_job(o, admin, job).sbatch_env, "GOLDMINER_MUNGE_SOCKET=/run/gm/munge.socket"))
+      << "the site's munged socket reaches the workers";
 }
 
-TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionQosAndSecret) {
+TEST(CompanionJobTest, FallsBackToTheJobsOwnPartitionAndQosAndNeverPassesASecret) {
   JobOptions o;
   const AdminConfig admin = plain_site();
   BatchJob job = local_job_7();
   job.env = {"SLURM_JOB_PARTITION=batch", "SLURM_JOB_QOS=normal", "SLURM_SUBMIT_DIR=/srv/run",
              "GOLDMINER_SECRET=mine", "PWD=relative"};
-  CompanionJob c = plan_companion_job(o, admin, job, "fresh");
+  CompanionJob c = plan_companion_job(o, admin, job);
   EXPECT_TRUE(has(c.sbatch_args, "--partition=batch"));
   EXPECT_TRUE(has(c.sbatch_args, "--qos=normal"));
   EXPECT_FALSE(any_starts_with(c.sbatch_args, "--account="));
   EXPECT_EQ(c.work_dir, "/srv/run") << "PWD is not absolute: the submit directory";
   job.work_dir = "/scratch/u/run";
-  EXPECT_EQ(plan_companion_job(o, admin, job, "fresh").work_dir, "/scratch/u/run") << "squeue's answer first";
+  EXPECT_EQ(plan_companion_job(o, admin, job).work_dir, "/scratch/u/run") << "squeue's answer first";
   job.work_dir.clear();
-  EXPECT_TRUE(std::count(c.trainer_env.begin(), c.trainer_env.end(),
-                         std::pair<std::string, std::string>{"GOLDMINER_SECRET", "mine"}));
-  EXPECT_TRUE(has(c.sbatch_env, "GOLDMINER_SECRET=mine"));
-  EXPECT_FALSE(has(c.sbatch_env, "GOLDMINER_SECRET=fresh"));
+  for (const auto& [name, value] : c.trainer_env) EXPECT_NE(name, "GOLDMINER_SECRET");
+  EXPECT_FALSE(any_starts_with(c.sbatch_env, "GOLDMINER_SECRET=")) << "the job's own secret stays in its job";
 
   job.env.clear();
-  EXPECT_EQ(plan_companion_job(o, admin, job, "fresh").work_dir, "/");
+  EXPECT_EQ(plan_companion_job(o, admin, job).work_dir, "/");
 }
 
 // What goldminer-dw --trainer-job makes of squeue's answers.
@@ -155,10 +158,10 @@ TEST(CompanionJobTest, CompanionJobsGetTheBatchJobsTimeLeft) {
   JobOptions o;
   const AdminConfig admin = plain_site();
   BatchJob job = local_job_7();
-  EXPECT_FALSE(any_starts_with(plan_companion_job(o, admin, job, "s").sbatch_args, "--time="))
+  EXPECT_FALSE(any_starts_with(plan_companion_job(o, admin, job).sbatch_args, "--time="))
       << "an unlimited batch job gives no limit";
   job.time_left = "1-02:03:04";
-  CompanionJob c = plan_companion_job(o, admin, job, "s");
+  CompanionJob c = plan_companion_job(o, admin, job);
   EXPECT_TRUE(has(c.sbatch_args, "--time=1-02:03:04"));
   EXPECT_TRUE(has(c.worker_sbatch_args, "--time=1-02:03:04")) << "elastic workers too";
 }

@@ -90,7 +90,7 @@ TEST(HetStepTest, PlansOneWorkerPerTaskInTheComponentSharingItsCpus) {
   CompanionJob plan;
   plan.trainer = "ucx://10.9.0.2:20030";
   plan.work_dir = "/home/u/run";
-  plan.sbatch_env = {"PATH=/usr/bin", "GOLDMINER_TRAINER=ucx://10.9.0.2:20030", "GOLDMINER_SECRET=s"};
+  plan.sbatch_env = {"PATH=/usr/bin", "GOLDMINER_TRAINER=ucx://10.9.0.2:20030", "GOLDMINER_AUTH=munge", "GOLDMINER_AUTH_JOB=20030"};
   AdminConfig admin;
   admin.dw_command = "/opt/gm/bin/goldminer-dw";
   JobComponent cpu;

@@ -272,11 +272,29 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       Hello h;
       h.worker_id = r.str("worker_id");
       h.threads = r.get<uint32_t>("threads");
+      h.nonce = r.bytes<32>("nonce");
       m = std::move(h);
       break;
     }
-    case MessageType::kChallenge: m = Challenge{r.bytes<32>("nonce")}; break;
-    case MessageType::kAuth: m = Auth{r.bytes<32>("mac")}; break;
+    case MessageType::kChallenge: {
+      Challenge c;
+      c.nonce = r.bytes<32>("nonce");
+      uint8_t method = r.get<uint8_t>("method");
+      if (r.ok() && method != static_cast<uint8_t>(AuthMethod::kSecret) &&
+          method != static_cast<uint8_t>(AuthMethod::kMunge))
+        r.fail("method", "unknown authentication method " + std::to_string(method), r.pos() - 1);
+      c.method = static_cast<AuthMethod>(method);
+      c.credential = r.str("credential");
+      m = std::move(c);
+      break;
+    }
+    case MessageType::kAuth: {
+      Auth a;
+      a.mac = r.bytes<32>("mac");
+      a.credential = r.str("credential");
+      m = std::move(a);
+      break;
+    }
     case MessageType::kProgram: {
       Program p;
       p.reader_config = r.str("reader_config");
@@ -351,12 +369,16 @@ std::vector<uint8_t> encode(const Message& message) {
           type = MessageType::kHello;
           body.str(m.worker_id);
           body.put<uint32_t>(m.threads);
+          body.bytes(m.nonce);
         } else if constexpr (std::is_same_v<T, Challenge>) {
           type = MessageType::kChallenge;
           body.bytes(m.nonce);
+          body.put<uint8_t>(static_cast<uint8_t>(m.method));
+          body.str(m.credential);
         } else if constexpr (std::is_same_v<T, Auth>) {
           type = MessageType::kAuth;
           body.bytes(m.mac);
+          body.str(m.credential);
         } else if constexpr (std::is_same_v<T, Program>) {
           type = MessageType::kProgram;
           body.str(m.reader_config);

@@ -29,7 +29,7 @@
 namespace goldminer::wire {
 
 constexpr uint32_t kMagic = 0x31574d47;  // "GMW1" read as little-endian u32
-constexpr uint16_t kVersion = 2;  // 2: LeaseGrant::rank
+constexpr uint16_t kVersion = 3;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake
 constexpr size_t kFrameHeaderSize = 16;
 constexpr size_t kDataAlignment = 64;
 constexpr int kMaxDims = 8;
@@ -38,8 +38,8 @@ constexpr uint32_t kMaxString = 1 << 20;  // reader configs, paths, messages
 
 enum class MessageType : uint16_t {
   kHello = 1,        // worker -> trainer: who it is
-  kChallenge = 2,    // trainer -> worker: nonce to sign with the job secret
-  kAuth = 3,         // worker -> trainer: HMAC-SHA256(secret, nonce)
+  kChallenge = 2,    // trainer -> worker: nonce to answer (and, munge, the trainer's proof)
+  kAuth = 3,         // worker -> trainer: the answer (gmcore/peer_auth.h)
   kProgram = 4,      // trainer -> worker: worker program + reader config
   kLeaseRequest = 5, // worker -> trainer: wants up to N splits
   kLeaseGrant = 6,   // trainer -> worker: one split to process
@@ -67,12 +67,18 @@ struct FrameHeader {
 struct Hello {
   std::string worker_id;
   uint32_t threads = 0;
+  std::array<uint8_t, 32> nonce{};  // the trainer's proof must name it (munge)
 };
+// How the trainer asks its workers to prove themselves (gmcore/peer_auth.h).
+enum class AuthMethod : uint8_t { kSecret = 1, kMunge = 2 };
 struct Challenge {
   std::array<uint8_t, 32> nonce{};
+  AuthMethod method = AuthMethod::kSecret;
+  std::string credential;  // munge: the trainer's proof; empty otherwise
 };
 struct Auth {
-  std::array<uint8_t, 32> mac{};
+  std::array<uint8_t, 32> mac{};  // secret: HMAC-SHA256(secret, nonce)
+  std::string credential;         // munge: the worker's proof
 };
 struct Program {
   std::string reader_config;  // e.g. "criteo-tsv:/data/day_0"

@@ -25,10 +25,22 @@ std::string refusal(const std::vector<uint8_t>& frame) {
 }
 
 TEST(WireTest, ControlMessagesRoundTrip) {
-  EXPECT_EQ(round_trip(Hello{"c1:4242", 4}).worker_id, "c1:4242");
+  Hello hello{"c1:4242", 4, {}};
+  hello.nonce.fill(0x5a);
+  EXPECT_EQ(round_trip(hello).worker_id, "c1:4242");
+  EXPECT_EQ(round_trip(hello).nonce, hello.nonce);
   Challenge c;
   for (int i = 0; i < 32; ++i) c.nonce[i] = static_cast<uint8_t>(i * 7);
+  c.method = AuthMethod::kMunge;
+  c.credential = "MUNGE:AwQ...:";
   EXPECT_EQ(round_trip(c).nonce, c.nonce);
+  EXPECT_EQ(round_trip(c).method, AuthMethod::kMunge);
+  EXPECT_EQ(round_trip(c).credential, c.credential);
+  Auth a;
+  a.mac.fill(3);
+  a.credential = "MUNGE:xyz:";
+  EXPECT_EQ(round_trip(a).mac, a.mac);
+  EXPECT_EQ(round_trip(a).credential, a.credential);
   Program p{"criteo-tsv:/data/a,/data/b", std::string("PK\0\x03zip", 6)};
   Program q = round_trip(p);
   EXPECT_EQ(q.reader_config, p.reader_config);
@@ -86,7 +98,7 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
   EXPECT_EQ(refusal(bad), "wire: frame: magic at byte 0: not a GoldMiner frame");
   bad = f;
   bad[4] = 1;  // before LeaseGrant::rank
-  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 2");
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 3");
   bad = f;
   bad[6] = 99;
   EXPECT_EQ(refusal(bad), "wire: frame: type at byte 6: unknown message type 99");
@@ -103,12 +115,15 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
 TEST(WireTest, PayloadErrors) {
   std::vector<uint8_t> grant = encode(Message(LeaseGrant{1, 0, 0, 0, "f", 0, 10, 5, 0}));
   EXPECT_EQ(refusal(grant), "wire: lease_grant: end at payload byte 45: 5 is before begin 10");
-  std::vector<uint8_t> hello = encode(Message(Hello{"w", 1}));
-  hello[16] = 0xff;  // worker_id length 255, 5 bytes left
+  std::vector<uint8_t> hello = encode(Message(Hello{"w", 1, {}}));
+  hello[16] = 0xff;  // worker_id length 255, 37 bytes left
   hello[17] = 0;
-  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 4: needs 255 bytes, 5 left");
+  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 4: needs 255 bytes, 37 left");
   hello[19] = 0x7f;  // length over kMaxString
   EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 0: length 2130706687 exceeds 1048576");
+  std::vector<uint8_t> challenge = encode(Message(Challenge{}));
+  challenge[16 + 32] = 7;  // the method
+  EXPECT_EQ(refusal(challenge), "wire: challenge: method at payload byte 32: unknown authentication method 7");
   auto drain = encode(Message(Drain{}));
   drain[8] = 1;  // one payload byte where none belongs
   drain.push_back(0);

@@ -222,9 +222,10 @@ Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& 
   auto dw_max = integer_variable("GOLDMINER_DW_MAX", env_value(env, "GOLDMINER_DW_MAX"), 1, 1 << 20);
   if (!dw_max.ok()) return dw_max.status();
   const std::string trainer = env_value(env, "GOLDMINER_TRAINER");
-  const std::string secret = env_value(env, "GOLDMINER_SECRET");
-  if (trainer.empty() || secret.empty())
-    return Status::error("GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_SECRET is not");
+  if (trainer.empty() || env_value(env, "GOLDMINER_AUTH_JOB").empty())
+    return Status::error("GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_AUTH_JOB is not");
+  auto auth_job = integer_variable("GOLDMINER_AUTH_JOB", env_value(env, "GOLDMINER_AUTH_JOB"), 1, 4294967295L);
+  if (!auth_job.ok()) return auth_job.status();
   setup.interval_s = kDefaultAutoscaleIntervalS;
   if (std::string v = env_value(env, "GOLDMINER_AUTOSCALE_INTERVAL"); !v.empty()) {
     char* end = nullptr;
@@ -257,7 +258,8 @@ Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& 
   // sbatch gets the workers' environment (the job's without Slurm's input
   // variables, as the first companion job's); squeue and scancel PATH and
   // SLURM_CONF only.
-  const std::vector<std::string> worker_env = companion_job_env(env, trainer, secret);
+  const std::vector<std::string> worker_env =
+      companion_job_env(env, trainer, static_cast<uint32_t>(*auth_job), setup.munge_socket);
   const std::vector<std::string> slurm_env = slurm_command_env(env);
   CommandRunner run = runner ? runner : CommandRunner(run_command);
   SlurmCommand slurm = [=](const std::string& name, const std::vector<std::string>& cmd_args) -> Expected<CommandResult> {

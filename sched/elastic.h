@@ -141,7 +141,7 @@ class SlurmWorkerLauncher : public WorkerLauncher {
 // What the session reads from the environment spank_goldminer.so gives a
 // batch job with mode=elastic (GOLDMINER_MODE, GOLDMINER_DW,
 // GOLDMINER_DW_MAX, GOLDMINER_DW_SBATCH, GOLDMINER_TRAINER,
-// GOLDMINER_SECRET, SLURM_JOB_ID; GOLDMINER_AUTOSCALE_INTERVAL,
+// GOLDMINER_AUTH_JOB, SLURM_JOB_ID; GOLDMINER_AUTOSCALE_INTERVAL,
 // GOLDMINER_CTLD, GOLDMINER_MUNGE_SOCKET, GOLDMINER_CTLD_USER optional).
 struct ElasticSetup {
   ElasticConfig config;

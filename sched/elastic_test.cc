@@ -374,7 +374,9 @@ std::vector<std::string> elastic_env() {
           "GOLDMINER_DW_MAX=6",
           "GOLDMINER_DW_SBATCH=--parsable '--wrap=exec srun goldminer-dw -v' --ntasks=1",
           "GOLDMINER_TRAINER=ucx://10.0.0.1:20007",
-          "GOLDMINER_SECRET=s",
+          "GOLDMINER_AUTH=munge",
+          "GOLDMINER_AUTH_JOB=7",
+          "GOLDMINER_MUNGE_SOCKET=/run/gm/munge.socket",
           "GOLDMINER_LISTEN=ucx://10.0.0.1:20007",
           "SLURM_JOB_ID=7",
           "SLURM_CONF=/etc/slurm.conf",
@@ -402,10 +404,11 @@ TEST(ElasticTest, SetUpFromTheBatchJobsEnvironment) {
   EXPECT_EQ(ran[0].argv, (std::vector<std::string>{"/usr/bin/sbatch", "--parsable", "--wrap=exec srun goldminer-dw -v",
                                                    "--ntasks=1"}));
   // The workers' environment: the job's without Slurm's input variables
-  // and GOLDMINER_* but the trainer and the secret.
+  // and GOLDMINER_* but the trainer and how to prove the job.
   const auto& env = ran[0].env;
   for (const char* kept : {"PATH=/usr/bin:/bin", "HOME=/home/u", "SLURM_CONF=/etc/slurm.conf",
-                           "GOLDMINER_TRAINER=ucx://10.0.0.1:20007", "GOLDMINER_SECRET=s"})
+                           "GOLDMINER_TRAINER=ucx://10.0.0.1:20007", "GOLDMINER_AUTH=munge", "GOLDMINER_AUTH_JOB=7",
+                           "GOLDMINER_MUNGE_SOCKET=/run/gm/munge.socket"})
     EXPECT_NE(std::find(env.begin(), env.end(), kept), env.end()) << kept;
   for (const char* dropped : {"SLURM_JOB_ID=7", "GOLDMINER_DW_SBATCH=", "GOLDMINER_LISTEN=", "GOLDMINER_MODE="})
     EXPECT_TRUE(std::none_of(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(dropped, 0) == 0; }))
@@ -442,7 +445,8 @@ TEST(ElasticTest, BadVariablesAreNamed) {
   EXPECT_EQ(with("GOLDMINER_DW_SBATCH=--wrap='exec"), "GOLDMINER_DW_SBATCH: unterminated ' at offset 7");
   EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0"),
             "GOLDMINER_AUTOSCALE_INTERVAL: invalid value '0': expected seconds from 0.01 to 3600");
-  EXPECT_EQ(with("GOLDMINER_TRAINER="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_SECRET is not");
+  EXPECT_EQ(with("GOLDMINER_TRAINER="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_AUTH_JOB is not");
+  EXPECT_EQ(with("GOLDMINER_AUTH_JOB=x"), "GOLDMINER_AUTH_JOB: invalid value 'x': expected an integer from 1 to 4294967295");
   EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0.5"), "");
 }
 

@@ -23,7 +23,6 @@ extern "C" {
 #include <string>
 #include <vector>
 
-#include "gmcore/auth.h"
 #include "gmcore/companion_job.h"
 #include "gmcore/het_step.h"
 #include "gmcore/job_options.h"
@@ -264,9 +263,7 @@ int start_workers(spank_t sp, bool batch_step) {
   auto address = goldminer::node_ipv4_address(settings.admin().dw_network);
   if (!address.ok()) return fail(address.status().message());
   batch.node_address = *address;
-  auto secret = goldminer::auth::make_secret();
-  if (!secret.ok()) return fail(secret.status().message());
-  goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch, *secret);
+  goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch);
   goldminer::Status st = set_trainer_env(sp, plan.trainer_env);
   if (!st.ok()) return fail(st.message());
   companion = {batch.job_id, goldminer::slurm_command_env(batch.env), plan.work_dir, -1};

@@ -84,9 +84,11 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
   resume           a dict from state(): continue exactly from that position.
   secret           the job secret workers must prove. Default: $GOLDMINER_SECRET (or
                    $GOLDMINER_SECRET_FILE), else a fresh random one (handed to the
-                   workers this session starts).
+                   workers this session starts). Unused under `sbatch --goldminer`,
+                   whose GOLDMINER_AUTH=munge has the session and its workers prove
+                   user and job to each other with munge instead.
 
-The environment is read first (GOLDMINER_LISTEN, GOLDMINER_SECRET[_FILE],
+The environment is read first (GOLDMINER_LISTEN, GOLDMINER_AUTH[_JOB], GOLDMINER_SECRET[_FILE],
 GOLDMINER_LOCAL_WORKERS, as goldminer-run(1) and the SPANK plugin set them); the
 keyword arguments given override it. GOLDMINER_LOCAL_WORKERS=N adds N in-process
 workers unless transport="local" with workers > 0 says how many.

@@ -136,6 +136,7 @@ Status Session::Impl::start() {
       dw::WorkerOptions w;
       w.trainer = address;
       w.secret = o_.secret;
+      w.munge = o_.munge;
       w.id = "local-" + std::to_string(i);
       w.threads = o_.local_worker_threads;
       w.load_program = o_.program_loader;
@@ -307,7 +308,8 @@ double Session::Impl::queue_fill_locked() const {
 }
 
 Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
-  if (o.secret.empty()) return Status::error("session: no job secret (set GOLDMINER_SECRET or a secret file)");
+  if (o.secret.empty() && !o.munge)
+    return Status::error("session: no job secret (set GOLDMINER_SECRET or a secret file) and no GOLDMINER_AUTH=munge");
   if (o.batch_size == 0) return Status::error("session: batch size must be at least 1");
   auto spec = readers::parse_input_spec(o.input);
   if (!spec.ok()) return spec.status();
@@ -387,13 +389,11 @@ Status connect_ctld(ElasticSetup* e) {
 
 Status SessionOptions::from_environment() {
   if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = v;
-  const char* env_secret = std::getenv("GOLDMINER_SECRET");
   const char* file = std::getenv("GOLDMINER_SECRET_FILE");
-  if (env_secret != nullptr || (file != nullptr && *file != '\0')) {
-    auto s = auth::load_secret(env_secret, file != nullptr ? file : "");
-    if (!s.ok()) return s.status();
-    secret = *s;
-  }
+  auto a = auth::peer_auth_from_environment(std::getenv("GOLDMINER_SECRET"), file != nullptr ? file : "");
+  if (!a.ok()) return a.status();
+  if (!a->secret.empty()) secret = a->secret;
+  if (a->munge) munge = a->munge;
   if (const char* v = std::getenv("GOLDMINER_LOCAL_WORKERS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);

@@ -123,6 +123,7 @@ class Session::Impl {
   SessionReport report_of(const QueueMetrics& m) const;
 
   const SessionOptions o_;
+  const auth::PeerAuth peer_auth_{o_.secret, o_.munge};
   readers::DatasetPlan plan_;
   std::unique_ptr<transport::Endpoint> ep_;  // the loop thread's
   std::string address_;                      // set before start() returns

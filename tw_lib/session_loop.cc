@@ -174,18 +174,23 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       auto nonce = auth::random_nonce();
       if (!nonce.ok()) return drop(peer, nonce.status().message(), false);
       w.nonce = *nonce;
+      auto c = auth::challenge(peer_auth_, hello->nonce, w.nonce);
+      if (!c.ok()) {
+        send(peer, wire::Error{1, "the trainer cannot authenticate: " + c.status().message()});
+        return drop(peer, "cannot authenticate to it: " + c.status().message(), true);
+      }
       w.phase = Phase::kAuth;
-      wire::Challenge c;
-      c.nonce = w.nonce;
-      send(peer, c);
+      send(peer, *c);
       return;
     }
     case Phase::kAuth: {
       auto* a = std::get_if<wire::Auth>(&m);
+      if (auto* e = std::get_if<wire::Error>(&m)) return drop(peer, e->message, true);
       if (a == nullptr) return drop(peer, "expected auth", true);
-      if (!auth::verify(o_.secret, w.nonce, a->mac)) {
-        send(peer, wire::Error{1, "authentication failed: the worker does not hold this job's secret"});
-        return drop(peer, "authentication failed (wrong or missing job secret)", true);
+      Status ok = auth::check_answer(peer_auth_, w.nonce, *a);
+      if (!ok.ok()) {
+        send(peer, wire::Error{1, "authentication failed: " + ok.message()});
+        return drop(peer, "authentication failed (" + ok.message() + ")", true);
       }
       w.phase = Phase::kReady;
       {

@@ -19,6 +19,7 @@
 
 #include "dw_daemon/worker.h"
 #include "gmcore/auth.h"
+#include "gmcore/fake_credentials.h"
 #include "gmcore/lease_table.h"
 #include "gmcore/wire.h"
 #include "mpi_transport/transport.h"
@@ -106,6 +107,53 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
     EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
     EXPECT_EQ(samples, 1000u);
   }
+}
+
+// Under Slurm no secret exists: the session and its workers prove uid and
+// job to each other with munge (a stand-in here; the devcluster's tests use
+// munged). The job's workers feed the epoch exactly once; a worker of
+// another job of the same user, and one of another user, are refused, and
+// the session goes on.
+TEST(SessionTest, MungeAdmitsTheJobsWorkersAndRefusesOthers) {
+  TempDir d;
+  SessionOptions o = text_session(d, 1000, "local://session-munge");
+  o.secret.clear();
+  auto munge = [](uid_t uid, uint32_t job) {
+    auth::MungeAuth m;
+    m.credentials = std::make_shared<FakeCredentials>(uid);
+    m.uid = uid;
+    m.job = job;
+    return m;
+  };
+  o.munge = munge(1000, 42);
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto worker = [&](auth::MungeAuth m) {
+    dw::WorkerOptions w;
+    w.trainer = (*s)->address();
+    w.munge = std::move(m);
+    w.id = "w" + std::to_string(w.munge.uid) + "-" + std::to_string(w.munge.job);
+    std::atomic<bool> stop{false};
+    return dw::run_worker(w, stop).status().message();
+  };
+  EXPECT_EQ(worker(munge(1000, 43)).rfind(
+                "authentication: the trainer works for another job: it says 'goldminer trainer job=42 worker-nonce=", 0),
+            0u)
+      << "a worker of the same user's job 43 refuses the trainer (and so runs none of its program)";
+  EXPECT_EQ(worker(munge(1001, 42)), "authentication: the trainer's munge: credential refused: Unauthorized")
+      << "another user cannot decode the trainer's proof";
+  std::thread good([&] { EXPECT_EQ(worker(munge(1000, 42)), ""); });
+  std::set<int64_t> records;
+  for (;;) {
+    auto b = (*s)->next();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    if (!b->has_value()) break;
+    for (uint32_t i = 0; i < (*b)->samples; ++i) EXPECT_TRUE(records.insert((*b)->sample_ids[2 * i + 1]).second);
+  }
+  EXPECT_EQ(records.size(), 1000u);
+  EXPECT_EQ((*s)->metrics().workers, 1u);
+  s->reset();  // drains the worker
+  good.join();
 }
 
 // The queue's bound holds whatever the number of workers: queued batches

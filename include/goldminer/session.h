@@ -34,6 +34,7 @@
 #include "dw_daemon/program.h"
 #include "sched/elastic.h"
 #include "gmcore/lease_table.h"
+#include "gmcore/peer_auth.h"
 #include "gmcore/status.h"
 #include "gmcore/wire.h"
 
@@ -42,7 +43,11 @@ namespace goldminer {
 struct SessionOptions {
   // Where workers connect: ucx://HOST:PORT (PORT 0: any), mpi://, local://NAME.
   std::string listen = "ucx://127.0.0.1:0";
-  std::string secret;            // the job secret workers must prove (required)
+  // How workers prove they run for this job and user (gmcore/peer_auth.h):
+  // with `munge` set (jobs under Slurm: GOLDMINER_AUTH=munge) a munge
+  // credential each way, else the job secret (required then).
+  std::string secret;
+  auth::MungeAuth munge;
   std::string input;             // FORMAT:PATH[,PATH...]
   std::string program;           // worker program (TorchScript zip bytes); empty: batches as decoded
   uint32_t batch_size = 256;
@@ -92,8 +97,9 @@ struct SessionOptions {
   // stops those the launcher started. No launcher: the workers that come.
   ElasticSetup elastic;
 
-  // Fills listen, secret and local_workers from the environment that
-  // goldminer-run sets: GOLDMINER_LISTEN, GOLDMINER_SECRET (or
+  // Fills listen, secret or munge, and local_workers from the environment
+  // that goldminer-run or spank_goldminer.so sets: GOLDMINER_LISTEN,
+  // GOLDMINER_AUTH=munge and GOLDMINER_AUTH_JOB, or GOLDMINER_SECRET (or
   // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS; and `elastic` from
   // the one spank_goldminer.so gives a mode=elastic batch job
   // (elastic_from_environment). Unset ones are kept.

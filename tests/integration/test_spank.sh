@@ -51,10 +51,10 @@ test_settings_reach_every_task() {
           --wrap 'echo "batch $(env | grep ^GOLDMINER_ | sort | tr "\n" " ")"
                   srun sh -c '\''echo "task $SLURM_PROCID $(env | grep ^GOLDMINER_ | sort | tr "\n" " ")"'\''') || return 1
     # The batch job's companion job of workers (test_companion.sh) adds
-    # where its session listens, its secret, the companion job's id and
-    # (mode=elastic) how to add a worker; the steps inherit them from the
-    # batch script.
-    out=$(sed -e 's/GOLDMINER_\(LISTEN\|TRAINER\)=ucx:[^ ]* //g' -e 's/GOLDMINER_SECRET=[0-9a-f]\{64\} //' \
+    # where its session listens, how its workers prove the job (munge, job
+    # J: no secret), the companion job's id and (mode=elastic) how to add a
+    # worker; the steps inherit them from the batch script.
+    out=$(sed -e 's/GOLDMINER_\(LISTEN\|TRAINER\)=ucx:[^ ]* //g' -e 's/GOLDMINER_AUTH=munge //' -e "s/GOLDMINER_AUTH_JOB=$job //" \
               -e 's/GOLDMINER_CTLD=[0-9.]*:[0-9]* /GOLDMINER_CTLD=ADDR /' \
               -e 's/GOLDMINER_DW_JOB=[0-9]* //' -e 's/GOLDMINER_DW_SBATCH=.* GOLDMINER_MODE=/GOLDMINER_MODE=/' \
               "$work/env.$job")
@@ -63,8 +63,11 @@ test_settings_reach_every_task() {
     expect_eq "batch script env" "$(echo "$out" | sed -n 's/^batch //p')" "$want" || return 1
     expect_eq "task 0 env" "$(echo "$out" | sed -n 's/^task 0 //p')" "$want" || return 1
     expect_eq "task 1 env" "$(echo "$out" | sed -n 's/^task 1 //p')" "$want" || return 1
+    expect_eq "munge for job $job in each" \
+        "$(grep "GOLDMINER_AUTH=munge" "$work/env.$job" | grep -c "GOLDMINER_AUTH_JOB=$job ")" 3 || return 1
+    expect_eq "secrets in any" "$(grep -c SECRET "$work/env.$job")" 0 || return 1
     expect_eq "companion variables in each" \
-        "$(grep -c "GOLDMINER_DW_JOB=[0-9]* GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=dw GOLDMINER_DW_SBATCH=--parsable --job-name=goldminer-dw.$job .*--ntasks=1 .*GOLDMINER_LISTEN=ucx://[0-9.]*:[0-9]* .*GOLDMINER_SECRET=[0-9a-f]\{64\} " \
+        "$(grep -c "GOLDMINER_DW_JOB=[0-9]* GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=dw GOLDMINER_DW_SBATCH=--parsable --job-name=goldminer-dw.$job .*--ntasks=1 .*GOLDMINER_LISTEN=ucx://[0-9.]*:[0-9]* .*GOLDMINER_TRAINER=ucx://" \
            "$work/env.$job")" 3
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "ctld/credential.h"
+#include "gmcore/credential.h"
 
 namespace goldminer {
 namespace {

@@ -1,9 +1,9 @@
-// The one file that includes munge.h (ctld/credential.h).
+// The one file that includes munge.h (gmcore/credential.h).
 #include <munge.h>
 
 #include <cstdlib>
 
-#include "ctld/credential.h"
+#include "gmcore/credential.h"
 
 namespace goldminer {
 namespace {

@@ -1,9 +1,10 @@
 // The cluster's own credential (munge, as Slurm itself uses) for the
+// handshake of a trainer and its workers (gmcore/peer_auth.h) and the
 // channel between trainer sessions and goldminer-ctld: a credential
 // carries a payload and proves the uid that made it. Behind an interface
 // so that the ctld's service and client are unit-tested without munged.
-#ifndef GOLDMINER_CTLD_CREDENTIAL_H_
-#define GOLDMINER_CTLD_CREDENTIAL_H_
+#ifndef GOLDMINER_GMCORE_CREDENTIAL_H_
+#define GOLDMINER_GMCORE_CREDENTIAL_H_
 
 #include <sys/types.h>
 
@@ -38,4 +39,4 @@ std::unique_ptr<CredentialService> munge_credentials(const std::string& socket);
 
 }  // namespace goldminer
 
-#endif  // GOLDMINER_CTLD_CREDENTIAL_H_
+#endif  // GOLDMINER_GMCORE_CREDENTIAL_H_
