@@ -28,6 +28,18 @@ const OptionTable& admin_option_table() {
        "network interface whose IPv4 address data workers reach a batch job's trainer at; unset, the "
        "node's first one that is up and not loopback",
        slurm_name(), ""},
+      {"dw_ports", "20000-39999", "LOW-HIGH",
+       "ports a batch job's trainer may listen on; each job gets one no other trainer on its node holds and "
+       "nothing else listens on, from LOW + job id mod the range's size on",
+       [](const std::string& v) {
+         auto r = parse_port_range(v);
+         return r.ok() ? std::string() : r.status().message();
+       },
+       ""},
+      {"port_registry", "/run/goldminer/ports", "PATH",
+       "the node's registry of reserved trainer ports (root's; on a tmpfs, so that a rebooted node starts "
+       "empty)",
+       absolute_path(), ""},
       {"ctld", "", "HOST:PORT",
        "goldminer-ctld's address: elastic sessions report to it and take their worker targets from it; unset, "
        "each session sizes its workers by itself",
@@ -52,6 +64,8 @@ Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args) {
   config.max_cpus_per_dw = static_cast<int>(values->integer("max_cpus_per_dw"));
   config.dw_command = values->text("dw_command");
   config.dw_network = values->text("dw_network");
+  config.dw_ports = *parse_port_range(values->text("dw_ports"));
+  config.port_registry = values->text("port_registry");
   config.ctld = values->text("ctld");
   config.ctld_user = values->text("ctld_user");
   config.munge_socket = values->text("munge_socket");

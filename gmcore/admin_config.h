@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gmcore/option_table.h"
+#include "gmcore/port_registry.h"
 #include "gmcore/status.h"
 
 namespace goldminer {
@@ -19,6 +20,8 @@ struct AdminConfig {
   int max_cpus_per_dw = 16;
   std::string dw_command;  // goldminer-dw that companion jobs run
   std::string dw_network;  // interface workers reach a trainer on; "" = the first non-loopback
+  PortRange dw_ports;      // trainer ports (gmcore/port_registry.h)
+  std::string port_registry = "/run/goldminer/ports";
   std::string ctld;          // goldminer-ctld's HOST:PORT; "" = none (sessions size themselves)
   std::string ctld_user;     // the user goldminer-ctld runs as (SlurmUser)
   std::string munge_socket;  // munged's socket on the nodes; "" = munge's default

@@ -31,7 +31,6 @@ bool slurm_input_or_ours(const std::string& entry) {
 
 }  // namespace
 
-int trainer_port(uint32_t job_id) { return 20000 + static_cast<int>(job_id % 20000); }
 
 Expected<std::string> node_ipv4_address(const std::string& interface) {
   ifaddrs* list = nullptr;
@@ -71,7 +70,7 @@ std::string env_value(const std::vector<std::string>& env, const std::string& na
 
 CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job) {
   CompanionJob c;
-  c.trainer = "ucx://" + job.node_address + ":" + std::to_string(trainer_port(job.job_id));
+  c.trainer = "ucx://" + job.node_address + ":" + std::to_string(job.trainer_port);
   c.trainer_env = {{"GOLDMINER_LISTEN", c.trainer},
                    {"GOLDMINER_TRAINER", c.trainer},
                    {"GOLDMINER_AUTH", "munge"},

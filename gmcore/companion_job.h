@@ -12,8 +12,8 @@
 //   GOLDMINER_DW_JOB=K                              GOLDMINER_AUTH=munge
 //                                                   GOLDMINER_AUTH_JOB=J
 //
-// ADDR is the batch node's address, PORT 20000 + job id mod 20000 (the
-// way MASTER_PORT is often chosen). No secret exists: trainer and workers
+// ADDR is the batch node's address, PORT the one the plugin reserved for
+// the job on that node (gmcore/port_registry.h). No secret exists: trainer and workers
 // prove uid and job J to each other with munge (gmcore/peer_auth.h), so
 // nothing secret sits in a job's environment, Slurm's state or slurmdbd
 // (GOLDMINER_MUNGE_SOCKET joins them when plugstack.conf names munged's
@@ -49,6 +49,7 @@ struct BatchJob {
   uint32_t job_id = 0;
   std::vector<std::string> env;  // the batch script's environment, "NAME=value"
   std::string node_address;      // where workers reach the batch node
+  int trainer_port = 0;          // reserved for the job on that node (gmcore/port_registry.h)
   // The job's working directory (sbatch --chdir), which the plugin asks
   // squeue for: its environment's PWD is still the submitter's at
   // user_init. "" when unknown.
@@ -59,9 +60,6 @@ struct BatchJob {
   // (the batch node lost with its slurmstepd).
   std::string time_left;
 };
-
-// 20000 + job_id mod 20000.
-int trainer_port(uint32_t job_id);
 
 // Where workers reach this node: with `interface` "" its first IPv4
 // address that is up and not loopback (what `hostname -I` prints first),

@@ -27,14 +27,8 @@ BatchJob local_job_7() {
   BatchJob job;
   job.job_id = 7;
   job.node_address = "127.0.0.1";
+  job.trainer_port = 20007;
   return job;
-}
-
-TEST(CompanionJobTest, PortComesFromTheJobId) {
-  EXPECT_EQ(trainer_port(5), 20005);
-  EXPECT_EQ(trainer_port(20000), 20000);
-  EXPECT_EQ(trainer_port(45123), 25123);
-  EXPECT_EQ(trainer_port(0xffffffffu), 20000 + static_cast<int>(0xffffffffu % 20000));
 }
 
 TEST(CompanionJobTest, OnlyUcxJobsWithWorkersGetOne) {
@@ -59,6 +53,7 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   BatchJob job;
   job.job_id = 20042;
   job.node_address = "10.9.0.2";
+  job.trainer_port = 31234;  // what the node's registry gave it
   job.env = {"PATH=/usr/bin:/bin",      "HOME=/home/u",         "PWD=/home/u/run",
              "SLURM_JOB_PARTITION=gpu", "SLURM_GPUS=1",         "SLURM_CONF=/etc/gm/slurm.conf",
              "SBATCH_PARTITION=gpu",    "SRUN_CPUS_PER_TASK=4", "GOLDMINER_DW=2",
@@ -67,12 +62,12 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
              "SLURM_SPANK__SLURM_SPANK_OPTION_goldminer_goldminer=dw=2", "SPANK_X=1"};
   CompanionJob c = plan_companion_job(o, admin, job);
 
-  EXPECT_EQ(c.trainer, "ucx://10.9.0.2:20042");
+  EXPECT_EQ(c.trainer, "ucx://10.9.0.2:31234");
   using Env = std::vector<std::pair<std::string, std::string>>;
   ASSERT_EQ(c.trainer_env.size(), 6u);
   EXPECT_EQ(Env(c.trainer_env.begin(), c.trainer_env.begin() + 4),
-            (Env{{"GOLDMINER_LISTEN", "ucx://10.9.0.2:20042"},
-                 {"GOLDMINER_TRAINER", "ucx://10.9.0.2:20042"},
+            (Env{{"GOLDMINER_LISTEN", "ucx://10.9.0.2:31234"},
+                 {"GOLDMINER_TRAINER", "ucx://10.9.0.2:31234"},
                  {"GOLDMINER_AUTH", "munge"},
                  {"GOLDMINER_AUTH_JOB", "20042"}}))
       << "no secret: trainer and workers prove uid and job with munge";
@@ -105,7 +100,7 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
 
   const auto& e = c.sbatch_env;
   for (const char* kept : {"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/home/u/run", "UCX_NET_DEVICES=lo",
-                           "SLURM_CONF=/etc/gm/slurm.conf", "GOLDMINER_TRAINER=ucx://10.9.0.2:20042",
+                           "SLURM_CONF=/etc/gm/slurm.conf", "GOLDMINER_TRAINER=ucx://10.9.0.2:31234",
                            "GOLDMINER_AUTH=munge", "GOLDMINER_AUTH_JOB=20042"})
     EXPECT_TRUE(has(e, kept)) << kept;
   for (const char* dropped : {"SLURM_GPUS=", "SLURM_JOB_PARTITION=", "SBATCH_", "SRUN_", "GOLDMINER_DW=",

@@ -140,7 +140,16 @@ TEST(AdminConfigTest, ParsesAndRejectsStrictly) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, "
-            "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, ctld, ctld_user, munge_socket)");
+            "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, ctld, ctld_user, "
+            "munge_socket)");
+  auto ports = parse_admin_config({"dw_ports=41000-41099", "port_registry=/run/gm/ports"});
+  ASSERT_TRUE(ports.ok()) << ports.status().message();
+  EXPECT_EQ(ports->dw_ports.low, 41000);
+  EXPECT_EQ(ports->dw_ports.size(), 100);
+  EXPECT_EQ(ports->port_registry, "/run/gm/ports");
+  EXPECT_EQ(parse_admin_config({}).value().dw_ports.low, 20000) << "the default range";
+  EXPECT_EQ(parse_admin_config({"dw_ports=41000"}).status().message(),
+            "goldminer: plugstack.conf: dw_ports: invalid value '41000': expected LOW-HIGH, for example 20000-39999");
   auto ctld = parse_admin_config({"ctld=ctl1:6830", "ctld_user=slurm", "munge_socket=/run/munge/munge.socket.2"});
   ASSERT_TRUE(ctld.ok()) << ctld.status().message();
   EXPECT_EQ(ctld->ctld, "ctl1:6830");

@@ -17,6 +17,8 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -28,6 +30,7 @@ extern "C" {
 #include "gmcore/job_options.h"
 #include "gmcore/job_settings.h"
 #include "gmcore/log.h"
+#include "gmcore/port_registry.h"
 #include "gmcore/subprocess.h"
 
 // SPANK_PLUGIN() defines these; in C++ they need C linkage declared first.
@@ -37,6 +40,7 @@ extern const char plugin_type[];
 extern const unsigned int plugin_version;
 extern const unsigned int spank_plugin_version;
 int slurm_spank_init(spank_t sp, int ac, char** av);
+int slurm_spank_init_post_opt(spank_t sp, int ac, char** av);
 int slurm_spank_user_init(spank_t sp, int ac, char** av);
 int slurm_spank_exit(spank_t sp, int ac, char** av);
 }
@@ -55,6 +59,15 @@ struct Companion {
   int worker_step = -1;  // pidfd of the srun of the workers' step; -1: none
 };
 Companion companion;
+
+// The port this step's trainer listens on (gmcore/port_registry.h):
+// reserved in init_post_opt, while slurmstepd is still root, used by
+// start_workers, released at exit.
+struct TrainerPort {
+  int port = 0;       // 0: none; `error` says why when one was wanted
+  std::string error;
+};
+TrainerPort trainer_port;
 
 // How long sbatch and scancel may take before the step goes on without them.
 constexpr double kCommandTimeoutS = 60;
@@ -232,7 +245,9 @@ int start_workers(spank_t sp, bool batch_step) {
     if (batch_step) goldminer::log::verbose(job + ": no data workers started: " + why_not);
     return 0;
   }
-  goldminer::BatchJob batch{job_id(sp), job_environment(sp), "", ""};
+  goldminer::BatchJob batch;
+  batch.job_id = job_id(sp);
+  batch.env = job_environment(sp);
   auto components = job_components(sp, batch.env);
   std::optional<goldminer::JobComponent> workers;
   if (components.ok()) {
@@ -263,6 +278,8 @@ int start_workers(spank_t sp, bool batch_step) {
   auto address = goldminer::node_ipv4_address(settings.admin().dw_network);
   if (!address.ok()) return fail(address.status().message());
   batch.node_address = *address;
+  if (trainer_port.port == 0) return fail(trainer_port.error);
+  batch.trainer_port = trainer_port.port;
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch);
   goldminer::Status st = set_trainer_env(sp, plan.trainer_env);
   if (!st.ok()) return fail(st.message());
@@ -331,19 +348,54 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
   });
 }
 
+// Whether this step may start data workers (user_init): the batch step, or
+// node 0 of another step.
+bool may_start_workers(spank_t sp) { return is_batch_step(sp) || (node_id(sp) == 0 && !is_extern_step(sp)); }
+
+extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("init_post_opt", [&] {
+    if (spank_context() != S_CTX_REMOTE || !settings.requested() || !may_start_workers(sp)) return 0;
+    if (!goldminer::why_no_companion_job(*settings.options()).empty()) return 0;
+    const goldminer::AdminConfig& admin = settings.admin();
+    auto address = goldminer::node_ipv4_address(admin.dw_network);
+    if (!address.ok()) {
+      trainer_port.error = address.status().message();
+      return 0;
+    }
+    goldminer::PortRegistry registry{admin.port_registry, admin.dw_ports, nullptr,
+                                     [a = *address](int port) { return goldminer::bind_probe(a, port); }};
+    auto port = goldminer::reserve_port(registry, job_id(sp), getpid());
+    if (port.ok()) {
+      trainer_port.port = *port;
+    } else {
+      trainer_port.error = port.status().message();
+      goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": " + trainer_port.error);
+    }
+    return 0;
+  });
+}
+
 extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("user_init", [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;
     if (export_environment(sp) != 0) return -1;
     if (!settings.requested()) return 0;
     if (is_batch_step(sp)) return start_workers(sp, true);
-    return node_id(sp) == 0 && !is_extern_step(sp) ? start_workers(sp, false) : 0;
+    return may_start_workers(sp) ? start_workers(sp, false) : 0;
   });
 }
 
 extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("exit", [&] {
     if (spank_context() == S_CTX_REMOTE) end_companion_jobs(sp);
+    if (trainer_port.port != 0) {
+      const goldminer::AdminConfig& admin = settings.admin();
+      goldminer::Status st =
+          goldminer::release_port(goldminer::PortRegistry{admin.port_registry, admin.dw_ports, nullptr, nullptr},
+                                  job_id(sp), getpid());
+      if (!st.ok()) goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": " + st.message());
+      trainer_port = {};
+    }
     goldminer::log::set_sink(nullptr);
     return 0;
   });

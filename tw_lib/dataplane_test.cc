@@ -226,7 +226,25 @@ TEST(DataplaneTest, BadInputsAreClearErrors) {
   env.erase("GOLDMINER_SECRET");
   Process dw({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
   EXPECT_EQ(dw.wait(), 2);
-  EXPECT_NE(dw.err().find("no job secret"), std::string::npos) << dw.err();
+  EXPECT_NE(dw.err().find("no credential: set GOLDMINER_AUTH=munge with GOLDMINER_AUTH_JOB (as under Slurm), or "
+                          "GOLDMINER_SECRET, or pass --secret-file"),
+            std::string::npos)
+      << dw.err();
+  env["GOLDMINER_AUTH"] = "kerberos";
+  Process method({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
+  EXPECT_EQ(method.wait(), 2);
+  EXPECT_NE(method.err().find("GOLDMINER_AUTH: unknown method 'kerberos' (known: munge, secret)"), std::string::npos)
+      << method.err();
+  env["GOLDMINER_AUTH"] = "munge";
+  env["GOLDMINER_AUTH_JOB"] = "12x";
+  Process job({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
+  EXPECT_EQ(job.wait(), 2);
+  EXPECT_NE(job.err().find("GOLDMINER_AUTH=munge needs GOLDMINER_AUTH_JOB, the trainer's job id; it is '12x'"),
+            std::string::npos)
+      << job.err();
+  Process session(consume_args({"--input", "text:/etc/hostname"}), env);
+  EXPECT_EQ(session.wait(), 2) << "the trainer reads the same variables";
+  EXPECT_NE(session.err().find("it is '12x'"), std::string::npos) << session.err();
 }
 
 // --min-workers: no batch is taken before that many workers joined (so

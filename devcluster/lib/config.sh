@@ -171,6 +171,13 @@ write_plugstack_conf() {
     *" dw_network="*) ;;
     *) [ "$network" != localhost ] || args="${args:+$args }dw_network=lo" ;;
   esac
+  # The trainer ports this cluster's jobs reserve (one registry for all its
+  # nodes: they share an address on localhost, and ports unique across
+  # nodes are unique on each), under its state directory.
+  case " $args" in
+    *" port_registry="*) ;;
+    *) args="${args:+$args }port_registry=$rundir/goldminer-ports" ;;
+  esac
   # Elastic sessions report to goldminer-ctld (run as root, like slurmctld
   # here), through this cluster's munged.
   case " $args" in

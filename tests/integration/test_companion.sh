@@ -17,7 +17,13 @@ test_companion_job_feeds_the_batch_jobs_session_from_cpu_nodes() {
     dw=$(echo "$out" | sed -n 's/^dw_job=\([0-9]*\) .*/\1/p')
     [ -n "$dw" ] || { echo "no GOLDMINER_DW_JOB in the job: $out"; return 1; }
     expect_contains "listen address" "$out" "listen=ucx://" || return 1
-    expect_contains "listen port" "$out" ":$((20000 + job % 20000))" || return 1
+    # The node's registry gave it a port from its start, 20000 + id mod
+    # 20000, on (the next ones when taken), and dropped it when it ended.
+    case $(echo "$out" | sed -n 's/.*listen=ucx:.*:\([0-9]*\)$/\1/p') in
+        2[0-9][0-9][0-9][0-9] | 3[0-9][0-9][0-9][0-9]) ;;
+        *) echo "listen port not in dw_ports 20000-39999: $out"; return 1 ;;
+    esac
+    expect_eq "registry entries of job $job" "$(grep -c " $job " "$state/run/goldminer-ports")" 0 || return 1
     n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
     expect_eq "clean epochs" "$n" 2 || { echo "$out"; return 1; }
     # Both workers came from the CPU-only nodes: no GPU node has its GPUs all
@@ -130,4 +136,53 @@ test_elastic_session_replaces_a_killed_worker_at_once() {
         echo "$out" | grep -v '^{'; return 1; }
     n=$(echo "$out" | grep -c '^{"epoch": [0-9]*, "samples": 20000, "unique_samples": 20000, "duplicates": 0, "missing": 0,')
     expect_eq "clean epochs" "$n" 20 || { echo "$out" | grep '^{'; return 1; }
+}
+
+# Trainer ports on one node (gmcore/port_registry.h). Jobs A and B = A + 1
+# start held; a plain job on g1 listens on A's first port (20000 + A mod
+# 20000), then A is released: it skips that port and takes the next, which
+# is B's first port; then B is released: the registry says A holds it, so B
+# takes the one after. Both stream their epochs at once, and their entries
+# are gone after.
+test_two_trainers_on_one_node_whose_ports_collided_get_their_own() {
+    local a b l first pa pb out lines=2000 n bin script
+    bin=$(dirname "$devcluster")
+    seq 1 "$lines" | sed 's/^/sample /' >"$work/ports-input.txt"
+    # Each waits (at most 60 s) until both hold their ports, then streams.
+    script="echo listen=\$GOLDMINER_LISTEN; touch $work/ports-up.\$SLURM_JOB_ID
+            for i in \$(seq 240); do [ \$(ls $work/ports-up.* | wc -l) -ge 2 ] && break; sleep 0.25; done
+            $bin/goldminer-consume --input text:$work/ports-input.txt --epochs 2 --batch-size 50 --workers 0 \
+              --min-workers 1 --join-timeout 60 --json"
+    a=$(with_job_ucx sbatch --parsable --hold --time=2 --goldminer=dw=1,cpus-per-dw=1 -p gpu -w g1 --gpus=1 \
+        -o "$work/ports.%j" --wrap "$script") || { echo "$a"; return 1; }
+    b=$(with_job_ucx sbatch --parsable --hold --time=2 --goldminer=dw=1,cpus-per-dw=1 -p gpu -w g1 --gpus=1 \
+        -o "$work/ports.%j" --wrap "$script") || { echo "$b"; scancel "$a"; return 1; }
+    [ "$b" -eq $((a + 1)) ] || { echo "job ids $a and $b are not consecutive"; scancel "$a" "$b"; return 1; }
+    first=$((20000 + a % 20000))
+    l=$(sbatch --parsable --time=2 -p gpu -w g1 -n1 -o "$work/ports-listener.%j" --wrap \
+        "exec /usr/bin/python3 -c 'import socket, time
+s = socket.socket()
+s.bind((\"0.0.0.0\", $first))
+s.listen()
+open(\"$work/ports-listening\", \"w\").close()
+time.sleep(110)'") || { echo "$l"; scancel "$a" "$b"; return 1; }
+    wait_for 60 test -e "$work/ports-listening" ||
+        { echo "the listener job $l never listened: $(cat "$work/ports-listener.$l")"; scancel "$a" "$b" "$l"; return 1; }
+    scontrol release "$a"
+    wait_for 60 grep -q '^listen=' "$work/ports.$a" 2>/dev/null ||
+        { echo "job $a never started"; scancel "$a" "$b" "$l"; return 1; }
+    scontrol release "$b"
+    expect_eq "job $a" "$(final_job_state "$a")" "COMPLETED 0:0" || { cat "$work/ports.$a"; scancel "$b" "$l"; return 1; }
+    expect_eq "job $b" "$(final_job_state "$b")" "COMPLETED 0:0" || { cat "$work/ports.$b"; scancel "$l"; return 1; }
+    scancel "$l"
+    pa=$(sed -n 's/^listen=ucx:.*:\([0-9]*\)$/\1/p' "$work/ports.$a")
+    pb=$(sed -n 's/^listen=ucx:.*:\([0-9]*\)$/\1/p' "$work/ports.$b")
+    expect_eq "job $a's port (its first, $first, has a listener)" "$pa" "$((20000 + (a + 1) % 20000))" || return 1
+    expect_eq "job $b's port (its first is job $a's)" "$pb" "$((20000 + (a + 2) % 20000))" || return 1
+    for job in "$a" "$b"; do
+        out=$(cat "$work/ports.$job")
+        n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
+        expect_eq "clean epochs of job $job" "$n" 2 || { echo "$out"; return 1; }
+    done
+    expect_eq "registry entries left" "$(grep -c -e " $a " -e " $b " "$state/run/goldminer-ports")" 0
 }

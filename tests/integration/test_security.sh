@@ -15,8 +15,9 @@ security_user_add() {
 }
 
 test_no_secret_in_job_or_state_and_other_jobs_and_users_are_refused() {
-    local job out uid bin lines=4000 n
+    local job out uid bin lines=4000 n tests_dir
     bin=$(dirname "$devcluster")
+    tests_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
     uid=$(security_user_add) || { echo "cannot create user $security_user"; return 1; }
     seq 1 "$lines" | sed 's/^/sample /' >"$work/sec-input.txt"
     # The script, run as root on the batch node: what its environment and
@@ -25,8 +26,9 @@ test_no_secret_in_job_or_state_and_other_jobs_and_users_are_refused() {
     # saved script does not hold it), then two intruders that retry until the
     # session listens (another job's worker of the same user; the second
     # user's claiming this job, over TCP: UCX's shared memory between two
-    # users fails before any message), then the session with the companion
-    # worker.
+    # users fails before any message), then the trainer (sec_trainer.py),
+    # whose session waits until both intruders have ended before its epochs
+    # from the companion worker.
     job=$(submit_goldminer_job --goldminer=dw=1,cpus-per-dw=1 -p gpu --gpus=1 --wrap "
           env | grep -c '^GOLDMINER_SEC''RET=' | sed 's/^/secrets_in_env=/'
           echo auth=\$GOLDMINER_AUTH auth_job=\$GOLDMINER_AUTH_JOB
@@ -35,10 +37,11 @@ test_no_secret_in_job_or_state_and_other_jobs_and_users_are_refused() {
           echo state_files_with_secret=\$(grep -l 'GOLDMINER_SEC''RET=' \$files | wc -l)
           GOLDMINER_AUTH_JOB=\$((SLURM_JOB_ID + 1000)) GOLDMINER_TRAINER=\$GOLDMINER_LISTEN \
             $bin/goldminer-dw --connect-timeout 30 2>$work/sec-otherjob.\$SLURM_JOB_ID &
+          other_job=\$!
           GOLDMINER_TRAINER=\$GOLDMINER_LISTEN UCX_TLS=tcp setpriv --reuid=$security_user --regid=$security_user --clear-groups \
             $bin/goldminer-dw --connect-timeout 30 2>$work/sec-otheruser.\$SLURM_JOB_ID &
-          $bin/goldminer-consume --input text:$work/sec-input.txt --epochs 2 --batch-size 50 --workers 0 \
-            --min-workers 1 --join-timeout 60 --json -v
+          other_user=\$!
+          PYTHONPATH=$bin/python /usr/bin/python3 $tests_dir/sec_trainer.py text:$work/sec-input.txt 2 \$other_job \$other_user
           wait") || { echo "$job"; userdel "$security_user" 2>/dev/null; return 1; }
     userdel "$security_user" 2>/dev/null
     out=$(cat "$work/cj.$job")
@@ -48,7 +51,7 @@ test_no_secret_in_job_or_state_and_other_jobs_and_users_are_refused() {
     case $out in *state_files_with_env=0*) echo "no saved environment of job $job's companion job under $state/state: the check saw nothing"
                                             return 1 ;; esac
     expect_contains "slurmctld state" "$out" "state_files_with_secret=0" || { echo "$out"; return 1; }
-    n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
+    n=$(echo "$out" | grep -c "^epoch [01] samples $lines unique $lines$")
     expect_eq "clean epochs" "$n" 2 || { echo "$out"; return 1; }
     expect_contains "worker of another job" "$(cat "$work/sec-otherjob.$job")" \
         "the trainer works for another job: it says 'goldminer trainer job=$job worker-nonce=" || { echo "$out"; return 1; }
