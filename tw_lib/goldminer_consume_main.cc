@@ -415,13 +415,14 @@ int main(int argc, char** argv) {
       std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
                   "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
                   "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
-                  "\"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\"}\n",
+                  "\"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\", "
+                  "\"max_queued\": %zu}\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
                   static_cast<unsigned long long>(m.bad_records), cpu_seconds(pids),
-                  static_cast<unsigned long long>(order));
+                  static_cast<unsigned long long>(order), m.max_queued_batches);
     } else {
       std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
                   "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records, "

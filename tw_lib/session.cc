@@ -238,6 +238,7 @@ SessionMetrics Session::Impl::metrics() const {
   m.epoch = consumer_epoch_;
   m.queue_batches = queue_.size();
   m.held_batches = reorder_.held();
+  m.max_queued_batches = max_queued_;
   m.queue_bytes = queue_bytes_;
   m.queue_fill = queue_fill_locked();
   const double wall = std::max(1e-9, seconds_since(epoch_started_));
@@ -278,6 +279,7 @@ Expected<size_t> Session::Impl::wait_for_workers(size_t n, double timeout_s, con
 
 void Session::Impl::consumer_reset_rates() {
   epoch_started_ = Clock::now();
+  max_queued_ = queue_.size() + reorder_.held();
   arrived_batches_ = 0;
   consumed_batches_ = 0;
   wait_seconds_ = 0;

@@ -149,6 +149,7 @@ class Session::Impl {
   std::condition_variable cv_;
   std::deque<Item> queue_;
   uint64_t queue_bytes_ = 0;
+  size_t max_queued_ = 0;  // most batches queued and held at once this epoch
   std::vector<PeerId> consumed_from_;  // who sent the batches next() took, for the loop
   Status failure_;
   bool want_next_epoch_ = false;   // the consumer saw the end of an epoch

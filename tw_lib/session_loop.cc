@@ -294,6 +294,7 @@ void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_
       for (Item& r : *ready) queue_.push_back(std::move(r));
     }
   }
+  max_queued_ = std::max(max_queued_, queue_.size() + reorder_.held());
   cv_.notify_all();
 }
 

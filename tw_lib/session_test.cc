@@ -195,6 +195,12 @@ TEST(SessionTest, QueueStaysWithinItsBoundWithManyWorkers) {
     }
     for (const SessionBatch& b : (*s)->epoch()) samples += b.samples;
     EXPECT_EQ(samples, 3000u);
+    // A whole epoch with all of them joined: the most ever queued at once.
+    samples = 0;
+    for (const SessionBatch& b : (*s)->epoch()) samples += b.samples;
+    EXPECT_EQ(samples, 3000u);
+    EXPECT_LE((*s)->metrics().max_queued_batches, 8u);
+    EXPECT_GE((*s)->metrics().max_queued_batches, 1u);
   }
 }
 

@@ -132,6 +132,9 @@ struct SessionMetrics {
   // deterministic: batches that came before those of earlier splits and
   // wait for them (not in queue_batches; in queue_bytes).
   size_t held_batches = 0;
+  // The most batches queued and held at once this epoch (the queue's
+  // bound, SessionOptions::queue_batches, in use).
+  size_t max_queued_batches = 0;
   uint64_t queue_bytes = 0;
   // 0..1: queued batches over the room workers may use (queue_batches,
   // or credits_per_worker per worker where less and not deterministic;
