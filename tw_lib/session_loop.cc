@@ -145,8 +145,10 @@ void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
   if (unasked) elastic_cv_.notify_all();  // an elastic session replaces it at once
   // A worker that left with nothing in hand (it drained, or had no lease)
   // lost nothing: its transport's reason for the closed connection is
-  // only a detail then.
+  // only a detail then. One that never finished its handshake never joined
+  // (preempted or stopped while proving itself, say): it did not leave.
   std::string what = how != Leave::kLeft   ? " dropped: " + why
+                     : !was_ready          ? " went away before it joined (" + why + ")"
                      : !lost.empty()       ? " left: " + why
                      : drained             ? " left after draining (" + why + ")"
                                            : " left with nothing in hand (" + why + ")";
