@@ -25,55 +25,6 @@ struct Entry {
   pid_t pid = 0;
 };
 
-// The registry file, opened and locked; closing it unlocks.
-class Locked {
- public:
-  ~Locked() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  static Expected<Locked> open(const std::string& path) {
-    Locked l;
-    // Its directory (one level, as /run/goldminer), root's and readable.
-    const std::string dir = path.substr(0, path.rfind('/'));
-    if (!dir.empty() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-      return Status::error("port registry: cannot create " + dir + ": " + std::strerror(errno));
-    l.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (l.fd_ < 0) return Status::error("port registry: " + path + ": " + std::strerror(errno));
-    while (::flock(l.fd_, LOCK_EX) != 0)
-      if (errno != EINTR) return Status::error("port registry: " + path + ": flock: " + std::strerror(errno));
-    return l;
-  }
-  Locked(Locked&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Locked& operator=(Locked&&) = delete;
-
-  Expected<std::string> read_all(const std::string& path) const {
-    std::string text;
-    char buf[4096];
-    for (off_t at = 0;;) {
-      const ssize_t n = ::pread(fd_, buf, sizeof buf, at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Status::error("port registry: " + path + ": " + std::strerror(errno));
-      if (n == 0) return text;
-      text.append(buf, static_cast<size_t>(n));
-      at += n;
-    }
-  }
-  Status write_all(const std::string& path, const std::string& text) const {
-    if (::ftruncate(fd_, 0) != 0) return Status::error("port registry: " + path + ": " + std::strerror(errno));
-    for (size_t at = 0; at < text.size();) {
-      const ssize_t n = ::pwrite(fd_, text.data() + at, text.size() - at, static_cast<off_t>(at));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Status::error("port registry: " + path + ": " + std::strerror(errno));
-      at += static_cast<size_t>(n);
-    }
-    return Status();
-  }
-
- private:
-  Locked() = default;
-  int fd_ = -1;
-};
-
 Expected<std::vector<Entry>> parse(const std::string& path, const std::string& text) {
   std::vector<Entry> out;
   std::istringstream in(text);
@@ -101,6 +52,68 @@ std::string render(const std::vector<Entry>& entries) {
     out += std::to_string(e.port) + " " + std::to_string(e.job) + " " + std::to_string(e.pid) + "\n";
   return out;
 }
+
+// The registry file, opened and locked, with its entries; closing it
+// unlocks.
+class Locked {
+ public:
+  ~Locked() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Locked(Locked&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), entries_(std::move(o.entries_)) { o.fd_ = -1; }
+  Locked& operator=(Locked&&) = delete;
+
+  static Expected<Locked> open(const std::string& path) {
+    Locked l(path);
+    // Its directory (one level, as /run/goldminer), root's and readable.
+    const std::string dir = path.substr(0, path.rfind('/'));
+    if (!dir.empty() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      return Status::error("port registry: cannot create " + dir + ": " + std::strerror(errno));
+    l.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (l.fd_ < 0) return l.failed();
+    while (::flock(l.fd_, LOCK_EX) != 0)
+      if (errno != EINTR) return l.failed("flock: ");
+    std::string text;
+    char buf[4096];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(l.fd_, buf, sizeof buf, at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return l.failed();
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      at += n;
+    }
+    auto entries = parse(path, text);
+    if (!entries.ok()) return entries.status();
+    l.entries_ = std::move(entries).value();
+    return l;
+  }
+
+  // What the file held when it was opened.
+  const std::vector<Entry>& entries() const { return entries_; }
+
+  Status write(const std::vector<Entry>& entries) const {
+    const std::string text = render(entries);
+    if (::ftruncate(fd_, 0) != 0) return failed();
+    for (size_t at = 0; at < text.size();) {
+      const ssize_t n = ::pwrite(fd_, text.data() + at, text.size() - at, static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return failed();
+      at += static_cast<size_t>(n);
+    }
+    return Status();
+  }
+
+ private:
+  explicit Locked(std::string path) : path_(std::move(path)) {}
+  Status failed(const char* what = "") const {
+    return Status::error("port registry: " + path_ + ": " + what + std::strerror(errno));
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  std::vector<Entry> entries_;
+};
 
 }  // namespace
 
@@ -137,15 +150,11 @@ bool live_slurmstepd(pid_t pid) {
 Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner) {
   auto locked = Locked::open(r.path);
   if (!locked.ok()) return locked.status();
-  auto text = locked->read_all(r.path);
-  if (!text.ok()) return text.status();
-  auto entries = parse(r.path, *text);
-  if (!entries.ok()) return entries.status();
   const auto& alive = r.alive ? r.alive : live_slurmstepd;
   std::vector<Entry> kept;
   std::set<int> taken;
   int port = 0;
-  for (const Entry& e : *entries) {
+  for (const Entry& e : locked->entries()) {
     if (!alive(e.pid)) continue;  // its step is gone: the port is free again
     kept.push_back(e);
     taken.insert(e.port);
@@ -159,7 +168,7 @@ Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner) {
     return Status::error("port registry: " + r.path + ": every port of " + std::to_string(r.range.low) + "-" +
                          std::to_string(r.range.high) + " is reserved or in use on this node");
   if (!taken.count(port)) kept.push_back(Entry{port, job, owner});
-  Status s = locked->write_all(r.path, render(kept));
+  Status s = locked->write(kept);
   if (!s.ok()) return s;
   return port;
 }
@@ -167,15 +176,11 @@ Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner) {
 Status release_port(const PortRegistry& r, uint32_t job, pid_t owner) {
   auto locked = Locked::open(r.path);
   if (!locked.ok()) return locked.status();
-  auto text = locked->read_all(r.path);
-  if (!text.ok()) return text.status();
-  auto entries = parse(r.path, *text);
-  if (!entries.ok()) return entries.status();
   std::vector<Entry> kept;
-  for (const Entry& e : *entries)
+  for (const Entry& e : locked->entries())
     if (!(e.job == job && e.pid == owner)) kept.push_back(e);
-  if (kept.size() == entries->size()) return Status();
-  return locked->write_all(r.path, render(kept));
+  if (kept.size() == locked->entries().size()) return Status();
+  return locked->write(kept);
 }
 
 }  // namespace goldminer
