@@ -63,10 +63,11 @@ struct BatchJob {
 
 // Where workers reach this node: with `interface` "" its first IPv4
 // address that is up and not loopback (what `hostname -I` prints first),
-// else 127.0.0.1; else the first IPv4 address of that interface (the site's
-// dw_network, e.g. the one fast network of several), and an error naming
-// it when it has none.
-Expected<std::string> node_ipv4_address(const std::string& interface);
+// else 127.0.0.1; else that interface's (the site's dw_network, e.g. the
+// one fast network of several) first IPv4 address, else its first IPv6
+// address that is not link-local (without brackets), and an error naming
+// it when it has neither.
+Expected<std::string> node_address(const std::string& interface);
 
 // "" when the job's workers start as a companion job; else why not, in
 // words for the log (dw=0; transport=mpi, whose workers share the

@@ -25,4 +25,9 @@ Expected<HostPort> parse_host_port(const std::string& text, const std::string& w
   return hp;
 }
 
+std::string host_port_text(const std::string& host, int port) {
+  const std::string h = host.find(':') == std::string::npos ? host : "[" + host + "]";
+  return h + ":" + std::to_string(port);
+}
+
 }  // namespace goldminer

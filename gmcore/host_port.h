@@ -16,6 +16,9 @@ struct HostPort {
 // `what` names the setting in errors: "WHAT: invalid address 'X': ...".
 Expected<HostPort> parse_host_port(const std::string& text, const std::string& what);
 
+// HOST:PORT, or [HOST]:PORT when HOST is an IPv6 address (has a colon).
+std::string host_port_text(const std::string& host, int port);
+
 }  // namespace goldminer
 
 #endif  // GOLDMINER_GMCORE_HOST_PORT_H_

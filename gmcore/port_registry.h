@@ -46,7 +46,7 @@ struct PortRegistry {
   std::function<bool(int)> bindable;  // null: every port counts as bindable (the plugin passes bind_probe)
 };
 
-// Whether a TCP socket can bind `address`:`port` (IPv4) now, with
+// Whether a TCP socket can bind `address`:`port` (IPv4 or IPv6) now, with
 // SO_REUSEADDR as the trainer's UCX listener sets it.
 bool bind_probe(const std::string& address, int port);
 

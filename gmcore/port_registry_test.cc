@@ -100,5 +100,24 @@ TEST_F(PortRegistryTest, APortSomeoneListensOnIsSkipped) {
   EXPECT_FALSE(bind_probe("not-an-address", held + 1));
 }
 
+// On an IPv6 node address (dw_network with only IPv6) the probe binds that
+// address: a port an IPv6 listener holds is not bindable.
+TEST_F(PortRegistryTest, TheProbeBindsIpv6Addresses) {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in6 sa{};
+  sa.sin6_family = AF_INET6;
+  sa.sin6_addr = in6addr_loopback;
+  int held = 0;
+  for (int p = 30200; p < 30300 && held == 0; ++p) {
+    sa.sin6_port = htons(static_cast<uint16_t>(p));
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 && ::listen(fd, 1) == 0) held = p;
+  }
+  ASSERT_NE(held, 0) << "no free port to listen on in [::1]:30200-30299";
+  EXPECT_FALSE(bind_probe("::1", held));
+  ::close(fd);
+  EXPECT_TRUE(bind_probe("::1", held)) << "free again once closed";
+}
+
 }  // namespace
 }  // namespace goldminer

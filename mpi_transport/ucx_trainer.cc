@@ -38,12 +38,10 @@ Status UcxEndpoint::start_listener(const std::string& host_port) {
   attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
   s = ucp_listener_query(listener_, &attr);
   if (s != UCS_OK) return Status::error("ucx: ucp_listener_query: " + ucs_text(s));
-  const auto* in = reinterpret_cast<const sockaddr_in*>(&attr.sockaddr);
-  char ip[64] = "";
-  inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-  address_ = "ucx://" + std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
-  if (options_.handshake_timeout_ms > 0)
-    sweeper_.emplace(ntohs(in->sin_port), std::chrono::milliseconds(options_.handshake_timeout_ms));
+  // sin_port and sin6_port lie at the same offset.
+  const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+  address_ = "ucx://" + sockaddr_text(&attr.sockaddr, sizeof attr.sockaddr);
+  if (options_.handshake_timeout_ms > 0) sweeper_.emplace(port, std::chrono::milliseconds(options_.handshake_timeout_ms));
   return Status();
 }
 

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "gmcore/auth.h"
+#include "gmcore/host_port.h"
 #include "gmcore/log.h"
 #include "mpi_transport/transport_impl.h"
 #include "mpi_transport/ucx_endpoint.h"
@@ -13,15 +14,15 @@
 namespace goldminer::transport {
 
 Expected<sockaddr_storage> resolve(const std::string& host_port, socklen_t* len) {
-  const size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon + 1 == host_port.size())
-    return Status::error("ucx: address '" + host_port + "': expected HOST:PORT");
-  const std::string host = host_port.substr(0, colon), port = host_port.substr(colon + 1);
+  auto hp = parse_host_port(host_port, "ucx");
+  if (!hp.ok()) return hp.status();
+  // HOST is a name, an IPv4 address or a bracketed IPv6 address; an empty
+  // one (":PORT") listens on every IPv4 address.
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.empty() ? "0.0.0.0" : host.c_str(), port.c_str(), &hints, &res);
+  int rc = getaddrinfo(hp->host.empty() ? "0.0.0.0" : hp->host.c_str(), hp->port.c_str(), &hints, &res);
   if (rc != 0) return Status::error("ucx: address '" + host_port + "': " + gai_strerror(rc));
   sockaddr_storage ss{};
   std::memcpy(&ss, res->ai_addr, res->ai_addrlen);

@@ -126,6 +126,19 @@ TEST(UcxTest, FramesBuiltInReservedRoom) {
   EXPECT_EQ((*plain)->reserve(large.size()), nullptr) << "no arena";
 }
 
+// Addresses are HOST:PORT or [IPV6]:PORT; a bare IPv6 address is refused
+// with what was expected. (A trainer on an IPv6-only interface is tested
+// across the devcluster's nodes, test_ipv6.sh: UCX 1.13's TCP transport
+// takes no IPv6 address of lo.)
+TEST(UcxTest, AddressesNeedBracketsAroundIpv6) {
+  auto bad = listen("ucx://::1:0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "ucx: invalid address '::1:0': expected HOST:PORT");
+  auto unknown = connect("ucx://[::1:0");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(), "ucx: invalid address '[::1:0': expected [IPV6]:PORT");
+}
+
 // The worker process of KilledPeerAndGarbageOnTheListener (this binary
 // re-run with GM_TEST_CONNECT set): connects, sends, waits to be killed.
 // Runs before gtest starts, so it adds no test of its own.

@@ -275,7 +275,7 @@ int start_workers(spank_t sp, bool batch_step) {
     spank_setenv(sp, "GOLDMINER_DW_ERROR", message.c_str(), 1);
     return 0;
   };
-  auto address = goldminer::node_ipv4_address(settings.admin().dw_network);
+  auto address = goldminer::node_address(settings.admin().dw_network);
   if (!address.ok()) return fail(address.status().message());
   batch.node_address = *address;
   if (trainer_port.port == 0) return fail(trainer_port.error);
@@ -357,7 +357,7 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
     if (spank_context() != S_CTX_REMOTE || !settings.requested() || !may_start_workers(sp)) return 0;
     if (!goldminer::why_no_companion_job(*settings.options()).empty()) return 0;
     const goldminer::AdminConfig& admin = settings.admin();
-    auto address = goldminer::node_ipv4_address(admin.dw_network);
+    auto address = goldminer::node_address(admin.dw_network);
     if (!address.ok()) {
       trainer_port.error = address.status().message();
       return 0;

@@ -47,11 +47,17 @@ start_slurmd() {
     # Not `ip netns exec`: it remounts /sys and slurmd then fails on
     # /sys/fs/cgroup.  A private UTS namespace gives the node its own name,
     # a private mount namespace (propagation private: nothing leaks out) its
-    # own /etc/hosts.
-    # shellcheck disable=SC2016  # $1..$3 are the inner shell's
+    # own /etc/hosts and its own network devices in /sys (a sysfs mounted in
+    # the node's network namespace, of which only class/net and
+    # devices/virtual/net are bound over the machine's): UCX finds the
+    # devices a job may use there.
+    mkdir -p "$rundir/sys-$node"
+    # shellcheck disable=SC2016  # $1..$4 are the inner shell's
     nsenter --net="/run/netns/$prefix-$node" unshare --uts --mount \
       sh -c 'hostname "$1" && mount --bind "$3" /etc/hosts &&
-             exec slurmd -f "$2" -N "$1"' sh "$node" "$conf" "$etc/hosts" \
+             mount -t sysfs sysfs "$4" && mount --bind "$4/class/net" /sys/class/net &&
+             mount --bind "$4/devices/virtual/net" /sys/devices/virtual/net &&
+             exec slurmd -f "$2" -N "$1"' sh "$node" "$conf" "$etc/hosts" "$rundir/sys-$node" \
       </dev/null >>"$logdir/slurmd-$node.out" 2>&1 9>&- ||
       start_failed "slurmd $node" $?
   else

@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 #
 # goldminer-devcluster: the cluster's network.  One network namespace per
-# node, its veth on a private bridge, in a /24 of 10.213.0.0/16 that no
-# interface uses; each object is recorded in the state directory as soon as
-# it exists, and teardown_network deletes exactly those.  Without namespaces,
-# every slurmd listens on 127.0.0.1 (choose_network).
+# node, its veth (eth0) on a private bridge, in a /24 of 10.213.0.0/16 that
+# no interface uses, and a second veth (eth1) with only an IPv6 address, on
+# a second bridge in a ULA /64 (fd00:6d67:HASH::/64): a multi-homed node
+# whose second network is IPv6 only, for dw_network=eth1.  Each object is
+# recorded in the state directory as soon as it exists, and
+# teardown_network deletes exactly those.  Without namespaces, every slurmd
+# listens on 127.0.0.1 (choose_network).
 #
 # Sourced by goldminer-devcluster (load_libs), whose globals it reads: the
 # paths of set_paths, the opt_* options, nodes, node_count, network.
@@ -37,8 +40,10 @@ pick_subnet() {
   return 1
 }
 
-# One namespace per node, its veth on our bridge; records each object as soon
-# as it exists so that down (or a failed up) deletes exactly those.
+# One namespace per node, its veths on our bridges; records each object as
+# soon as it exists so that down (or a failed up) deletes exactly those.
+# IPv6 addresses skip duplicate address detection (nodad): a tentative
+# address cannot be bound, and these are unique by construction.
 setup_netns() {
   local cmd node ns i=0
   for cmd in ip nsenter unshare hostname; do
@@ -49,6 +54,10 @@ setup_netns() {
   record_net link "$bridge"
   net ip addr add "$subnet.1/24" dev "$bridge" || return 1
   net ip link set "$bridge" up || return 1
+  net ip link add "$bridge6" type bridge || return 1
+  record_net link "$bridge6"
+  net ip addr add "$ula::1/64" dev "$bridge6" nodad || return 1
+  net ip link set "$bridge6" up || return 1
   for node in $nodes; do
     ns=$prefix-$node
     net ip netns add "$ns" || return 1
@@ -62,6 +71,14 @@ setup_netns() {
     net ip -n "$ns" link set lo up || return 1
     net ip link set "$prefix-$node" master "$bridge" || return 1
     net ip link set "$prefix-$node" up || return 1
+    net ip link add "${prefix}q$node" type veth peer name "${prefix}r$node" || return 1
+    record_net link "${prefix}q$node"
+    net ip link set "${prefix}r$node" netns "$ns" || return 1
+    net ip -n "$ns" link set "${prefix}r$node" name eth1 || return 1
+    net ip -n "$ns" addr add "$ula::$((11 + i))/64" dev eth1 nodad || return 1
+    net ip -n "$ns" link set eth1 up || return 1
+    net ip link set "${prefix}q$node" master "$bridge6" || return 1
+    net ip link set "${prefix}q$node" up || return 1
     i=$((i + 1))
   done
 }
@@ -95,7 +112,7 @@ choose_network() {
   if [ "$network" != localhost ]; then
     if setup_netns; then
       network=netns
-      network_note="one namespace per node on bridge $bridge, $subnet.0/24"
+      network_note="one namespace per node on bridge $bridge, $subnet.0/24 (eth0), and $bridge6, $ula::/64 (eth1)"
       return 0
     fi
     teardown_network

@@ -3,7 +3,7 @@
 # (busy jobs: test_ctld.sh's ctld_setup and submit_busy_job.)
 
 # The session's log lines of workers that joined, in job J's output.
-joined_workers() { grep -c "session: worker .* joined" "$work/ctld.$1" 2>/dev/null; }
+joined_workers() { cat "$work/ctld.$1" 2>/dev/null | grep -c "session: worker .* joined"; }
 at_least_joined() { [ "$(joined_workers "$1")" -ge "$2" ]; }
 
 # Injects: scancel of the companion job of an elastic session mid-epoch
@@ -47,6 +47,87 @@ test_fault_slurmctld_restart_mid_epoch() {
     n=$(echo "$out" | grep -c '^{"epoch": [0-2], "samples": 20000, "unique_samples": 20000, "duplicates": 0, "missing": 0,.*"workers_lost": 0,')
     expect_eq "clean epochs, no worker lost" "$n" 3 || { echo "$out" | grep -v '^{' | tail -20; return 1; }
     expect_eq "workers joined" "$(joined_workers "$job")" 1
+}
+
+# The node of the (first) companion job of job J, once it runs.
+companion_node() { squeue -h -n "goldminer-dw.$1" -t R -o %N | head -1; }
+# The node job J's trainer runs on.
+job_node() { squeue -h -j "$1" -o %N; }
+
+# Injects: SIGKILL to the slurmd of the node the companion worker runs on,
+# mid-epoch, and that slurmd started again 3 s later (goldminer-devcluster
+# restart-slurmd, as an admin would). Checks: slurmd is not on the data
+# path, so the worker is kept (none lost, none joined again), all three
+# epochs are exactly once, and the node is back in service.
+test_fault_slurmd_of_the_workers_node_killed_and_restarted_mid_epoch() {
+    local job node pid out n
+    ctld_setup || return 1
+    job=$(submit_busy_job dw=1,dw-max=1,cpus-per-dw=2 3) || { echo "$job"; return 1; }
+    wait_for 60 at_least_joined "$job" 1 || { echo "no worker joined job $job"; scancel "$job"; return 1; }
+    sleep 2
+    node=$(companion_node "$job")
+    [ -n "$node" ] || { echo "no running companion job of $job"; scancel "$job"; return 1; }
+    pid=$(cat "$state/run/slurmd-$node.pid")
+    kill -KILL "$pid"
+    wait_for 10 pid_gone "$pid" || { echo "slurmd $node ($pid) did not die"; return 1; }
+    sleep 3
+    "$devcluster" restart-slurmd "$node" --dir "$state" || { echo "restart-slurmd $node failed"; return 1; }
+    wait_for 100 job_gone "$job" || { echo "job $job did not end"; tail -5 "$work/ctld.$job"; scancel "$job"; return 1; }
+    out=$(cat "$work/ctld.$job")
+    n=$(echo "$out" | grep -c '^{"epoch": [0-2], "samples": 20000, "unique_samples": 20000, "duplicates": 0, "missing": 0,.*"workers_lost": 0,')
+    expect_eq "clean epochs, no worker lost" "$n" 3 || { echo "$out" | grep -v '^{' | tail -20; return 1; }
+    expect_eq "workers joined" "$(joined_workers "$job")" 1 || return 1
+    wait_for 30 node_in_service "$node" || { echo "node $node: $(sinfo -h -n "$node" -o %t)"; return 1; }
+}
+
+# Injects: the loss of the companion worker's node mid-epoch: SIGKILL to
+# every process in the node's network namespace (its slurmd, the
+# slurmstepd and goldminer-dw of the companion job), then the node marked
+# DOWN as slurmctld marks it once SlurmdTimeout (300 s) passes without an
+# answer. Checks: the session replaces the worker at once, on another node;
+# all three epochs are exactly once; the lost node's companion job ends;
+# restart-slurmd returns the node to service.
+test_fault_node_of_the_worker_lost_mid_epoch() {
+    local job node ns dw pids out n
+    nodes_have_namespaces || { echo "skipped: needs node namespaces (netns mode) to kill one node's processes"; return 77; }
+    ctld_setup || return 1
+    job=$(submit_busy_job dw=1,dw-max=1,cpus-per-dw=2 3) || { echo "$job"; return 1; }
+    wait_for 60 at_least_joined "$job" 1 || { echo "no worker joined job $job"; scancel "$job"; return 1; }
+    sleep 2
+    node=$(companion_node "$job")
+    dw=$(squeue -h -n "goldminer-dw.$job" -t R -o %i | head -1)
+    [ -n "$node" ] || { echo "no running companion job of $job"; scancel "$job"; return 1; }
+    [ "$node" != "$(job_node "$job")" ] || { echo "worker on the trainer's node $node"; scancel "$job"; return 1; }
+    ns=$(awk -v n="-$node" '$1 == "netns" && substr($2, length($2) - length(n) + 1) == n { print $2 }' "$state/run/network")
+    pids=$(ip netns pids "$ns")
+    [ -n "$pids" ] || { echo "no process in namespace $ns"; scancel "$job"; return 1; }
+    # shellcheck disable=SC2086
+    kill -KILL $pids
+    scontrol update NodeName="$node" State=DOWN Reason="node lost (fault test)"
+    wait_for 100 job_gone "$job" || { echo "job $job did not end"; tail -5 "$work/ctld.$job"; scancel "$job"; return 1; }
+    out=$(cat "$work/ctld.$job")
+    n=$(echo "$out" | grep -c '^{"epoch": [0-2], "samples": 20000, "unique_samples": 20000, "duplicates": 0, "missing": 0,')
+    expect_eq "clean epochs" "$n" 3 || { echo "$out" | grep -v '^{' | tail -20; return 1; }
+    [ "$(joined_workers "$job")" -ge 2 ] || { echo "no replacement worker joined: $out"; return 1; }
+    [ "$(echo "$out" | sed -n 's/.*session: worker \([a-z0-9]*\):[0-9]* joined.*/\1/p' | tail -1)" != "$node" ] ||
+        { echo "the replacement joined from the lost node $node"; return 1; }
+    # Ended: cancelled by the session, which lost its worker first, or by
+    # slurmctld when the node went down.
+    case $(final_job_state "$dw") in
+        CANCELLED* | NODE_FAIL*) ;;
+        *) echo "lost node's companion job $dw: $(final_job_state "$dw"), expected CANCELLED or NODE_FAIL"; return 1 ;;
+    esac
+    "$devcluster" restart-slurmd "$node" --dir "$state" || { echo "restart-slurmd $node failed"; return 1; }
+    wait_for 30 node_in_service "$node" || { echo "node $node: $(sinfo -h -n "$node" -o %t)"; return 1; }
+}
+
+# Node N registered and usable: idle, mixed or allocated, not down or not
+# responding.
+node_in_service() {
+    case $(sinfo -h -n "$1" -o %t | head -1) in
+        idle | mix | alloc) return 0 ;;
+        *) return 1 ;;
+    esac
 }
 
 # Injects: scontrol requeue of a --goldminer batch job mid-epoch, after its

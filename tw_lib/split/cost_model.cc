@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "gmcore/host_port.h"
+
 namespace goldminer::split {
 
 LinearCost fit_linear(double b1, double y1, double b2, double y2) {
@@ -119,9 +121,11 @@ int gpus_on_this_node() {
 std::string listen_interface() {
   const char* listen = std::getenv("GOLDMINER_LISTEN");
   if (listen == nullptr) return "";
-  std::string host = listen;
-  host = host.substr(0, host.rfind(':'));
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  std::string text = listen;
+  if (text.rfind("ucx://", 0) == 0) text = text.substr(6);
+  auto hp = parse_host_port(text, "GOLDMINER_LISTEN");
+  if (!hp.ok()) return "";
+  const std::string& host = hp->host;
   in_addr v4{};
   in6_addr v6{};
   const bool is4 = inet_pton(AF_INET, host.c_str(), &v4) == 1;
