@@ -8,9 +8,8 @@
 # For each trainer: whether every epoch was exactly once (no sample lost or
 # twice), the most batches its queue held at once in each epoch (max_queued)
 # against its bound (--queue-batches, or one per worker when there are more
-# workers; in the first epoch workers that joined before the others may
-# hold up to credits_per_worker each until the trainer took those batches:
-# credits are not taken back, see docs/ARCHITECTURE.md),
+# workers; workers joining while the room is taken get their first credit
+# from room the trainer frees, so the bound holds during joins too),
 # and its peak RSS (VmHWM of the trainer process, read every 0.2 s until it
 # exits). A trainer that does not finish within the limit is a deadlock.
 # Modelling: text lines, batch 256, no worker program (the data plane's own

@@ -371,13 +371,15 @@ bool Session::Impl::grant_lease(PeerId peer, Worker* w) {
 
 // Keeps the queue bounded: the batches of all workers in the queue or
 // still to come on their credits stay within queue_batches and, at the
-// recent batch size, queue_bytes, except that every worker may always
-// have one (so the bound is max(that, workers) batches). Each worker gets
-// an equal share, at most credits_per_worker (deterministic order: the
-// whole share, and see the end); until the first batch tells
+// recent batch size, queue_bytes, or within one per worker where that is
+// more (so the bound is max(that, workers) batches, joins included). Each
+// worker gets an equal share, at most credits_per_worker (deterministic
+// order: the whole share, and see the end); until the first batch tells
 // its size, one each. A worker's consumed batches give it room again;
 // when workers join, the others' share shrinks as their batches are
-// consumed.
+// consumed, and a worker that joined while the room was taken gets its
+// first credit from the room the trainer frees (the others, at or over
+// their smaller share, get none of it first).
 void Session::Impl::grant_credits() {
   uint64_t ready = 0, total = 0;
   for (const auto& [peer, w] : workers_)
@@ -397,8 +399,7 @@ void Session::Impl::grant_credits() {
   for (auto& [peer, w] : workers_) {
     const uint64_t out = uint64_t{w.credits} + w.queued;
     if (w.phase != Phase::kReady || out >= share) continue;
-    uint64_t allowed = total < limit ? limit - total : 0;
-    if (out == 0) allowed = std::max<uint64_t>(allowed, 1);
+    const uint64_t allowed = total < limit ? limit - total : 0;
     const auto n = static_cast<uint32_t>(std::min(share - out, allowed));
     if (n == 0) continue;
     total += n;
