@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
        "goldminer: data workers every running job gets before any job gets more")
       ("dw-max", po::value(&options.model.dw_max)->default_value(256),
        "goldminer: data workers per job at most")
+      ("worker-start-s", po::value(&options.model.worker_start_s)->default_value(2.0),
+       "goldminer: seconds from a data worker's allocation to its first batch (P7 on the devcluster)")
+      ("job-start-s", po::value(&options.model.job_start_s)->default_value(0.0),
+       "seconds from a job's start to its first progress (0: the trace's run times include it)")
       ("demand-model", po::value(&demand_text)->default_value("calibrated"),
        "calibrated: each GPU job needs D CPUs per GPU for full speed, D log-normal (below); "
        "request: the job's request (less its trainer's) times --cpu-demand-factor")
@@ -118,6 +122,8 @@ int main(int argc, char** argv) {
     return fail("goldminer-sim: --demand-median must be > 0, --demand-sigma >= 0 and --demand-max >= "
                 "--demand-median",
                 2);
+  if (!(options.model.worker_start_s >= 0) || !(options.model.job_start_s >= 0))
+    return fail("goldminer-sim: --worker-start-s and --job-start-s must be >= 0", 2);
   if (options.model.dw_floor < 0 || options.model.dw_max < 1)
     return fail("goldminer-sim: --dw-floor must be >= 0 and --dw-max >= 1", 2);
 

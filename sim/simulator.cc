@@ -46,7 +46,10 @@ struct Job {
   double updated = 0;
   double speed = 1;
   uint32_t stamp = 0;       // bumped when speed changes: older finish events are stale
-  int workers = 0;
+  int workers = 0;          // allocated to it: delivering or starting
+  int active = 0;           // of those, delivering
+  std::deque<std::pair<double, int>> starting;  // (when they deliver, workers), in time order
+  double ready_at = 0;      // start + job_start_s: from then on it makes progress
   int saturating = 0;       // workers that bring it to full speed
   int elastic_slot = -1;    // index in Simulation::elastic_, or -1
   std::unique_ptr<Autosizer> autosizer;
@@ -151,26 +154,39 @@ class Simulation {
       double t_arrival = next_arrival < jobs_.size() ? jobs_[next_arrival].arrival : kNever;
       drop_stale_finishes();
       double t_finish = finishes_.empty() ? kNever : finishes_.top().time;
-      double t = std::min(t_arrival, t_finish);
+      double t_wakeup = wakeups_.empty() ? kNever : wakeups_.top().first;
+      double t = std::min({t_arrival, t_finish, t_wakeup});
       if (t == kNever)
         return Status::error("goldminer-sim: stalled at t=" + std::to_string(now_) +
                              ": running jobs make no progress and nothing arrives");
       account(t - now_);
       now_ = t;
 
+      bool finished = false;
       while (!finishes_.empty() && finishes_.top().time <= now_) {
         FinishEvent e = finishes_.top();
         finishes_.pop();
-        if (e.stamp == jobs_[e.job].stamp && jobs_[e.job].finish < 0) finish(e.job);
+        if (e.stamp == jobs_[e.job].stamp && jobs_[e.job].finish < 0) {
+          finish(e.job);
+          finished = true;
+        }
+      }
+      while (!wakeups_.empty() && wakeups_.top().first <= now_) {
+        const int i = wakeups_.top().second;
+        wakeups_.pop();
+        wake(i);
       }
       std::vector<int> arrivals;
       while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival <= now_)
         arrivals.push_back(static_cast<int>(next_arrival++));
 
-      auto t0 = std::chrono::steady_clock::now();
-      schedule(arrivals);
-      if (goldminer()) allocate_data_workers();
-      decision_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // A job or worker that began to deliver frees and asks for nothing.
+      if (finished || !arrivals.empty()) {
+        auto t0 = std::chrono::steady_clock::now();
+        schedule(arrivals);
+        if (goldminer()) allocate_data_workers();
+        decision_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
       ++result.events;
       result.timeline.push_back({now_, held_gpu_ / static_cast<double>(total_gpu_)});
     }
@@ -357,6 +373,7 @@ class Simulation {
     change_node(node, -j.gpu, -j.cpu_on_node);
     j.node = node;
     j.start = now_;
+    j.ready_at = now_ + options_.model.job_start_s;
     j.updated = now_;
     j.speed = 0;
     ++running_;
@@ -368,8 +385,54 @@ class Simulation {
       total_want_ += int64_t{j.saturating} * dw_cpu_;
       new_elastic_.push_back(i);
     } else {
-      set_speed(i, j.fixed_speed);
+      set_speed(i, speed_of(j));
+      if (now_ < j.ready_at) wakeups_.push({j.ready_at, i});
     }
+  }
+
+  // What the job runs at now: nothing before it is ready; then its fixed
+  // speed, or (data workers) what its delivering workers give it.
+  double speed_of(const Job& j) const {
+    if (now_ < j.ready_at) return 0;
+    if (j.pre_cpu == 0) return j.fixed_speed;
+    return std::min(1.0, j.active * gain_per_worker(j));
+  }
+
+  // Gives job i `n` workers. Added ones deliver worker_start_s after they
+  // are allocated, and not before the job is ready (its companion job is
+  // submitted when the job starts); removed ones are the starting ones
+  // first (cancelled), then delivering ones (drained at once).
+  void set_workers(int i, int n) {
+    Job& j = jobs_[i];
+    if (n > j.workers) {
+      const double at = std::max(now_, j.ready_at) + options_.model.worker_start_s;
+      if (at <= now_) {
+        j.active += n - j.workers;
+      } else {
+        j.starting.push_back({at, n - j.workers});
+        wakeups_.push({at, i});
+      }
+    } else {
+      int drop = j.workers - n;
+      while (drop > 0 && !j.starting.empty()) {
+        const int k = std::min(drop, j.starting.back().second);
+        drop -= k;
+        if ((j.starting.back().second -= k) == 0) j.starting.pop_back();
+      }
+      j.active -= drop;
+    }
+    j.workers = n;
+  }
+
+  // A job became ready, or some of its workers began to deliver.
+  void wake(int i) {
+    Job& j = jobs_[i];
+    if (j.start < 0 || j.finish >= 0) return;
+    while (!j.starting.empty() && j.starting.front().first <= now_) {
+      j.active += j.starting.front().second;
+      j.starting.pop_front();
+    }
+    set_speed(i, speed_of(j));
   }
 
   void finish(int i) {
@@ -388,7 +451,8 @@ class Simulation {
       j.elastic_slot = -1;
       total_want_ -= int64_t{j.saturating} * dw_cpu_;
     }
-    j.workers = 0;
+    j.workers = j.active = 0;
+    j.starting.clear();
   }
 
   // Best fit among `candidates` (node indices): the node left with the
@@ -480,8 +544,8 @@ class Simulation {
       for (int i : fresh) {
         Job& j = jobs_[i];
         if (options_.policy == Policy::kGoldminerJobLevel) converge_autosizer(j, j.saturating);
-        j.workers = j.saturating;
-        set_speed(i, std::min(1.0, j.workers * gain_per_worker(j)));
+        set_workers(i, j.saturating);
+        set_speed(i, speed_of(j));
       }
       return;
     }
@@ -508,9 +572,9 @@ class Simulation {
     all_saturated_ = true;
     for (size_t k = 0; k < elastic_.size(); ++k) {
       Job& j = jobs_[elastic_[k]];
-      j.workers = counts[k];
+      set_workers(elastic_[k], counts[k]);
       all_saturated_ &= j.workers >= j.saturating;
-      set_speed(elastic_[k], std::min(1.0, j.workers * gain_per_worker(j)));
+      set_speed(elastic_[k], speed_of(j));
     }
   }
 
@@ -636,6 +700,10 @@ class Simulation {
   int64_t total_want_ = 0;             // milli-CPU to bring every elastic job to full speed
   bool all_saturated_ = true;
   std::priority_queue<FinishEvent, std::vector<FinishEvent>, std::greater<FinishEvent>> finishes_;
+  // (time, job): the job becomes ready, or workers of it begin to deliver
+  // (stale ones, of finished jobs, are ignored).
+  using Wakeup = std::pair<double, int>;
+  std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<Wakeup>> wakeups_;
   double held_gpu_ = 0, effective_gpu_ = 0;  // milli-GPU held; weighted by speed
   Usage usage_;
 };
@@ -670,6 +738,8 @@ Expected<SimResult> simulate(const std::vector<TracePod>& pods, const std::vecto
   if (options.model.cpus_per_dw <= 0 || options.model.remote_efficiency <= 0 ||
       options.model.trainer_cpus_per_gpu < 0)
     return Status::error("goldminer-sim: job model parameters must be positive");
+  if (!(options.model.job_start_s >= 0) || !(options.model.worker_start_s >= 0))
+    return Status::error("goldminer-sim: --job-start-s and --worker-start-s: invalid value: expected >= 0");
   SimResult result;
   result.policy = policy_name(options.policy);
   Simulation sim(nodes, options);

@@ -23,7 +23,11 @@
 //   node; the rest of its CPU request, P, is pre-processing done by data
 //   workers anywhere (spare CPUs beyond each node's reserve). k workers of
 //   w CPUs run it at speed min(1, k*w*remote_efficiency/P). CPUs are shared
-//   by dw_allocation (marginal JCT per CPU, with a floor per job).
+//   by dw_allocation (marginal JCT per CPU, with a floor per job). A worker
+//   delivers worker_start_s after it is allocated (after the job's own
+//   start for those it starts with); until then it holds its CPUs.
+// - Every job makes no progress for job_start_s after it starts (0 for
+//   traces: their run times include the launch).
 // - goldminer-joblevel: the same split, but each job sizes its workers with
 //   its own Autosizer and gets them first come, first served.
 // - CPU-only pods are ordinary jobs in every policy; under the goldminer
@@ -55,6 +59,16 @@ struct JobModel {
   double cpus_per_dw = 1.0;           // size of one data worker
   int dw_floor = 1;                   // workers each job gets before any gets more
   int dw_max = 256;                   // workers per job at most
+  // Seconds from a job's start (its resources allocated) to its first
+  // progress: Slurm's launch and the program's own start-up. 0 for a trace,
+  // whose run times include them; the live replay measures it.
+  double job_start_s = 0;
+  // Seconds from a data worker's allocation to its first batch (companion
+  // job scheduled and launched, goldminer-dw and libtorch started), counted
+  // from the job's first progress for the workers it starts with. 2: the
+  // devcluster's P7 (bench/worker_latency.sh: p50 1.2-1.6 s, p95 1.8-3.2 s;
+  // docs/SIMULATION.md).
+  double worker_start_s = 2.0;
   DemandModel demand_model = DemandModel::kCalibrated;
   CalibratedDemand calibrated;
   // kRequest: CPUs a GPU job's pre-processing needs for full speed / CPUs

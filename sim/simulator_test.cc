@@ -51,14 +51,15 @@ TEST(SimulatorTest, BundledStrandsGpusGoldminerDoesNot) {
 
   // Under goldminer the GPU job keeps 1 CPU; its 15 CPUs of pre-processing
   // get 12 one-CPU workers (4 beyond g1's reserve of 7, 8 on c1):
-  // speed 12 * 0.9 / 15 = 0.72.
+  // speed 12 * 0.9 / 15 = 0.72, once they deliver (worker_start_s).
+  const double ws = JobModel().worker_start_s;
   SimResult gm = run(pods, nodes, Policy::kGoldminer);
-  EXPECT_NEAR(gm.avg_jct_gpu_s, 100 / 0.72, 1e-6);
+  EXPECT_NEAR(gm.avg_jct_gpu_s, ws + 100 / 0.72, 1e-6);
   EXPECT_NEAR(gm.cpu_short_wait_s, 0, 1e-9);
-  EXPECT_NEAR(gm.avg_jct_s, (1000 + 100 / 0.72) / 2, 1e-6);
+  EXPECT_NEAR(gm.avg_jct_s, (1000 + ws + 100 / 0.72) / 2, 1e-6);
 
   SimResult joblevel = run(pods, nodes, Policy::kGoldminerJobLevel);
-  EXPECT_NEAR(joblevel.avg_jct_gpu_s, 100 / 0.72, 1e-6) << "the autosizer converges to 12";
+  EXPECT_NEAR(joblevel.avg_jct_gpu_s, ws + 100 / 0.72, 1e-6) << "the autosizer converges to 12";
 }
 
 // The share of GPU jobs' waiting spent with enough GPUs free (for CPUs):
@@ -118,7 +119,7 @@ TEST(SimulatorTest, CalibratedStarvedJobsRunAtFullSpeedWithWorkers) {
   auto gm = simulate({starved}, nodes, o);
   ASSERT_TRUE(gm.ok()) << gm.status().message();
   const double work = 200 * 4 / (std::round(need * 1000) / 1000);
-  EXPECT_NEAR(gm->avg_jct_s, work, 0.01) << "need " << need << " CPUs";
+  EXPECT_NEAR(gm->avg_jct_s, o.model.worker_start_s + work, 0.01) << "need " << need << " CPUs";
 }
 
 TEST(SimulatorTest, CpuJobsThatOnlyFitInTheReserveAreUnplaceableUnderGoldminer) {
@@ -133,11 +134,12 @@ TEST(SimulatorTest, CpuJobsThatOnlyFitInTheReserveAreUnplaceableUnderGoldminer) 
 TEST(SimulatorTest, TooFewWorkerCpusSlowTheJobDown) {
   // 16 CPUs, 8 GPUs: one job with 1 GPU and 10 CPUs keeps 1; the reserve
   // for 7 free GPUs leaves 8 worker CPUs for 9 CPUs of pre-processing:
-  // speed 8 * 0.9 / 9 = 0.8.
+  // speed 8 * 0.9 / 9 = 0.8, after worker_start_s at speed 0.
+  const double ws = JobModel().worker_start_s;
   std::vector<TraceNode> nodes = {{"g1", 16000, 1, 8, "x"}};
   SimResult gm = run({pod("gpu", 10000, 1, 0, 100)}, nodes, Policy::kGoldminer);
-  EXPECT_NEAR(gm.avg_jct_s, 125, 1e-6);
-  EXPECT_NEAR(gm.gpu_effective_rate / gm.gpu_alloc_rate, 0.8, 1e-9);
+  EXPECT_NEAR(gm.avg_jct_s, ws + 125, 1e-6);
+  EXPECT_NEAR(gm.gpu_effective_rate / gm.gpu_alloc_rate, 0.8 * 125 / (ws + 125), 1e-9);
   SimResult bundled = run({pod("gpu", 10000, 1, 0, 100)}, nodes, Policy::kBundled);
   EXPECT_NEAR(bundled.avg_jct_s, 100, 1e-6);
   EXPECT_NEAR(bundled.gpu_alloc_rate, 1.0 / 8, 1e-9);
@@ -160,7 +162,42 @@ TEST(SimulatorTest, CpuStarvedJobsRunFasterWithDataWorkers) {
   o.policy = Policy::kGoldminer;
   auto gm = simulate({pod("gpu", 8000, 1, 0, 150)}, nodes, o);
   ASSERT_TRUE(gm.ok()) << gm.status().message();
-  EXPECT_NEAR(gm->avg_jct_s, 75, 1e-6);
+  EXPECT_NEAR(gm->avg_jct_s, o.model.worker_start_s + 75, 1e-6);
+}
+
+// A job makes progress job_start_s after it starts; its data workers
+// deliver worker_start_s after that (those it starts with) or after they
+// are allocated (later ones), and hold their CPUs meanwhile.
+TEST(SimulatorTest, JobsAndWorkersStartAfterTheirLatencies) {
+  std::vector<TraceNode> nodes = {{"g1", 16000, 1, 2, "x"}, {"c1", 12000, 1, 0, ""}};
+  SimOptions o;
+  o.model.demand_model = DemandModel::kRequest;
+  o.model.remote_efficiency = 1;
+  o.model.job_start_s = 3;
+  o.model.worker_start_s = 5;
+  o.policy = Policy::kBundled;
+  auto bundled = simulate({pod("a", 10000, 1, 0, 100)}, nodes, o);
+  ASSERT_TRUE(bundled.ok()) << bundled.status().message();
+  EXPECT_NEAR(bundled->avg_jct_s, 3 + 100, 1e-6);
+  EXPECT_NEAR(bundled->gpu_effective_rate / bundled->gpu_alloc_rate, 100.0 / 103, 1e-9);
+  // Alone: 9 CPUs of pre-processing, 9 one-CPU workers deliver from 3 + 5 s.
+  o.policy = Policy::kGoldminer;
+  auto alone = simulate({pod("a", 10000, 1, 0, 100)}, nodes, o);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_NEAR(alone->avg_jct_s, 3 + 5 + 100, 1e-6);
+  // Worker CPUs for one only: g1 (4 CPUs) keeps 1 per GPU, c1 has 10.
+  // B arrives at 50 s while A runs with 9 workers; the 12 are shared, so A
+  // is drained at once and slows down, and B's workers deliver 3 + 5 s
+  // after it starts.
+  nodes = {{"g1", 4000, 1, 2, "x"}, {"c1", 10000, 1, 0, ""}};
+  auto two = simulate({pod("a", 10000, 1, 0, 100), pod("b", 10000, 1, 50, 100)}, nodes, o);
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  ASSERT_EQ(two->job_records.size(), 2u);
+  const JobRecord &a = two->job_records[0], &b = two->job_records[1];
+  EXPECT_NEAR(a.start_s, 0, 1e-9);
+  EXPECT_NEAR(b.start_s, 50, 1e-9) << "no queue: the GPUs are free";
+  EXPECT_GT(a.finish_s, 108) << "slowed from 50 s on";
+  EXPECT_GT(b.finish_s, 50 + 8 + 100) << "never at full speed while A runs";
 }
 
 TEST(SimulatorTest, JobsWithoutPreprocessingCpusAreNotSlowedByTheFactor) {

@@ -15,7 +15,8 @@ job model.
   goldminer-ctld).
 - It stops after --samples samples (work at full speed x full rate) and
   prints one JSON line: samples, seconds, samples_per_s, speed (of full),
-  workers at the end.
+  workers at the end, and first_batch_at (wall-clock time of its first
+  batch: what the live replay measures start-up latencies from).
 """
 import argparse
 import json
@@ -59,11 +60,14 @@ def main():
     workers = 1 if a.local_threads > 0 else 0
     step_per_sample = 1.0 / a.full_rate
     consumed = 0
+    first_batch_at = None
     t0 = time.monotonic()
     with goldminer.Session("text:" + a.input, batch_size=a.batch, program=program, workers=workers,
                            threads=max(1, a.local_threads), seed=a.seed) as session:
         while consumed < a.samples:
             for _ in session:
+                if first_batch_at is None:
+                    first_batch_at = time.time()
                 n = int(session.last_sample_ids.size(0))
                 time.sleep(n * step_per_sample)  # the GPU's step on this batch
                 consumed += n
@@ -73,7 +77,8 @@ def main():
         workers_now = session.metrics()["workers"]
     rate = consumed / max(seconds, 1e-9)
     print(json.dumps({"samples": consumed, "seconds": round(seconds, 3), "samples_per_s": round(rate, 1),
-                      "speed": round(rate / a.full_rate, 4), "workers": workers_now}), flush=True)
+                      "speed": round(rate / a.full_rate, 4), "workers": workers_now,
+                      "first_batch_at": round(first_batch_at, 3)}), flush=True)
 
 
 if __name__ == "__main__":
