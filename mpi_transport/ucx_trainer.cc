@@ -41,7 +41,8 @@ Status UcxEndpoint::start_listener(const std::string& host_port) {
   // sin_port and sin6_port lie at the same offset.
   const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
   address_ = "ucx://" + sockaddr_text(&attr.sockaddr, sizeof attr.sockaddr);
-  if (options_.handshake_timeout_ms > 0) sweeper_.emplace(port, std::chrono::milliseconds(options_.handshake_timeout_ms));
+  if (options_.handshake_timeout_ms > 0)
+    sweeper_.emplace(port, std::chrono::milliseconds(options_.handshake_timeout_ms));
   return Status();
 }
 

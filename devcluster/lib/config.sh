@@ -11,7 +11,8 @@
 write_state() {
   {
     printf 'network=%s\nnodes=%s\nctld=%s\nslurm=%s\n' "$network" "$nodes" "$opt_ctld" "$slurm_prefix"
-    [ "$network" != netns ] || printf 'bridge=%s\nsubnet=%s\nbridge6=%s\nula=%s::/64\n' "$bridge" "$subnet" "$bridge6" "$ula"
+    [ "$network" != netns ] ||
+      printf 'bridge=%s\nsubnet=%s\nbridge6=%s\nula=%s::/64\n' "$bridge" "$subnet" "$bridge6" "$ula"
   } >"$state_file"
 }
 
