@@ -120,8 +120,8 @@ TEST_F(CliTest, BadOptionsExitTwo) {
   EXPECT_NE(sigma.out.find("--demand-sigma >= 0"), std::string::npos) << sigma.out;
   SimRun latency = run_sim(files + " --worker-start-s -0.5");
   EXPECT_EQ(latency.status, 2);
-  EXPECT_EQ(latency.out, "goldminer-sim: --worker-start-s and --job-start-s must be >= 0\n");
-  EXPECT_EQ(run_sim(files + " --job-start-s 1.5 --worker-start-s 0").status, 0);
+  EXPECT_EQ(latency.out, "goldminer-sim: --worker-start-s, --job-start-s and --dispatch-s must be >= 0\n");
+  EXPECT_EQ(run_sim(files + " --job-start-s 1.5 --worker-start-s 0 --dispatch-s 0.5").status, 0);
 }
 
 }  // namespace

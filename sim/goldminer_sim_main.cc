@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
        "goldminer: seconds from a data worker's allocation to its first batch (P7 on the devcluster)")
       ("job-start-s", po::value(&options.model.job_start_s)->default_value(0.0),
        "seconds from a job's start to its first progress (0: the trace's run times include it)")
+      ("dispatch-s", po::value(&options.model.dispatch_s)->default_value(0.0),
+       "seconds from a job's arrival to its start at the earliest: scheduling cycle and launch")
       ("demand-model", po::value(&demand_text)->default_value("calibrated"),
        "calibrated: each GPU job needs D CPUs per GPU for full speed, D log-normal (below); "
        "request: the job's request (less its trainer's) times --cpu-demand-factor")
@@ -122,8 +124,8 @@ int main(int argc, char** argv) {
     return fail("goldminer-sim: --demand-median must be > 0, --demand-sigma >= 0 and --demand-max >= "
                 "--demand-median",
                 2);
-  if (!(options.model.worker_start_s >= 0) || !(options.model.job_start_s >= 0))
-    return fail("goldminer-sim: --worker-start-s and --job-start-s must be >= 0", 2);
+  if (!(options.model.worker_start_s >= 0) || !(options.model.job_start_s >= 0) || !(options.model.dispatch_s >= 0))
+    return fail("goldminer-sim: --worker-start-s, --job-start-s and --dispatch-s must be >= 0", 2);
   if (options.model.dw_floor < 0 || options.model.dw_max < 1)
     return fail("goldminer-sim: --dw-floor must be >= 0 and --dw-max >= 1", 2);
 

@@ -148,14 +148,18 @@ class Simulation {
 
   Expected<SimResult> run(SimResult result) {
     if (!error_.empty()) return Status::error(error_);
-    size_t next_arrival = 0;
+    // A job is submitted at its arrival and may start dispatch_s later
+    // (the same for every job, so both keep arrival order).
+    const double dispatch = options_.model.dispatch_s;
+    size_t next_submit = 0, next_arrival = 0;
     double decision_s = 0;
     while (next_arrival < jobs_.size() || running_ > 0) {
-      double t_arrival = next_arrival < jobs_.size() ? jobs_[next_arrival].arrival : kNever;
+      double t_submit = next_submit < jobs_.size() ? jobs_[next_submit].arrival : kNever;
+      double t_arrival = next_arrival < jobs_.size() ? jobs_[next_arrival].arrival + dispatch : kNever;
       drop_stale_finishes();
       double t_finish = finishes_.empty() ? kNever : finishes_.top().time;
       double t_wakeup = wakeups_.empty() ? kNever : wakeups_.top().first;
-      double t = std::min({t_arrival, t_finish, t_wakeup});
+      double t = std::min({t_submit, t_arrival, t_finish, t_wakeup});
       if (t == kNever)
         return Status::error("goldminer-sim: stalled at t=" + std::to_string(now_) +
                              ": running jobs make no progress and nothing arrives");
@@ -176,9 +180,13 @@ class Simulation {
         wakeups_.pop();
         wake(i);
       }
+      for (; next_submit < jobs_.size() && jobs_[next_submit].arrival <= now_; ++next_submit)
+        dispatching_gpu_ += jobs_[next_submit].gpu > 0;
       std::vector<int> arrivals;
-      while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival <= now_)
-        arrivals.push_back(static_cast<int>(next_arrival++));
+      for (; next_arrival < jobs_.size() && jobs_[next_arrival].arrival + dispatch <= now_; ++next_arrival) {
+        arrivals.push_back(static_cast<int>(next_arrival));
+        dispatching_gpu_ -= jobs_[next_arrival].gpu > 0;
+      }
 
       // A job or worker that began to deliver frees and asks for nothing.
       if (finished || !arrivals.empty()) {
@@ -343,13 +351,15 @@ class Simulation {
     if (dt <= 0) return;
     usage_.gpu_time += held_gpu_ * dt;
     usage_.effective_time += effective_gpu_ * dt;
-    if (!queued_gpu_.empty()) {
+    // A GPU job being dispatched waits too (as a live run measures it:
+    // submitted, not yet started), though not for CPUs.
+    if (!queued_gpu_.empty() || dispatching_gpu_ > 0) {
       usage_.contended_time += dt;
       usage_.contended_gpu_time += held_gpu_ * dt;
       usage_.contended_effective_time += effective_gpu_ * dt;
       // GPU jobs waiting although some node has enough GPUs free: for CPUs.
       int64_t max_free = gpu_free_.empty() ? 0 : *gpu_free_.rbegin();
-      int blocked = 0, queued = 0;
+      int blocked = 0, queued = dispatching_gpu_;
       for (const auto& [size, count] : queued_gpu_) {
         queued += count;
         if (size <= max_free) blocked += count;
@@ -694,6 +704,7 @@ class Simulation {
   std::set<int> waiting_classes_;      // classes with waiting jobs
   int64_t queued_ = 0;
   std::map<int64_t, int> queued_gpu_;  // queued GPU jobs by milli-GPU size
+  int dispatching_gpu_ = 0;            // GPU jobs submitted, not yet able to start (dispatch_s)
   int running_ = 0;
   std::vector<int> elastic_;           // running jobs with data workers
   std::vector<int> new_elastic_;       // started this event
@@ -721,8 +732,9 @@ Expected<SimResult> simulate(const std::vector<TracePod>& pods, const std::vecto
   if (options.model.cpus_per_dw <= 0 || options.model.remote_efficiency <= 0 ||
       options.model.trainer_cpus_per_gpu < 0)
     return Status::error("goldminer-sim: job model parameters must be positive");
-  if (!(options.model.job_start_s >= 0) || !(options.model.worker_start_s >= 0))
-    return Status::error("goldminer-sim: --job-start-s and --worker-start-s: invalid value: expected >= 0");
+  if (!(options.model.job_start_s >= 0) || !(options.model.worker_start_s >= 0) || !(options.model.dispatch_s >= 0))
+    return Status::error("goldminer-sim: --job-start-s, --worker-start-s and --dispatch-s: invalid value: "
+                         "expected >= 0");
   SimResult result;
   result.policy = policy_name(options.policy);
   Simulation sim(nodes, options);

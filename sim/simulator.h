@@ -26,8 +26,9 @@
 //   by dw_allocation (marginal JCT per CPU, with a floor per job). A worker
 //   delivers worker_start_s after it is allocated (after the job's own
 //   start for those it starts with); until then it holds its CPUs.
-// - Every job makes no progress for job_start_s after it starts (0 for
-//   traces: their run times include the launch).
+// - Every job may start dispatch_s after it arrives at the earliest
+//   (waiting meanwhile), and makes no progress for job_start_s after it
+//   starts (both 0 for traces: their run times include the launch).
 // - goldminer-joblevel: the same split, but each job sizes its workers with
 //   its own Autosizer and gets them first come, first served.
 // - CPU-only pods are ordinary jobs in every policy; under the goldminer
@@ -59,6 +60,11 @@ struct JobModel {
   double cpus_per_dw = 1.0;           // size of one data worker
   int dw_floor = 1;                   // workers each job gets before any gets more
   int dw_max = 256;                   // workers per job at most
+  // Seconds from a job's submission to when it may start at the earliest:
+  // the scheduler's cycle and the launch, during which it waits holding
+  // nothing. 0 for a trace (it is replayed at its arrival); the live
+  // replay measures it (submission to the job script's start).
+  double dispatch_s = 0;
   // Seconds from a job's start (its resources allocated) to its first
   // progress: Slurm's launch and the program's own start-up. 0 for a trace,
   // whose run times include them; the live replay measures it.

@@ -180,6 +180,16 @@ TEST(SimulatorTest, JobsAndWorkersStartAfterTheirLatencies) {
   ASSERT_TRUE(bundled.ok()) << bundled.status().message();
   EXPECT_NEAR(bundled->avg_jct_s, 3 + 100, 1e-6);
   EXPECT_NEAR(bundled->gpu_effective_rate / bundled->gpu_alloc_rate, 100.0 / 103, 1e-9);
+  // Dispatched 1.5 s after it arrives: it waits that long (queue time, and
+  // a GPU job waiting while the other GPU is free: the contended share).
+  o.model.dispatch_s = 1.5;
+  auto dispatched = simulate({pod("a", 10000, 1, 0, 100)}, nodes, o);
+  ASSERT_TRUE(dispatched.ok()) << dispatched.status().message();
+  EXPECT_NEAR(dispatched->avg_jct_s, 1.5 + 3 + 100, 1e-6);
+  EXPECT_NEAR(dispatched->avg_queue_s, 1.5, 1e-6);
+  EXPECT_NEAR(dispatched->contended_share, 1.5 / 104.5, 1e-9);
+  EXPECT_NEAR(dispatched->gpu_wait_cpu_short_fraction, 0, 1e-9) << "it waited, but not for CPUs";
+  o.model.dispatch_s = 0;
   // Alone: 9 CPUs of pre-processing, 9 one-CPU workers deliver from 3 + 5 s.
   o.policy = Policy::kGoldminer;
   auto alone = simulate({pod("a", 10000, 1, 0, 100)}, nodes, o);

@@ -6,9 +6,12 @@ plugin, the SPANK plugin's data workers, goldminer-ctld); then goldminer-sim
 on the same job list. Prints, from this one run, both policies' average JCT
 and GPU allocation, the live and simulated ratios, and whether they agree
 within 20%: against the simulator's defaults, and against the simulator
-given the start-up latencies this run measured (--job-start-s: a bundled
-GPU job's script start to its first batch, median; --worker-start-s: a
-GoldMiner GPU job's script start to its first batch, median, less that).
+given the latencies this run measured (medians): --dispatch-s, a job's
+submission to its script's start under that policy (Slurm's scheduling
+cycle and launch, the plugins' work included); --job-start-s, a bundled
+GPU job's script start to its first batch (the trainer's start-up);
+--worker-start-s, the same under GoldMiner less that (its companion job's
+scheduling and start).
 
 usage: bench/replay/live_replay.py BUILD_DIR [--seed S] [--jobs N] [--load U] [--keep]
 (root; ../shared/data beside the project; about 15 minutes)
@@ -65,15 +68,16 @@ def read_csv(path):
 
 
 def simulate(build, work, policy, latencies=None):
-    """goldminer-sim on the job list; with `latencies` (job_start_s,
-    worker_start_s) those instead of its defaults."""
+    """goldminer-sim on the job list; with `latencies` (the policy's
+    dispatch_s, job_start_s, worker_start_s) those instead of its defaults."""
     args = [os.path.join(build, "goldminer-sim"), "--trace", os.path.join(work, "jobs.csv"), "--nodes",
             os.path.join(work, "nodes.csv"), "--policy", policy, "--cpus-per-dw", str(CPUS_PER_DW),
             "--dw-max", str(DW_MAX), "--remote-efficiency", "1", "--json"]
     if latencies is None:
         args += ["--jobs-csv", os.path.join(work, "sim-%s.csv" % policy)]
     else:
-        args += ["--job-start-s", "%.3f" % latencies[0], "--worker-start-s", "%.3f" % latencies[1]]
+        args += ["--dispatch-s", "%.3f" % latencies[0], "--job-start-s", "%.3f" % latencies[1],
+                 "--worker-start-s", "%.3f" % latencies[2]]
     return json.loads(run(args))
 
 
@@ -83,13 +87,16 @@ def median(values):
 
 
 def start_latencies(live_records):
-    """(job_start_s, worker_start_s) measured in this run: the median of a
-    GPU job's script start to its trainer's first batch under bundled (the
-    trainer's own start-up, its local worker's included), and under
-    GoldMiner less that (its companion job's scheduling and start)."""
-    first = {p: [r["first_batch_s"] for r in live_records[p] if r["gpus"]] for p in live_records}
-    job = median(first["bundled"])
-    return job, max(0.0, median(first["goldminer"]) - job)
+    """Per policy (dispatch_s, job_start_s, worker_start_s) measured in this
+    run, medians: submission to the job script's start, under that policy;
+    a GPU job's script start to its trainer's first batch under bundled (the
+    trainer's own start-up, its local worker's included); and that under
+    GoldMiner, less the bundled one (its companion job's scheduling and
+    start)."""
+    first = {p: median([r["first_batch_s"] for r in live_records[p] if r["gpus"]]) for p in live_records}
+    job = first["bundled"]
+    worker = max(0.0, first["goldminer"] - job)
+    return {p: (median([r["start"] - r["submit"] for r in live_records[p]]), job, worker) for p in live_records}
 
 
 class Cluster:
@@ -274,7 +281,7 @@ def main():
             records[policy] = replay(policy, jobs, work, build, a.port_base + 100 * i, budget)
             live[policy] = metrics(records[policy], total_gpus)
         latencies = start_latencies(records)
-        measured = {policy: simulate(build, work, policy, latencies) for policy in ("bundled", "goldminer")}
+        measured = {policy: simulate(build, work, policy, latencies[policy]) for policy in ("bundled", "goldminer")}
         report(live, sim, measured, latencies, a, len(jobs))
     finally:
         if a.keep:
@@ -287,8 +294,10 @@ def report(live, sim, measured, latencies, a, n):
     print("live replay: %d jobs of the dev slice, seed %d, offered GPU load %.2f, on %d GPU nodes x %d GPUs x %d "
           "CPUs + %d CPU nodes" % (n, a.seed, a.load, CLUSTER["gpu-nodes"], CLUSTER["gpus-per-node"],
                                    CLUSTER["cpus-per-node"], CLUSTER["cpu-nodes"]))
-    print("start-up latencies measured: job %.2f s (bundled: script start to first batch, median), worker %.2f s "
-          "(GoldMiner's, less the job's)" % latencies)
+    for policy in ("bundled", "goldminer"):
+        print("latencies measured under %-9s (medians): dispatch %.2f s (submission to script start), job start "
+              "%.2f s (bundled: script start to first batch), worker start %.2f s (GoldMiner's, less that)" %
+              ((policy,) + latencies[policy]))
     print("%-10s %-10s %10s %10s %10s %10s %10s" % ("", "policy", "avg_jct_s", "queue_s", "gpu_alloc", "contended",
                                                      "gpu_speed"))
     runs = (("live", live), ("simulated", sim), ("sim+lat", measured))

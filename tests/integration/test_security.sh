@@ -61,3 +61,26 @@ test_no_secret_in_job_or_state_and_other_jobs_and_users_are_refused() {
     expect_eq "refusals in the trainer's log" "$(echo "$out" | grep -c "dropped: the worker refuses this trainer: ")" 2 ||
         { echo "$out" | grep -i refus; return 1; }
 }
+
+# Part 5, credential material: a second Unix user (created here, removed
+# after) can read no key and decode no credential of the first user's: the
+# munge key is root's alone (the cluster's only secret), and a credential
+# the trainer makes is restricted to its own uid (as gmcore/peer_auth.cc
+# makes them), so the second user's unmunge refuses it; the first user's
+# own unmunge accepts it.
+test_second_user_reads_no_key_and_decodes_no_credential_of_the_first() {
+    local socket=$state/munge/munge.socket key=$state/munge/munge.key cred as_second out rc
+    security_user_add >/dev/null || { echo "cannot create user $security_user"; return 1; }
+    as_second=(setpriv --reuid="$security_user" --regid="$security_user" --clear-groups)
+    out=$("${as_second[@]}" cat "$key" 2>&1) && { userdel "$security_user"; echo "the second user read $key"; return 1; }
+    expect_contains "munge key" "$out" "Permission denied" || { userdel "$security_user"; return 1; }
+    cred=$(munge --socket="$socket" --restrict-uid=0 --string "goldminer trainer job=1 worker-nonce=00") ||
+        { userdel "$security_user"; echo "munge failed"; return 1; }
+    rc=0
+    out=$(echo "$cred" | "${as_second[@]}" unmunge --socket="$socket" 2>&1) || rc=$?
+    userdel "$security_user" 2>/dev/null
+    [ "$rc" -ne 0 ] || { echo "the second user decoded the first user's credential: $out"; return 1; }
+    expect_contains "second user's unmunge" "$out" "Unauthorized credential" || return 1
+    expect_contains "first user's unmunge" "$(echo "$cred" | unmunge --socket="$socket" 2>&1)" \
+        "goldminer trainer job=1 worker-nonce=00"
+}
