@@ -71,6 +71,12 @@ nodes_have_namespaces() {
     grep -q '^network=netns' "$state/run/cluster"
 }
 
+# The network namespace of node N (netns mode), from the cluster's record
+# of what it created.
+node_namespace() {
+    awk -v n="-$1" '$1 == "netns" && substr($2, length($2) - length(n) + 1) == n { print $2 }' "$state/run/network"
+}
+
 # Runs ARGS with the UCX settings a job of this cluster needs: on a cluster
 # of node namespaces UCX must use the nodes' own interfaces, not lo; on a
 # localhost one the devcluster set dw_network=lo.

@@ -98,7 +98,7 @@ test_fault_node_of_the_worker_lost_mid_epoch() {
     dw=$(squeue -h -n "goldminer-dw.$job" -t R -o %i | head -1)
     [ -n "$node" ] || { echo "no running companion job of $job"; scancel "$job"; return 1; }
     [ "$node" != "$(job_node "$job")" ] || { echo "worker on the trainer's node $node"; scancel "$job"; return 1; }
-    ns=$(awk -v n="-$node" '$1 == "netns" && substr($2, length($2) - length(n) + 1) == n { print $2 }' "$state/run/network")
+    ns=$(node_namespace "$node")
     pids=$(ip netns pids "$ns")
     [ -n "$pids" ] || { echo "no process in namespace $ns"; scancel "$job"; return 1; }
     # shellcheck disable=SC2086

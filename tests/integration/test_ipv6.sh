@@ -18,12 +18,10 @@ with_plugstack_arg() {
     return $rc
 }
 
-# Bytes received on eth1 of node N (in its namespace, named in the
-# cluster's network record).
+# Bytes received on eth1 of node N.
 eth1_rx_bytes() {
     local ns
-    ns=$(awk -v n="-$1" '$1 == "netns" && substr($2, length($2) - length(n) + 1) == n { print $2 }' \
-         "$state/run/network")
+    ns=$(node_namespace "$1")
     [ -n "$ns" ] || return 1
     ip -n "$ns" -s -j link show eth1 | jq -e '.[0].stats64.rx.bytes'
 }
