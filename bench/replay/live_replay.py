@@ -14,7 +14,7 @@ GPU job's script start to its first batch (the trainer's start-up);
 scheduling and start).
 
 usage: bench/replay/live_replay.py BUILD_DIR [--seed S] [--jobs N] [--load U] [--keep]
-(root; ../shared/data beside the project; about 15 minutes)
+(root; ../shared/data beside the project; about 18 minutes)
 
 The job list: bench/replay/make_jobs.py (its rules are assumptions, stated
 there and in docs/SIMULATION.md). Each job's model comes from goldminer-sim
