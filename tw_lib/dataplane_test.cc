@@ -31,33 +31,8 @@ using testing::kEnv;
 using testing::parse_json_lines;
 using testing::Process;
 using testing::TempDir;
+using testing::write_criteo;
 using testing::write_text;
-
-// Criteo raw TSV: label, 13 ints, 26 hex hashes; some fields empty.
-void write_criteo(const std::string& path, int rows, int bad_row = -1) {
-  std::mt19937 rng(7);
-  std::ofstream out(path);
-  for (int r = 0; r < rows; ++r) {
-    if (r == bad_row) {
-      out << "1\tnot-a-number\n";
-      continue;
-    }
-    out << (rng() % 2);
-    for (int i = 0; i < 13; ++i) {
-      out << '\t';
-      if (rng() % 10) out << (rng() % 1000);
-    }
-    for (int i = 0; i < 26; ++i) {
-      out << '\t';
-      if (rng() % 10) {
-        char h[9];
-        std::snprintf(h, sizeof h, "%08x", static_cast<unsigned>(rng()));
-        out << h;
-      }
-    }
-    out << '\n';
-  }
-}
 
 TEST(DataplaneTest, EveryEpochDeliversEverySampleOnceOverUcxAndLocal) {
   TempDir d;

@@ -9,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -45,6 +47,32 @@ class TempDir {
 inline void write_text(const std::string& path, int lines) {
   std::ofstream out(path);
   for (int i = 0; i < lines; ++i) out << "sample " << i << " " << std::string(i % 37, 'x') << "\n";
+}
+
+// Criteo raw TSV: label, 13 ints, 26 hex hashes; some fields empty.
+inline void write_criteo(const std::string& path, int rows, int bad_row = -1) {
+  std::mt19937 rng(7);
+  std::ofstream out(path);
+  for (int r = 0; r < rows; ++r) {
+    if (r == bad_row) {
+      out << "1\tnot-a-number\n";
+      continue;
+    }
+    out << (rng() % 2);
+    for (int i = 0; i < 13; ++i) {
+      out << '\t';
+      if (rng() % 10) out << (rng() % 1000);
+    }
+    for (int i = 0; i < 26; ++i) {
+      out << '\t';
+      if (rng() % 10) {
+        char h[9];
+        std::snprintf(h, sizeof h, "%08x", static_cast<unsigned>(rng()));
+        out << h;
+      }
+    }
+    out << '\n';
+  }
 }
 
 struct Epoch {

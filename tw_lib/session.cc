@@ -191,6 +191,14 @@ Expected<std::optional<SessionBatch>> Session::Impl::next(const std::function<bo
       ++fill_samples_;
       queue_bytes_ -= item.bytes;
       consumed_bad_ += item.bad_records;
+      // Over the budget when the trainer reaches the corrupt record, not
+      // when a worker ahead of it reads one: a run stopped before that
+      // point ends as it would have without it.
+      if (item.bad_records > 0 && consumed_bad_ > o_.max_bad_records) {
+        failure_ = Status::error("input: " + std::to_string(consumed_bad_) + " corrupt records this epoch exceed " +
+                                 "the budget of " + std::to_string(o_.max_bad_records) + " (--max-bad-records)");
+        return failure_;
+      }
       consumed_from_.push_back(item.from);
       ++consumed_batches_;
       ++consumed_total_;

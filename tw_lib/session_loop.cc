@@ -264,10 +264,7 @@ void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_
   item.batch.sample_ids = reinterpret_cast<const int64_t*>(b.tensors.back().data);
   item.batch.keepalive = std::move(frame);
   std::lock_guard<std::mutex> lock(mu_);
-  bad_records_ += b.bad_records;
-  if (bad_records_ > o_.max_bad_records && failure_.ok())
-    failure_ = Status::error("input: " + std::to_string(bad_records_) + " corrupt records this epoch exceed " +
-                             "the budget of " + std::to_string(o_.max_bad_records) + " (--max-bad-records)");
+  bad_records_ += b.bad_records;  // the budget is checked where the trainer takes the batch (next)
   auto& pw = per_worker_[peer];
   ++pw.batches;
   pw.bytes += item.bytes;

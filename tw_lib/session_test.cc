@@ -109,6 +109,46 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
   }
 }
 
+// The corrupt-record budget holds where the trainer is, not where the
+// workers are: with a worker that has read the whole epoch, two corrupt
+// records in it and a budget of one, every batch before the second is
+// taken; the position then counts one; reaching the second fails.
+TEST(SessionTest, TheBadRecordBudgetIsCheckedWhereTheTrainerIs) {
+  TempDir d;
+  testing::write_criteo(d / "day.tsv", 300, 5);
+  std::ofstream(d / "day.tsv", std::ios::app) << "0\talso-not-a-number\n";  // split 3: only this record
+  SessionOptions o;
+  o.listen = "local://session-bad-budget";
+  o.secret = "x";
+  o.input = "criteo-tsv:" + (d / "day.tsv");
+  o.batch_size = 10;
+  o.records_per_split = 100;
+  o.deterministic = true;
+  o.max_bad_records = 1;
+  o.local_workers = 1;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto first = (*s)->next();
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status().message();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((*s)->metrics().bad_records < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ((*s)->metrics().bad_records, 2u) << "the worker read the whole epoch";
+  uint64_t samples = (*first)->samples;
+  for (int i = 1; i < 30; ++i) {
+    auto b = (*s)->next();
+    ASSERT_TRUE(b.ok()) << "batch " << i << ": " << b.status().message();
+    ASSERT_TRUE(b->has_value());
+    samples += (*b)->samples;
+  }
+  EXPECT_EQ(samples, 299u);
+  EXPECT_EQ((*s)->state().bad_records, 1u);
+  auto over = (*s)->next();
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(),
+            "input: 2 corrupt records this epoch exceed the budget of 1 (--max-bad-records)");
+}
+
 // Under Slurm no secret exists: the session and its workers prove uid and
 // job to each other with munge (a stand-in here; the devcluster's tests use
 // munged). The job's workers feed the epoch exactly once; a worker of
