@@ -171,7 +171,9 @@ class Producer {
     range.first_record = g.begin;
     range.records = g.end - g.begin;
     range.byte_offset = g.offset;
-    auto stream = readers::SplitStream::open(*dataset_, range, g.seed, stream_->batch_size, stream_->shuffle_buffer);
+    range.skip = g.skip;
+    auto stream = readers::SplitStream::open(*dataset_, range, g.seed, stream_->batch_size, stream_->shuffle_buffer,
+                                             g.batches);
     if (!stream.ok()) return stream.status();
     auto current = (*stream)->next();
     if (!current.ok()) return current.status();

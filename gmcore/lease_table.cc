@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "gmcore/rank_share.h"
 #include "gmcore/splitmix.h"
 
 namespace goldminer {
@@ -29,12 +30,18 @@ Expected<LeaseTable> LeaseTable::create(std::vector<InputSplit> splits, LeaseCon
   std::set<uint64_t> ids;
   for (const auto& s : splits)
     if (!ids.insert(s.id).second) return Status::error(split_name(s.id) + ": id given twice");
+  if (config.world_size == 0 || config.trainer_rank >= config.world_size)
+    return Status::error("lease table: rank " + std::to_string(config.trainer_rank) + " of world size " +
+                         std::to_string(config.world_size));
+  if (config.world_size > 1 && config.batch_size == 0)
+    return Status::error("lease table: ranks need the batch size");
   LeaseTable t(std::move(splits), config);
-  t.start_epoch(0);
+  Status s = t.start_epoch(0);
+  if (!s.ok()) return s;
   return t;
 }
 
-void LeaseTable::start_epoch(uint32_t epoch) {
+Status LeaseTable::start_epoch(uint32_t epoch) {
   epoch_ = epoch;
   done_count_ = 0;
   pending_.clear();
@@ -44,13 +51,38 @@ void LeaseTable::start_epoch(uint32_t epoch) {
   std::mt19937_64 rng(split_seed(config_.seed, epoch, UINT64_MAX));
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
   epoch_order_.clear();
-  for (size_t i : order) {
-    splits_[i].phase = Phase::kPending;
-    splits_[i].delivered = 0;
-    splits_[i].rank = epoch_order_.size();
+  share_count_ = 0;
+  epoch_batches_ = 0;
+  epoch_records_ = 0;
+  auto add = [&](size_t i, uint64_t skip, uint64_t keep, uint64_t batches) {
+    Entry& e = splits_[i];
+    e.phase = Phase::kPending;
+    e.skip = skip;
+    e.keep = keep;
+    e.batches = batches;
+    e.rank = epoch_order_.size();
     pending_.push_back(i);
-    epoch_order_.push_back(splits_[i].split.id);
+    epoch_order_.push_back(e.split.id);
+    ++share_count_;
+    epoch_records_ += keep;
+    epoch_batches_ += batches != 0 || config_.batch_size == 0 ? batches : (keep + config_.batch_size - 1) / config_.batch_size;
+  };
+  for (Entry& e : splits_) {
+    e.delivered = 0;
+    e.phase = Phase::kOtherRank;
   }
+  if (config_.world_size <= 1) {
+    for (size_t i : order) add(i, 0, splits_[i].split.end - splits_[i].split.begin, 0);
+    return Status();
+  }
+  // Every rank deals the same order the same way (rank_share.h).
+  std::vector<uint64_t> records;
+  for (size_t i : order) records.push_back(splits_[i].split.end - splits_[i].split.begin);
+  auto deal = deal_splits(records, config_.batch_size, config_.world_size, config_.drop_last);
+  if (!deal.ok()) return Status::error("lease table: epoch " + std::to_string(epoch) + ": " + deal.status().message());
+  for (const RankPiece& p : deal->pieces)
+    if (p.owner == config_.trainer_rank) add(order[p.split], p.skip, p.records, p.batches);
+  return Status();
 }
 
 std::optional<uint64_t> LeaseTable::holder(uint64_t split_id) const {
@@ -77,16 +109,26 @@ Status LeaseTable::resume(const LeasePosition& position) {
     if (!named.insert(id).second)
       return Status::error("lease table: resume: position names split " + std::to_string(id) +
                            " twice (in done or partial)");
-  start_epoch(position.epoch);
-  for (uint64_t id : position.done) {
+  Status started = start_epoch(position.epoch);
+  if (!started.ok()) return started;
+  auto ours = [&](uint64_t id) -> Expected<size_t> {
     auto i = find(id);
     if (!i.ok()) return Status::error("lease table: resume: " + i.status().message());
+    if (splits_[*i].phase == Phase::kOtherRank)
+      return Status::error("lease table: resume: split " + std::to_string(id) + " is not rank " +
+                           std::to_string(config_.trainer_rank) + "'s in epoch " + std::to_string(epoch_) +
+                           " (a position of another rank?)");
+    return i;
+  };
+  for (uint64_t id : position.done) {
+    auto i = ours(id);
+    if (!i.ok()) return i.status();
     splits_[*i].phase = Phase::kDone;
     ++done_count_;
   }
   for (const auto& [id, delivered] : position.partial) {
-    auto i = find(id);
-    if (!i.ok()) return Status::error("lease table: resume: " + i.status().message());
+    auto i = ours(id);
+    if (!i.ok()) return i.status();
     splits_[*i].delivered = delivered;
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
@@ -122,7 +164,9 @@ std::optional<Lease> LeaseTable::grant(uint64_t worker, double now) {
   e.phase = Phase::kLeased;
   e.worker = worker;
   e.renewed = now;
-  return Lease{e.split, epoch_, split_seed(config_.seed, epoch_, e.split.id), e.delivered, e.rank};
+  Lease lease{e.split, epoch_, split_seed(config_.seed, epoch_, e.split.id), e.delivered, e.rank, e.batches, e.skip};
+  lease.split.end = lease.split.begin + e.skip + e.keep;
+  return lease;
 }
 
 Expected<BatchVerdict> LeaseTable::accept_batch(uint64_t worker, uint64_t split_id, uint64_t sequence,

@@ -41,6 +41,12 @@ struct LeaseConfig {
   // pending again (given back, its worker lost) takes its place in that
   // order instead of going first or last.
   bool deterministic_order = false;
+  // Data-parallel ranks (rank_share.h): each epoch this table leases only
+  // the parts of splits dealt to `trainer_rank` of `world_size`, cut into
+  // the batches the deal gives them; `batch_size` is what it counts in.
+  uint32_t trainer_rank = 0, world_size = 1;
+  uint32_t batch_size = 0;  // needed when world_size > 1
+  bool drop_last = false;
 };
 
 struct Lease {
@@ -49,6 +55,10 @@ struct Lease {
   uint64_t split_seed = 0;  // seeds the split's shuffle buffer and transforms
   uint64_t skip_batches = 0;  // already delivered: the worker may skip them
   uint64_t rank = 0;  // the split's place in the epoch's order (epoch_order())
+  uint64_t batches = 0;  // to cut the split into (a rank's share); 0: as the batch size makes
+  // Records of the split before this rank's part (split.begin and
+  // split.offset stay the split's; split.end is the part's end).
+  uint64_t skip = 0;
 };
 
 enum class BatchVerdict {
@@ -74,13 +84,17 @@ struct LeasePosition {
 
 class LeaseTable {
  public:
-  // Split ids must be unique.
+  // Split ids must be unique. Errors: ranks that cannot take the same
+  // number of batches (deal_splits).
   static Expected<LeaseTable> create(std::vector<InputSplit> splits, LeaseConfig config);
 
   // Begins `epoch`: every split pending, in the epoch's order (shuffled
-  // with the seed and the epoch: the same order on every machine).
-  void start_epoch(uint32_t epoch);
-  // Resumes from a position taken with state() on the same splits.
+  // with the seed and the epoch: the same order on every machine); with
+  // ranks, every split of this rank's share.
+  Status start_epoch(uint32_t epoch);
+  // Resumes from a position taken with state() on the same splits (and,
+  // with ranks, by the same rank: a split of another rank's share is an
+  // error).
   Status resume(const LeasePosition& position);
 
   // The next pending split for `worker`, or nothing when none is pending.
@@ -108,7 +122,11 @@ class LeaseTable {
   // The split ids of this epoch in the order start_epoch() gave them.
   const std::vector<uint64_t>& epoch_order() const { return epoch_order_; }
 
-  bool epoch_done() const { return done_count_ == splits_.size(); }
+  bool epoch_done() const { return done_count_ == share_count_; }
+  // This rank's batches and records this epoch (all of them without ranks;
+  // batches: 0 unless the table was given the batch size).
+  uint64_t epoch_batches() const { return epoch_batches_; }
+  uint64_t epoch_records() const { return epoch_records_; }
   uint32_t epoch() const { return epoch_; }
   size_t pending() const { return pending_.size(); }
   LeasePosition state() const;
@@ -117,7 +135,7 @@ class LeaseTable {
   static uint64_t split_seed(uint64_t seed, uint32_t epoch, uint64_t split_id);
 
  private:
-  enum class Phase { kPending, kLeased, kDone };
+  enum class Phase { kPending, kLeased, kDone, kOtherRank };
   struct Entry {
     InputSplit split;
     Phase phase = Phase::kPending;
@@ -125,6 +143,9 @@ class LeaseTable {
     double renewed = 0;
     uint64_t delivered = 0;  // batches delivered this epoch
     uint64_t rank = 0;       // place in this epoch's order
+    uint64_t batches = 0;    // this epoch's cut (rank_share.h); 0: natural
+    uint64_t skip = 0;       // records before this rank's part of the split
+    uint64_t keep = 0;       // records of that part
   };
 
   LeaseTable(std::vector<InputSplit> splits, LeaseConfig config);
@@ -138,6 +159,8 @@ class LeaseTable {
   std::deque<size_t> pending_;  // indices into splits_, grant order
   std::vector<uint64_t> epoch_order_;
   size_t done_count_ = 0;
+  size_t share_count_ = 0;  // splits of this rank this epoch
+  uint64_t epoch_batches_ = 0, epoch_records_ = 0;
 };
 
 }  // namespace goldminer

@@ -323,6 +323,13 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       if (r.ok() && g.end < g.begin) r.fail("end", std::to_string(g.end) + " is before begin " + std::to_string(g.begin), r.pos() - 8);
       g.offset = r.get<uint64_t>("offset");
       g.rank = r.get<uint64_t>("rank");
+      g.batches = r.get<uint64_t>("batches");
+      g.skip = r.get<uint64_t>("skip");
+      if (r.ok() && g.skip > g.end - g.begin)
+        r.fail("skip", std::to_string(g.skip) + " of " + std::to_string(g.end - g.begin) + " records", r.pos() - 8);
+      if (r.ok() && g.batches > g.end - g.begin - g.skip)
+        r.fail("batches", std::to_string(g.batches) + " batches of " + std::to_string(g.end - g.begin - g.skip) +
+                              " records", r.pos() - 16);
       m = std::move(g);
       break;
     }
@@ -399,6 +406,8 @@ std::vector<uint8_t> encode(const Message& message) {
           body.put<uint64_t>(m.end);
           body.put<uint64_t>(m.offset);
           body.put<uint64_t>(m.rank);
+          body.put<uint64_t>(m.batches);
+          body.put<uint64_t>(m.skip);
         } else if constexpr (std::is_same_v<T, LeaseReturn>) {
           type = MessageType::kLeaseReturn;
           body.put<uint64_t>(m.split_id);

@@ -29,7 +29,8 @@
 namespace goldminer::wire {
 
 constexpr uint32_t kMagic = 0x31574d47;  // "GMW1" read as little-endian u32
-constexpr uint16_t kVersion = 3;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake
+constexpr uint16_t kVersion = 4;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake;
+                                  // 4: LeaseGrant::batches and skip
 constexpr size_t kFrameHeaderSize = 16;
 constexpr size_t kDataAlignment = 64;
 constexpr int kMaxDims = 8;
@@ -97,6 +98,8 @@ struct LeaseGrant {
   uint64_t begin = 0, end = 0;  // record range [begin, end)
   uint64_t offset = 0;          // byte offset of record `begin`, per the reader
   uint64_t rank = 0;            // the split's place in the epoch's order
+  uint64_t batches = 0;         // batches to cut the split into (a DDP rank's share); 0: as the batch size makes
+  uint64_t skip = 0;            // records after `begin` that are another rank's: not read into batches
 };
 struct LeaseReturn {
   uint64_t split_id = 0;

@@ -45,7 +45,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   Program q = round_trip(p);
   EXPECT_EQ(q.reader_config, p.reader_config);
   EXPECT_EQ(q.program, p.program) << "binary program bytes survive";
-  LeaseGrant g{42, 3, 0xdeadbeefcafeULL, 2, "/data/day_0.tsv", 7, 1000, 2000, 123456, 9};
+  LeaseGrant g{42, 3, 0xdeadbeefcafeULL, 2, "/data/day_0.tsv", 7, 1000, 2000, 123456, 9, 40, 300};
   LeaseGrant h = round_trip(g);
   EXPECT_EQ(h.split_id, 42u);
   EXPECT_EQ(h.seed, 0xdeadbeefcafeULL);
@@ -55,6 +55,8 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(h.end, 2000u);
   EXPECT_EQ(h.offset, 123456u);
   EXPECT_EQ(h.rank, 9u);
+  EXPECT_EQ(h.batches, 40u);
+  EXPECT_EQ(h.skip, 300u);
   EXPECT_EQ(round_trip(Credit{6}).batches, 6u);
   EXPECT_EQ(round_trip(LeaseRequest{5}).splits, 5u);
   EXPECT_EQ(round_trip(LeaseReturn{7, "sigterm"}).reason, "sigterm");
@@ -98,7 +100,7 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
   EXPECT_EQ(refusal(bad), "wire: frame: magic at byte 0: not a GoldMiner frame");
   bad = f;
   bad[4] = 1;  // before LeaseGrant::rank
-  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 3");
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 4");
   bad = f;
   bad[6] = 99;
   EXPECT_EQ(refusal(bad), "wire: frame: type at byte 6: unknown message type 99");
@@ -115,6 +117,11 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
 TEST(WireTest, PayloadErrors) {
   std::vector<uint8_t> grant = encode(Message(LeaseGrant{1, 0, 0, 0, "f", 0, 10, 5, 0}));
   EXPECT_EQ(refusal(grant), "wire: lease_grant: end at payload byte 45: 5 is before begin 10");
+  // A rank's part: skip within the split, at most one batch per record.
+  EXPECT_EQ(refusal(encode(Message(LeaseGrant{1, 0, 0, 0, "f", 0, 10, 20, 0, 0, 0, 11}))),
+            "wire: lease_grant: skip at payload byte 77: 11 of 10 records");
+  EXPECT_EQ(refusal(encode(Message(LeaseGrant{1, 0, 0, 0, "f", 0, 10, 20, 0, 0, 5, 6}))),
+            "wire: lease_grant: batches at payload byte 69: 5 batches of 4 records");
   std::vector<uint8_t> hello = encode(Message(Hello{"w", 1, {}}));
   hello[16] = 0xff;  // worker_id length 255, 37 bytes left
   hello[17] = 0;

@@ -35,6 +35,9 @@ class RecordSource {
   // kEnd: the split is exhausted.
   // An error Status is fatal (I/O, file shorter than planned).
   virtual Expected<Outcome> next(Sample* sample, std::string* what) = 0;
+  // Moves past the next `n` records, good or corrupt (another rank reads
+  // them: rank_share.h); by default reads them. An error as for next().
+  virtual Status skip(uint64_t n);
   // The batch tensors of `samples` (in that order).
   virtual std::vector<HostTensor> assemble(const std::vector<const Sample*>& samples) = 0;
 };

@@ -143,5 +143,33 @@ TEST(JpegTest, CorruptImageNamesFileAndCanBeSkipped) {
   EXPECT_NE(err.find("Premature end of JPEG file"), std::string::npos) << err;
 }
 
+// A rank's part of a split (SplitRange::skip): the records before it are
+// not read, so a corrupt one there is neither an error nor counted; the
+// part is cut into the batches asked for.
+TEST(JpegTest, APartOfASplitSkipsWhatIsBeforeIt) {
+  TempDir dir;
+  std::string good = encode(16, 16, false, false);
+  dir.write("a.jpg", good);
+  dir.write("b.jpg", "this is not a jpeg at all");
+  dir.write("c.jpg", good);
+  dir.write("d.jpg", good);
+  dir.write("e.jpg", good);
+  auto plan = testing::plan_or_die(Format::kJpeg, {dir.path()}, 10);
+  SplitRange part = plan.splits[0];
+  part.skip = 2;
+  auto stream = SplitStream::open(plan.config, part, 0, 4, 0, 2);
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  std::vector<std::vector<uint64_t>> records;
+  for (;;) {
+    auto b = (*stream)->next();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    if (!b->has_value()) break;
+    EXPECT_EQ((*b)->bad_records, 0u);
+    records.push_back((*b)->records);
+  }
+  // 3 records in 2 batches of at most 4: 2 and 1.
+  EXPECT_EQ(records, (std::vector<std::vector<uint64_t>>{{2, 3}, {4}}));
+}
+
 }  // namespace
 }  // namespace goldminer::readers

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "gmcore/rank_share.h"
 #include "gmcore/splitmix.h"
 #include "readers/file_io.h"
 #include "readers/format.h"
@@ -44,17 +45,24 @@ std::string absolute_path(const std::string& path) {
 class BatchingStream : public SplitStream {
  public:
   BatchingStream(std::unique_ptr<RecordSource> source, uint64_t max_bad, uint64_t seed,
-                 uint32_t batch_size, uint32_t shuffle_buffer)
+                 uint32_t batch_size, uint32_t shuffle_buffer, uint64_t skip, uint64_t records, uint64_t batches)
       : source_(std::move(source)),
+        skip_(skip),
         max_bad_(max_bad),
         rng_(seed),
         batch_size_(batch_size),
+        records_(records),
+        batches_(batches),
         capacity_(shuffle_buffer > 1 ? shuffle_buffer : 1),
         out_(batch_size) {}
 
   Expected<std::optional<Batch>> next() override {
     if (!started_) {
       started_ = true;
+      if (skip_ > 0) {
+        Status s = source_->skip(skip_);
+        if (!s.ok()) return s;
+      }
       buffer_.reserve(capacity_);
       while (buffer_.size() < capacity_) {
         buffer_.emplace_back();
@@ -66,8 +74,14 @@ class BatchingStream : public SplitStream {
         }
       }
     }
+    // This batch's size: the batch size but where the split is cut into
+    // more batches (a rank's share); past the planned count (records the
+    // plan did not count), the batch size again, so none is left behind.
+    uint64_t size = batches_ == 0 ? batch_size_ : batch_size_at(records_, batches_, batch_size_, made_);
+    if (size == 0) size = batch_size_;
+    ++made_;
     size_t n = 0;
-    while (n < batch_size_ && !buffer_.empty()) {
+    while (n < size && !buffer_.empty()) {
       size_t j = capacity_ > 1 ? static_cast<size_t>(below(rng_, buffer_.size())) : 0;
       std::swap(out_[n], buffer_[j]);
       ++n;
@@ -113,11 +127,15 @@ class BatchingStream : public SplitStream {
   }
 
   std::unique_ptr<RecordSource> source_;
+  uint64_t skip_;  // records before the ones batched (another rank's)
   uint64_t max_bad_;
   uint64_t bad_ = 0;          // skipped in this split
   uint64_t pending_bad_ = 0;  // skipped since the last batch
   goldminer::SplitMix64 rng_;
   uint32_t batch_size_;
+  uint64_t records_;   // in the split
+  uint64_t batches_;   // to cut it into; 0: as the batch size makes
+  uint64_t made_ = 0;  // batches made so far
   size_t capacity_;
   bool started_ = false;
   std::vector<Sample> buffer_;  // the shuffle buffer
@@ -278,10 +296,21 @@ Expected<DatasetPlan> plan_dataset(const InputSpec& input, const ReaderOptions& 
 
 // ------------------------------------------------------------------ streams
 
+Status internal::RecordSource::skip(uint64_t n) {
+  Sample scratch;
+  std::string what;
+  for (uint64_t i = 0; i < n; ++i) {
+    auto outcome = next(&scratch, &what);
+    if (!outcome.ok()) return outcome.status();
+    if (*outcome == Outcome::kEnd) break;
+  }
+  return Status();
+}
+
 Expected<std::unique_ptr<SplitStream>> SplitStream::open(const DatasetConfig& config,
                                                          const SplitRange& split, uint64_t seed,
                                                          uint32_t batch_size,
-                                                         uint32_t shuffle_buffer) {
+                                                         uint32_t shuffle_buffer, uint64_t batches) {
   const char* name = format_name(config.format);
   if (batch_size == 0) return Status::error(std::string(name) + ": batch size is 0");
   if (split.file_index >= config.files.size()) {
@@ -299,7 +328,8 @@ Expected<std::unique_ptr<SplitStream>> SplitStream::open(const DatasetConfig& co
   }
   if (!source.ok()) return source.status();
   std::unique_ptr<SplitStream> stream = std::make_unique<BatchingStream>(
-      std::move(*source), config.options.max_bad_records, seed, batch_size, shuffle_buffer);
+      std::move(*source), config.options.max_bad_records, seed, batch_size, shuffle_buffer, split.skip,
+      split.records - std::min(split.skip, split.records), batches);
   return stream;
 }
 

@@ -70,6 +70,9 @@ struct SplitRange {
   uint64_t first_record = 0;
   uint64_t records = 0;
   uint64_t byte_offset = 0;  // where first_record starts (file formats; 0 for jpeg)
+  // Of those, the first `skip` are not read into batches (another rank's:
+  // gmcore/rank_share.h).
+  uint64_t skip = 0;
 };
 
 struct DatasetPlan {
@@ -131,12 +134,16 @@ class SplitStream {
   virtual ~SplitStream() = default;
 
   // `seed` seeds the shuffle buffer (LeaseTable::split_seed); with
-  // shuffle_buffer 0 or 1, samples come in record order.
+  // shuffle_buffer 0 or 1, samples come in record order. `batches`: the
+  // split is cut into that many batches (batch_size_at in
+  // gmcore/rank_share.h: a data-parallel rank's share); 0: as many as the
+  // batch size makes.
   static Expected<std::unique_ptr<SplitStream>> open(const DatasetConfig& config,
                                                      const SplitRange& split, uint64_t seed,
-                                                     uint32_t batch_size, uint32_t shuffle_buffer);
+                                                     uint32_t batch_size, uint32_t shuffle_buffer,
+                                                     uint64_t batches = 0);
 
-  // The next batch (the split's last one may be short), or nothing at the
+  // The next batch (the split's last ones may be short), or nothing at the
   // end of the split.
   virtual Expected<std::optional<Batch>> next() = 0;
 };

@@ -135,6 +135,33 @@ TEST(SplitTest, EverySplitSizeYieldsEveryRecordOnce) {
   }
 }
 
+// A rank's part of a split of lines: read past the records before it
+// (record indexes stay the file's), shuffled within the part, cut into the
+// batches asked for.
+TEST(SplitTest, APartOfASplitHasItsRecordsOnceInTheBatchesAskedFor) {
+  TempDir dir;
+  std::string a = dir.write("a.txt", numbered_lines(23));
+  auto plan = testing::plan_or_die(Format::kText, {a}, 20);
+  SplitRange part = plan.splits[0];
+  part.skip = 7;
+  auto stream = SplitStream::open(plan.config, part, 5, 4, 8, 5);
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  std::vector<uint64_t> records, sizes;
+  for (;;) {
+    auto b = (*stream)->next();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    if (!b->has_value()) break;
+    sizes.push_back((*b)->records.size());
+    records.insert(records.end(), (*b)->records.begin(), (*b)->records.end());
+  }
+  // 13 records in 5 batches of at most 4: 4, 4, then 2, 2, 1.
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{4, 4, 2, 2, 1}));
+  std::sort(records.begin(), records.end());
+  std::vector<uint64_t> want(13);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = 7 + i;
+  EXPECT_EQ(records, want);
+}
+
 TEST(ShuffleTest, SameSeedSameBatchesOtherSeedOtherOrder) {
   TempDir dir;
   std::string a = dir.write("a.txt", numbered_lines(200));

@@ -33,6 +33,7 @@ using testing::kEnv;
 using testing::parse_json_lines;
 using testing::Process;
 using testing::TempDir;
+using testing::worker_pids;
 using testing::write_text;
 
 // Waits until the consumer printed its address; returns it.
@@ -46,15 +47,6 @@ std::string wait_address(Process* p) {
   }
   ADD_FAILURE() << "no address printed; stderr: " << p->err();
   return "";
-}
-
-std::vector<pid_t> worker_pids(Process* p) {
-  std::vector<pid_t> pids;
-  const std::regex re("worker pid ([0-9]+)");
-  const std::string err = p->err();
-  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator(); ++it)
-    pids.push_back(std::stoi((*it)[1]));
-  return pids;
 }
 
 bool alive(pid_t pid) {

@@ -174,6 +174,16 @@ inline std::vector<std::string> consume_args(const std::vector<std::string>& ext
   return a;
 }
 
+// The pids of the workers a goldminer-consume started (it prints them).
+inline std::vector<pid_t> worker_pids(Process* p) {
+  std::vector<pid_t> pids;
+  const std::regex re("worker pid ([0-9]+)");
+  const std::string err = p->err();
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator(); ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  return pids;
+}
+
 inline void expect_clean(const std::vector<Epoch>& epochs, size_t n, double samples) {
   ASSERT_EQ(epochs.size(), n);
   for (const Epoch& e : epochs) {

@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
   uint32_t epochs = 1, workers = 1, threads = 1, min_workers = 0, join_timeout = 60;
   uint64_t stop_after = 0;
   bool json = false, verbose = false;
+  int64_t rank = -1, world_size = -1;  // -1: from the environment, else 0 of 1
   po::options_description desc(
       "Usage: goldminer-consume --input FORMAT:PATH[,PATH...] [options]\n"
       "A trainer with no model: streams the input from data workers and checks that every\n"
@@ -183,6 +184,12 @@ int main(int argc, char** argv) {
        "stop after this many batches, write --state-out and exit 3 (restart tests)")
       ("state-out", po::value(&state_out), "where --stop-after-batches writes the data position")
       ("resume", po::value(&resume), "continue from a --state-out file")
+      ("rank", po::value(&rank), "this trainer's data-parallel rank (default: $RANK, else $SLURM_PROCID in an "
+       "srun step, else 0)")
+      ("world-size", po::value(&world_size), "data-parallel ranks, each a goldminer-consume with the same input, "
+       "seed and batch size (default: $WORLD_SIZE, else $SLURM_STEP_NUM_TASKS in an srun step, else 1)")
+      ("drop-last", po::bool_switch(&o.drop_last), "ranks take as many batches as the one with the fewest and "
+       "leave out the rest (default: ranks short of batches take some smaller ones)")
       ("json", po::bool_switch(&json), "print one JSON object per epoch")
       ("verbose,v", po::bool_switch(&verbose), "log worker joins and losses");
   po::variables_map vm;
@@ -251,6 +258,18 @@ int main(int argc, char** argv) {
     // fresh secret for the workers this run starts.
     Status env = o.from_environment();
     if (!env.ok()) return fail(env.message(), 2);
+    if (world_size != -1) {
+      if (world_size < 1 || world_size > 65536) return fail("--world-size: must be 1..65536", 2);
+      o.world_size = static_cast<uint32_t>(world_size);
+      if (rank == -1) o.rank = 0;
+    }
+    if (rank != -1) {
+      if (rank < 0 || rank >= static_cast<int64_t>(o.world_size))
+        return fail("--rank: " + std::to_string(rank) + " is not a rank of world size " + std::to_string(o.world_size) +
+                        " (ranks are 0.." + std::to_string(o.world_size - 1) + ")",
+                    2);
+      o.rank = static_cast<uint32_t>(rank);
+    }
     // --listen's default: GOLDMINER_LISTEN (a --goldminer batch job's).
     if (const char* v = std::getenv("GOLDMINER_LISTEN"); listen.empty() && v != nullptr && *v != '\0') listen = v;
     o.listen.clear();
@@ -343,6 +362,11 @@ int main(int argc, char** argv) {
   }
 
   const auto& per_file = s.records_per_file();
+  // id_sum counts a sample as its place in the input (records of the files
+  // before its own, plus its record index): the ranks' sums add up to
+  // N(N-1)/2 mod 2^64 exactly when they read every sample once between them.
+  std::vector<uint64_t> file_start(per_file.size(), 0);
+  for (size_t f = 1; f < per_file.size(); ++f) file_start[f] = file_start[f - 1] + per_file[f - 1];
   bool clean = true;
   uint64_t lost_before = 0;
   uint64_t batches_total = 0;
@@ -350,7 +374,8 @@ int main(int argc, char** argv) {
   for (uint32_t e = 0; e < epochs; ++e) {
     std::vector<std::vector<bool>> seen(per_file.size());
     for (size_t f = 0; f < per_file.size(); ++f) seen[f].assign(per_file[f], false);
-    uint64_t samples = 0, unique = 0, duplicates = 0, batches = 0, bytes = 0, expected = s.total_records();
+    uint64_t samples = 0, unique = 0, duplicates = 0, batches = 0, bytes = 0, expected = s.records_per_epoch();
+    uint64_t id_sum = 0;
     // FNV-1a over the sample ids in the order they came: equal across runs
     // exactly when the order is (--deterministic).
     uint64_t order = 0xcbf29ce484222325ULL;
@@ -383,6 +408,7 @@ int main(int argc, char** argv) {
           ++duplicates;  // not a sample of this input: counted as wrong
           continue;
         }
+        id_sum += file_start[f] + r;
         if (seen[f][r]) {
           ++duplicates;
         } else {
@@ -416,13 +442,14 @@ int main(int argc, char** argv) {
                   "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
                   "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
                   "\"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\", "
-                  "\"max_queued\": %zu}\n",
+                  "\"max_queued\": %zu, \"rank\": %u, \"world_size\": %u, \"id_sum\": %llu}\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
                   static_cast<unsigned long long>(m.bad_records), cpu_seconds(pids),
-                  static_cast<unsigned long long>(order), m.max_queued_batches);
+                  static_cast<unsigned long long>(order), m.max_queued_batches, o.rank, o.world_size,
+                  static_cast<unsigned long long>(id_sum));
     } else {
       std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
                   "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records, "

@@ -48,7 +48,7 @@ const char kModuleDoc[] = R"doc(GoldMiner trainer session: batches from data wor
 Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
         listen=None, seed=None, shuffle_buffer=0, deterministic=False, records_per_split=0,
         max_bad_records=0, queue_batches=64, timeout=0, resume=None, secret=None,
-        first_worker_timeout=1800)
+        first_worker_timeout=1800, rank=None, world_size=None, drop_last=False)
 
   input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text.
   batch_size       samples per batch (the last batch of each split may be smaller).
@@ -82,6 +82,14 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    which, from squeue); meanwhile it logs that every minute. 0 waits
                    as long as it takes.
   resume           a dict from state(): continue exactly from that position.
+  rank, world_size data-parallel training (DDP): this process is rank `rank` of `world_size`,
+                   each with its own session over the same input, seed and batch size.
+                   Each epoch every sample goes to exactly one rank and every rank gets
+                   the same number of batches (a rank short of batches gets some smaller
+                   ones). Default: $RANK and $WORLD_SIZE (torchrun), else $SLURM_PROCID
+                   and $SLURM_STEP_NUM_TASKS (a task of srun), else 0 of 1.
+  drop_last        with ranks: every rank takes as many batches as the one with the
+                   fewest and leaves out the rest (as torch's DistributedSampler).
   secret           the job secret workers must prove. Default: $GOLDMINER_SECRET (or
                    $GOLDMINER_SECRET_FILE), else a fresh random one (handed to the
                    workers this session starts). Unused under `sbatch --goldminer`,
@@ -129,7 +137,9 @@ Methods and attributes:
   total_records, files, records_per_file, worker_pids (the goldminer-dw this session started).
   len(session)     batches per epoch, as a DataLoader's len(): each split's records cut into
                    batch_size batches (a split's last one may be smaller); fewer when
-                   corrupt records are skipped (max_bad_records).
+                   corrupt records are skipped (max_bad_records). With ranks: this rank's
+                   batches in the current epoch, the same on every rank.
+  rank, world_size, records_per_epoch (this rank's records in the current epoch).
   close()          ends the session and stops the workers it started (SIGTERM while the
                    session still answers, then waits; SIGKILL after 10 s); also on `with`
                    exit and when the object is collected. Later calls raise RuntimeError.
@@ -331,7 +341,7 @@ class PySession {
             uint32_t threads, const std::string& transport, const py::object& listen, const py::object& seed,
             uint32_t shuffle_buffer, bool deterministic, uint64_t records_per_split, uint64_t max_bad_records,
             uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
-            double first_worker_timeout) {
+            double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last) {
     if (transport != "ucx" && transport != "local")
       throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
     if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
@@ -357,6 +367,18 @@ class PySession {
     o.timeout_s = timeout;
     o.first_worker_timeout_s = first_worker_timeout;
     if (!resume.is_none()) o.resume = position_from(resume);
+    if (!world_size.is_none()) {
+      o.world_size = world_size.cast<uint32_t>();
+      if (o.world_size == 0) throw py::value_error("goldminer.Session: world_size must be at least 1");
+      if (rank.is_none()) o.rank = 0;
+    }
+    if (!rank.is_none()) {
+      o.rank = rank.cast<uint32_t>();
+      if (o.rank >= o.world_size)
+        throw py::value_error("goldminer.Session: rank " + std::to_string(o.rank) + " is not a rank of world_size " +
+                              std::to_string(o.world_size));
+    }
+    o.drop_last = drop_last;
     o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
     if (!listen.is_none()) {
       std::string l = listen.cast<std::string>();
@@ -376,6 +398,8 @@ class PySession {
     o.local_worker_threads = threads;
     o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
     expect_external_ = listen_given;
+    rank_ = o.rank;
+    world_size_ = o.world_size;
     local_workers_ = o.local_workers;
 
     WorkerProcessOptions wp;
@@ -540,6 +564,9 @@ class PySession {
   std::string address() { return session().address(); }
   uint64_t total_records() { return session().total_records(); }
   uint64_t batches_per_epoch() { return session().batches_per_epoch(); }
+  uint64_t records_per_epoch() { return session().records_per_epoch(); }
+  uint32_t rank() const { return rank_; }
+  uint32_t world_size() const { return world_size_; }
   std::vector<std::string> files() { return session().files(); }
   std::vector<uint64_t> records_per_file() { return session().records_per_file(); }
   std::vector<int> worker_pids() const { return std::vector<int>(pids_.begin(), pids_.end()); }
@@ -618,6 +645,7 @@ class PySession {
   std::vector<std::string> exits_;
   uint32_t local_workers_ = 0;
   bool expect_external_ = false;
+  uint32_t rank_ = 0, world_size_ = 1;
   bool worker_seen_ = false;
   bool all_status_1_ = true;  // of those reaped
   at::Tensor last_ids_;
@@ -633,15 +661,17 @@ PYBIND11_MODULE(_session, m) {
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, uint64_t, uint64_t, uint32_t, double,
-                    const py::object&, const py::object&, double>(),
+                    const py::object&, const py::object&, double, const py::object&, const py::object&, bool>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
            py::arg("deterministic") = false, py::arg("records_per_split") = 0, py::arg("max_bad_records") = 0,
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
-           py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0)
+           py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0, py::arg("rank") = py::none(),
+           py::arg("world_size") = py::none(), py::arg("drop_last") = false)
       .def("__iter__", [](py::object self) { return self; })
-      .def("__len__", &gm::PySession::batches_per_epoch, "Batches per epoch (fewer when corrupt records are skipped).")
+      .def("__len__", &gm::PySession::batches_per_epoch,
+           "Batches in this epoch (this rank's; fewer when corrupt records are skipped).")
       .def("__next__", &gm::PySession::next, "The next batch of this epoch; StopIteration at its end.")
       .def("state", &gm::PySession::state, "The data position: {epoch, seed, done, partial}.")
       .def("metrics", &gm::PySession::metrics, "The session's counters as a dict.")
@@ -654,6 +684,10 @@ PYBIND11_MODULE(_session, m) {
       .def("__exit__", [](gm::PySession& s, py::args) { s.close(); return false; })
       .def_property_readonly("address", &gm::PySession::address)
       .def_property_readonly("total_records", &gm::PySession::total_records)
+      .def_property_readonly("records_per_epoch", &gm::PySession::records_per_epoch,
+                             "Records of this rank's share of the current epoch.")
+      .def_property_readonly("rank", &gm::PySession::rank)
+      .def_property_readonly("world_size", &gm::PySession::world_size)
       .def_property_readonly("files", &gm::PySession::files)
       .def_property_readonly("records_per_file", &gm::PySession::records_per_file)
       .def_property_readonly("worker_pids", &gm::PySession::worker_pids)

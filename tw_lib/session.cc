@@ -5,6 +5,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +73,11 @@ uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>
   auto add = [&](uint64_t v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); };
   add(o.batch_size);
   add(o.shuffle_buffer);
+  if (o.world_size > 1) {  // which splits are a rank's and how they are cut
+    add(o.rank);
+    add(o.world_size);
+    add(o.drop_last);
+  }
   add(splits.size());
   for (const InputSplit& s : splits) {
     add(s.id);
@@ -89,7 +95,7 @@ uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>
 }  // namespace
 
 Session::Impl::Impl(SessionOptions options, readers::DatasetPlan plan, LeaseTable table)
-    : o_(std::move(options)), plan_(std::move(plan)), table_(std::move(table)) {
+    : o_(std::move(options)), plan_(std::move(plan)), table_(std::move(table)), deal_table_(table_) {
   epoch_started_ = Clock::now();
   consumer_epoch_ = table_.epoch();
   if (o_.resume) {
@@ -226,6 +232,23 @@ Expected<std::optional<SessionBatch>> Session::Impl::next(const std::function<bo
   }
 }
 
+std::pair<uint64_t, uint64_t> Session::Impl::share_of_epoch() const {
+  uint32_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = consumer_epoch_ + (want_next_epoch_ ? 1 : 0);
+  }
+  // The deal is a function of the epoch: a copy of the table deals it
+  // here, apart from the loop thread's.
+  std::lock_guard<std::mutex> lock(deal_mu_);
+  if (deal_epoch_ != epoch) {
+    Status s = deal_table_.start_epoch(epoch);
+    if (!s.ok()) return {0, 0};  // create() dealt epoch 0 the same way; an epoch that cannot be dealt fails next()
+    deal_epoch_ = epoch;
+  }
+  return {deal_table_.epoch_batches(), deal_table_.epoch_records()};
+}
+
 LeasePosition Session::Impl::state() const {
   std::lock_guard<std::mutex> lock(mu_);
   LeasePosition p;
@@ -348,15 +371,23 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   lc.seed = o.seed;
   lc.lease_timeout_s = o.lease_timeout_s;
   lc.deterministic_order = o.deterministic;
+  lc.trainer_rank = o.rank;
+  lc.world_size = o.world_size;
+  lc.batch_size = o.batch_size;
+  lc.drop_last = o.drop_last;
+  if (o.world_size == 0 || o.rank >= o.world_size)
+    return Status::error("session: rank " + std::to_string(o.rank) + " is not one of world size " +
+                         std::to_string(o.world_size) + " (ranks are 0.." + (o.world_size ? std::to_string(o.world_size - 1) : "") +
+                         ")");
   auto table = LeaseTable::create(std::move(splits), lc);
-  if (!table.ok()) return table.status();
+  if (!table.ok()) return Status::error("session: " + table.status().message());
   if (o.resume) {
     if (o.resume->seed != o.seed)
       return Status::error("session: resume position was taken with seed " + std::to_string(o.resume->seed) +
                            ", this session has seed " + std::to_string(o.seed));
     if (o.resume->plan != 0 && o.resume->plan != fingerprint)
       return Status::error("session: resume position was taken on another input plan (files, record ranges per "
-                           "split, batch size or shuffle buffer differ): resuming would deliver other samples");
+                           "split, batch size, shuffle buffer or rank differ): resuming would deliver other samples");
     Status s = table->resume(*o.resume);
     if (!s.ok()) return s;
   }
@@ -411,6 +442,8 @@ Status SessionOptions::from_environment() {
       return Status::error("GOLDMINER_LOCAL_WORKERS: invalid value '" + std::string(v) + "': expected 0..1024");
     local_workers = static_cast<uint32_t>(n);
   }
+  Status ranks = ranks_from_environment();
+  if (!ranks.ok()) return ranks;
   auto e = elastic_from_environment(process_environment());
   if (!e.ok()) return e.status();
   if (!e->launcher) return Status();
@@ -422,13 +455,49 @@ Status SessionOptions::from_environment() {
   return Status();
 }
 
+namespace {
+
+// An unsigned decimal environment variable, or nothing when unset.
+Expected<std::optional<uint32_t>> env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::optional<uint32_t>();
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (*end != '\0' || errno != 0 || n > UINT32_MAX || *v == '-')
+    return Status::error(std::string(name) + ": invalid value '" + v + "': expected a count");
+  return std::optional<uint32_t>(static_cast<uint32_t>(n));
+}
+
+}  // namespace
+
+Status SessionOptions::ranks_from_environment() {
+  // torchrun's first; then a task of srun (SLURM_STEP_NUM_TASKS is the
+  // step's: a batch script has SLURM_NTASKS of the job but is one process).
+  for (auto [r, w] : {std::pair{"RANK", "WORLD_SIZE"}, std::pair{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"}}) {
+    auto rank_v = env_count(r);
+    if (!rank_v.ok()) return rank_v.status();
+    auto world_v = env_count(w);
+    if (!world_v.ok()) return world_v.status();
+    if (!*rank_v || !*world_v) continue;
+    if (**world_v == 0 || **rank_v >= **world_v)
+      return Status::error(std::string(r) + "=" + std::to_string(**rank_v) + " is not a rank of " + w + "=" +
+                           std::to_string(**world_v));
+    rank = **rank_v;
+    world_size = **world_v;
+    return Status();
+  }
+  return Status();
+}
+
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 std::string Session::address() const { return impl_->address(); }
 uint64_t Session::total_records() const { return impl_->total_records(); }
 const std::vector<std::string>& Session::files() const { return impl_->files(); }
 const std::vector<uint64_t>& Session::records_per_file() const { return impl_->records_per_file(); }
-uint64_t Session::batches_per_epoch() const { return impl_->batches_per_epoch(); }
+uint64_t Session::batches_per_epoch() const { return impl_->share_of_epoch().first; }
+uint64_t Session::records_per_epoch() const { return impl_->share_of_epoch().second; }
 const char* const Session::kInterrupted = "interrupted while waiting for a batch";
 
 Expected<std::optional<SessionBatch>> Session::next() { return impl_->next({}); }

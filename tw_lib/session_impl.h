@@ -54,11 +54,8 @@ class Session::Impl {
   uint64_t total_records() const { return plan_.total_records; }
   const std::vector<std::string>& files() const { return plan_.config.files; }
   const std::vector<uint64_t>& records_per_file() const { return plan_.records_per_file; }
-  uint64_t batches_per_epoch() const {
-    uint64_t n = 0;
-    for (const readers::SplitRange& r : plan_.splits) n += (r.records + o_.batch_size - 1) / o_.batch_size;
-    return n;
-  }
+  // This rank's batches and records in the consumer's current epoch.
+  std::pair<uint64_t, uint64_t> share_of_epoch() const;
 
   Expected<std::optional<SessionBatch>> next(const std::function<bool()>& interrupted);
   LeasePosition state() const;
@@ -173,6 +170,9 @@ class Session::Impl {
   uint64_t consumed_bad_ = 0;  // bad records of the batches next() returned this epoch
 
  public:
+  mutable std::mutex deal_mu_;
+  mutable LeaseTable deal_table_;  // deals epochs for share_of_epoch(); under deal_mu_
+  mutable std::optional<uint32_t> deal_epoch_;
   uint64_t plan_fingerprint_ = 0;  // set once by create(); see LeasePosition::plan
   std::map<PeerId, WorkerMetrics> per_worker_;
 };

@@ -73,7 +73,7 @@ void Session::Impl::run() {
       }
     }
     if (start_epoch) {
-      table_.start_epoch(table_.epoch() + 1);
+      if (Status dealt = table_.start_epoch(table_.epoch() + 1); !dealt.ok()) fail("session: " + dealt.message());
       if (o_.deterministic) {
         std::lock_guard<std::mutex> lock(mu_);  // metrics() reads it
         reorder_.start(table_.epoch_order());
@@ -362,6 +362,8 @@ bool Session::Impl::grant_lease(PeerId peer, Worker* w) {
   g.end = lease->split.end;
   g.offset = lease->split.offset;
   g.rank = lease->rank;
+  g.batches = lease->batches;
+  g.skip = lease->skip;
   send(peer, g);
   return true;
 }

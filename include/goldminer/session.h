@@ -86,6 +86,14 @@ struct SessionOptions {
   // minute. 0: wait as long as it takes.
   double first_worker_timeout_s = 1800;
   std::optional<LeasePosition> resume;  // from state(): continue that epoch exactly
+  // Data-parallel training (DDP): this trainer is rank `rank` of
+  // `world_size`, each with its own session over the same input, seed and
+  // batch size. Each epoch every sample goes to exactly one rank and every
+  // rank takes the same number of batches (gmcore/rank_share.h: a rank
+  // short of batches gets some smaller ones); with drop_last, ranks leave
+  // out what does not divide evenly instead, as torch's DistributedSampler.
+  uint32_t rank = 0, world_size = 1;
+  bool drop_last = false;
   // Data workers run as threads of this process (the worker loop of
   // goldminer-dw), in addition to any that connect.
   uint32_t local_workers = 0;
@@ -100,10 +108,15 @@ struct SessionOptions {
   // Fills listen, secret or munge, and local_workers from the environment
   // that goldminer-run or spank_goldminer.so sets: GOLDMINER_LISTEN,
   // GOLDMINER_AUTH=munge and GOLDMINER_AUTH_JOB, or GOLDMINER_SECRET (or
-  // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS; and `elastic` from
-  // the one spank_goldminer.so gives a mode=elastic batch job
+  // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS; rank and world_size
+  // from RANK and WORLD_SIZE (torchrun) or else SLURM_PROCID and
+  // SLURM_STEP_NUM_TASKS (a task of srun; not a batch script, which is
+  // one process whatever --ntasks says); and `elastic` from the one
+  // spank_goldminer.so gives a mode=elastic batch job
   // (elastic_from_environment). Unset ones are kept.
   Status from_environment();
+  // Only rank and world_size, as from_environment() reads them.
+  Status ranks_from_environment();
 };
 
 // One batch: tensors viewed in place in the received buffer (kept alive by
@@ -169,8 +182,13 @@ class Session {
   // records cut into batch_size batches, a split's last one possibly
   // smaller. Fewer when corrupt records are skipped (max_bad_records): a
   // batch waits for batch_size good records, and a split of only corrupt
-  // records gives none.
+  // records gives none. With ranks: this rank's share of the current
+  // epoch (the same on every rank; it may differ from epoch to epoch by
+  // a split's batches, as the splits are dealt anew).
   uint64_t batches_per_epoch() const;
+  // Records of this rank's share of the current epoch (total_records()
+  // without ranks, fewer with drop_last).
+  uint64_t records_per_epoch() const;
 
   // The next batch of the current epoch, waiting for it; nothing at the end
   // of the epoch (the next call starts the following epoch). An error is

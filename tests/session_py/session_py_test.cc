@@ -38,7 +38,8 @@ Result check(const std::string& args) {
   setenv("PYTHONPATH", env_or("PYTHONPATH", builddir + "/python").c_str(), 1);
   setenv("GOLDMINER_DW_PROGRAM", (builddir + "/goldminer-dw").c_str(), 1);
   setenv("UCX_NET_DEVICES", "lo", 1);
-  for (const char* v : {"GOLDMINER_LISTEN", "GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_LOCAL_WORKERS"})
+  for (const char* v : {"GOLDMINER_LISTEN", "GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_LOCAL_WORKERS",
+                        "RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"})
     unsetenv(v);
   const std::string script = env_or("GOLDMINER_SESSION_PY_TESTS", std::string(GOLDMINER_TEST_SRCDIR) +
                                     "/tests/session_py") + "/session_check.py";
@@ -135,6 +136,23 @@ void expect_deterministic(const Result& r) {
 
 TEST(SessionPy, UcxDeterministicOrderWhateverTheWorkers) { expect_deterministic(check("deterministic ucx")); }
 TEST(SessionPy, LocalDeterministicOrderWhateverTheWorkers) { expect_deterministic(check("deterministic local")); }
+
+void expect_ranks(const Result& r) {
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "from RANK and WORLD_SIZE: rank 1 of 3");
+  EXPECT_PRINTS(r, "rank out of range: ValueError: goldminer.Session: rank 3 is not a rank of world_size 3");
+  EXPECT_PRINTS(r, "OK");
+}
+TEST(SessionPy, UcxRanksReadEverySampleOnceWithEqualLengths) { expect_ranks(check("ranks ucx")); }
+TEST(SessionPy, LocalRanksReadEverySampleOnceWithEqualLengths) { expect_ranks(check("ranks local")); }
+
+TEST(SessionPy, DdpExampleTrainsTwoRanksInStepOnEverySampleOnce) {
+  Result r = check("ddp");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* e : {"ddp epoch 0: ", "ddp epoch 1: "}) EXPECT_PRINTS(r, e);
+  EXPECT_PRINTS(r, "id sums add up: True, parameters equal: True");
+  EXPECT_PRINTS(r, "\nOK");
+}
 
 TEST(SessionPy, ErrorsNameTheFileAndTheCause) {
   Result r = check("errors");
