@@ -25,6 +25,17 @@ TEST(HttpTest, AddressesAreHostAndPort) {
             "--ctld: invalid port '99999' in 'a:99999': expected 0 to 65535");
 }
 
+// The source address of packets to a host (a data-parallel rank listens
+// there for its workers): the loopback's for the loopback, v4 or v6.
+TEST(HttpTest, TheLocalAddressTowardAHostIsTheRoutesSource) {
+  EXPECT_EQ(*local_address_toward("127.0.0.1"), "127.0.0.1");
+  auto v6 = local_address_toward("::1");
+  if (v6.ok()) EXPECT_EQ(*v6, "::1");
+  auto bad = local_address_toward("no-such-host.invalid");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("cannot resolve 'no-such-host.invalid': ", 0), 0u) << bad.status().message();
+}
+
 TEST(HttpTest, RequestsAreWholeOnlyWithTheirBody) {
   std::string req = format_http_request(HttpRequest{"POST", "/report", "hello"}, "h:1");
   EXPECT_EQ(*http_request_size(req.substr(0, req.size() - 1)), 0u);

@@ -264,7 +264,7 @@ class Producer {
 
 class Connection {
  public:
-  Connection(const WorkerOptions& o, const std::atomic<bool>& stop) : o_(o), stop_(stop) {}
+  Connection(const WorkerOptions& o, const std::atomic<bool>& stop) : o_(o), stop_(stop), trainer_(o.trainer) {}
 
   Expected<WorkerReport> run() {
     // The trainer may not listen yet (started at the same time): retry
@@ -275,7 +275,7 @@ class Connection {
     for (;;) {
       transport::Options options;
       options.shm_arena_bytes = size_t{o_.shm_mb} << 20;
-      auto ep = transport::connect(o_.trainer, options);
+      auto ep = transport::connect(trainer_, options);
       Status s = ep.ok() ? Status() : ep.status();
       if (ep.ok()) {
         ep_ = std::move(ep).value();
@@ -283,6 +283,17 @@ class Connection {
         s = handshake();
       }
       if (s.ok()) break;
+      if (!redirect_.empty()) {
+        // Rank 0 of a data-parallel job sends this worker to another rank
+        // (gmcore/rank_share.h): once; that rank's session does not.
+        if (redirected_) return Status::error("redirected twice: from " + o_.trainer + " to " + trainer_ + " to " + redirect_);
+        log::info("goldminer-dw: the trainer at " + trainer_ + " sends this worker to rank " + redirect_);
+        redirected_ = true;
+        trainer_ = redirect_;
+        redirect_.clear();
+        ep_.reset();
+        continue;
+      }
       // Stopped while the trainer was still out of reach (SIGTERM to a
       // worker whose trainer never listened): nothing to drain.
       if (stop_ && !reached_) return Status::error(kStopped);
@@ -321,7 +332,7 @@ class Connection {
       *keep = std::move(ev.frame);
       return m;
     }
-    return Status::error("no answer from the trainer at " + o_.trainer + " within " +
+    return Status::error("no answer from the trainer at " + trainer_ + " within " +
                          std::to_string(static_cast<int>(timeout_s)) + " s");
   }
 
@@ -329,7 +340,7 @@ class Connection {
     auto nonce = auth::random_nonce();
     if (!nonce.ok()) return nonce.status();
     Status s = send(wire::Hello{o_.id, o_.threads, *nonce});
-    if (!s.ok()) return Status::error("cannot reach the trainer at " + o_.trainer + ": " + s.message());
+    if (!s.ok()) return Status::error("cannot reach the trainer at " + trainer_ + ": " + s.message());
     std::shared_ptr<const transport::Frame> keep;
     auto m = receive(std::min(5.0, o_.connect_timeout_s), &keep);
     if (!m.ok()) return m.status();
@@ -345,6 +356,10 @@ class Connection {
     if (!s.ok()) return s;
     m = receive(o_.connect_timeout_s, &keep);
     if (!m.ok()) return m.status();
+    if (auto* r = std::get_if<wire::Redirect>(&*m)) {
+      redirect_ = r->address;
+      return Status::error("redirected to " + r->address);
+    }
     auto* p = std::get_if<wire::Program>(&*m);
     if (p == nullptr) return Status::error("the trainer sent no program");
     s = setup(*p);
@@ -487,7 +502,7 @@ class Connection {
       if (seconds_since(last_heard) > o_.trainer_timeout_s) {
         char silent[32];
         std::snprintf(silent, sizeof silent, "%.0f", seconds_since(last_heard));
-        return finish(Status::error("no word from the trainer at " + o_.trainer + " for " + silent +
+        return finish(Status::error("no word from the trainer at " + trainer_ + " for " + silent +
                                     " s (--trainer-timeout): its process is stopped or its node is gone"));
       }
       if (stop_ && !draining) draining = true;
@@ -591,6 +606,9 @@ class Connection {
 
   const WorkerOptions& o_;
   const std::atomic<bool>& stop_;
+  std::string trainer_;   // o_.trainer, or the rank it was redirected to
+  std::string redirect_;  // set by handshake() when the trainer redirects
+  bool redirected_ = false;
   std::unique_ptr<transport::Endpoint> ep_;
   StreamConfig stream_;
   readers::DatasetConfig dataset_;

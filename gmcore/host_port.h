@@ -19,6 +19,11 @@ Expected<HostPort> parse_host_port(const std::string& text, const std::string& w
 // HOST:PORT, or [HOST]:PORT when HOST is an IPv6 address (has a colon).
 std::string host_port_text(const std::string& host, int port);
 
+// The address of this machine's interface that packets to `host` leave
+// from (the route's source address: a UDP socket connected there, no
+// packet sent), as text. Errors name `host` and the cause.
+Expected<std::string> local_address_toward(const std::string& host);
+
 }  // namespace goldminer
 
 #endif  // GOLDMINER_GMCORE_HOST_PORT_H_

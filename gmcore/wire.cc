@@ -219,6 +219,9 @@ const char* type_name(MessageType type) {
     case MessageType::kDrain: return "drain";
     case MessageType::kError: return "error";
     case MessageType::kCredit: return "credit";
+    case MessageType::kRankJoin: return "rank_join";
+    case MessageType::kRedirect: return "redirect";
+    case MessageType::kRankStatus: return "rank_status";
   }
   return "unknown";
 }
@@ -254,7 +257,7 @@ Expected<FrameHeader> decode_header(const uint8_t* data, size_t size, uint64_t m
   if (magic != kMagic) r.fail("magic", "not a GoldMiner frame", 0);
   else if (version != kVersion)
     r.fail("version", "version " + std::to_string(version) + ", this side speaks " + std::to_string(kVersion), 4);
-  else if (type < 1 || type > static_cast<uint16_t>(MessageType::kCredit))
+  else if (type < 1 || type > static_cast<uint16_t>(MessageType::kRankStatus))
     r.fail("type", "unknown message type " + std::to_string(type), 6);
   else if (length > max_payload)
     r.fail("length", "payload of " + std::to_string(length) + " bytes exceeds the limit of " +
@@ -273,6 +276,9 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       h.worker_id = r.str("worker_id");
       h.threads = r.get<uint32_t>("threads");
       h.nonce = r.bytes<32>("nonce");
+      const uint8_t role = r.get<uint8_t>("role");
+      if (r.ok() && role > static_cast<uint8_t>(PeerRole::kRank)) r.fail("role", "unknown role " + std::to_string(role), r.pos() - 1);
+      h.role = static_cast<PeerRole>(role);
       m = std::move(h);
       break;
     }
@@ -350,6 +356,24 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       break;
     }
     case MessageType::kCredit: m = Credit{r.get<uint32_t>("batches")}; break;
+    case MessageType::kRankJoin: {
+      RankJoin j;
+      j.rank = r.get<uint32_t>("rank");
+      j.world_size = r.get<uint32_t>("world_size");
+      if (r.ok() && j.rank >= j.world_size)
+        r.fail("rank", std::to_string(j.rank) + " of world size " + std::to_string(j.world_size), r.pos() - 8);
+      j.address = r.str("address");
+      m = std::move(j);
+      break;
+    }
+    case MessageType::kRedirect: m = Redirect{r.str("address")}; break;
+    case MessageType::kRankStatus: {
+      RankStatus st;
+      st.workers = r.get<uint32_t>("workers");
+      st.batches_arrived = r.get<uint64_t>("batches_arrived");
+      m = st;
+      break;
+    }
     case MessageType::kBatch: break;  // above
   }
   r.end();
@@ -377,6 +401,7 @@ std::vector<uint8_t> encode(const Message& message) {
           body.str(m.worker_id);
           body.put<uint32_t>(m.threads);
           body.bytes(m.nonce);
+          body.put<uint8_t>(static_cast<uint8_t>(m.role));
         } else if constexpr (std::is_same_v<T, Challenge>) {
           type = MessageType::kChallenge;
           body.bytes(m.nonce);
@@ -424,6 +449,18 @@ std::vector<uint8_t> encode(const Message& message) {
         } else if constexpr (std::is_same_v<T, Credit>) {
           type = MessageType::kCredit;
           body.put<uint32_t>(m.batches);
+        } else if constexpr (std::is_same_v<T, RankJoin>) {
+          type = MessageType::kRankJoin;
+          body.put<uint32_t>(m.rank);
+          body.put<uint32_t>(m.world_size);
+          body.str(m.address);
+        } else if constexpr (std::is_same_v<T, Redirect>) {
+          type = MessageType::kRedirect;
+          body.str(m.address);
+        } else if constexpr (std::is_same_v<T, RankStatus>) {
+          type = MessageType::kRankStatus;
+          body.put<uint32_t>(m.workers);
+          body.put<uint64_t>(m.batches_arrived);
         } else {
           static_assert(std::is_same_v<T, BatchView>);
           type = MessageType::kBatch;  // batches are built with BatchWriter

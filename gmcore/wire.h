@@ -29,8 +29,9 @@
 namespace goldminer::wire {
 
 constexpr uint32_t kMagic = 0x31574d47;  // "GMW1" read as little-endian u32
-constexpr uint16_t kVersion = 4;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake;
-                                  // 4: LeaseGrant::batches and skip
+constexpr uint16_t kVersion = 5;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake;
+                                  // 4: LeaseGrant::batches and skip; 5: ranks (Hello::role,
+                                  // RankJoin, Redirect, RankStatus)
 constexpr size_t kFrameHeaderSize = 16;
 constexpr size_t kDataAlignment = 64;
 constexpr int kMaxDims = 8;
@@ -50,6 +51,9 @@ enum class MessageType : uint16_t {
   kDrain = 10,       // trainer -> worker: finish the batch in hand and leave
   kError = 11,       // either way: why the peer is about to close
   kCredit = 12,      // trainer -> worker: may send N more batches
+  kRankJoin = 13,    // rank -> rank 0: a data-parallel rank's session and where it listens
+  kRedirect = 14,    // rank 0 -> worker: serve the rank listening there instead
+  kRankStatus = 15,  // rank -> rank 0: its workers and batches, for the job's sizing
 };
 
 const char* type_name(MessageType type);
@@ -65,10 +69,15 @@ struct FrameHeader {
   uint64_t payload_size = 0;
 };
 
+// Who connects to a session: a data worker, or (to rank 0 of a
+// data-parallel job) another rank's session, which authenticates the same
+// way and then sends RankJoin instead of asking for leases.
+enum class PeerRole : uint8_t { kWorker = 0, kRank = 1 };
 struct Hello {
   std::string worker_id;
   uint32_t threads = 0;
   std::array<uint8_t, 32> nonce{};  // the trainer's proof must name it (munge)
+  PeerRole role = PeerRole::kWorker;
 };
 // How the trainer asks its workers to prove themselves (gmcore/peer_auth.h).
 enum class AuthMethod : uint8_t { kSecret = 1, kMunge = 2 };
@@ -142,8 +151,19 @@ struct BatchView : BatchHeader {
   std::vector<TensorView> tensors;
 };
 
+struct RankJoin {
+  uint32_t rank = 0, world_size = 0;
+  std::string address;  // where that rank's session listens for workers
+};
+struct Redirect {
+  std::string address;  // the session the worker serves instead (another rank's)
+};
+struct RankStatus {
+  uint32_t workers = 0;          // connected to that rank now
+  uint64_t batches_arrived = 0;  // since it started
+};
 using Message = std::variant<Hello, Challenge, Auth, Program, LeaseRequest, LeaseGrant, LeaseReturn,
-                             BatchView, Heartbeat, Drain, Error, Credit>;
+                             BatchView, Heartbeat, Drain, Error, Credit, RankJoin, Redirect, RankStatus>;
 
 // Decodes a frame header. `max_payload` bounds what a peer may announce.
 Expected<FrameHeader> decode_header(const uint8_t* data, size_t size, uint64_t max_payload);

@@ -62,6 +62,15 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(round_trip(LeaseReturn{7, "sigterm"}).reason, "sigterm");
   EXPECT_EQ(round_trip(Heartbeat{1763776800000ULL}).unix_ms, 1763776800000ULL);
   round_trip(Drain{});
+  EXPECT_EQ(round_trip(Hello{"g1:7", 2, {}, PeerRole::kRank}).role, PeerRole::kRank);
+  RankJoin j = round_trip(RankJoin{3, 4, "ucx://10.0.0.2:40000"});
+  EXPECT_EQ(j.rank, 3u);
+  EXPECT_EQ(j.world_size, 4u);
+  EXPECT_EQ(j.address, "ucx://10.0.0.2:40000");
+  EXPECT_EQ(round_trip(Redirect{"ucx://[fd00::2]:5"}).address, "ucx://[fd00::2]:5");
+  RankStatus st = round_trip(RankStatus{6, 1234567890123ULL});
+  EXPECT_EQ(st.workers, 6u);
+  EXPECT_EQ(st.batches_arrived, 1234567890123ULL);
   EXPECT_EQ(round_trip(Error{3, "bad secret"}).message, "bad secret");
 }
 
@@ -100,7 +109,7 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
   EXPECT_EQ(refusal(bad), "wire: frame: magic at byte 0: not a GoldMiner frame");
   bad = f;
   bad[4] = 1;  // before LeaseGrant::rank
-  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 4");
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 5");
   bad = f;
   bad[6] = 99;
   EXPECT_EQ(refusal(bad), "wire: frame: type at byte 6: unknown message type 99");
@@ -122,10 +131,11 @@ TEST(WireTest, PayloadErrors) {
             "wire: lease_grant: skip at payload byte 77: 11 of 10 records");
   EXPECT_EQ(refusal(encode(Message(LeaseGrant{1, 0, 0, 0, "f", 0, 10, 20, 0, 0, 5, 6}))),
             "wire: lease_grant: batches at payload byte 69: 5 batches of 4 records");
+  EXPECT_EQ(refusal(encode(Message(RankJoin{2, 2, "x"}))), "wire: rank_join: rank at payload byte 0: 2 of world size 2");
   std::vector<uint8_t> hello = encode(Message(Hello{"w", 1, {}}));
-  hello[16] = 0xff;  // worker_id length 255, 37 bytes left
+  hello[16] = 0xff;  // worker_id length 255, 38 bytes left
   hello[17] = 0;
-  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 4: needs 255 bytes, 37 left");
+  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 4: needs 255 bytes, 38 left");
   hello[19] = 0x7f;  // length over kMaxString
   EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 0: length 2130706687 exceeds 1048576");
   std::vector<uint8_t> challenge = encode(Message(Challenge{}));

@@ -200,6 +200,50 @@ TEST(DataplaneRanksTest, OneRankRestartsFromItsPosition) {
   EXPECT_NE(wrong->err().find("shuffle buffer or rank differ"), std::string::npos) << wrong->err();
 }
 
+// The ranks share the workers that connect to rank 0 (--rank0): rank 0
+// keeps half and sends the others to rank 1; every epoch is exact on both,
+// and a worker rank 0 sent to rank 1, killed mid-run, changes nothing.
+TEST(DataplaneRanksTest, RanksShareTheWorkersThatConnectToRankZero) {
+  TempDir d;
+  write_text(d / "big.txt", 200000);
+  const int port = testing::free_port();
+  ASSERT_GT(port, 0);
+  const std::string rank0 = "ucx://127.0.0.1:" + std::to_string(port);
+  const std::vector<std::string> common = {"--input", "text:" + (d / "big.txt"), "--batch-size", "64",
+                                           "--records-per-split", "2000", "--epochs", "20", "--workers", "0",
+                                           "--queue-batches", "8", "--seed", "6", "--rank0", rank0,
+                                           "--first-worker-timeout", "90", "-v"};
+  auto r0 = rank_process(common, 0), r1 = rank_process(common, 1);
+  std::vector<std::unique_ptr<Process>> workers;
+  auto env = kEnv;
+  env["GOLDMINER_TRAINER"] = rank0;
+  for (int i = 0; i < 4; ++i)
+    workers.push_back(
+        std::make_unique<Process>(std::vector<std::string>{testing::builddir() + "/goldminer-dw", "-v"}, env));
+  // A worker sent to rank 1, once it streams there.
+  pid_t sent = 0;
+  for (int i = 0; i < 1500 && sent == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (auto& w : workers)
+      if (w->err().find("sends this worker to rank") != std::string::npos &&
+          r1->err().find("delivered its first batch") != std::string::npos)
+        sent = w->pid();
+  }
+  ASSERT_NE(sent, 0) << r0->err() << r1->err();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(kill(sent, SIGKILL), 0);
+  EXPECT_TRUE(parse_json_lines(r1->out()).size() < 20) << "killed before the end";
+  ASSERT_EQ(r0->wait(), 0) << r0->err();
+  ASSERT_EQ(r1->wait(), 0) << r1->err();
+  expect_exact_cover(r0.get(), r1.get(), 20, 200000);
+  const std::string e0 = r0->err(), e1 = r1->err();
+  EXPECT_NE(e0.find("rank 1 joined, listening on ucx://127.0.0.1:"), std::string::npos) << e0;
+  EXPECT_NE(e0.find("sent to rank 1 at ucx://127.0.0.1:"), std::string::npos) << e0;
+  EXPECT_NE(e1.find("rank 1 joined rank 0 at " + rank0), std::string::npos) << e1;
+  EXPECT_NE(e1.find("splits re-leased"), std::string::npos) << "the kill hit rank 1's worker with splits: " << e1;
+  for (auto& w : workers) w->wait();
+}
+
 TEST(DataplaneRanksTest, BadRanksAreClearErrors) {
   TempDir d;
   write_text(d / "a.txt", 10);

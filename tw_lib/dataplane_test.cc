@@ -27,6 +27,7 @@ namespace {
 using testing::builddir;
 using testing::consume_args;
 using testing::expect_clean;
+using testing::free_port;
 using testing::kEnv;
 using testing::parse_json_lines;
 using testing::Process;
@@ -55,21 +56,6 @@ TEST(DataplaneTest, EveryEpochDeliversEverySampleOnceOverUcxAndLocal) {
     for (size_t i = 1; i < epochs.size(); ++i)
       EXPECT_GE(epochs[i].v.at("cpu_seconds"), epochs[i - 1].v.at("cpu_seconds")) << transport << " epoch " << i;
   }
-}
-
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-    port = ntohs(sa.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
 }
 
 // In a --goldminer batch job GOLDMINER_LISTEN says where the job's

@@ -4,8 +4,11 @@
 #ifndef GOLDMINER_TW_LIB_DATAPLANE_TEST_UTIL_H_
 #define GOLDMINER_TW_LIB_DATAPLANE_TEST_UTIL_H_
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +46,21 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+inline int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+    port = ntohs(sa.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
 
 inline void write_text(const std::string& path, int lines) {
   std::ofstream out(path);

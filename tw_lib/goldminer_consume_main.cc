@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
   uint64_t stop_after = 0;
   bool json = false, verbose = false;
   int64_t rank = -1, world_size = -1;  // -1: from the environment, else 0 of 1
+  std::string rank0;
   po::options_description desc(
       "Usage: goldminer-consume --input FORMAT:PATH[,PATH...] [options]\n"
       "A trainer with no model: streams the input from data workers and checks that every\n"
@@ -188,6 +189,9 @@ int main(int argc, char** argv) {
        "srun step, else 0)")
       ("world-size", po::value(&world_size), "data-parallel ranks, each a goldminer-consume with the same input, "
        "seed and batch size (default: $WORLD_SIZE, else $SLURM_STEP_NUM_TASKS in an srun step, else 1)")
+      ("rank0", po::value(&rank0), "with ranks: where rank 0 listens (ucx://HOST:PORT); the ranks then share the "
+       "workers that connect there: rank 0 listens there and sends some to the other ranks, which listen on "
+       "addresses of their own (default: $GOLDMINER_LISTEN, as in a --goldminer job)")
       ("drop-last", po::bool_switch(&o.drop_last), "ranks take as many batches as the one with the fewest and "
        "leave out the rest (default: ranks short of batches take some smaller ones)")
       ("json", po::bool_switch(&json), "print one JSON object per epoch")
@@ -296,6 +300,10 @@ int main(int argc, char** argv) {
     o.listen = "mpi://";
   } else {
     o.listen = listen.empty() ? "ucx://127.0.0.1:0" : (listen.rfind("ucx://", 0) == 0 ? listen : "ucx://" + listen);
+    if (!rank0.empty()) o.rank0 = rank0.rfind("ucx://", 0) == 0 ? rank0 : "ucx://" + rank0;
+    // Sharing workers through rank 0: rank 0 listens at rank0, the others
+    // where the session picks (Session::create), unless --listen says.
+    if (o.world_size > 1 && !o.rank0.empty() && !vm.count("listen")) o.listen.clear();
   }
   auto session = Session::create(o);
   if (!session.ok()) return fail(session.status().message(), 1);

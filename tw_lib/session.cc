@@ -13,6 +13,7 @@
 
 #include "gmcore/auth.h"
 #include "gmcore/companion_job.h"
+#include "gmcore/host_port.h"
 #include "gmcore/log.h"
 #include "gmcore/stream_config.h"
 #include "gmcore/subprocess.h"
@@ -151,6 +152,7 @@ Status Session::Impl::start() {
     });
   }
   if (o_.elastic.launcher) elastic_ = std::thread([this] { elastic_loop(); });
+  if (o_.rank > 0 && !o_.rank0.empty()) rank_link_ = std::thread([this] { rank_link(); });
   return Status();
 }
 
@@ -165,6 +167,7 @@ Session::Impl::~Impl() {
   // which ends them.
   stop_ = true;
   local_stop_ = true;
+  if (rank_link_.joinable()) rank_link_.join();
   if (loop_.joinable()) loop_.join();
   for (auto& t : local_) t.join();
   // Those the launcher started and that never joined: cancelled or told
@@ -381,6 +384,23 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
                          ")");
   auto table = LeaseTable::create(std::move(splits), lc);
   if (!table.ok()) return Status::error("session: " + table.status().message());
+  if (o.world_size > 1 && !o.rank0.empty()) {
+    // Ranks share the job's workers through rank 0, which listens at
+    // rank0; every other rank listens on its own address (any free port),
+    // on the interface its packets to rank 0 leave from, and joins it.
+    auto at = parse_host_port(o.rank0.rfind("ucx://", 0) == 0 ? o.rank0.substr(6) : o.rank0, "rank 0's address");
+    if (!at.ok()) return at.status();
+    if (o.listen.empty() || o.listen == o.rank0) {
+      if (o.rank == 0) {
+        o.listen = o.rank0;
+      } else {
+        auto local = local_address_toward(at->host);
+        if (!local.ok()) return Status::error("session: rank " + std::to_string(o.rank) + ": " + local.status().message());
+        o.listen = "ucx://" + host_port_text(*local, 0);
+      }
+    }
+    if (o.rank > 0) o.elastic = ElasticSetup();  // rank 0 sizes the job's workers
+  }
   if (o.resume) {
     if (o.resume->seed != o.seed)
       return Status::error("session: resume position was taken with seed " + std::to_string(o.resume->seed) +
@@ -429,7 +449,7 @@ Status connect_ctld(ElasticSetup* e) {
 }  // namespace
 
 Status SessionOptions::from_environment() {
-  if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = v;
+  if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = rank0 = v;
   const char* file = std::getenv("GOLDMINER_SECRET_FILE");
   auto a = auth::peer_auth_from_environment(std::getenv("GOLDMINER_SECRET"), file != nullptr ? file : "");
   if (!a.ok()) return a.status();

@@ -31,7 +31,13 @@ void Session::Impl::elastic_loop() {
   bool ctld_answers = false;
   std::string ctld_error;
   std::unique_lock<std::mutex> lock(mu_);
-  uint64_t arrived = arrived_total_, consumed = consumed_total_, fills = fill_samples_;
+  // Rank 0 of ranks that share the job's workers sizes them for the job:
+  // its own and the other ranks' workers and batches (their RankStatus).
+  // Its own waits and queue stand for every rank's, as DDP's ranks step
+  // together. mu_ held.
+  auto job_workers = [&] { return static_cast<int>(per_worker_.size() + other_ranks_workers_); };
+  auto job_arrived = [&] { return arrived_total_ + other_ranks_arrived_; };
+  uint64_t arrived = job_arrived(), consumed = consumed_total_, fills = fill_samples_;
   double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
   const auto interval = std::chrono::duration<double>(e.interval_s);
   int left_seen = left_unasked_;
@@ -41,8 +47,7 @@ void Session::Impl::elastic_loop() {
     // node lost, preempted) is replaced at once, not at the interval's end.
     while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || left_unasked_ > left_seen; })) {
       if (elastic_stop_) return;
-      const int lost = left_unasked_ - left_seen, workers = static_cast<int>(per_worker_.size()),
-                joined = joined_total_;
+      const int lost = left_unasked_ - left_seen, workers = job_workers(), joined = joined_total_;
       left_seen = left_unasked_;
       lock.unlock();  // the launcher runs sbatch
       const ElasticStep step = controller.replace_lost(lost, workers, joined, now());
@@ -56,10 +61,12 @@ void Session::Impl::elastic_loop() {
     if (elastic_stop_) return;
     const double t = now(), window = std::max(1e-9, t - since);
     QueueMetrics m;
-    m.workers = static_cast<int>(per_worker_.size());
+    m.workers = job_workers();
     m.joined = joined_total_;
-    m.arrival_rate = static_cast<double>(arrived_total_ - arrived) / window;
-    m.consumption_rate = static_cast<double>(consumed_total_ - consumed) / window;
+    m.arrival_rate = static_cast<double>(job_arrived() - arrived) / window;
+    // Every rank takes as many batches as rank 0 (they step together).
+    const double ranks = o_.rank0.empty() ? 1.0 : static_cast<double>(o_.world_size);
+    m.consumption_rate = ranks * static_cast<double>(consumed_total_ - consumed) / window;
     m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
     // The fill as the trainer found it when it took batches in the
     // window; now, when it took none.
@@ -72,7 +79,7 @@ void Session::Impl::elastic_loop() {
     const double observed = m.workers > 0 ? m.arrival_rate / m.workers : 0;
     if (m.queue_fill < 0.5) capacity = std::max(capacity, observed);
     m.per_worker_rate = m.queue_fill < 0.5 || capacity == 0 ? observed : capacity;
-    arrived = arrived_total_, consumed = consumed_total_, waited = wait_total_, since = t;
+    arrived = job_arrived(), consumed = consumed_total_, waited = wait_total_, since = t;
     fills = fill_samples_, fill_sum = fill_sum_;
     SessionReport report;
     if (e.report) {

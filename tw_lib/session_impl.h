@@ -80,9 +80,14 @@ class Session::Impl {
     SessionBatch batch;
   };
 
-  enum class Phase { kHello, kAuth, kReady };
+  // kParked: rank 0 of a data-parallel job holds an authenticated worker
+  // until every rank has joined, then keeps it (kReady) or sends it to
+  // another rank (kRedirected, until it closes). kRank: another rank's
+  // session (session_ranks.cc).
+  enum class Phase { kHello, kAuth, kReady, kParked, kRedirected, kRank };
   struct Worker {
     Phase phase = Phase::kHello;
+    wire::PeerRole role = wire::PeerRole::kWorker;
     auth::Digest nonce{};
     std::string id;
     Clock::time_point connected = Clock::now();
@@ -114,6 +119,17 @@ class Session::Impl {
   void check_first_worker();
   bool grant_lease(PeerId peer, Worker* w);
   void grant_credits();
+  // A worker that authenticated: it joins (Program, credits follow).
+  void admit(PeerId peer, Worker* w);
+
+  // session_ranks.cc: rank 0 places workers over the ranks; every other
+  // rank's link to rank 0 (rank_link).
+  void place_worker(PeerId peer, Worker* w);
+  void place_parked();
+  void on_rank_message(PeerId peer, Worker* w, const wire::Message& m);
+  void forget_rank(PeerId peer);
+  void rank_link();
+  bool ranks_all_joined() const { return ranks_.size() + 1 >= o_.world_size; }
 
   // session_elastic.cc
   void elastic_loop();
@@ -134,6 +150,18 @@ class Session::Impl {
 
   // Loop only.
   std::map<PeerId, Worker> workers_;
+  // Rank 0: the other ranks that joined, by rank.
+  struct RankPeer {
+    PeerId peer = 0;
+    std::string address;
+    uint32_t workers = 0;       // as it last said (RankStatus)
+    uint64_t arrived = 0;       // batches, as it last said
+    uint32_t sent = 0;          // workers sent to it since
+  };
+  std::map<uint32_t, RankPeer> ranks_;
+  // Rank > 0: the link to rank 0 (rank_link), its thread and its state.
+  std::thread rank_link_;
+  std::string rank_link_error_;  // under mu_
   double alone_report_at_s_ = 60;  // next "no data worker has joined" log, seconds after creation
   // Deterministic order: batches held for earlier ones. The loop changes it
   // under mu_ (metrics() reads it).
@@ -162,6 +190,10 @@ class Session::Impl {
   uint64_t arrived_total_ = 0, consumed_total_ = 0, fill_samples_ = 0;
   double wait_total_ = 0, fill_sum_ = 0;
   int joined_total_ = 0;
+  // Rank 0: the other ranks' workers and batches as they last said, for
+  // the elastic sizing of the job as a whole.
+  uint32_t other_ranks_workers_ = 0;
+  uint64_t other_ranks_arrived_ = 0;
   int left_unasked_ = 0;  // ready workers that left without a drain asked by us
   bool elastic_stop_ = false;
   std::condition_variable elastic_cv_;

@@ -100,7 +100,8 @@ void Session::Impl::run() {
                                                      std::chrono::system_clock::now().time_since_epoch())
                                                      .count());
       for (auto& [peer, w] : workers_)
-        if (w.phase == Phase::kReady) send(peer, wire::Heartbeat{unix_ms});
+        if (w.phase == Phase::kReady || w.phase == Phase::kParked || w.phase == Phase::kRank)
+          send(peer, wire::Heartbeat{unix_ms});
     }
     if (seconds_since(last_check) > 0.25) {
       last_check = Clock::now();
@@ -108,13 +109,16 @@ void Session::Impl::run() {
       for (uint64_t peer : table_.expire(now())) drop(peer, "no heartbeat within the lease timeout", false);
       std::vector<PeerId> slow;
       for (auto& [peer, w] : workers_)
-        if (w.phase != Phase::kReady && seconds_since(w.connected) > o_.handshake_timeout_s) slow.push_back(peer);
+        if ((w.phase == Phase::kHello || w.phase == Phase::kAuth || w.phase == Phase::kRedirected) &&
+            seconds_since(w.connected) > o_.handshake_timeout_s)
+          slow.push_back(peer);
       for (PeerId p : slow) drop(p, "did not authenticate in time", true);
+      place_parked();
     }
   }
-  // Tell connected workers to leave.
+  // Tell connected workers to leave, and the other ranks that this one ends.
   for (auto& [peer, w] : workers_)
-    if (w.phase == Phase::kReady) send(peer, wire::Drain{});
+    if (w.phase == Phase::kReady || w.phase == Phase::kRank) send(peer, wire::Drain{});
 }
 
 void Session::Impl::send(PeerId peer, const wire::Message& m) {
@@ -128,6 +132,12 @@ void Session::Impl::send(PeerId peer, const wire::Message& m) {
 void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
   auto it = workers_.find(peer);
   if (it == workers_.end()) return;
+  if (it->second.phase == Phase::kRank) forget_rank(peer);
+  if (it->second.phase == Phase::kRedirected || it->second.phase == Phase::kRank) {
+    workers_.erase(it);  // not a worker of this rank's
+    if (how != Leave::kLeft) ep_->disconnect(peer);
+    return;
+  }
   const bool was_ready = it->second.phase == Phase::kReady;
   const bool drained = it->second.draining;
   const bool unasked = was_ready && !it->second.asked_to_drain;
@@ -157,6 +167,17 @@ void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
       (lost.empty() ? "" : " (" + std::to_string(lost.size()) + " splits re-leased)"));
 }
 
+void Session::Impl::admit(PeerId peer, Worker* w) {
+  w->phase = Phase::kReady;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    per_worker_[peer].id = w->id;
+    ++joined_total_;
+  }
+  send(peer, wire::Program{config_text_, o_.program});  // credits follow (grant_credits)
+  log::info("goldminer: session: worker " + w->id + " joined");
+}
+
 void Session::Impl::drop(PeerId peer, const std::string& why, bool rejected) {
   forget(peer, why, rejected ? Leave::kRejected : Leave::kDropped);
 }
@@ -173,6 +194,7 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       auto* hello = std::get_if<wire::Hello>(&m);
       if (hello == nullptr) return drop(peer, "expected hello", true);
       w.id = hello->worker_id;
+      w.role = hello->role;
       auto nonce = auth::random_nonce();
       if (!nonce.ok()) return drop(peer, nonce.status().message(), false);
       w.nonce = *nonce;
@@ -194,16 +216,19 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
         send(peer, wire::Error{1, "authentication failed: " + ok.message()});
         return drop(peer, "authentication failed (" + ok.message() + ")", true);
       }
-      w.phase = Phase::kReady;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        per_worker_[peer].id = w.id;
-        ++joined_total_;
+      if (w.role == wire::PeerRole::kRank) {
+        if (o_.world_size <= 1 || o_.rank != 0 || o_.rank0.empty())
+          return drop(peer, "a rank's session joined a session that is not rank 0 of a data-parallel job", true);
+        w.phase = Phase::kRank;  // RankJoin follows
+        return;
       }
-      send(peer, wire::Program{config_text_, o_.program});  // credits follow (grant_credits)
-      log::info("goldminer: session: worker " + w.id + " joined");
-      return;
+      return place_worker(peer, &w);
     }
+    case Phase::kRank:
+      return on_rank_message(peer, &w, m);
+    case Phase::kParked:
+    case Phase::kRedirected:
+      return;  // nothing is expected of it (it closes when redirected)
     case Phase::kReady:
       break;
   }

@@ -94,6 +94,15 @@ struct SessionOptions {
   // out what does not divide evenly instead, as torch's DistributedSampler.
   uint32_t rank = 0, world_size = 1;
   bool drop_last = false;
+  // Where rank 0 listens (ucx://HOST:PORT; from_environment: the job's
+  // GOLDMINER_LISTEN). With world_size > 1 the ranks then share the job's
+  // workers: they connect to rank 0, which keeps some and sends each of
+  // the others to the rank with the fewest (wire::Redirect) once every
+  // rank has joined it; rank 0 listens there, every other rank on its own
+  // address (`listen`, by default the interface toward rank 0 and any free
+  // port) and joins rank 0; only rank 0 sizes the workers (elastic).
+  // Empty: each rank's workers connect to it directly.
+  std::string rank0;
   // Data workers run as threads of this process (the worker loop of
   // goldminer-dw), in addition to any that connect.
   uint32_t local_workers = 0;
