@@ -12,6 +12,10 @@ DistributedDataParallel (gloo on CPU, nccl on GPUs).
     # as torchrun or srun starts them (RANK/WORLD_SIZE, or SLURM_PROCID/
     # SLURM_STEP_NUM_TASKS; MASTER_ADDR/MASTER_PORT, or --master-addr):
     torchrun --nproc-per-node 2 examples/train_dlrm_ddp.py --input criteo-tsv:day_0.tsv
+    # a --goldminer job: the ranks share the job's data workers (rank 0 gets
+    # them and sends each of the others its share):
+    sbatch --goldminer -N2 --ntasks-per-node=2 --gpus-per-task=1 \
+        --wrap "srun python3 examples/train_dlrm_ddp.py --input criteo-tsv:day_0.tsv"
 
 Prints one JSON object per epoch and rank on stdout: epoch, rank,
 world_size, samples, batches, id_sum (the sum of the samples' places in the
@@ -46,6 +50,8 @@ def env_int(*names):
 def train(rank, world_size, a):
     os.environ.setdefault("MASTER_ADDR", a.master_addr)
     os.environ.setdefault("MASTER_PORT", str(a.master_port))
+    # Gloo finds its interface from the host name; where the node's name
+    # resolves elsewhere, GLOO_SOCKET_IFNAME says which one.
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world_size)
     device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
@@ -87,8 +93,11 @@ def main():
                    help="start this many ranks on this machine (default: this process is one rank, from "
                         "RANK/WORLD_SIZE or SLURM_PROCID/SLURM_STEP_NUM_TASKS)")
     p.add_argument("--drop-last", action="store_true")
-    p.add_argument("--master-addr", default="127.0.0.1")
-    p.add_argument("--master-port", type=int, default=29500)
+    # Under srun rank 0 runs where srun does (block distribution): its
+    # address, and a port from the job id, unless MASTER_ADDR/PORT say.
+    job = int(os.environ.get("SLURM_JOB_ID", "0"))
+    p.add_argument("--master-addr", default=os.environ.get("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"))
+    p.add_argument("--master-port", type=int, default=29500 + job % 1000)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()

@@ -371,6 +371,7 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       RankStatus st;
       st.workers = r.get<uint32_t>("workers");
       st.batches_arrived = r.get<uint64_t>("batches_arrived");
+      st.left_unasked = r.get<uint32_t>("left_unasked");
       m = st;
       break;
     }
@@ -461,6 +462,7 @@ std::vector<uint8_t> encode(const Message& message) {
           type = MessageType::kRankStatus;
           body.put<uint32_t>(m.workers);
           body.put<uint64_t>(m.batches_arrived);
+          body.put<uint32_t>(m.left_unasked);
         } else {
           static_assert(std::is_same_v<T, BatchView>);
           type = MessageType::kBatch;  // batches are built with BatchWriter

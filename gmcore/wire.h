@@ -161,6 +161,7 @@ struct Redirect {
 struct RankStatus {
   uint32_t workers = 0;          // connected to that rank now
   uint64_t batches_arrived = 0;  // since it started
+  uint32_t left_unasked = 0;     // workers that left it without a drain (killed, lost), since it started
 };
 using Message = std::variant<Hello, Challenge, Auth, Program, LeaseRequest, LeaseGrant, LeaseReturn,
                              BatchView, Heartbeat, Drain, Error, Credit, RankJoin, Redirect, RankStatus>;

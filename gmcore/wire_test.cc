@@ -68,9 +68,10 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(j.world_size, 4u);
   EXPECT_EQ(j.address, "ucx://10.0.0.2:40000");
   EXPECT_EQ(round_trip(Redirect{"ucx://[fd00::2]:5"}).address, "ucx://[fd00::2]:5");
-  RankStatus st = round_trip(RankStatus{6, 1234567890123ULL});
+  RankStatus st = round_trip(RankStatus{6, 1234567890123ULL, 2});
   EXPECT_EQ(st.workers, 6u);
   EXPECT_EQ(st.batches_arrived, 1234567890123ULL);
+  EXPECT_EQ(st.left_unasked, 2u);
   EXPECT_EQ(round_trip(Error{3, "bad secret"}).message, "bad secret");
 }
 

@@ -400,6 +400,14 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
       }
     }
     if (o.rank > 0) o.elastic = ElasticSetup();  // rank 0 sizes the job's workers
+    // A rank without a worker never ends its epoch: at least one a rank.
+    AutosizerConfig& a = o.elastic.config.autosizer;
+    if (o.rank == 0 && o.elastic.launcher && a.min_workers < static_cast<int>(o.world_size)) {
+      if (a.max_workers < static_cast<int>(o.world_size))
+        log::error("goldminer: session: " + std::to_string(o.world_size) + " ranks share at most " +
+                   std::to_string(a.max_workers) + " data workers (dw-max): ranks without one wait");
+      a.min_workers = std::min(a.max_workers, static_cast<int>(o.world_size));
+    }
   }
   if (o.resume) {
     if (o.resume->seed != o.seed)

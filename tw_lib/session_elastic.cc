@@ -40,15 +40,17 @@ void Session::Impl::elastic_loop() {
   uint64_t arrived = job_arrived(), consumed = consumed_total_, fills = fill_samples_;
   double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
   const auto interval = std::chrono::duration<double>(e.interval_s);
-  int left_seen = left_unasked_;
+  // Workers that left unasked, this rank's and (rank 0) the other ranks'.
+  auto job_left = [&] { return left_unasked_ + other_ranks_left_; };
+  int left_seen = job_left();
   for (;;) {
     const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(interval);
     // Until the interval ends; a worker that leaves unasked (killed, its
     // node lost, preempted) is replaced at once, not at the interval's end.
-    while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || left_unasked_ > left_seen; })) {
+    while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || job_left() > left_seen; })) {
       if (elastic_stop_) return;
-      const int lost = left_unasked_ - left_seen, workers = job_workers(), joined = joined_total_;
-      left_seen = left_unasked_;
+      const int lost = job_left() - left_seen, workers = job_workers(), joined = joined_total_ + redirected_total_;
+      left_seen = job_left();
       lock.unlock();  // the launcher runs sbatch
       const ElasticStep step = controller.replace_lost(lost, workers, joined, now());
       if (step.started > 0)
@@ -62,7 +64,7 @@ void Session::Impl::elastic_loop() {
     const double t = now(), window = std::max(1e-9, t - since);
     QueueMetrics m;
     m.workers = job_workers();
-    m.joined = joined_total_;
+    m.joined = joined_total_ + redirected_total_;
     m.arrival_rate = static_cast<double>(job_arrived() - arrived) / window;
     // Every rank takes as many batches as rank 0 (they step together).
     const double ranks = o_.rank0.empty() ? 1.0 : static_cast<double>(o_.world_size);

@@ -156,6 +156,7 @@ class Session::Impl {
     std::string address;
     uint32_t workers = 0;       // as it last said (RankStatus)
     uint64_t arrived = 0;       // batches, as it last said
+    uint32_t left_unasked = 0;  // workers lost, as it last said
     uint32_t sent = 0;          // workers sent to it since
   };
   std::map<uint32_t, RankPeer> ranks_;
@@ -194,6 +195,8 @@ class Session::Impl {
   // the elastic sizing of the job as a whole.
   uint32_t other_ranks_workers_ = 0;
   uint64_t other_ranks_arrived_ = 0;
+  int other_ranks_left_ = 0;  // their workers that left unasked: rank 0 replaces them
+  int redirected_total_ = 0;  // workers rank 0 sent to other ranks (joined the job, not this rank)
   int left_unasked_ = 0;  // ready workers that left without a drain asked by us
   bool elastic_stop_ = false;
   std::condition_variable elastic_cv_;

@@ -66,6 +66,10 @@ void Session::Impl::place_parked() {
     }
     RankPeer& rp = ranks_[to];
     ++rp.sent;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++redirected_total_;
+    }
     w.phase = Phase::kRedirected;
     w.connected = Clock::now();  // it has the handshake timeout to close
     send(peer, wire::Redirect{rp.address});
@@ -90,18 +94,25 @@ void Session::Impl::on_rank_message(PeerId peer, Worker* w, const wire::Message&
   } else if (auto* st = std::get_if<wire::RankStatus>(&m)) {
     uint32_t workers = 0;
     uint64_t arrived = 0;
+    int left = 0;
     for (auto& [r, rp] : ranks_) {
       if (rp.peer == peer) {
         rp.workers = st->workers;
         rp.arrived = st->batches_arrived;
+        rp.left_unasked = st->left_unasked;
         rp.sent = 0;
       }
       workers += rp.workers;
       arrived += rp.arrived;
+      left += static_cast<int>(rp.left_unasked);
     }
     std::lock_guard<std::mutex> lock(mu_);
     other_ranks_workers_ = workers;
     other_ranks_arrived_ = std::max(other_ranks_arrived_, arrived);  // a rank that left keeps its count
+    if (left > other_ranks_left_) {
+      other_ranks_left_ = left;
+      elastic_cv_.notify_all();  // replaced at once, as rank 0's own (the new one goes where fewest are)
+    }
   } else if (auto* e = std::get_if<wire::Error>(&m)) {
     log::error("goldminer: session: " + w->id + ": " + e->message);
   } else if (!std::get_if<wire::Heartbeat>(&m)) {
@@ -194,6 +205,7 @@ void Session::Impl::rank_link() {
         std::lock_guard<std::mutex> lock(mu_);
         st.workers = static_cast<uint32_t>(per_worker_.size());
         st.batches_arrived = arrived_total_;
+        st.left_unasked = static_cast<uint32_t>(left_unasked_);
       }
       if (Status s = send_to(st); !s.ok()) return fail_link("the link to rank 0 failed: " + s.message());
     }
