@@ -6,12 +6,15 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 
+#include "dw_daemon/cpu_binding.h"
 #include "dw_daemon/worker.h"
 #include "gmcore/companion_job.h"
 #include "gmcore/log.h"
@@ -70,7 +73,8 @@ int main(int argc, char** argv) {
 
   dw::WorkerOptions o;
   std::string secret_file;
-  int intra_op = 1;
+  int intra_op = 0;
+  std::string bind;
   uint32_t trainer_job = 0;  // --trainer-job
   bool verbose = false;
   po::options_description desc(
@@ -84,7 +88,10 @@ int main(int argc, char** argv) {
       ("secret-file", po::value(&secret_file), "file holding the job secret, mode 0600 and owned by you "
        "(used when $GOLDMINER_SECRET is unset; default: $GOLDMINER_SECRET_FILE)")
       ("threads", po::value(&o.threads)->default_value(1), "splits read and processed in parallel")
-      ("intra-op-threads", po::value(&intra_op)->default_value(1), "threads of one program call")
+      ("intra-op-threads", po::value(&intra_op)->default_value(0),
+       "threads of one program call (0: the cores this worker may use over --threads, at least 1)")
+      ("bind", po::value(&bind), "cores: bind each thread to a core of those this worker may use (its Slurm "
+       "step's cpuset); none: leave them to the kernel (default: $GOLDMINER_DW_BIND, else cores)")
       ("id", po::value(&o.id), "how this worker introduces itself (default HOST:PID)")
       ("heartbeat", po::value(&o.heartbeat_s)->default_value(1.0), "seconds between heartbeats")
       ("connect-timeout", po::value(&o.connect_timeout_s)->default_value(30), "seconds to wait for the trainer")
@@ -112,7 +119,9 @@ int main(int argc, char** argv) {
   }
   if (o.threads == 0 || o.threads > 1024) return fail("--threads: must be 1..1024", 2);
   if (o.shm_mb > 65536) return fail("--shm-mb: must be 0..65536", 2);
-  if (intra_op < 1 || intra_op > 1024) return fail("--intra-op-threads: must be 1..1024", 2);
+  if (intra_op < 0 || intra_op > 1024) return fail("--intra-op-threads: must be 0..1024", 2);
+  if (bind.empty()) bind = env_or("GOLDMINER_DW_BIND", "cores");
+  if (bind != "cores" && bind != "none") return fail("--bind: invalid value '" + bind + "': expected cores or none", 2);
   if (!(o.heartbeat_s > 0) || !(o.connect_timeout_s >= 0) || !(o.drain_timeout_s >= 0))
     return fail("--heartbeat must be positive, --connect-timeout and --drain-timeout not negative", 2);
   if (!(o.trainer_timeout_s >= 2 * wire::kSessionHeartbeatS))
@@ -130,11 +139,27 @@ int main(int argc, char** argv) {
   o.secret = peer->secret;
   o.munge = peer->munge;
   if (o.id.empty()) o.id = dw::default_worker_id();
-  o.load_program = [intra_op](const std::string& bytes) { return dw::load_torchscript(bytes, intra_op); };
   if (!verbose)
     log::set_sink([](log::Level level, const std::string& line) {
       if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
     });
+  // The cores this worker may use (hwloc: its cpuset and affinity): one
+  // producer thread on each, and the program's intra-op threads sharing
+  // them out.
+  auto binder = dw::CpuBinder::create();
+  if (!binder.ok()) return fail(binder.status().message(), 1);
+  std::shared_ptr<const dw::CpuBinder> cores = std::move(binder).value();
+  if (intra_op == 0) intra_op = std::max<int>(1, static_cast<int>(cores->cores() / o.threads));
+  if (bind == "cores") {
+    o.on_producer_start = [cores, threads = o.threads](uint32_t i) {
+      Status s = cores->bind_this_thread(i, threads);
+      if (!s.ok()) log::error("goldminer-dw: " + s.message() + "; the thread runs unbound");
+    };
+  }
+  log::info("goldminer-dw: " + std::to_string(o.threads) + " threads on " + cores->describe() +
+            (bind == "cores" ? ", each bound to its share" : ", unbound") + "; " + std::to_string(intra_op) +
+            " intra-op threads a program call");
+  o.load_program = [intra_op](const std::string& bytes) { return dw::load_torchscript(bytes, intra_op); };
 
   if (trainer_job != 0) {
     o.trainer_gone = [trainer_job, env = slurm_command_env(process_environment())]() -> std::string {

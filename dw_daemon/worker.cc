@@ -402,7 +402,10 @@ class Connection {
     std::vector<std::unique_ptr<Producer>> bodies;
     for (uint32_t i = 0; i < std::max<uint32_t>(1, o_.threads); ++i) {
       bodies.push_back(std::make_unique<Producer>(&shared, &dataset_, &stream_, program_.get()));
-      producers.emplace_back([p = bodies.back().get()] { p->run(); });
+      producers.emplace_back([this, i, p = bodies.back().get()] {
+        if (o_.on_producer_start) o_.on_producer_start(i);
+        p->run();
+      });
     }
     auto finish = [&](Status why) -> Expected<WorkerReport> {
       {

@@ -41,6 +41,9 @@ struct WorkerOptions {
   double trainer_check_s = 30;
   uint32_t shm_mb = 256;        // shared-memory arena for a trainer on this node (0: none)
   ProgramLoader load_program;   // how to load the trainer's program
+  // Runs first on each producer thread (0 .. threads-1): goldminer-dw binds
+  // it to a core there (dw_daemon/cpu_binding.h). Unset: nothing.
+  std::function<void(uint32_t index)> on_producer_start;
 };
 
 struct WorkerReport {
