@@ -78,7 +78,7 @@ Status LeaseTable::start_epoch(uint32_t epoch) {
   // Every rank deals the same order the same way (rank_share.h).
   std::vector<uint64_t> records;
   for (size_t i : order) records.push_back(splits_[i].split.end - splits_[i].split.begin);
-  auto deal = deal_splits(records, config_.batch_size, config_.world_size, config_.drop_last);
+  auto deal = deal_splits(records, config_.batch_size, config_.world_size, config_.tail);
   if (!deal.ok()) return Status::error("lease table: epoch " + std::to_string(epoch) + ": " + deal.status().message());
   for (const RankPiece& p : deal->pieces)
     if (p.owner == config_.trainer_rank) add(order[p.split], p.skip, p.records, p.batches);

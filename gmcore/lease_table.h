@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gmcore/rank_share.h"
 #include "gmcore/status.h"
 
 namespace goldminer {
@@ -46,7 +47,7 @@ struct LeaseConfig {
   // the batches the deal gives them; `batch_size` is what it counts in.
   uint32_t trainer_rank = 0, world_size = 1;
   uint32_t batch_size = 0;  // needed when world_size > 1
-  bool drop_last = false;
+  RankTail tail = RankTail::kSmallerBatches;
 };
 
 struct Lease {

@@ -24,7 +24,7 @@ uint64_t batch_size_at(uint64_t records, uint64_t batches, uint32_t batch_size, 
 }
 
 Expected<RankDeal> deal_splits(const std::vector<uint64_t>& records, uint32_t batch_size, uint32_t world_size,
-                               bool drop_last) {
+                               RankTail tail) {
   if (batch_size == 0) return Status::error("ranks: batch size is 0");
   if (world_size == 0) return Status::error("ranks: world size is 0");
   uint64_t total = 0;
@@ -51,9 +51,30 @@ Expected<RankDeal> deal_splits(const std::vector<uint64_t>& records, uint32_t ba
     }
     at = end;
   }
+  if (tail == RankTail::kPad && total % world_size != 0) {
+    // The k-th rank a record short repeats record k of the first split it
+    // does not read (with more than k records): no record is read by more
+    // than two ranks.
+    uint64_t k = 0;
+    for (uint32_t r = 0; r < world_size; ++r) {
+      if (rank_records[r] == total / world_size + 1) continue;
+      std::vector<bool> reads(records.size(), false);
+      for (size_t j : of_rank[r]) reads[d.pieces[j].split] = true;
+      size_t i = 0;
+      while (i < records.size() && (reads[i] || records[i] <= k)) ++i;
+      if (i == records.size())
+        return Status::error("ranks: pad: rank " + std::to_string(r) + " reads a part of every split, so none is left " +
+                             "to repeat a record of; use smaller splits or drop_last");
+      RankPiece p{i, r, k++, 1, 1};
+      ++rank_batches[r];
+      ++rank_records[r];
+      of_rank[r].push_back(d.pieces.size());
+      d.pieces.push_back(p);
+    }
+  }
   const uint64_t most = *std::max_element(rank_batches.begin(), rank_batches.end());
   const uint64_t fewest = *std::min_element(rank_batches.begin(), rank_batches.end());
-  if (drop_last) {
+  if (tail == RankTail::kDropLast) {
     d.batches_per_rank = fewest;
     for (uint32_t r = 0; r < world_size; ++r) {
       uint64_t over = rank_batches[r] - fewest;
@@ -75,7 +96,7 @@ Expected<RankDeal> deal_splits(const std::vector<uint64_t>& records, uint32_t ba
       return Status::error("ranks: " + std::to_string(world_size) + " ranks cannot take the same number of batches: " +
                            "rank " + std::to_string(r) + " has " + std::to_string(rank_records[r]) +
                            " records for the " + std::to_string(most) + " batches of another (batch size " +
-                           std::to_string(batch_size) + "); use drop_last, fewer ranks or a larger batch size");
+                           std::to_string(batch_size) + "); use drop_last, pad, fewer ranks or a larger batch size");
     uint64_t short_by = most - rank_batches[r];
     // Its last parts give the extra batches, up to one per record.
     for (auto it = of_rank[r].rbegin(); it != of_rank[r].rend() && short_by > 0; ++it) {

@@ -32,6 +32,13 @@ struct RankDeal {
   uint64_t batches_per_rank = 0;
 };
 
+// What ranks do with records that do not divide evenly among them.
+enum class RankTail {
+  kSmallerBatches,  // every record read once; a rank short of batches cuts smaller ones
+  kDropLast,        // as many batches as the rank with the fewest; the others leave some out
+  kPad,             // every rank as many records (a rank short of one reads another's again), then as default
+};
+
 // Deals the splits of `records[i]` records (in the epoch's order) to
 // `world_size` ranks with batches of at most `batch_size`:
 // - the splits, one after another, are cut into world_size consecutive
@@ -44,11 +51,17 @@ struct RankDeal {
 //   read once and every rank takes as many batches as the rank with the
 //   most; an error where a rank has fewer records than that (batch size
 //   1, or nearly as many ranks as records);
-// - with drop_last, every rank takes as many batches as the rank with the
+// - kDropLast: every rank takes as many batches as the rank with the
 //   fewest: the others leave out their last parts' last batches (as
-//   torch's DistributedSampler drops the tail that does not divide).
+//   torch's DistributedSampler(drop_last=True) drops the tail that does
+//   not divide);
+// - kPad: the k-th rank with a record fewer than the others also reads
+//   record k of the first split (in the epoch's order) it does not read
+//   otherwise, as DistributedSampler(drop_last=False) repeats the first
+//   indices; then batches as by default. An error where a rank reads a
+//   part of every split.
 Expected<RankDeal> deal_splits(const std::vector<uint64_t>& records, uint32_t batch_size, uint32_t world_size,
-                               bool drop_last);
+                               RankTail tail);
 
 // The size of batch `sequence` of `records` records cut into `batches`
 // batches of at most `batch_size` (batches == 0: as many as the batch size

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <vector>
@@ -14,24 +15,29 @@
 namespace goldminer {
 namespace {
 
-// Every record read by one rank at most (by every rank but with
-// drop_last), every rank with the same number of batches, every batch
-// within the batch size and never empty.
-void check_deal(const std::vector<uint64_t>& records, uint32_t bs, uint32_t world, bool drop_last) {
-  auto d = deal_splits(records, bs, world, drop_last);
+// Every record read by one rank (at most one with drop_last; with pad by
+// a second rank at most, never twice by one), every rank with the same
+// number of batches (and with pad of records), every batch within the
+// batch size and never empty.
+void check_deal(const std::vector<uint64_t>& records, uint32_t bs, uint32_t world, RankTail tail) {
+  auto d = deal_splits(records, bs, world, tail);
   ASSERT_TRUE(d.ok()) << d.status().message();
-  std::vector<uint64_t> batches(world, 0);
-  std::vector<std::vector<int>> reader(records.size());
-  for (size_t i = 0; i < records.size(); ++i) reader[i].assign(records[i], -1);
+  std::vector<uint64_t> batches(world, 0), rank_records(world, 0);
+  std::vector<std::vector<std::vector<int>>> readers(records.size());
+  for (size_t i = 0; i < records.size(); ++i) readers[i].resize(records[i]);
   for (const RankPiece& p : d->pieces) {
     ASSERT_LT(p.owner, world);
     ASSERT_LT(p.split, records.size());
     ASSERT_LE(p.skip + p.records, records[p.split]);
     for (uint64_t k = p.skip; k < p.skip + p.records; ++k) {
-      ASSERT_EQ(reader[p.split][k], -1) << "split " << p.split << " record " << k << " read twice";
-      reader[p.split][k] = static_cast<int>(p.owner);
+      auto& who = readers[p.split][k];
+      ASSERT_TRUE(std::find(who.begin(), who.end(), static_cast<int>(p.owner)) == who.end())
+          << "split " << p.split << " record " << k << " twice on rank " << p.owner;
+      who.push_back(static_cast<int>(p.owner));
+      ASSERT_LE(who.size(), tail == RankTail::kPad ? 2u : 1u) << "split " << p.split << " record " << k;
     }
     batches[p.owner] += p.batches;
+    rank_records[p.owner] += p.records;
     uint64_t sum = 0;
     for (uint64_t k = 0; k < p.batches; ++k) {
       const uint64_t size = batch_size_at(p.records, p.batches, bs, k);
@@ -43,9 +49,11 @@ void check_deal(const std::vector<uint64_t>& records, uint32_t bs, uint32_t worl
     EXPECT_EQ(batch_size_at(p.records, p.batches, bs, p.batches), 0u);
   }
   for (uint32_t r = 0; r < world; ++r) EXPECT_EQ(batches[r], d->batches_per_rank) << "rank " << r;
-  if (!drop_last)
-    for (const auto& split : reader)
-      for (int r : split) ASSERT_NE(r, -1) << "a record no rank reads";
+  if (tail == RankTail::kPad)
+    for (uint32_t r = 1; r < world; ++r) EXPECT_EQ(rank_records[r], rank_records[0]) << "rank " << r;
+  if (tail != RankTail::kDropLast)
+    for (const auto& split : readers)
+      for (const auto& who : split) ASSERT_FALSE(who.empty()) << "a record no rank reads";
 }
 
 TEST(RankShareTest, BatchSizesAreFullFirstThenTheRestShared) {
@@ -62,37 +70,52 @@ TEST(RankShareTest, BatchSizesAreFullFirstThenTheRestShared) {
 }
 
 TEST(RankShareTest, EveryRankTakesTheSameNumberOfBatches) {
-  check_deal({100, 100, 100}, 10, 2, false);  // the middle split read by both
-  check_deal({5000, 777}, 50, 2, false);
-  check_deal({1}, 1, 1, false);
-  check_deal({1000}, 64, 8, false);  // more ranks than splits
+  check_deal({100, 100, 100}, 10, 2, RankTail::kSmallerBatches);  // the middle split read by both
+  check_deal({5000, 777}, 50, 2, RankTail::kSmallerBatches);
+  check_deal({1}, 1, 1, RankTail::kSmallerBatches);
+  check_deal({1000}, 64, 8, RankTail::kSmallerBatches);  // more ranks than splits
+  check_deal({100, 100, 101}, 10, 2, RankTail::kPad);  // rank 1 reads split 0's first record again
   std::mt19937_64 rng(3);
   for (int round = 0; round < 300; ++round) {
     std::vector<uint64_t> records(1 + rng() % 40);
     for (auto& r : records) r = 50 + rng() % 2000;
     const uint32_t bs = 2 + rng() % 64, world = 1 + rng() % 8;
     SCOPED_TRACE("round " + std::to_string(round));
-    check_deal(records, bs, world, false);
-    check_deal(records, bs, world, true);
+    check_deal(records, bs, world, RankTail::kSmallerBatches);
+    check_deal(records, bs, world, RankTail::kDropLast);
+    if (records.size() > world) check_deal(records, bs, world, RankTail::kPad);
   }
 }
 
 TEST(RankShareTest, TooFewRecordsForEqualBatchesIsAnErrorUnlessDropLast) {
   // Batch size 1: 3 records on 2 ranks are 2 batches and 1.
-  auto d = deal_splits({3}, 1, 2, false);
+  auto d = deal_splits({3}, 1, 2, RankTail::kSmallerBatches);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().message(),
             "ranks: 2 ranks cannot take the same number of batches: rank 1 has 1 records for the 2 batches of "
-            "another (batch size 1); use drop_last, fewer ranks or a larger batch size");
-  auto dropped = deal_splits({3}, 1, 2, true);
+            "another (batch size 1); use drop_last, pad, fewer ranks or a larger batch size");
+  auto dropped = deal_splits({3}, 1, 2, RankTail::kDropLast);
   ASSERT_TRUE(dropped.ok());
   EXPECT_EQ(dropped->batches_per_rank, 1u);
   ASSERT_EQ(dropped->pieces.size(), 2u);
   EXPECT_EQ(dropped->pieces[0].records, 1u) << "rank 0 leaves out its second record";
   EXPECT_EQ(dropped->pieces[1].skip, 2u);
-  EXPECT_FALSE(deal_splits({3}, 4, 4, false).ok()) << "rank 3 has no record";
-  EXPECT_FALSE(deal_splits({30}, 0, 2, false).ok());
-  EXPECT_FALSE(deal_splits({30}, 10, 0, false).ok());
+  EXPECT_FALSE(deal_splits({3}, 4, 4, RankTail::kSmallerBatches).ok()) << "rank 3 has no record";
+  EXPECT_FALSE(deal_splits({30}, 0, 2, RankTail::kSmallerBatches).ok());
+  EXPECT_FALSE(deal_splits({30}, 10, 0, RankTail::kSmallerBatches).ok());
+  // pad: 3 records in 2 splits on 2 ranks: rank 1 reads split 0's first again.
+  auto padded = deal_splits({2, 1}, 1, 2, RankTail::kPad);
+  ASSERT_TRUE(padded.ok()) << padded.status().message();
+  EXPECT_EQ(padded->batches_per_rank, 2u);
+  ASSERT_EQ(padded->pieces.size(), 3u);
+  EXPECT_EQ(padded->pieces.back().owner, 1u);
+  EXPECT_EQ(padded->pieces.back().split, 0u);
+  EXPECT_EQ(padded->pieces.back().skip, 0u);
+  // One split read in part by both ranks: nothing left to repeat from.
+  auto no_split = deal_splits({3}, 1, 2, RankTail::kPad);
+  ASSERT_FALSE(no_split.ok());
+  EXPECT_EQ(no_split.status().message(), "ranks: pad: rank 1 reads a part of every split, so none is left to "
+                                         "repeat a record of; use smaller splits or drop_last");
 }
 
 // Two lease tables, ranks 0 and 1 of the same splits: each epoch they

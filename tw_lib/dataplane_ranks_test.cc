@@ -137,6 +137,31 @@ TEST(DataplaneRanksTest, DropLastAndRanksFromTheEnvironment) {
   EXPECT_EQ(id_sums(ranks[0]->out()).size(), 1u);
 }
 
+// pad: 1001 records on 2 ranks: each reads 501, rank 1 one of rank 0's
+// again; --pad with --drop-last is refused.
+TEST(DataplaneRanksTest, PadGivesEveryRankAsManyRecords) {
+  TempDir d;
+  write_text(d / "a.txt", 1001);
+  const std::vector<std::string> common = {"--input", "text:" + (d / "a.txt"), "--batch-size", "100",
+                                           "--records-per-split", "300", "--pad"};
+  auto r0 = rank_process(common, 0), r1 = rank_process(common, 1);
+  ASSERT_EQ(r0->wait(), 0) << r0->err();
+  ASSERT_EQ(r1->wait(), 0) << r1->err();
+  const auto a = parse_json_lines(r0->out()), b = parse_json_lines(r1->out());
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].v.at("samples"), 501);
+  EXPECT_EQ(b[0].v.at("samples"), 501);
+  EXPECT_EQ(a[0].v.at("batches"), b[0].v.at("batches"));
+  for (const auto* e : {&a[0], &b[0]}) {
+    EXPECT_EQ(e->v.at("duplicates"), 0);
+    EXPECT_EQ(e->v.at("missing"), 0);
+  }
+  auto both = rank_process(common, 0, {"--drop-last"});
+  EXPECT_EQ(both->wait(), 1);
+  EXPECT_NE(both->err().find("drop_last and pad: one at most"), std::string::npos) << both->err();
+}
+
 // kill -9 of one of rank 1's workers mid-epoch changes nothing: its parts
 // are re-run by its other worker.
 TEST(DataplaneRanksTest, AKilledWorkerOfOneRankLosesAndDuplicatesNothing) {

@@ -192,6 +192,8 @@ int main(int argc, char** argv) {
       ("rank0", po::value(&rank0), "with ranks: where rank 0 listens (ucx://HOST:PORT); the ranks then share the "
        "workers that connect there: rank 0 listens there and sends some to the other ranks, which listen on "
        "addresses of their own (default: $GOLDMINER_LISTEN, as in a --goldminer job)")
+      ("pad", po::bool_switch(&o.pad), "with ranks: a rank with a record fewer than the others reads another "
+       "rank's first record again (so every rank has as many)")
       ("drop-last", po::bool_switch(&o.drop_last), "ranks take as many batches as the one with the fewest and "
        "leave out the rest (default: ranks short of batches take some smaller ones)")
       ("json", po::bool_switch(&json), "print one JSON object per epoch")

@@ -48,7 +48,7 @@ const char kModuleDoc[] = R"doc(GoldMiner trainer session: batches from data wor
 Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
         listen=None, seed=None, shuffle_buffer=0, deterministic=False, records_per_split=0,
         max_bad_records=0, queue_batches=64, timeout=0, resume=None, secret=None,
-        first_worker_timeout=1800, rank=None, world_size=None, drop_last=False)
+        first_worker_timeout=1800, rank=None, world_size=None, drop_last=False, pad=False)
 
   input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text.
   batch_size       samples per batch (the last batch of each split may be smaller).
@@ -90,6 +90,9 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    and $SLURM_STEP_NUM_TASKS (a task of srun), else 0 of 1.
   drop_last        with ranks: every rank takes as many batches as the one with the
                    fewest and leaves out the rest (as torch's DistributedSampler).
+  pad              with ranks: a rank with a record fewer than the others reads another
+                   rank's first record again, so every rank has as many (as torch's
+                   DistributedSampler without drop_last). Not with drop_last.
   secret           the job secret workers must prove. Default: $GOLDMINER_SECRET (or
                    $GOLDMINER_SECRET_FILE), else a fresh random one (handed to the
                    workers this session starts). Unused under `sbatch --goldminer`,
@@ -341,7 +344,8 @@ class PySession {
             uint32_t threads, const std::string& transport, const py::object& listen, const py::object& seed,
             uint32_t shuffle_buffer, bool deterministic, uint64_t records_per_split, uint64_t max_bad_records,
             uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
-            double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last) {
+            double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last,
+            bool pad) {
     if (transport != "ucx" && transport != "local")
       throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
     if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
@@ -379,6 +383,8 @@ class PySession {
                               std::to_string(o.world_size));
     }
     o.drop_last = drop_last;
+    o.pad = pad;
+    if (drop_last && pad) throw py::value_error("goldminer.Session: drop_last and pad: one at most");
     o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
     if (!listen.is_none()) {
       std::string l = listen.cast<std::string>();
@@ -661,14 +667,14 @@ PYBIND11_MODULE(_session, m) {
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, uint64_t, uint64_t, uint32_t, double,
-                    const py::object&, const py::object&, double, const py::object&, const py::object&, bool>(),
+                    const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
            py::arg("deterministic") = false, py::arg("records_per_split") = 0, py::arg("max_bad_records") = 0,
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
            py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0, py::arg("rank") = py::none(),
-           py::arg("world_size") = py::none(), py::arg("drop_last") = false)
+           py::arg("world_size") = py::none(), py::arg("drop_last") = false, py::arg("pad") = false)
       .def("__iter__", [](py::object self) { return self; })
       .def("__len__", &gm::PySession::batches_per_epoch,
            "Batches in this epoch (this rank's; fewer when corrupt records are skipped).")

@@ -78,6 +78,7 @@ uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>
     add(o.rank);
     add(o.world_size);
     add(o.drop_last);
+    add(o.pad);
   }
   add(splits.size());
   for (const InputSplit& s : splits) {
@@ -377,7 +378,8 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   lc.trainer_rank = o.rank;
   lc.world_size = o.world_size;
   lc.batch_size = o.batch_size;
-  lc.drop_last = o.drop_last;
+  lc.tail = o.drop_last ? RankTail::kDropLast : o.pad ? RankTail::kPad : RankTail::kSmallerBatches;
+  if (o.drop_last && o.pad) return Status::error("session: drop_last and pad: one at most");
   if (o.world_size == 0 || o.rank >= o.world_size)
     return Status::error("session: rank " + std::to_string(o.rank) + " is not one of world size " +
                          std::to_string(o.world_size) + " (ranks are 0.." + (o.world_size ? std::to_string(o.world_size - 1) : "") +

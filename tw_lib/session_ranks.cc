@@ -17,7 +17,6 @@
 #include <thread>
 
 #include "gmcore/auth.h"
-
 #include "gmcore/log.h"
 #include "tw_lib/session_impl.h"
 
@@ -40,9 +39,11 @@ void Session::Impl::place_parked() {
   if (o_.world_size <= 1 || o_.rank != 0 || o_.rank0.empty()) return;
   const bool waited = seconds_since(created_) > kRankWaitS;
   if (!ranks_all_joined() && !waited) return;
+  bool said = false;
   for (auto& [peer, w] : workers_) {
     if (w.phase != Phase::kParked) continue;
-    if (!ranks_all_joined()) {
+    if (!ranks_all_joined() && !said) {
+      said = true;
       std::string missing;
       for (uint32_t r = 1; r < o_.world_size; ++r)
         if (!ranks_.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);

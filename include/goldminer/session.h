@@ -91,9 +91,11 @@ struct SessionOptions {
   // batch size. Each epoch every sample goes to exactly one rank and every
   // rank takes the same number of batches (gmcore/rank_share.h: a rank
   // short of batches gets some smaller ones); with drop_last, ranks leave
-  // out what does not divide evenly instead, as torch's DistributedSampler.
+  // out what does not divide evenly instead, and with pad a rank a record
+  // short reads another rank's first one again, as torch's
+  // DistributedSampler(drop_last=True / False) does (not both).
   uint32_t rank = 0, world_size = 1;
-  bool drop_last = false;
+  bool drop_last = false, pad = false;
   // Where rank 0 listens (ucx://HOST:PORT; from_environment: the job's
   // GOLDMINER_LISTEN). With world_size > 1 the ranks then share the job's
   // workers: they connect to rank 0, which keeps some and sends each of
