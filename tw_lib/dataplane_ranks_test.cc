@@ -162,9 +162,10 @@ TEST(DataplaneRanksTest, PadGivesEveryRankAsManyRecords) {
   EXPECT_NE(both->err().find("drop_last and pad: one at most"), std::string::npos) << both->err();
 }
 
-// kill -9 of one of rank 1's workers mid-epoch changes nothing: its parts
-// are re-run by its other worker.
-TEST(DataplaneRanksTest, AKilledWorkerOfOneRankLosesAndDuplicatesNothing) {
+// kill -9 of one of rank 1's workers mid-epoch, and a drain (SIGTERM) of
+// one of rank 0's, change nothing: their parts are re-run by the ranks'
+// other workers.
+TEST(DataplaneRanksTest, AKilledAndADrainedWorkerLoseAndDuplicateNothing) {
   TempDir d;
   write_text(d / "big.txt", 200000);
   const std::vector<std::string> common = {"--input", "text:" + (d / "big.txt"), "--batch-size", "64",
@@ -182,6 +183,10 @@ TEST(DataplaneRanksTest, AKilledWorkerOfOneRankLosesAndDuplicatesNothing) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   ASSERT_EQ(kill(pids[0], SIGKILL), 0);
   EXPECT_TRUE(parse_json_lines(r1->out()).size() < 30) << "killed before the end";
+  const std::vector<pid_t> rank0_pids = worker_pids(r0.get());
+  ASSERT_EQ(rank0_pids.size(), 2u) << r0->err();
+  ASSERT_EQ(kill(rank0_pids[0], SIGTERM), 0);
+  EXPECT_TRUE(parse_json_lines(r0->out()).size() < 30) << "drained before the end";
   ASSERT_EQ(r0->wait(), 0) << r0->err();
   ASSERT_EQ(r1->wait(), 0) << r1->err();
   expect_exact_cover(r0.get(), r1.get(), 30, 200000);
