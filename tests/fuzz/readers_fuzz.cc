@@ -48,8 +48,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_bad_records = 3;  // both paths: skip some, then fail
   auto plan = plan_dataset(*spec, options, 4);
   if (!plan.ok()) return 0;
-  for (const SplitRange& split : plan->splits) {
-    auto stream = SplitStream::open(plan->config, split, 7, 3, 2);
+  for (SplitRange split : plan->splits) {
+    // Every other split as a data-parallel rank's part: its first records
+    // skipped (good or corrupt), the rest cut into one batch a record.
+    uint64_t batches = 0;
+    if (split.first_record % 8 == 4 && split.records > 1) {
+      split.skip = 1;
+      batches = split.records - 1;
+    }
+    auto stream = SplitStream::open(plan->config, split, 7, 3, 2, batches);
     if (!stream.ok()) continue;
     for (int batches = 0; batches < 64; ++batches) {
       auto b = (*stream)->next();
