@@ -287,7 +287,25 @@ TEST(DataplaneRanksTest, BadRanksAreClearErrors) {
   Process from_env(consume_args({"--input", "text:" + (d / "a.txt")}), env);
   EXPECT_EQ(from_env.wait(), 2);
   EXPECT_NE(from_env.err().find("RANK=3 is not a rank of WORLD_SIZE=2"), std::string::npos) << from_env.err();
+  // A heterogeneous job's step numbers the tasks of all its components:
+  // no ranks from Slurm there.
+  env.erase("RANK");
+  env.erase("WORLD_SIZE");
+  env["SLURM_PROCID"] = "1";
+  env["SLURM_STEP_NUM_TASKS"] = "3";
+  Process step(consume_args({"--input", "text:" + (d / "a.txt")}), env);
+  ASSERT_EQ(step.wait(), 0) << step.err();
+  ASSERT_EQ(parse_json_lines(step.out()).size(), 1u);
+  EXPECT_EQ(parse_json_lines(step.out())[0].v.at("rank"), 1);
+  EXPECT_EQ(parse_json_lines(step.out())[0].v.at("world_size"), 3);
+  env["SLURM_HET_SIZE"] = "2";
+  Process het(consume_args({"--input", "text:" + (d / "a.txt")}), env);
+  ASSERT_EQ(het.wait(), 0) << het.err();
+  ASSERT_EQ(parse_json_lines(het.out()).size(), 1u);
+  EXPECT_EQ(parse_json_lines(het.out())[0].v.at("world_size"), 1);
+  EXPECT_EQ(parse_json_lines(het.out())[0].v.at("samples"), 10);
   env["RANK"] = "x";
+  env["WORLD_SIZE"] = "2";
   Process garbage(consume_args({"--input", "text:" + (d / "a.txt")}), env);
   EXPECT_EQ(garbage.wait(), 2);
   EXPECT_NE(garbage.err().find("RANK: invalid value 'x': expected a count"), std::string::npos) << garbage.err();

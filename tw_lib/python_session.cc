@@ -87,7 +87,8 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    Each epoch every sample goes to exactly one rank and every rank gets
                    the same number of batches (a rank short of batches gets some smaller
                    ones). Default: $RANK and $WORLD_SIZE (torchrun), else $SLURM_PROCID
-                   and $SLURM_STEP_NUM_TASKS (a task of srun), else 0 of 1.
+                   and $SLURM_STEP_NUM_TASKS (a task of srun, not in a heterogeneous
+                   job), else 0 of 1.
   drop_last        with ranks: every rank takes as many batches as the one with the
                    fewest and leaves out the rest (as torch's DistributedSampler).
   pad              with ranks: a rank with a record fewer than the others reads another

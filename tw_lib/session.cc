@@ -503,8 +503,14 @@ Expected<std::optional<uint32_t>> env_count(const char* name) {
 
 Status SessionOptions::ranks_from_environment() {
   // torchrun's first; then a task of srun (SLURM_STEP_NUM_TASKS is the
-  // step's: a batch script has SLURM_NTASKS of the job but is one process).
+  // step's: a batch script has SLURM_NTASKS of the job but is one process),
+  // but not in a heterogeneous job: a step over its components (`srun
+  // TRAINER : -p cpu goldminer-dw`) numbers the tasks of all of them, the
+  // trainer's and its workers' alike (Slurm 22.05: SLURM_STEP_NUM_TASKS is
+  // their sum), so there only RANK/WORLD_SIZE or the options say.
+  const bool het = std::getenv("SLURM_HET_SIZE") != nullptr;
   for (auto [r, w] : {std::pair{"RANK", "WORLD_SIZE"}, std::pair{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"}}) {
+    if (het && std::string(r) == "SLURM_PROCID") break;
     auto rank_v = env_count(r);
     if (!rank_v.ok()) return rank_v.status();
     auto world_v = env_count(w);

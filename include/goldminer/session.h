@@ -122,7 +122,8 @@ struct SessionOptions {
   // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS; rank and world_size
   // from RANK and WORLD_SIZE (torchrun) or else SLURM_PROCID and
   // SLURM_STEP_NUM_TASKS (a task of srun; not a batch script, which is
-  // one process whatever --ntasks says); and `elastic` from the one
+  // one process whatever --ntasks says, nor a heterogeneous job, whose
+  // steps number the tasks of all their components); and `elastic` from the one
   // spank_goldminer.so gives a mode=elastic batch job
   // (elastic_from_environment). Unset ones are kept.
   Status from_environment();
