@@ -32,7 +32,9 @@ for e in range(epochs):
 }
 
 test_ranks_of_an_srun_step_share_the_companion_workers_through_a_kill() {
-    local job out dw lines=100000 epochs=8 bin i pid victim=
+    # 30 epochs: goldminer-consume's ranks do not wait for each other, and
+    # with 8 a rank had ended (its workers drained) before the kill.
+    local job out dw lines=100000 epochs=30 bin i pid victim=
     bin=$(dirname "$devcluster")
     seq 1 "$lines" | sed 's/^/sample /' >"$work/rk-input.txt"
     job=$(with_job_ucx sbatch --parsable --time=3 -o "$work/rk.%j" --goldminer=dw=8,cpus-per-dw=1 -p gpu -N2 \
