@@ -157,7 +157,7 @@ class Session::Impl {
     uint32_t workers = 0;       // as it last said (RankStatus)
     uint64_t arrived = 0;       // batches, as it last said
     uint32_t left_unasked = 0;  // workers lost, as it last said
-    uint32_t sent = 0;          // workers sent to it since
+    uint32_t sent = 0;          // workers sent to it in all
   };
   std::map<uint32_t, RankPeer> ranks_;
   // Rank > 0: the link to rank 0 (rank_link), its thread and its state.

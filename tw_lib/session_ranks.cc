@@ -50,17 +50,22 @@ void Session::Impl::place_parked() {
       log::error("goldminer: session: ranks " + missing + " have not joined rank 0 within " +
                  std::to_string(static_cast<int>(kRankWaitS)) + " s: its workers go to the ranks that have");
     }
-    // The rank with the fewest workers, rank 0 first on a tie.
+    // The rank with the fewest workers, rank 0 first on a tie: its own as
+    // they are, another rank's as sent to it less those it lost (its
+    // status lags the redirects: workers on their way to it would not
+    // count, and it could get more than its share).
     size_t own = 0;
     for (const auto& [p, x] : workers_)
       if (x.phase == Phase::kReady) ++own;
     uint32_t to = 0;
     size_t fewest = own;
-    for (const auto& [r, rp] : ranks_)
-      if (rp.workers + rp.sent < fewest) {
+    for (const auto& [r, rp] : ranks_) {
+      const size_t load = rp.sent - std::min(rp.sent, rp.left_unasked);
+      if (load < fewest) {
         to = r;
-        fewest = rp.workers + rp.sent;
+        fewest = load;
       }
+    }
     if (to == 0) {
       admit(peer, &w);
       continue;
@@ -101,7 +106,6 @@ void Session::Impl::on_rank_message(PeerId peer, Worker* w, const wire::Message&
         rp.workers = st->workers;
         rp.arrived = st->batches_arrived;
         rp.left_unasked = st->left_unasked;
-        rp.sent = 0;
       }
       workers += rp.workers;
       arrived += rp.arrived;
