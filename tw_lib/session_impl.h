@@ -162,7 +162,6 @@ class Session::Impl {
   std::map<uint32_t, RankPeer> ranks_;
   // Rank > 0: the link to rank 0 (rank_link), its thread and its state.
   std::thread rank_link_;
-  std::string rank_link_error_;  // under mu_
   double alone_report_at_s_ = 60;  // next "no data worker has joined" log, seconds after creation
   // Deterministic order: batches held for earlier ones. The loop changes it
   // under mu_ (metrics() reads it).
@@ -203,11 +202,11 @@ class Session::Impl {
   std::thread elastic_;
   uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
   uint64_t consumed_bad_ = 0;  // bad records of the batches next() returned this epoch
-
- public:
   mutable std::mutex deal_mu_;
   mutable LeaseTable deal_table_;  // deals epochs for share_of_epoch(); under deal_mu_
   mutable std::optional<uint32_t> deal_epoch_;
+
+ public:
   uint64_t plan_fingerprint_ = 0;  // set once by create(); see LeasePosition::plan
   std::map<PeerId, WorkerMetrics> per_worker_;
 };

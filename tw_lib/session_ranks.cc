@@ -40,6 +40,9 @@ void Session::Impl::place_parked() {
   const bool waited = seconds_since(created_) > kRankWaitS;
   if (!ranks_all_joined() && !waited) return;
   bool said = false;
+  size_t own = 0;  // rank 0's workers
+  for (const auto& [p, x] : workers_)
+    if (x.phase == Phase::kReady) ++own;
   for (auto& [peer, w] : workers_) {
     if (w.phase != Phase::kParked) continue;
     if (!ranks_all_joined() && !said) {
@@ -54,9 +57,6 @@ void Session::Impl::place_parked() {
     // they are, another rank's as sent to it less those it lost (its
     // status lags the redirects: workers on their way to it would not
     // count, and it could get more than its share).
-    size_t own = 0;
-    for (const auto& [p, x] : workers_)
-      if (x.phase == Phase::kReady) ++own;
     uint32_t to = 0;
     size_t fewest = own;
     for (const auto& [r, rp] : ranks_) {
@@ -68,6 +68,7 @@ void Session::Impl::place_parked() {
     }
     if (to == 0) {
       admit(peer, &w);
+      ++own;
       continue;
     }
     RankPeer& rp = ranks_[to];
@@ -142,11 +143,7 @@ void Session::Impl::forget_rank(PeerId peer) {
 // is logged: this rank keeps its workers, and gets no new ones.
 void Session::Impl::rank_link() {
   const std::string me = "rank " + std::to_string(o_.rank);
-  auto fail_link = [&](const std::string& why) {
-    log::error("goldminer: session: " + me + ": " + why);
-    std::lock_guard<std::mutex> lock(mu_);
-    rank_link_error_ = why;
-  };
+  auto fail_link = [&](const std::string& why) { log::error("goldminer: session: " + me + ": " + why); };
   const auto start = Clock::now();
   const double patience = o_.first_worker_timeout_s > 0 ? o_.first_worker_timeout_s : 1e9;
   std::unique_ptr<transport::Endpoint> ep;
