@@ -15,6 +15,7 @@
 #include <string>
 
 #include "dw_daemon/cpu_binding.h"
+#include "dw_daemon/python_program.h"
 #include "dw_daemon/worker.h"
 #include "gmcore/companion_job.h"
 #include "gmcore/log.h"
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a Python dataset child that died: an error from write(), not death
 
   // Every batch allocates and frees buffers of megabytes (the reader's
   // tensors, the program's intermediates and outputs). With glibc's
@@ -159,7 +161,9 @@ int main(int argc, char** argv) {
   log::info("goldminer-dw: " + std::to_string(o.threads) + " threads on " + cores->describe() +
             (bind == "cores" ? ", each bound to its share" : ", unbound") + "; " + std::to_string(intra_op) +
             " intra-op threads a program call");
-  o.load_program = [intra_op](const std::string& bytes) { return dw::load_torchscript(bytes, intra_op); };
+  o.load_program = [intra_op](const std::string& bytes) {
+    return dw::is_python_program(bytes) ? dw::load_python_program(bytes) : dw::load_torchscript(bytes, intra_op);
+  };
 
   if (trainer_job != 0) {
     o.trainer_gone = [trainer_job, env = slurm_command_env(process_environment())]() -> std::string {

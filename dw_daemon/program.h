@@ -33,10 +33,12 @@ class ProgramOutput {
 class WorkerProgram {
  public:
   virtual ~WorkerProgram() = default;
-  // Runs the program's forward on the reader's tensors (in order, viewed
+  // Runs the program on the reader's batch (its tensors in order, viewed
   // without a copy). `seed` seeds the program's random ops for this batch,
-  // so a re-run split yields identical batches.
-  virtual Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed) = 0;
+  // so a re-run split yields identical batches; `epoch` is the lease's
+  // (a Python dataset's sampler order depends on it).
+  virtual Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed,
+                                                       uint32_t epoch) = 0;
   // Whether calls run one at a time: a program that may draw random
   // numbers does, because torch's generator is process-wide and each
   // batch must see its own seed; any other runs on all the worker's
@@ -44,7 +46,8 @@ class WorkerProgram {
   virtual bool serializes_calls() const { return false; }
 };
 
-// Loads a program from its serialized bytes (a TorchScript zip).
+// Loads a program from its serialized bytes (a TorchScript zip, or a
+// Python dataset: python_program.h).
 using ProgramLoader = std::function<Expected<std::unique_ptr<WorkerProgram>>(const std::string& bytes)>;
 
 // The TorchScript loader; `threads` = intra-op threads per call. An error

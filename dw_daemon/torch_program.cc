@@ -101,7 +101,7 @@ class TorchProgram final : public WorkerProgram {
 
   bool serializes_calls() const override { return serialized_; }
 
-  Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed) override {
+  Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed, uint32_t) override {
     try {
       std::vector<torch::jit::IValue> inputs;
       for (const auto& t : batch.tensors) {

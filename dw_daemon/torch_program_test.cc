@@ -42,7 +42,7 @@ readers::Batch batch_of(float v) {
 }
 
 std::vector<float> first_output(WorkerProgram* p, const readers::Batch& b, uint64_t seed) {
-  auto out = p->run(b, seed);
+  auto out = p->run(b, seed, 0);
   EXPECT_TRUE(out.ok()) << out.status().message();
   if (!out.ok()) return {};
   const auto& t = (*out)->tensors().at(0);

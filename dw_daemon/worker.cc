@@ -216,7 +216,7 @@ class Producer {
     std::vector<View> views;
     std::unique_ptr<ProgramOutput> out;
     if (program_ != nullptr && !b.records.empty()) {
-      auto r = program_->run(b, batch_seed(g.seed, sequence));
+      auto r = program_->run(b, batch_seed(g.seed, sequence), g.epoch);
       if (!r.ok())
         return Status::error(r.status().message() + " (split " + std::to_string(g.split_id) + " of " + g.file +
                              ", batch " + std::to_string(sequence) + ")");

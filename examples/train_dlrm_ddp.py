@@ -76,10 +76,14 @@ def train(rank, world_size, a):
                 batches += 1
                 loss_sum += loss.item() * ids.size(0)
             digest = float(sum(p.detach().double().sum() for p in model.parameters()))
-            print(json.dumps({"epoch": epoch, "rank": rank, "world_size": world_size, "samples": samples,
-                              "batches": batches, "id_sum": id_sum,
-                              "loss": round(loss_sum / max(samples, 1), 5), "params_digest": digest,
-                              "seconds": round(time.monotonic() - t0, 3)}), flush=True)
+            line = json.dumps({"epoch": epoch, "rank": rank, "world_size": world_size, "samples": samples,
+                               "batches": batches, "id_sum": id_sum,
+                               "loss": round(loss_sum / max(samples, 1), 5), "params_digest": digest,
+                               "seconds": round(time.monotonic() - t0, 3)})
+            # One write per line: the ranks share stdout, and print() may
+            # write the line and its newline apart (unbuffered stdout).
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
     dist.destroy_process_group()
 
 

@@ -49,7 +49,8 @@ Status LeaseTable::start_epoch(uint32_t epoch) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   // Fisher-Yates with an explicit draw: the same order on every machine.
   std::mt19937_64 rng(split_seed(config_.seed, epoch, UINT64_MAX));
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  if (config_.shuffle_splits)
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
   epoch_order_.clear();
   share_count_ = 0;
   epoch_batches_ = 0;

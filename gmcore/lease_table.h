@@ -42,6 +42,9 @@ struct LeaseConfig {
   // pending again (given back, its worker lost) takes its place in that
   // order instead of going first or last.
   bool deterministic_order = false;
+  // False: every epoch takes the splits in plan order (the records' own
+  // order is the epoch's: goldminer.DataLoader's sampler positions).
+  bool shuffle_splits = true;
   // Data-parallel ranks (rank_share.h): each epoch this table leases only
   // the parts of splits dealt to `trainer_rank` of `world_size`, cut into
   // the batches the deal gives them; `batch_size` is what it counts in.

@@ -49,6 +49,22 @@ TEST(LeaseTableTest, EverySplitOnceInASeededOrderPerEpoch) {
   EXPECT_EQ(ids, first);
 }
 
+TEST(LeaseTableTest, UnshuffledSplitsComeInPlanOrderEveryEpoch) {
+  LeaseConfig c;
+  c.seed = 7;
+  c.shuffle_splits = false;
+  c.deterministic_order = true;
+  auto t = LeaseTable::create(splits(6), c);
+  ASSERT_TRUE(t.ok());
+  const std::vector<uint64_t> plan = {100, 101, 102, 103, 104, 105};
+  for (uint32_t epoch = 0; epoch < 3; ++epoch) {
+    if (epoch > 0) ASSERT_TRUE(t->start_epoch(epoch).ok());
+    std::vector<uint64_t> ids;
+    while (auto l = t->grant(1, 0)) ids.push_back(l->split.id);
+    EXPECT_EQ(ids, plan) << "epoch " << epoch;
+  }
+}
+
 TEST(LeaseTableTest, SplitSeedsDependOnSeedEpochAndSplit) {
   uint64_t a = LeaseTable::split_seed(1, 0, 5);
   EXPECT_EQ(a, LeaseTable::split_seed(1, 0, 5));

@@ -59,6 +59,8 @@ Expected<std::string> jpeg_plan_schema(const std::vector<std::string>& files);
 Expected<FilePlan> csv_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> tfrecord_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> jpeg_plan_file(const std::string& schema, uint32_t file_index, uint64_t step);
+// "N" of "index:N": N records, no file.
+Expected<FilePlan> index_plan_file(const std::string& count);
 
 Expected<std::unique_ptr<RecordSource>> open_criteo_source(const DatasetConfig& config,
                                                            const SplitRange& split);
@@ -70,6 +72,7 @@ Expected<std::unique_ptr<RecordSource>> open_jpeg_source(const DatasetConfig& co
                                                          const SplitRange& split);
 Expected<std::unique_ptr<RecordSource>> open_text_source(const DatasetConfig& config,
                                                          const SplitRange& split);
+Expected<std::unique_ptr<RecordSource>> open_index_source(const DatasetConfig& config, const SplitRange& split);
 
 // Splits one CSV record (RFC 4180) into `fields`; unescaped quoted fields
 // live in `scratch` (reserved up front so the views stay valid). False,

@@ -22,7 +22,7 @@ using internal::Outcome;
 using internal::RecordSource;
 using internal::Sample;
 
-constexpr const char* kValidFormats = "criteo-tsv, csv, tfrecord, jpeg, text";
+constexpr const char* kValidFormats = "criteo-tsv, csv, tfrecord, jpeg, text, index";
 
 // Uniform in [0, n) by multiply-shift (Lemire); n > 0. SplitMix64
 // (gmcore/splitmix.h) is identical everywhere, unlike
@@ -152,6 +152,7 @@ Expected<Format> parse_format(const std::string& name) {
   if (name == "tfrecord") return Format::kTfRecord;
   if (name == "jpeg") return Format::kJpeg;
   if (name == "text") return Format::kText;
+  if (name == "index") return Format::kIndex;
   return Status::error("readers: unknown format " + internal::quote_value(name) + " (valid: " +
                        kValidFormats + ")");
 }
@@ -163,6 +164,7 @@ const char* format_name(Format format) {
     case Format::kTfRecord: return "tfrecord";
     case Format::kJpeg: return "jpeg";
     case Format::kText: return "text";
+    case Format::kIndex: return "index";
   }
   return "unknown";
 }
@@ -252,7 +254,8 @@ Expected<DatasetPlan> plan_dataset(const InputSpec& input, const ReaderOptions& 
   DatasetPlan plan;
   plan.config.format = input.format;
   plan.config.options = options;
-  for (const std::string& p : input.paths) plan.config.files.push_back(absolute_path(p));
+  for (const std::string& p : input.paths)
+    plan.config.files.push_back(input.format == Format::kIndex ? p : absolute_path(p));
   const std::vector<std::string>& files = plan.config.files;
 
   Expected<std::string> schema = std::string();
@@ -261,7 +264,8 @@ Expected<DatasetPlan> plan_dataset(const InputSpec& input, const ReaderOptions& 
     case Format::kTfRecord: schema = internal::tfrecord_plan_schema(files); break;
     case Format::kJpeg: schema = internal::jpeg_plan_schema(files); break;
     case Format::kCriteoTsv:
-    case Format::kText: break;
+    case Format::kText:
+    case Format::kIndex: break;
   }
   if (!schema.ok()) return schema.status();
   plan.config.schema = std::move(*schema);
@@ -278,6 +282,7 @@ Expected<DatasetPlan> plan_dataset(const InputSpec& input, const ReaderOptions& 
       case Format::kJpeg:
         file = internal::jpeg_plan_file(plan.config.schema, i, records_per_split);
         break;
+      case Format::kIndex: file = internal::index_plan_file(files[i]); break;
     }
     if (!file.ok()) return file.status();
     plan.records_per_file.push_back(file->records);
@@ -325,6 +330,7 @@ Expected<std::unique_ptr<SplitStream>> SplitStream::open(const DatasetConfig& co
     case Format::kTfRecord: source = internal::open_tfrecord_source(config, split); break;
     case Format::kJpeg: source = internal::open_jpeg_source(config, split); break;
     case Format::kText: source = internal::open_text_source(config, split); break;
+    case Format::kIndex: source = internal::open_index_source(config, split); break;
   }
   if (!source.ok()) return source.status();
   std::unique_ptr<SplitStream> stream = std::make_unique<BatchingStream>(

@@ -31,9 +31,10 @@
 
 namespace goldminer::readers {
 
-enum class Format { kCriteoTsv, kCsv, kTfRecord, kJpeg, kText };
+enum class Format { kCriteoTsv, kCsv, kTfRecord, kJpeg, kText, kIndex };
 
-// "criteo-tsv", "csv", "tfrecord", "jpeg", "text".
+// "criteo-tsv", "csv", "tfrecord", "jpeg", "text", "index" ("index:N": no
+// file; the records are 0 .. N-1, each batch an int64 tensor [B] of them).
 Expected<Format> parse_format(const std::string& name);
 const char* format_name(Format format);
 

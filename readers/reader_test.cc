@@ -15,10 +15,47 @@ TEST(InputSpecTest, ParsesFormatAndPaths) {
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(spec->format, Format::kCriteoTsv);
   EXPECT_EQ(spec->paths, (std::vector<std::string>{"/data/day_0", "/data/day_1"}));
-  for (Format f : {Format::kCriteoTsv, Format::kCsv, Format::kTfRecord, Format::kJpeg, Format::kText}) {
+  for (Format f : {Format::kCriteoTsv, Format::kCsv, Format::kTfRecord, Format::kJpeg, Format::kText, Format::kIndex}) {
     auto back = parse_format(format_name(f));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, f);
+  }
+}
+
+TEST(IndexFormatTest, RecordsAreTheIntegersOfTheCountInSplitsAndBatches) {
+  auto plan = testing::plan_or_die(Format::kIndex, {"10"}, 4);
+  EXPECT_EQ(plan.config.files, std::vector<std::string>{"10"});
+  EXPECT_EQ(plan.total_records, 10u);
+  ASSERT_EQ(plan.splits.size(), 3u);
+  EXPECT_EQ(plan.splits[2].first_record, 8u);
+  EXPECT_EQ(plan.splits[2].records, 2u);
+  auto batches = testing::read_split(plan.config, plan.splits[1], 1, 3, 0);
+  ASSERT_EQ(batches.size(), 2u);
+  ASSERT_EQ(batches[0].tensors.size(), 1u);
+  EXPECT_EQ(batches[0].tensors[0].dtype, wire::DType::kInt64);
+  EXPECT_EQ(testing::values<int64_t>(batches[0].tensors[0]), (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_EQ(testing::values<int64_t>(batches[1].tensors[0]), (std::vector<int64_t>{7}));
+  EXPECT_EQ(batches[1].records, (std::vector<uint64_t>{7}));
+  SplitRange part = plan.splits[0];
+  part.skip = 3;  // another rank's
+  auto rest = testing::read_split(plan.config, part, 1, 3, 0);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].records, (std::vector<uint64_t>{3}));
+  auto round = DatasetConfig::decode(plan.config.encode());
+  ASSERT_TRUE(round.ok()) << round.status().message();
+  EXPECT_EQ(round->format, Format::kIndex);
+}
+
+TEST(IndexFormatTest, RejectsACountThatIsNotOne) {
+  for (const char* bad : {"0", "-3", "ten", "12345678901234567890123"}) {
+    InputSpec spec;
+    spec.format = Format::kIndex;
+    spec.paths = {bad};
+    auto plan = plan_dataset(spec, ReaderOptions(), 4);
+    ASSERT_FALSE(plan.ok()) << bad;
+    EXPECT_NE(plan.status().message().find(std::string("index: '") + bad + "' is not a record count"),
+              std::string::npos)
+        << plan.status().message();
   }
 }
 
@@ -26,7 +63,7 @@ TEST(InputSpecTest, RejectsBadPartsByName) {
   auto unknown = parse_input_spec("parquet:/x");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("unknown format 'parquet'"), std::string::npos);
-  EXPECT_NE(unknown.status().message().find("criteo-tsv, csv, tfrecord, jpeg, text"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("criteo-tsv, csv, tfrecord, jpeg, text, index"), std::string::npos);
   auto empty = parse_input_spec("csv:");
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("empty path list"), std::string::npos);

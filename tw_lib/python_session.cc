@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "dw_daemon/program.h"
+#include "dw_daemon/python_program.h"
 #include "gmcore/auth.h"
 #include "goldminer/session.h"
 #include "tw_lib/worker_processes.h"
@@ -46,7 +47,8 @@ const char kModuleDoc[] = R"doc(GoldMiner trainer session: batches from data wor
                 ...
 
 Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
-        listen=None, seed=None, shuffle_buffer=0, deterministic=False, records_per_split=0,
+        listen=None, seed=None, shuffle_buffer=0, deterministic=False, shuffle_splits=True,
+        records_per_split=0,
         max_bad_records=0, queue_batches=64, timeout=0, resume=None, secret=None,
         first_worker_timeout=1800, rank=None, world_size=None, drop_last=False, pad=False)
 
@@ -72,6 +74,8 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    the epoch's shuffled order, each split's batches in sequence, whatever
                    the workers (batches that come early wait for earlier ones). Without
                    it, batches of different splits interleave as workers finish them.
+  shuffle_splits   False: the splits in input order every epoch, not shuffled by the seed
+                   (goldminer.DataLoader: its sampler orders the records).
   records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it
@@ -343,7 +347,7 @@ class PySession {
  public:
   PySession(const std::string& input, uint32_t batch_size, const py::object& program, uint32_t workers,
             uint32_t threads, const std::string& transport, const py::object& listen, const py::object& seed,
-            uint32_t shuffle_buffer, bool deterministic, uint64_t records_per_split, uint64_t max_bad_records,
+            uint32_t shuffle_buffer, bool deterministic, bool shuffle_splits, uint64_t records_per_split, uint64_t max_bad_records,
             uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
             double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last,
             bool pad) {
@@ -366,6 +370,7 @@ class PySession {
     o.program = program_bytes(program);
     o.shuffle_buffer = shuffle_buffer;
     o.deterministic = deterministic;
+    o.shuffle_splits = shuffle_splits;
     o.records_per_split = records_per_split;
     o.max_bad_records = max_bad_records;
     o.queue_batches = queue_batches;
@@ -403,7 +408,9 @@ class PySession {
     }
     if (transport == "local" && workers > 0) o.local_workers = workers;
     o.local_worker_threads = threads;
-    o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
+    o.program_loader = [](const std::string& bytes) {
+      return dw::is_python_program(bytes) ? dw::load_python_program(bytes) : dw::load_torchscript(bytes, 1);
+    };
     expect_external_ = listen_given;
     rank_ = o.rank;
     world_size_ = o.world_size;
@@ -667,12 +674,13 @@ PYBIND11_MODULE(_session, m) {
   m.doc() = gm::kModuleDoc;
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
-                    const py::object&, const py::object&, uint32_t, bool, uint64_t, uint64_t, uint32_t, double,
+                    const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, uint32_t, double,
                     const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
-           py::arg("deterministic") = false, py::arg("records_per_split") = 0, py::arg("max_bad_records") = 0,
+           py::arg("deterministic") = false, py::arg("shuffle_splits") = true, py::arg("records_per_split") = 0,
+           py::arg("max_bad_records") = 0,
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
            py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0, py::arg("rank") = py::none(),
            py::arg("world_size") = py::none(), py::arg("drop_last") = false, py::arg("pad") = false)

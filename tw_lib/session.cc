@@ -375,6 +375,7 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   lc.seed = o.seed;
   lc.lease_timeout_s = o.lease_timeout_s;
   lc.deterministic_order = o.deterministic;
+  lc.shuffle_splits = o.shuffle_splits;
   lc.trainer_rank = o.rank;
   lc.world_size = o.world_size;
   lc.batch_size = o.batch_size;

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
         samples += batch.records.size();
         ++batches;
         if (program) {
-          auto out = program->run(batch, seed + batches);
+          auto out = program->run(batch, seed + batches, 0);
           if (!out.ok()) die(out.status().message());
           for (const auto& t : (*out)->tensors()) out_bytes += t.nbytes;
         } else {

@@ -61,6 +61,9 @@ struct SessionOptions {
   // Without it each split's batches are the same in every run too, but
   // batches of different splits interleave as workers finish them.
   bool deterministic = false;
+  // False: the splits in input order every epoch (each epoch's order of
+  // records is already shuffled: goldminer.DataLoader's sampler positions).
+  bool shuffle_splits = true;
   uint64_t records_per_split = 0;  // 0: 16 batches per split
   uint64_t max_bad_records = 0;  // corrupt records allowed per epoch; 0: the first is an error
   // The queue's bound: batches queued plus those workers may still send

@@ -5,13 +5,15 @@ trainer from data workers.
     worker, trainer, report = goldminer.split(scripted_model, example_inputs)
     for batch in goldminer.Session(...):
         ...
+    for batch in goldminer.DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2):
+        ...   # a torch Dataset's own Python code, on data workers
 
-Each name comes from its own C++ extension, loaded on first use, so that
+Each name comes from its own module (split and Session: C++ extensions), loaded on first use, so that
 importing the package does not load libtorch twice or fail for a part that
 the caller does not use.
 """
 
-_EXTENSIONS = {"split": "goldminer._split", "Session": "goldminer._session"}
+_EXTENSIONS = {"split": "goldminer._split", "Session": "goldminer._session", "DataLoader": "goldminer.dataloader"}
 
 __all__ = sorted(_EXTENSIONS)
 

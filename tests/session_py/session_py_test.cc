@@ -31,7 +31,7 @@ struct Result {
   std::string out;  // stdout (stderr goes to the test log as it comes)
 };
 
-Result check(const std::string& args) {
+Result run_script(const std::string& name, const std::string& args) {
   const std::string builddir = env_or("GOLDMINER_BUILDDIR", GOLDMINER_TEST_BUILDDIR);
   // The environment of every case: the staged package, the built worker,
   // UCX on loopback; nothing from an enclosing goldminer-run.
@@ -42,7 +42,7 @@ Result check(const std::string& args) {
                         "RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"})
     unsetenv(v);
   const std::string script = env_or("GOLDMINER_SESSION_PY_TESTS", std::string(GOLDMINER_TEST_SRCDIR) +
-                                    "/tests/session_py") + "/session_check.py";
+                                    "/tests/session_py") + "/" + name;
   const std::string command =
       "timeout 300 " + env_or("PYTHON", GOLDMINER_TEST_PYTHON) + " " + script + " " + args;
   Result r;
@@ -55,6 +55,8 @@ Result check(const std::string& args) {
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+Result check(const std::string& args) { return run_script("session_check.py", args); }
 
 bool has(const Result& r, const std::string& line) { return r.out.find(line) != std::string::npos; }
 
@@ -202,6 +204,47 @@ TEST(SessionPy, EnvironmentSecretAndExternalWorkers) {
   EXPECT_PRINTS(r, "wrong secret rejected: 1");
   EXPECT_PRINTS(r, "external worker with the secret: 1537 samples, 1537 unique");
   EXPECT_PRINTS(r, "\nOK");
+}
+
+// goldminer.DataLoader: tests/session_py/dataloader_check.py, a dataset
+// class defined in that script (loaded as __mp_main__ on the workers).
+Result dataloader(const std::string& c) { return run_script("dataloader_check.py", c); }
+
+TEST(DataLoaderPy, EveryItemOncePerEpochInANewOrderCollatedAsTorchDoes) {
+  Result r = dataloader("epochs");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "len 32, torch's 32");
+  EXPECT_PRINTS(r, "epoch 1: 1000 items, 1000 distinct of 1000, shuffled: True");
+  EXPECT_PRINTS(r, "a new order each epoch: True");
+  EXPECT_PRINTS(r, "drop_last: len 15, torch's 15, 960 items in order: True");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(DataLoaderPy, AWorkerKilledMidEpochLosesAndRepeatsNothing) {
+  Result r = dataloader("kill");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "600 items, 600 distinct of 600");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(DataLoaderPy, StateDictResumesWithExactlyTheRest) {
+  Result r = dataloader("resume");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "resumed: 100 + 200 items, 300 distinct of 300");
+}
+
+TEST(DataLoaderPy, ADatasetErrorNamesTheIndexWithItsTraceback) {
+  Result r = dataloader("errors");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "dataset[37] (position 37 of epoch 0) raised ValueError: item 37 is broken");
+  EXPECT_PRINTS(r, "['dataset']: TypeError: goldminer.DataLoader: an IterableDataset is not supported");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(DataLoaderPy, NoWorkersLoadsInThisProcessAsTorchDoes) {
+  Result r = dataloader("inprocess");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "in process: len 4, 100 items, 100 distinct");
 }
 
 }  // namespace

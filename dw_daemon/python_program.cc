@@ -1,0 +1,297 @@
+// Python dataset children of a data worker: see python_program.h.
+#include "dw_daemon/python_program.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gmcore/log.h"
+
+extern char** environ;
+
+namespace goldminer::dw {
+
+const char* const kPythonProgramMagic = "GOLDMINER-PYTHON 1\n";
+
+bool is_python_program(const std::string& bytes) { return bytes.rfind(kPythonProgramMagic, 0) == 0; }
+
+namespace {
+
+constexpr const char* kWhat = "python dataset";
+// Replies from the child (_dw_child.py).
+constexpr uint8_t kReplyTensors = 0;
+constexpr uint8_t kReplyError = 1;
+constexpr uint32_t kMaxTensors = 4096;
+constexpr uint32_t kMaxDims = 16;
+
+struct Header {
+  std::string python;
+  std::vector<std::string> paths;
+  std::string main;
+  std::string pickle;
+};
+
+Expected<Header> parse_header(const std::string& bytes) {
+  if (!is_python_program(bytes)) return Status::error(std::string(kWhat) + ": not a GOLDMINER-PYTHON program");
+  Header h;
+  size_t at = std::strlen(kPythonProgramMagic);
+  for (int line = 2;; ++line) {
+    size_t nl = bytes.find('\n', at);
+    if (nl == std::string::npos)
+      return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + " has no end");
+    std::string l = bytes.substr(at, nl - at);
+    at = nl + 1;
+    if (l.empty()) break;
+    size_t eq = l.find('=');
+    std::string key = l.substr(0, eq), value = eq == std::string::npos ? "" : l.substr(eq + 1);
+    if (eq == std::string::npos || value.empty())
+      return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": expected KEY=VALUE");
+    if (key == "python") h.python = value;
+    else if (key == "path") h.paths.push_back(value);
+    else if (key == "main") h.main = value;
+    else return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": unknown key '" + key + "'");
+  }
+  if (const char* p = std::getenv("GOLDMINER_PYTHON"); p != nullptr && *p != '\0') h.python = p;
+  if (h.python.empty()) return Status::error(std::string(kWhat) + ": no python= in the header (and no $GOLDMINER_PYTHON)");
+  h.pickle = bytes.substr(at);
+  if (h.pickle.empty()) return Status::error(std::string(kWhat) + ": no pickled dataset after the header");
+  return h;
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+template <class T>
+bool read_value(int fd, T* v) { return read_all(fd, v, sizeof(T)); }
+
+class Output : public ProgramOutput {
+ public:
+  const std::vector<Tensor>& tensors() const override { return tensors_; }
+  std::vector<readers::ByteBuffer> buffers;
+  std::vector<Tensor> tensors_;
+};
+
+// One Python process: requests go down its stdin, replies come up its stdout.
+class Child {
+ public:
+  ~Child() {
+    if (to_ >= 0) ::close(to_);  // EOF: the child ends by itself
+    if (from_ >= 0) ::close(from_);
+    if (pid_ <= 0) return;
+    for (int i = 0; i < 50; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+  static Expected<std::unique_ptr<Child>> start(const Header& h) {
+    int down[2], up[2];
+    if (::pipe2(down, O_CLOEXEC) != 0) return Status::error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
+    if (::pipe2(up, O_CLOEXEC) != 0) {
+      ::close(down[0]);
+      ::close(down[1]);
+      return Status::error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
+    }
+    auto child = std::make_unique<Child>();
+    child->to_ = down[1];
+    child->from_ = up[0];
+    std::vector<std::string> env;
+    std::string pythonpath;
+    for (const auto& p : h.paths) pythonpath += (pythonpath.empty() ? "" : ":") + p;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string v = *e;
+      if (v.rfind("PYTHONPATH=", 0) == 0) {
+        if (v.size() > 11) pythonpath += (pythonpath.empty() ? "" : ":") + v.substr(11);
+        continue;
+      }
+      if (v.rfind("GOLDMINER_PY_MAIN=", 0) == 0) continue;
+      env.push_back(std::move(v));
+    }
+    env.push_back("PYTHONPATH=" + pythonpath);
+    if (!h.main.empty()) env.push_back("GOLDMINER_PY_MAIN=" + h.main);
+    std::vector<std::string> args = {h.python, "-u", "-m", "goldminer._dw_child"};
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, down[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, up[1], 1);
+    pid_t pid = 0;
+    int rc = ::posix_spawnp(&pid, h.python.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(down[0]);
+    ::close(up[1]);
+    if (rc != 0) return Status::error(std::string(kWhat) + ": cannot start " + h.python + ": " + std::strerror(rc));
+    child->pid_ = pid;
+    uint64_t n = h.pickle.size();
+    if (!write_all(child->to_, &n, sizeof n) || !write_all(child->to_, h.pickle.data(), h.pickle.size()))
+      return Status::error(child->ended("while it read the dataset"));
+    auto ready = child->reply();
+    if (!ready.ok()) return ready.status();
+    return child;
+  }
+
+  // One batch: the positions of its samples in the epoch's order.
+  Expected<std::unique_ptr<ProgramOutput>> run(const std::vector<uint64_t>& positions, uint64_t seed,
+                                               uint32_t epoch) {
+    std::vector<uint8_t> req(4 + 8 + 4 + 8 * positions.size());
+    uint32_t n = static_cast<uint32_t>(positions.size());
+    std::memcpy(req.data(), &epoch, 4);
+    std::memcpy(req.data() + 4, &seed, 8);
+    std::memcpy(req.data() + 12, &n, 4);
+    if (!positions.empty()) std::memcpy(req.data() + 16, positions.data(), 8 * positions.size());
+    if (!write_all(to_, req.data(), req.size())) return Status::error(ended("while it was sent a batch"));
+    return reply();
+  }
+
+  bool broken() const { return broken_; }
+
+ private:
+  Expected<std::unique_ptr<ProgramOutput>> reply() {
+    uint8_t kind = 0;
+    if (!read_value(from_, &kind)) return Status::error(ended("before it answered"));
+    if (kind == kReplyError) {
+      uint64_t len = 0;
+      if (!read_value(from_, &len) || len > (64u << 20)) return Status::error(ended("in the middle of its error"));
+      std::string message(len, '\0');
+      if (!read_all(from_, message.data(), len)) return Status::error(ended("in the middle of its error"));
+      return Status::error(message);
+    }
+    if (kind != kReplyTensors) return Status::error(protocol("reply kind " + std::to_string(kind)));
+    uint32_t count = 0;
+    if (!read_value(from_, &count)) return Status::error(ended("in the middle of a batch"));
+    if (count > kMaxTensors) return Status::error(protocol(std::to_string(count) + " tensors"));
+    auto out = std::make_unique<Output>();
+    out->buffers.resize(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      uint8_t dtype = 0, dims = 0;
+      if (!read_value(from_, &dtype) || !read_value(from_, &dims)) return Status::error(ended("in the middle of a batch"));
+      const auto d = static_cast<wire::DType>(dtype);
+      if (wire::dtype_size(d) == 0 || dims > kMaxDims)
+        return Status::error(protocol("tensor " + std::to_string(i) + ": dtype " + std::to_string(dtype) + ", " +
+                                      std::to_string(dims) + " dimensions"));
+      std::vector<int64_t> shape(dims);
+      uint64_t nbytes = 0;
+      if ((dims > 0 && !read_all(from_, shape.data(), 8 * dims)) || !read_value(from_, &nbytes))
+        return Status::error(ended("in the middle of a batch"));
+      uint64_t elements = 1;
+      for (int64_t s : shape) elements *= static_cast<uint64_t>(s < 0 ? 0 : s);
+      if (elements * wire::dtype_size(d) != nbytes)
+        return Status::error(protocol("tensor " + std::to_string(i) + ": " + std::to_string(nbytes) +
+                                      " bytes for its shape"));
+      out->buffers[i].resize(nbytes);
+      if (!read_all(from_, out->buffers[i].data(), nbytes)) return Status::error(ended("in the middle of a batch"));
+      out->tensors_.push_back({d, std::move(shape), out->buffers[i].data(), nbytes});
+    }
+    return std::unique_ptr<ProgramOutput>(std::move(out));
+  }
+
+  std::string ended(const std::string& when) {
+    broken_ = true;
+    int status = 0;
+    std::string how = "ended";
+    for (int i = 0; i < 20 && pid_ > 0; ++i) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                  : "exited with status " + std::to_string(WEXITSTATUS(status));
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::string(kWhat) + ": the Python process " + how + " " + when + " (its stderr is this worker's)";
+  }
+
+  std::string protocol(const std::string& what) {
+    broken_ = true;
+    return std::string(kWhat) + ": the Python process sent a bad reply: " + what;
+  }
+
+  pid_t pid_ = -1;
+  int to_ = -1;
+  int from_ = -1;
+  bool broken_ = false;
+};
+
+class PythonProgram : public WorkerProgram {
+ public:
+  PythonProgram(Header header, std::unique_ptr<Child> first) : header_(std::move(header)) {
+    idle_.push_back(std::move(first));
+  }
+
+  Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed, uint32_t epoch) override {
+    std::unique_ptr<Child> child;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        child = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (child == nullptr) {  // another thread holds each one: one more
+      auto started = Child::start(header_);
+      if (!started.ok()) return started.status();
+      child = std::move(started).value();
+    }
+    auto out = child->run(batch.records, seed, epoch);
+    if (!child->broken()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle_.push_back(std::move(child));
+    }
+    return out;
+  }
+
+ private:
+  Header header_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Child>> idle_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes) {
+  auto header = parse_header(bytes);
+  if (!header.ok()) return header.status();
+  auto first = Child::start(*header);
+  if (!first.ok()) return first.status();
+  log::info(std::string(kWhat) + ": " + header->python + " runs it" +
+            (header->main.empty() ? "" : " (with " + header->main + " as __mp_main__)"));
+  return std::unique_ptr<WorkerProgram>(std::make_unique<PythonProgram>(std::move(*header), std::move(*first)));
+}
+
+}  // namespace goldminer::dw

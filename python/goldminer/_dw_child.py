@@ -1,0 +1,196 @@
+"""The Python process a data worker (goldminer-dw) runs for a
+goldminer.DataLoader: it holds the user's dataset and collate function and
+turns batches of sampler positions into collated batches.
+
+Run as `python -m goldminer._dw_child` by dw_daemon/python_program.cc, with
+PYTHONPATH set to the trainer's sys.path and GOLDMINER_PY_MAIN to the
+training script when the dataset's pickle refers to it. Pipe protocol
+(little-endian), requests on stdin, replies on stdout:
+
+  start:   u64 length, the pickle of the loader's settings
+           -> reply with no tensors (ready) or an error
+  batch:   u32 epoch, u64 seed, u32 n, u64 position[n]
+           -> reply: the collated batch
+  reply:   u8 0, u32 count, then per tensor u8 dtype, u8 ndim, i64 shape[ndim],
+           u64 nbytes, the bytes; the first tensor (uint8) is the pickle of the
+           batch's structure (goldminer._tree)
+           or u8 1, u64 length, the error (UTF-8), naming the dataset index
+           and holding the traceback
+Anything the dataset prints goes to stderr, which is the worker's.
+"""
+
+import os
+import pickle
+import random
+import struct
+import sys
+import traceback
+import types
+
+
+def _load_main(path):
+    """The training script as __mp_main__ (and __main__), as
+    multiprocessing's "spawn" does, so that its classes unpickle; its
+    `if __name__ == "__main__":` block does not run."""
+    module = types.ModuleType("__mp_main__")
+    module.__file__ = path
+    module.__builtins__ = __builtins__
+    sys.modules["__mp_main__"] = module
+    sys.modules["__main__"] = module
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec")
+    exec(code, module.__dict__)
+
+
+def _read(stream, n):
+    data = stream.read(n)
+    if data is None or len(data) < n:
+        raise EOFError
+    return data
+
+
+class Child:
+    """The loader's settings on a worker (in_worker) or, for num_workers=0, in the trainer."""
+
+    def __init__(self, settings, in_worker=True):
+        import torch
+        self.torch = torch
+        self.dataset = settings["dataset"]
+        self.sampler = settings["sampler"]
+        self.shuffle = settings["shuffle"]
+        self.seed = settings["seed"]
+        self.length = settings["length"]
+        self.collate = settings["collate_fn"]
+        if self.collate is None:
+            from torch.utils.data import default_collate
+            self.collate = default_collate
+        self.orders = {}
+        self.in_worker = in_worker
+        if in_worker:
+            torch.set_num_threads(1)  # as torch's DataLoader workers
+            if settings.get("worker_init_fn") is not None:
+                settings["worker_init_fn"](0)
+
+    def order(self, epoch):
+        """The dataset indices of the epoch, in sampler order (None: 0 .. length-1)."""
+        if epoch in self.orders:
+            return self.orders[epoch]
+        torch = self.torch
+        epoch_seed = (self.seed * 1000003 + epoch) & 0x7FFFFFFFFFFFFFFF
+        if self.sampler is not None:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(epoch)
+            torch.manual_seed(epoch_seed)  # a sampler without a generator draws from torch's
+            order = list(self.sampler)
+            if len(order) != self.length:
+                raise RuntimeError("the sampler gave %d indices in epoch %d, and len(sampler) was %d on the trainer"
+                                   % (len(order), epoch, self.length))
+        elif self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(epoch_seed)
+            order = torch.randperm(self.length, generator=g).tolist()
+        else:
+            order = None
+        if len(self.orders) >= 2:  # leases of two epochs may overlap at the turn, not more
+            self.orders.pop(min(self.orders))
+        self.orders[epoch] = order
+        return order
+
+    def batch(self, epoch, seed, positions):
+        if self.in_worker:  # the trainer's own generators are left alone, as torch leaves them
+            random.seed(seed)
+            self.torch.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
+            if "numpy" in sys.modules:
+                sys.modules["numpy"].random.seed(seed % (1 << 32))
+        order = self.order(epoch)
+        items = []
+        for p in positions:
+            index = order[p] if order is not None else p
+            try:
+                items.append(self.dataset[index])
+            except Exception as e:
+                raise _DatasetError("dataset[%r] (position %d of epoch %d) raised %s: %s\n%s" % (
+                    index, p, epoch, type(e).__name__, e, traceback.format_exc())) from None
+        try:
+            return self.collate(items)
+        except Exception as e:
+            raise _DatasetError("collate_fn raised %s: %s on the batch of dataset indices %s\n%s" % (
+                type(e).__name__, e, [order[p] if order is not None else p for p in positions][:16],
+                traceback.format_exc())) from None
+
+
+class _DatasetError(RuntimeError):
+    """A dataset or collate_fn that raised: the message names the index and holds the traceback."""
+
+
+def _reply_error(out, message):
+    data = message.encode("utf-8", "replace")
+    out.write(b"\x01" + struct.pack("<Q", len(data)) + data)
+    out.flush()
+
+
+def _reply_tensors(out, tensors):
+    from goldminer._tree import WIRE_DTYPES
+    out.write(b"\x00" + struct.pack("<I", len(tensors)))
+    for t in tensors:
+        t = t.detach().contiguous()
+        out.write(struct.pack("<BB", WIRE_DTYPES[t.dtype], t.dim()))
+        out.write(struct.pack("<%dq" % t.dim(), *t.shape))
+        data = t.numpy().reshape(-1).view("uint8") if t.numel() else b""
+        out.write(struct.pack("<Q", len(data)))
+        out.write(memoryview(data))
+    out.flush()
+
+
+def main():
+    # The pipes: requests on fd 0, replies on fd 1; then stdout is stderr,
+    # so that a dataset that prints does not corrupt the replies.
+    requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
+    replies = os.fdopen(os.dup(1), "wb", buffering=1 << 20)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        (length,) = struct.unpack("<Q", _read(requests, 8))
+        settings_bytes = _read(requests, length)
+    except EOFError:
+        return 0
+    try:
+        if os.environ.get("GOLDMINER_PY_MAIN"):
+            _load_main(os.environ["GOLDMINER_PY_MAIN"])
+        child = Child(pickle.loads(settings_bytes))
+    except Exception as e:
+        _reply_error(replies, "cannot load the DataLoader's dataset on this worker: %s: %s\n%s" % (
+            type(e).__name__, e, traceback.format_exc()))
+        return 1
+    import torch
+    from goldminer import _tree
+    _reply_tensors(replies, [])
+    while True:
+        try:
+            epoch, seed, n = struct.unpack("<IQI", _read(requests, 16))
+            positions = struct.unpack("<%dQ" % n, _read(requests, 8 * n))
+        except EOFError:
+            return 0
+        try:
+            try:
+                batch = child.batch(epoch, seed, positions)
+                tensors = []
+                desc = _tree.flatten(batch, tensors)
+                spec = torch.frombuffer(bytearray(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL)),
+                                        dtype=torch.uint8)
+                _reply_tensors(replies, [spec] + tensors)
+            except _DatasetError as e:
+                _reply_error(replies, str(e))
+            except (BrokenPipeError, EOFError):
+                raise
+            except Exception as e:
+                _reply_error(replies, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()))
+        except BrokenPipeError:  # the worker is gone (stopped or killed): so is its batch
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

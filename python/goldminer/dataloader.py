@@ -1,0 +1,225 @@
+"""goldminer.DataLoader: a torch DataLoader whose Dataset and collate
+function run on GoldMiner data workers (goldminer-dw processes: started here
+with num_workers, or the companion workers of `sbatch --goldminer`).
+
+    loader = goldminer.DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2)
+    for epoch in range(epochs):
+        for batch in loader:
+            ...
+
+The arguments mean what they mean to torch.utils.data.DataLoader. The
+dataset, sampler, collate_fn and worker_init_fn travel to the workers by
+pickle: classes by reference (importable there: the trainer's sys.path is
+put first on theirs, as on a cluster's shared file system), and those the
+training script defines by loading the script as __mp_main__ on the worker,
+as torch does with the "spawn" start method (so its training must sit under
+`if __name__ == "__main__":`).
+
+How a batch is made: the trainer leases positions of the epoch's sampler
+order ("index:N", N = len(sampler) or len(dataset)) to the workers, in
+splits of a few batches, through the data plane (goldminer.Session); a
+worker looks each position up in the same order (computed from the seed and
+the epoch: torch.randperm for shuffle=True, the sampler after
+sampler.set_epoch(epoch) and torch.manual_seed otherwise), calls
+dataset[index] and collate_fn, and sends the tensors back. So every index of
+the epoch is loaded exactly once, also when a worker is lost mid-epoch (its
+splits go to another), and batches are those of torch's BatchSampler over
+that order, delivered in that order (in_order=False: as they come).
+Before each batch the worker seeds random, torch and numpy from the seed,
+the epoch and the batch, so a batch made again is the same batch.
+
+Differences from torch's DataLoader, by design:
+  - one `for` over the loader yields the rest of the current epoch: a `for`
+    left with `break` goes on where it stopped, and the next `for` after an
+    epoch's end runs the next epoch (as goldminer.Session);
+  - num_workers=0 outside `sbatch --goldminer` loads in this process, as
+    torch does; inside it, the job's companion workers load;
+  - batch_sampler, and samplers that are not the same given torch's seed and
+    set_epoch on every process (they run on each worker), are refused or
+    must be avoided; an IterableDataset is not supported yet (no record count
+    to lease exactly once): a TypeError says so.
+"""
+
+import os
+import pickle
+import pickletools
+import sys
+
+import torch
+
+from goldminer import _tree
+from goldminer._dw_child import Child as _InProcess
+
+_MAGIC = b"GOLDMINER-PYTHON 1\n"
+_BATCHES_PER_SPLIT = 2
+
+
+def _refers_to_main(data):
+    """Whether a pickle names anything of __main__ (the training script)."""
+    for op, arg, _ in pickletools.genops(data):
+        if op.name in ("GLOBAL", "INST") and isinstance(arg, str) and arg.split(" ")[0] == "__main__":
+            return True
+        if isinstance(arg, str) and arg == "__main__":
+            return True
+    return False
+
+
+class DataLoader:
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
+                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
+                 multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
+                 pin_memory_device="", seed=None, in_order=True, rank=None, world_size=None, session_options=None):
+        if isinstance(dataset, torch.utils.data.IterableDataset):
+            raise TypeError("goldminer.DataLoader: an IterableDataset is not supported (its items cannot be "
+                            "counted and leased exactly once); use a map-style Dataset (__getitem__, __len__)")
+        if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+            raise TypeError("goldminer.DataLoader: dataset must be a map-style Dataset with __getitem__ and "
+                            "__len__, not %s" % type(dataset).__name__)
+        if batch_sampler is not None:
+            raise ValueError("goldminer.DataLoader: batch_sampler is not supported; give sampler= and batch_size=")
+        if batch_size is None or int(batch_size) < 1:
+            raise ValueError("goldminer.DataLoader: batch_size must be at least 1, not %r" % (batch_size,))
+        if sampler is not None and shuffle:
+            raise ValueError("goldminer.DataLoader: sampler option is mutually exclusive with shuffle")
+        if int(num_workers) < 0:
+            raise ValueError("goldminer.DataLoader: num_workers option should be non-negative")
+        if timeout < 0:
+            raise ValueError("goldminer.DataLoader: timeout option should be non-negative")
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.sampler = sampler
+        self.shuffle = bool(shuffle)
+        self.num_workers = int(num_workers)
+        self.collate_fn = collate_fn
+        self.pin_memory = pin_memory
+        self.drop_last = drop_last
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.in_order = in_order
+        self._ranks = (rank, world_size)
+        self._session_options = dict(session_options or {})
+        if seed is None:  # like torch's: from its generator, so torch.manual_seed makes it repeatable
+            seed = int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+            if world_size not in (None, 1) or os.environ.get("WORLD_SIZE", "1") != "1":
+                seed = 0  # every rank must draw the same order (as DistributedSampler's seed=0)
+        self.seed = int(seed) & 0x7FFFFFFFFFFFFFFF
+        self.length = len(sampler) if sampler is not None else len(dataset)
+        if self.length == 0:
+            raise ValueError("goldminer.DataLoader: the %s is empty" % ("sampler" if sampler is not None else "dataset"))
+        self._records = self.length - self.length % self.batch_size if drop_last else self.length
+        if self._records == 0:
+            raise ValueError("goldminer.DataLoader: drop_last with batch_size %d leaves none of the %d samples"
+                             % (self.batch_size, self.length))
+        self._session = None
+        self._resume = None
+        self._in_process = None
+        self._in_process_epoch = 0
+        self._in_process_next = 0
+
+    def _settings(self):
+        return {"dataset": self.dataset, "collate_fn": self.collate_fn, "sampler": self.sampler,
+                "shuffle": self.shuffle, "seed": self.seed, "length": self.length,
+                "worker_init_fn": self.worker_init_fn}
+
+    def _program(self):
+        data = pickle.dumps(self._settings(), protocol=pickle.HIGHEST_PROTOCOL)
+        lines = [b"python=" + os.fsencode(sys.executable)]
+        lines += [b"path=" + os.fsencode(os.path.abspath(p or ".")) for p in sys.path]
+        main = getattr(sys.modules.get("__main__"), "__file__", None)
+        if main and _refers_to_main(data):
+            lines.append(b"main=" + os.fsencode(os.path.abspath(main)))
+        return _MAGIC + b"\n".join(lines) + b"\n\n" + data
+
+    def _loads_here(self):
+        """num_workers=0 and no GoldMiner workers to come: load in this process, as torch does."""
+        return self.num_workers == 0 and not os.environ.get("GOLDMINER_LISTEN")
+
+    @property
+    def session(self):
+        """The goldminer.Session that feeds this loader (started on first use)."""
+        if self._session is None and not self._loads_here():
+            from goldminer import Session
+            rank, world_size = self._ranks
+            options = dict(program=self._program(), workers=self.num_workers, seed=self.seed, shuffle_buffer=0,
+                           deterministic=self.in_order, shuffle_splits=False, records_per_split=self.batch_size * _BATCHES_PER_SPLIT,
+                           timeout=self.timeout, resume=self._resume)
+            if world_size is not None:
+                options.update(rank=rank, world_size=world_size)
+            if self.sampler is not None and isinstance(self.sampler, torch.utils.data.DistributedSampler):
+                options.update(rank=0, world_size=1)  # the sampler deals to the ranks already
+            options.update(self._session_options)
+            self._session = Session("index:%d" % self._records, self.batch_size, **options)
+        return self._session
+
+    def __len__(self):
+        if self._loads_here():
+            return (self._records + self.batch_size - 1) // self.batch_size
+        return len(self.session)
+
+    def set_epoch(self, epoch):
+        """Makes the next `for` run epoch `epoch` (a no-op when it would anyway)."""
+        state = self.state_dict()
+        if state["epoch"] == epoch and not state.get("done") and not state.get("partial"):
+            return
+        if self._loads_here():
+            self._in_process_epoch, self._in_process_next = epoch, 0
+            return
+        self.load_state_dict({"epoch": epoch, "seed": state["seed"], "plan": state["plan"], "bad_records": 0,
+                              "done": [], "partial": []})
+
+    def state_dict(self):
+        """The position of what iteration returned so far (plain data): load_state_dict()
+        on a loader over the same dataset and settings goes on from there."""
+        if self._loads_here():
+            return {"epoch": self._in_process_epoch, "seed": self.seed, "next_batch": self._in_process_next}
+        return self.session.state()
+
+    def load_state_dict(self, state):
+        if self._loads_here():
+            self._in_process_epoch, self._in_process_next = int(state["epoch"]), int(state.get("next_batch", 0))
+            return
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        self._resume = dict(state)
+        self.seed = int(state["seed"])
+
+    def close(self):
+        """Stops the workers this loader started (also when it is collected)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _pinned(self, batch):
+        if not self.pin_memory or not torch.cuda.is_available():
+            return batch
+        tensors = []
+        desc = _tree.flatten(batch, tensors)
+        return _tree.unflatten(desc, [t.pin_memory() for t in tensors])
+
+    def __iter__(self):
+        if self._loads_here():
+            yield from self._iter_in_process()
+            return
+        for received in self.session:
+            desc = pickle.loads(received[0].numpy().tobytes())
+            yield self._pinned(_tree.unflatten(desc, received[1:]))
+
+    def _iter_in_process(self):
+        if self._in_process is None:
+            self._in_process = _InProcess(self._settings(), in_worker=False)
+        batches = (self._records + self.batch_size - 1) // self.batch_size
+        while self._in_process_next < batches:
+            k = self._in_process_next
+            positions = range(k * self.batch_size, min(self._records, (k + 1) * self.batch_size))
+            batch = self._in_process.batch(self._in_process_epoch, 0, positions)
+            self._in_process_next += 1
+            yield self._pinned(batch)
+        self._in_process_epoch += 1
+        self._in_process_next = 0

@@ -1,0 +1,198 @@
+"""Checks goldminer.DataLoader (a Python Dataset on goldminer-dw workers) end to end.
+
+    python3 dataloader_check.py CHECK
+
+CHECK is one of
+    epochs     a map-style dataset of dicts, tuples and strings defined in this script:
+               every item once per epoch, a new order each epoch, each batch equal to
+               torch's default_collate of its items, len() as torch's (also drop_last)
+    kill       a worker killed (SIGKILL) mid-epoch: no item lost or repeated
+    resume     state_dict() / load_state_dict(): exactly the rest of the epoch
+    errors     a dataset that raises: the index, the exception and its traceback reach
+               the trainer; arguments torch refuses, and an IterableDataset, are refused
+    inprocess  num_workers=0: loaded in this process, as torch does
+
+It prints what it measured, one fact a line, and exits non-zero on the first
+failure (with the reason on stderr)."""
+
+import os
+import signal
+import sys
+import time
+
+import torch
+from torch.utils.data import default_collate
+
+import goldminer
+
+
+def fail(message):
+    sys.stderr.write("FAIL: %s\n" % message)
+    sys.exit(1)
+
+
+def check(cond, message):
+    if not cond:
+        fail(message)
+
+
+class HeldOut(torch.utils.data.Dataset):
+    """Defined in the training script itself: the workers load it as __mp_main__."""
+
+    def __init__(self, n, slow_s=0.0, bad=None):
+        self.n, self.slow_s, self.bad = n, slow_s, bad
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        if i == self.bad:
+            raise ValueError("item %d is broken" % i)
+        if self.slow_s:
+            time.sleep(self.slow_s)
+        g = torch.Generator().manual_seed(i)
+        return {"id": i, "image": torch.rand(3, 4, 4, generator=g),
+                "pair": (torch.tensor([i, -i], dtype=torch.int32), i / 2.0), "name": "item-%d" % i}
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def ids_of(batch):
+    return batch["id"].tolist()
+
+
+def run_epoch(loader, ds, compare=True):
+    ids = []
+    for batch in loader:
+        batch_ids = ids_of(batch)
+        if compare:
+            check(same(batch, default_collate([ds[i] for i in batch_ids])),
+                  "batch %s is not torch's default_collate of its items" % batch_ids[:8])
+        ids.extend(batch_ids)
+    return ids
+
+
+def check_epochs():
+    ds = HeldOut(1000)
+    loader = goldminer.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2)
+    reference = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
+    print("len %d, torch's %d" % (len(loader), len(reference)))
+    check(len(loader) == len(reference), "len() differs from torch's")
+    orders = []
+    for epoch in range(2):
+        ids = run_epoch(loader, ds)
+        print("epoch %d: %d items, %d distinct of %d, shuffled: %s" %
+              (epoch, len(ids), len(set(ids)), len(ds), ids != sorted(ids)))
+        check(sorted(ids) == list(range(len(ds))), "epoch %d: not every item exactly once" % epoch)
+        orders.append(ids)
+    print("a new order each epoch: %s" % (orders[0] != orders[1]))
+    check(orders[0] != orders[1], "both epochs came in the same order")
+    loader.close()
+    dropping = goldminer.DataLoader(ds, batch_size=64, drop_last=True, num_workers=1)
+    torch_dropping = torch.utils.data.DataLoader(ds, batch_size=64, drop_last=True)
+    ids = run_epoch(dropping, ds)
+    print("drop_last: len %d, torch's %d, %d items in order: %s" %
+          (len(dropping), len(torch_dropping), len(ids), ids == list(range(len(ids)))))
+    check(len(dropping) == len(torch_dropping) and len(ids) == 15 * 64, "drop_last")
+    check(ids == list(range(len(ids))), "shuffle=False did not keep the dataset's order")
+    dropping.close()
+    print("OK")
+
+
+def check_kill():
+    ds = HeldOut(600, slow_s=0.004)
+    loader = goldminer.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2, seed=5)
+    ids = []
+    killed = None
+    for k, batch in enumerate(loader):
+        ids.extend(ids_of(batch))
+        if k == 4:
+            killed = loader.session.worker_pids[0]
+            os.kill(killed, signal.SIGKILL)
+    metrics = loader.session.metrics()
+    print("killed worker %d after 5 batches: %d items, %d distinct of %d, workers lost %d" %
+          (killed, len(ids), len(set(ids)), len(ds), metrics["workers_lost"]))
+    check(sorted(ids) == list(range(len(ds))), "an item was lost or repeated through the kill")
+    check(metrics["workers_lost"] >= 1, "the killed worker was not counted as lost")
+    loader.close()
+    print("OK")
+
+
+def check_resume():
+    ds = HeldOut(300)
+    first = goldminer.DataLoader(ds, batch_size=20, shuffle=True, num_workers=1, seed=9)
+    taken = []
+    for k, batch in enumerate(first):
+        taken.extend(ids_of(batch))
+        if k == 4:
+            break
+    state = first.state_dict()
+    first.close()
+    second = goldminer.DataLoader(ds, batch_size=20, shuffle=True, num_workers=2, seed=1)
+    second.load_state_dict(state)
+    rest = run_epoch(second, ds, compare=False)
+    print("resumed: %d + %d items, %d distinct of %d" % (len(taken), len(rest), len(set(taken + rest)), len(ds)))
+    check(sorted(taken + rest) == list(range(len(ds))), "the resumed loader did not give exactly the rest")
+    second.close()
+    print("OK")
+
+
+def check_errors():
+    loader = goldminer.DataLoader(HeldOut(100, bad=37), batch_size=10, num_workers=1)
+    try:
+        run_epoch(loader, None, compare=False)
+        fail("a dataset that raises went unnoticed")
+    except RuntimeError as e:
+        text = str(e)
+        first = text.splitlines()[0]
+        print("dataset error: %s" % first)
+        check("dataset[37]" in text and "ValueError: item 37 is broken" in text, "the error lacks the index: " + text)
+        check("Traceback" in text and "__getitem__" in text, "the error lacks the traceback: " + text)
+    finally:
+        loader.close()
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
+    for kwargs, error in [(dict(dataset=Stream()), TypeError), (dict(dataset=HeldOut(5), batch_size=0), ValueError),
+                          (dict(dataset=HeldOut(5), shuffle=True, sampler=range(5)), ValueError),
+                          (dict(dataset=HeldOut(5), batch_sampler=[[0, 1]]), ValueError),
+                          (dict(dataset=HeldOut(5), num_workers=-1), ValueError)]:
+        try:
+            goldminer.DataLoader(**kwargs)
+            fail("accepted %r" % kwargs)
+        except error as e:
+            print("%s: %s: %s" % (sorted(kwargs), type(e).__name__, e))
+    print("OK")
+
+
+def check_inprocess():
+    ds = HeldOut(100)
+    loader = goldminer.DataLoader(ds, batch_size=32, shuffle=True)
+    ids = run_epoch(loader, ds)
+    print("in process: len %d, %d items, %d distinct" % (len(loader), len(ids), len(set(ids))))
+    check(len(loader) == 4 and sorted(ids) == list(range(100)), "in-process loading")
+    print("OK")
+
+
+def main(argv):
+    checks = {"epochs": check_epochs, "kill": check_kill, "resume": check_resume, "errors": check_errors,
+              "inprocess": check_inprocess}
+    if len(argv) != 2 or argv[1] not in checks:
+        fail(__doc__)
+    checks[argv[1]]()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
