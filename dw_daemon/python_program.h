@@ -12,9 +12,12 @@
 //                       DataLoader does with the "spawn" start method)
 //   "\n" + pickle       {dataset, collate_fn, sampler, shuffle, seed, ...}
 // The child is `python -m goldminer._dw_child` (python/goldminer/_dw_child.py
-// documents the pipe protocol). Each batch of the "index" reader is a list
-// of positions in the epoch's sampler order; the child returns the
-// collated batch as tensors, the first one a pickle of its structure.
+// documents the protocol): requests and replies over a pipe, the batches'
+// bytes in a memfd both map. Each batch of the "index" reader is a list of
+// positions in the epoch's sampler order; the child returns the collated
+// batch as tensors, the first one a pickle of its structure. A child serves
+// one batch at a time: its output's tensors stay valid (in its memory)
+// until the worker drops the output, which hands the child back.
 #ifndef GOLDMINER_DW_DAEMON_PYTHON_PROGRAM_H_
 #define GOLDMINER_DW_DAEMON_PYTHON_PROGRAM_H_
 

@@ -12,7 +12,9 @@ training script when the dataset's pickle refers to it. Pipe protocol
   batch:   u32 epoch, u64 seed, u32 n, u64 position[n]
            -> reply: the collated batch
   reply:   u8 0, u32 count, then per tensor u8 dtype, u8 ndim, i64 shape[ndim],
-           u64 nbytes, the bytes; the first tensor (uint8) is the pickle of the
+           u64 nbytes, u64 offset: its bytes are at that offset of the shared
+           memory on fd 3 (a memfd the worker maps; this process grows it), valid
+           until the next request; the first tensor (uint8) is the pickle of the
            batch's structure (goldminer._tree)
            or u8 1, u64 length, the error (UTF-8), naming the dataset index
            and holding the traceback
@@ -129,16 +131,44 @@ def _reply_error(out, message):
     out.flush()
 
 
-def _reply_tensors(out, tensors):
+class _SharedMemory:
+    """The memfd the worker reads batches from (fd 3), grown here as needed."""
+
+    def __init__(self, fd):
+        self.fd, self.size, self.map = fd, 0, None
+
+    def place(self, tensors):
+        """Copies the tensors in (64-byte aligned); their offsets."""
+        import mmap
+        import torch
+        offsets, end = [], 0
+        for t in tensors:
+            offsets.append(end)
+            end += (t.numel() * t.element_size() + 63) // 64 * 64
+        if end > self.size:
+            size = max(end, 2 * self.size, 1 << 20)
+            os.ftruncate(self.fd, size)
+            if self.map is not None:
+                self.map.close()
+            self.map = mmap.mmap(self.fd, size)
+            self.size = size
+        for t, off in zip(tensors, offsets):
+            n = t.numel() * t.element_size()
+            if n:
+                dst = torch.frombuffer(self.map, dtype=torch.uint8, count=n, offset=off)
+                dst.copy_(t.reshape(-1).view(torch.uint8) if t.dtype != torch.bool else t.reshape(-1).to(torch.uint8))
+        return offsets
+
+
+def _reply_tensors(out, tensors, shared):
     from goldminer._tree import WIRE_DTYPES
-    out.write(b"\x00" + struct.pack("<I", len(tensors)))
-    for t in tensors:
-        t = t.detach().contiguous()
-        out.write(struct.pack("<BB", WIRE_DTYPES[t.dtype], t.dim()))
-        out.write(struct.pack("<%dq" % t.dim(), *t.shape))
-        data = t.numpy().reshape(-1).view("uint8") if t.numel() else b""
-        out.write(struct.pack("<Q", len(data)))
-        out.write(memoryview(data))
+    tensors = [t.detach().contiguous() for t in tensors]
+    offsets = shared.place(tensors)
+    header = [b"\x00", struct.pack("<I", len(tensors))]
+    for t, off in zip(tensors, offsets):
+        header.append(struct.pack("<BB%dqQQ" % t.dim(), WIRE_DTYPES[t.dtype], t.dim(), *t.shape,
+                                  t.numel() * t.element_size(), off))
+    out.write(b"".join(header))
     out.flush()
 
 
@@ -167,7 +197,8 @@ def main():
         return 1
     import torch
     from goldminer import _tree
-    _reply_tensors(replies, [])
+    shared = _SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
+    _reply_tensors(replies, [], shared)
     while True:
         try:
             epoch, seed, n = struct.unpack("<IQI", _read(requests, 16))
@@ -181,7 +212,7 @@ def main():
                 desc = _tree.flatten(batch, tensors)
                 spec = torch.frombuffer(bytearray(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL)),
                                         dtype=torch.uint8)
-                _reply_tensors(replies, [spec] + tensors)
+                _reply_tensors(replies, [spec] + tensors, shared)
             except _DatasetError as e:
                 _reply_error(replies, str(e))
             except (BrokenPipeError, EOFError):
