@@ -59,6 +59,16 @@ Expected<std::string> jpeg_plan_schema(const std::vector<std::string>& files);
 Expected<FilePlan> csv_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> tfrecord_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> jpeg_plan_file(const std::string& schema, uint32_t file_index, uint64_t step);
+// A crop box in source pixels (jpeg, JpegDecode::kCrop).
+struct JpegBox {
+  uint32_t x = 0, y = 0, w = 0, h = 0;
+};
+// The crop box of `record` of a split with `seed` in a width x height image.
+JpegBox jpeg_crop_box(uint32_t width, uint32_t height, uint64_t seed, uint64_t record);
+// The DCT scale denominator (1, 2, 4 or 8): the largest that keeps the
+// shorter side of w x h >= size.
+unsigned jpeg_scale_denominator(uint32_t w, uint32_t h, uint32_t size);
+
 // "N" of "index:N": N records, no file.
 Expected<FilePlan> index_plan_file(const std::string& count);
 
@@ -68,8 +78,9 @@ Expected<std::unique_ptr<RecordSource>> open_csv_source(const DatasetConfig& con
                                                         const SplitRange& split);
 Expected<std::unique_ptr<RecordSource>> open_tfrecord_source(const DatasetConfig& config,
                                                              const SplitRange& split);
+// `seed`: the split's (crop boxes of JpegDecode::kCrop).
 Expected<std::unique_ptr<RecordSource>> open_jpeg_source(const DatasetConfig& config,
-                                                         const SplitRange& split);
+                                                         const SplitRange& split, uint64_t seed);
 Expected<std::unique_ptr<RecordSource>> open_text_source(const DatasetConfig& config,
                                                          const SplitRange& split);
 Expected<std::unique_ptr<RecordSource>> open_index_source(const DatasetConfig& config, const SplitRange& split);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
+#include "gmcore/splitmix.h"
 #include "readers/file_io.h"
 
 namespace goldminer::readers::internal {
@@ -204,9 +206,58 @@ void on_emit_message(j_common_ptr cinfo, int level) {
 
 void on_output_message(j_common_ptr) {}
 
-// Decodes into out = {int64 height, int64 width, RGB pixels}. No C++
-// object with a destructor is created between setjmp and a longjmp.
-bool decode_jpeg(const uint8_t* data, size_t size, ByteBuffer* out, std::string* why) {
+}  // namespace
+
+// torchvision's RandomResizedCrop.get_params (scale 0.08-1, log-uniform
+// aspect 3/4-4/3, ten tries, then the whole image clamped to that aspect,
+// centred), drawn from the seed and the record.
+JpegBox jpeg_crop_box(uint32_t width, uint32_t height, uint64_t seed, uint64_t record) {
+  SplitMix64 draws(splitmix64(seed ^ splitmix64(record)));
+  SplitMix64* rng = &draws;
+  auto uniform = [rng](double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(rng->next() >> 11) * (1.0 / 9007199254740992.0);
+  };
+  const double area = static_cast<double>(width) * height;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * uniform(0.08, 1.0);
+    const double aspect = std::exp(uniform(std::log(3.0 / 4.0), std::log(4.0 / 3.0)));
+    const auto w = static_cast<int64_t>(std::lround(std::sqrt(target * aspect)));
+    const auto h = static_cast<int64_t>(std::lround(std::sqrt(target / aspect)));
+    if (w > 0 && h > 0 && w <= width && h <= height) {
+      JpegBox b;
+      b.w = static_cast<uint32_t>(w);
+      b.h = static_cast<uint32_t>(h);
+      b.x = static_cast<uint32_t>(rng->next() % (width - b.w + 1));
+      b.y = static_cast<uint32_t>(rng->next() % (height - b.h + 1));
+      return b;
+    }
+  }
+  JpegBox b{0, 0, width, height};
+  const double ratio = static_cast<double>(width) / height;
+  if (ratio < 3.0 / 4.0) b.h = static_cast<uint32_t>(std::max<long>(1, std::lround(width / (3.0 / 4.0))));
+  else if (ratio > 4.0 / 3.0) b.w = static_cast<uint32_t>(std::max<long>(1, std::lround(height * (4.0 / 3.0))));
+  b.h = std::min(b.h, height);
+  b.w = std::min(b.w, width);
+  b.x = (width - b.w) / 2;
+  b.y = (height - b.h) / 2;
+  return b;
+}
+
+unsigned jpeg_scale_denominator(uint32_t w, uint32_t h, uint32_t size) {
+  const uint32_t shorter = std::min(w, h);
+  for (unsigned d : {8u, 4u, 2u})
+    if (size > 0 && shorter / d >= size) return d;
+  return 1;
+}
+
+namespace {
+
+// Decodes into out = {int64 height, int64 width, RGB pixels}: the whole
+// image, or with `decode` scaled and/or only the crop box of (seed,
+// record). No C++ object with a destructor is created between setjmp and a
+// longjmp.
+bool decode_jpeg(const uint8_t* data, size_t size, const JpegDecodeOption& decode, uint64_t seed, uint64_t record,
+                 ByteBuffer* out, std::string* why) {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
   cinfo.err = jpeg_std_error(&err.pub);
@@ -225,39 +276,65 @@ bool decode_jpeg(const uint8_t* data, size_t size, ByteBuffer* out, std::string*
   jpeg_read_header(&cinfo, TRUE);
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  jpeg_start_decompress(&cinfo);
-  const uint64_t h = cinfo.output_height, w = cinfo.output_width;
-  if (h * w > kMaxPixels) {
+  if (static_cast<uint64_t>(cinfo.image_width) * cinfo.image_height > kMaxPixels) {
     std::snprintf(err.message, sizeof err.message, "image of %llux%llu pixels is too large",
-                  static_cast<unsigned long long>(w), static_cast<unsigned long long>(h));
+                  static_cast<unsigned long long>(cinfo.image_width),
+                  static_cast<unsigned long long>(cinfo.image_height));
     jpeg_destroy_decompress(&cinfo);
     why->assign(err.message);
     return false;
   }
+  JpegBox box{0, 0, cinfo.image_width, cinfo.image_height};
+  if (decode.mode == JpegDecode::kCrop) box = jpeg_crop_box(cinfo.image_width, cinfo.image_height, seed, record);
+  unsigned denom = decode.mode == JpegDecode::kFull ? 1 : jpeg_scale_denominator(box.w, box.h, decode.size);
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = denom;
+  jpeg_start_decompress(&cinfo);
+  // The box at the output scale: [x0, x1) x [y0, y1).
+  const uint64_t out_w = cinfo.output_width, out_h = cinfo.output_height;
+  const uint64_t x0 = std::min<uint64_t>(box.x / denom, out_w - 1);
+  const uint64_t y0 = std::min<uint64_t>(box.y / denom, out_h - 1);
+  const uint64_t x1 = std::clamp<uint64_t>((static_cast<uint64_t>(box.x) + box.w + denom - 1) / denom, x0 + 1, out_w);
+  const uint64_t y1 = std::clamp<uint64_t>((static_cast<uint64_t>(box.y) + box.h + denom - 1) / denom, y0 + 1, out_h);
+  const uint64_t w = x1 - x0, h = y1 - y0;
+  // Only the box's columns: libjpeg widens them to whole iMCUs from
+  // `left`, the first column it decodes.
+  JDIMENSION left = static_cast<JDIMENSION>(x0), cols = static_cast<JDIMENSION>(w);
+  if (w < out_w) jpeg_crop_scanline(&cinfo, &left, &cols);
+  else left = 0, cols = static_cast<JDIMENSION>(out_w);
+  const uint64_t shift = x0 - left;
   out->resize(kShapeBytes + h * w * 3);
   int64_t shape[2] = {static_cast<int64_t>(h), static_cast<int64_t>(w)};
   std::memcpy(out->data(), shape, sizeof shape);
-  JSAMPARRAY cmyk_row =
-      cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
-                                        static_cast<JDIMENSION>(w * 4), 1)
-           : nullptr;
-  while (cinfo.output_scanline < h) {
-    uint8_t* dst = out->data() + kShapeBytes + static_cast<size_t>(cinfo.output_scanline) * w * 3;
-    if (!cmyk) {
+  const bool whole_rows = shift == 0 && cols == w;
+  JSAMPARRAY row_buffer =
+      cmyk || !whole_rows ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
+                                                      static_cast<JDIMENSION>(cols * (cmyk ? 4 : 3)), 1)
+                          : nullptr;
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+  while (cinfo.output_scanline < y1) {
+    uint8_t* dst = out->data() + kShapeBytes + static_cast<size_t>(cinfo.output_scanline - y0) * w * 3;
+    if (row_buffer == nullptr) {
       JSAMPROW row = dst;
       jpeg_read_scanlines(&cinfo, &row, 1);
-    } else {
-      jpeg_read_scanlines(&cinfo, cmyk_row, 1);
-      // Adobe writes inverted CMYK: R = C * K / 255 on the stored values.
-      const uint8_t* s = cmyk_row[0];
-      for (uint64_t x = 0; x < w; ++x, s += 4, dst += 3) {
-        dst[0] = static_cast<uint8_t>(s[0] * s[3] / 255);
-        dst[1] = static_cast<uint8_t>(s[1] * s[3] / 255);
-        dst[2] = static_cast<uint8_t>(s[2] * s[3] / 255);
-      }
+      continue;
+    }
+    jpeg_read_scanlines(&cinfo, row_buffer, 1);
+    if (!cmyk) {
+      std::memcpy(dst, row_buffer[0] + shift * 3, w * 3);
+      continue;
+    }
+    // Adobe writes inverted CMYK: R = C * K / 255 on the stored values.
+    const uint8_t* s = row_buffer[0] + shift * 4;
+    for (uint64_t x = 0; x < w; ++x, s += 4, dst += 3) {
+      dst[0] = static_cast<uint8_t>(s[0] * s[3] / 255);
+      dst[1] = static_cast<uint8_t>(s[1] * s[3] / 255);
+      dst[2] = static_cast<uint8_t>(s[2] * s[3] / 255);
     }
   }
-  jpeg_finish_decompress(&cinfo);
+  // Rows below the box are not decoded (a truncated tail there goes unseen).
+  if (cinfo.output_scanline < out_h) jpeg_abort_decompress(&cinfo);
+  else jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
   if (err.truncated) {
     why->assign(err.message);
@@ -268,8 +345,10 @@ bool decode_jpeg(const uint8_t* data, size_t size, ByteBuffer* out, std::string*
 
 class JpegSource : public RecordSource {
  public:
-  JpegSource(std::string source_path, Source source, const SplitRange& split)
-      : source_path_(std::move(source_path)), source_(std::move(source)), split_(split) {}
+  JpegSource(std::string source_path, Source source, const SplitRange& split, JpegDecodeOption decode,
+             uint64_t seed)
+      : source_path_(std::move(source_path)), source_(std::move(source)), split_(split), decode_(decode),
+        seed_(seed) {}
 
   Expected<Outcome> next(Sample* sample, std::string* what) override {
     if (read_ == split_.records) return Outcome::kEnd;
@@ -292,7 +371,8 @@ class JpegSource : public RecordSource {
     Status s = read_file(kFormat, path, &file_);
     if (!s.ok()) return fail(s.message().substr(std::strlen(kFormat) + 2 + path.size() + 2));
     std::string why;
-    if (!decode_jpeg(file_.data(), file_.size(), &sample->bytes, &why)) return fail(why);
+    // The record's own crop box, however the split is read.
+    if (!decode_jpeg(file_.data(), file_.size(), decode_, seed_, record, &sample->bytes, &why)) return fail(why);
     return Outcome::kRecord;
   }
 
@@ -324,6 +404,8 @@ class JpegSource : public RecordSource {
   std::string source_path_;
   Source source_;
   SplitRange split_;
+  JpegDecodeOption decode_;
+  uint64_t seed_;
   uint64_t read_ = 0;
   std::vector<uint8_t> file_;  // the compressed image; reused
 };
@@ -360,11 +442,12 @@ Expected<FilePlan> jpeg_plan_file(const std::string& schema, uint32_t file_index
 }
 
 Expected<std::unique_ptr<RecordSource>> open_jpeg_source(const DatasetConfig& config,
-                                                         const SplitRange& split) {
+                                                         const SplitRange& split, uint64_t seed) {
   auto source = decode_source(config.schema, split.file_index);
   if (!source.ok()) return source.status();
   return std::unique_ptr<RecordSource>(
-      std::make_unique<JpegSource>(config.files[split.file_index], std::move(*source), split));
+      std::make_unique<JpegSource>(config.files[split.file_index], std::move(*source), split,
+                                   config.options.jpeg_decode, seed));
 }
 
 }  // namespace goldminer::readers::internal

@@ -201,13 +201,44 @@ Expected<InputSpec> parse_input_spec(const std::string& text) {
   return spec;
 }
 
+Expected<JpegDecodeOption> parse_jpeg_decode(const std::string& text) {
+  JpegDecodeOption o;
+  if (text == "full") return o;
+  const size_t colon = text.find(':');
+  const std::string mode = text.substr(0, colon);
+  if (mode == "scale") o.mode = JpegDecode::kScale;
+  else if (mode == "crop") o.mode = JpegDecode::kCrop;
+  else return Status::error("jpeg decode " + internal::quote_value(text) + ": expected full, scale:SIZE or crop:SIZE");
+  const std::string size = colon == std::string::npos ? "" : text.substr(colon + 1);
+  uint64_t v = 0;
+  bool ok = !size.empty() && size.size() <= 5;
+  for (char c : size) {
+    if (c < '0' || c > '9') ok = false;
+    if (ok) v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!ok || v == 0 || v > 65535)
+    return Status::error("jpeg decode " + internal::quote_value(text) + ": SIZE must be a whole number from 1 to 65535");
+  o.size = static_cast<uint32_t>(v);
+  return o;
+}
+
+std::string jpeg_decode_name(const JpegDecodeOption& o) {
+  switch (o.mode) {
+    case JpegDecode::kFull: return "full";
+    case JpegDecode::kScale: return "scale:" + std::to_string(o.size);
+    case JpegDecode::kCrop: return "crop:" + std::to_string(o.size);
+  }
+  return "full";
+}
+
 // ------------------------------------------------------------------ config
 
 std::string DatasetConfig::encode() const {
   internal::FieldWriter w;
-  w.put("goldminer-dataset", uint64_t{1});
+  w.put("goldminer-dataset", uint64_t{2});
   w.put("format", std::string_view(format_name(format)));
   w.put("max_bad_records", options.max_bad_records);
+  w.put("jpeg_decode", jpeg_decode_name(options.jpeg_decode));
   w.put("files", static_cast<uint64_t>(files.size()));
   for (const std::string& f : files) w.put("file", f);
   w.put("schema", schema);
@@ -218,7 +249,7 @@ Expected<DatasetConfig> DatasetConfig::decode(const std::string& text) {
   internal::FieldReader r("dataset config", text);
   auto version = r.get_uint("goldminer-dataset");
   if (!version.ok()) return version.status();
-  if (*version != 1) return r.error("unsupported version " + std::to_string(*version));
+  if (*version != 2) return r.error("unsupported version " + std::to_string(*version) + " (this worker reads 2)");
   DatasetConfig config;
   auto format_text = r.get_string("format");
   if (!format_text.ok()) return format_text.status();
@@ -228,6 +259,11 @@ Expected<DatasetConfig> DatasetConfig::decode(const std::string& text) {
   auto max_bad = r.get_uint("max_bad_records");
   if (!max_bad.ok()) return max_bad.status();
   config.options.max_bad_records = *max_bad;
+  auto jpeg_decode_text = r.get_string("jpeg_decode");
+  if (!jpeg_decode_text.ok()) return jpeg_decode_text.status();
+  auto jpeg_decode = parse_jpeg_decode(*jpeg_decode_text);
+  if (!jpeg_decode.ok()) return r.error(jpeg_decode.status().message());
+  config.options.jpeg_decode = *jpeg_decode;
   auto count = r.get_uint("files");
   if (!count.ok()) return count.status();
   if (*count > text.size()) return r.error("file count " + std::to_string(*count) + " is implausible");
@@ -328,7 +364,7 @@ Expected<std::unique_ptr<SplitStream>> SplitStream::open(const DatasetConfig& co
     case Format::kCriteoTsv: source = internal::open_criteo_source(config, split); break;
     case Format::kCsv: source = internal::open_csv_source(config, split); break;
     case Format::kTfRecord: source = internal::open_tfrecord_source(config, split); break;
-    case Format::kJpeg: source = internal::open_jpeg_source(config, split); break;
+    case Format::kJpeg: source = internal::open_jpeg_source(config, split, seed); break;
     case Format::kText: source = internal::open_text_source(config, split); break;
     case Format::kIndex: source = internal::open_index_source(config, split); break;
   }

@@ -45,8 +45,30 @@ struct InputSpec {
 };
 Expected<InputSpec> parse_input_spec(const std::string& text);
 
+// How the jpeg format decodes (off by default: kFull). Both options trade
+// exactness for speed as users of PIL's draft mode and DALI's ROI decoders
+// know them; readers/README.md gives the PSNR against a full decode.
+//   kScale ("scale:S"): DCT-scaled decode at 1/2, 1/4 or 1/8 size, the
+//     smallest whose shorter side stays >= S (full size when even 1/2
+//     would not), as PIL's Image.draft; for Resize(S) pipelines.
+//   kCrop ("crop:S"): per image a crop box drawn as torchvision's
+//     RandomResizedCrop(S) draws it (area 8-100 %, aspect 3/4-4/3, from
+//     the split's seed and the record: a re-read split crops alike), and
+//     only that region decoded (libjpeg-turbo's jpeg_crop_scanline and
+//     jpeg_skip_scanlines), DCT-scaled while its shorter side stays >= S.
+//     The image is the crop; the program resizes it to S x S.
+enum class JpegDecode { kFull, kScale, kCrop };
+struct JpegDecodeOption {
+  JpegDecode mode = JpegDecode::kFull;
+  uint32_t size = 0;  // S of kScale and kCrop
+};
+// "full", "scale:S" or "crop:S" (S from 1 to 65535); errors say which part is wrong.
+Expected<JpegDecodeOption> parse_jpeg_decode(const std::string& text);
+std::string jpeg_decode_name(const JpegDecodeOption& option);
+
 struct ReaderOptions {
   uint64_t max_bad_records = 0;  // per split; 0 = the first corrupt record is an error
+  JpegDecodeOption jpeg_decode;  // jpeg only
 };
 
 // What every worker needs to read any split: made by plan_dataset on the

@@ -81,13 +81,28 @@ TEST(DatasetConfigTest, RoundTripsExactly) {
   config.files = {"/a/b c", "/weird\nname:with,commas", ""};
   config.schema = std::string("binary\0schema\nwith lines", 24);
   config.options.max_bad_records = 17;
+  config.options.jpeg_decode = {JpegDecode::kCrop, 224};
   auto back = DatasetConfig::decode(config.encode());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->format, config.format);
   EXPECT_EQ(back->files, config.files);
   EXPECT_EQ(back->schema, config.schema);
   EXPECT_EQ(back->options.max_bad_records, 17u);
+  EXPECT_EQ(jpeg_decode_name(back->options.jpeg_decode), "crop:224");
   EXPECT_EQ(back->encode(), config.encode());
+}
+
+TEST(DatasetConfigTest, JpegDecodeOptionsParseOrSayWhatIsWrong) {
+  for (const char* good : {"full", "scale:256", "crop:224", "crop:1", "scale:65535"}) {
+    auto o = parse_jpeg_decode(good);
+    ASSERT_TRUE(o.ok()) << good << ": " << o.status().message();
+    EXPECT_EQ(jpeg_decode_name(*o), good);
+  }
+  for (const char* bad : {"", "fast", "crop", "crop:", "crop:0", "scale:65536", "scale:2x", "full:3"}) {
+    auto o = parse_jpeg_decode(bad);
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_EQ(o.status().message().rfind(std::string("jpeg decode '") + bad + "'", 0), 0u) << o.status().message();
+  }
 }
 
 TEST(DatasetConfigTest, DecodeRejectsGarbage) {
@@ -103,7 +118,7 @@ TEST(DatasetConfigTest, DecodeRejectsGarbage) {
   // Truncated anywhere: rejected, never out of bounds.
   for (size_t n = 0; n < text.size(); ++n) EXPECT_FALSE(DatasetConfig::decode(text.substr(0, n)).ok()) << n;
   EXPECT_FALSE(DatasetConfig::decode(text + "x").ok());
-  std::string huge = "goldminer-dataset 1\nformat 4:text\nmax_bad_records 0\nfiles 2\nfile 999:x\n";
+  std::string huge = "goldminer-dataset 2\nformat 4:text\nmax_bad_records 0\njpeg_decode 4:full\nfiles 2\nfile 999:x\n";
   auto r = DatasetConfig::decode(huge);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("runs past the end"), std::string::npos) << r.status().message();

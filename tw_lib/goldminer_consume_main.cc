@@ -177,6 +177,8 @@ int main(int argc, char** argv) {
       ("records-per-split", po::value(&o.records_per_split)->default_value(0), "0: 16 batches")
       ("max-bad-records", po::value(&o.max_bad_records)->default_value(0),
        "corrupt records skipped (and counted) per epoch before it is an error")
+      ("jpeg-decode", po::value(&o.jpeg_decode)->default_value("full"),
+       "jpeg input: full, scale:S (DCT-scaled, shorter side >= S) or crop:S (RandomResizedCrop box only)")
       ("queue-batches", po::value(&o.queue_batches)->default_value(64), "queue bound (batches)")
       ("lease-timeout", po::value(&o.lease_timeout_s)->default_value(30), "seconds")
       ("first-worker-timeout", po::value(&o.first_worker_timeout_s)->default_value(1800),
@@ -319,6 +321,7 @@ int main(int argc, char** argv) {
     wp.trainer = s.address();
     wp.secret = o.secret;
     wp.threads = threads;
+    wp.workers_here = workers;
     for (uint32_t i = 0; i < workers; ++i) {
       auto pid = spawn_worker(wp);
       if (!pid.ok()) return fail(pid.status().message(), 1);

@@ -48,11 +48,12 @@ const char kModuleDoc[] = R"doc(GoldMiner trainer session: batches from data wor
 
 Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
         listen=None, seed=None, shuffle_buffer=0, deterministic=False, shuffle_splits=True,
-        records_per_split=0,
-        max_bad_records=0, queue_batches=64, timeout=0, resume=None, secret=None,
-        first_worker_timeout=1800, rank=None, world_size=None, drop_last=False, pad=False)
+        records_per_split=0, max_bad_records=0, jpeg_decode="full", queue_batches=64, timeout=0,
+        resume=None, secret=None, first_worker_timeout=1800, rank=None, world_size=None,
+        drop_last=False, pad=False)
 
-  input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text.
+  input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text,
+                   or "index:N" (the integers 0 .. N-1: goldminer.DataLoader's positions).
   batch_size       samples per batch (the last batch of each split may be smaller).
   program          the worker program run on every batch by the workers: None (the
                    batches as the reader decodes them), a torch.jit.ScriptModule, the
@@ -76,6 +77,9 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    it, batches of different splits interleave as workers finish them.
   shuffle_splits   False: the splits in input order every epoch, not shuffled by the seed
                    (goldminer.DataLoader: its sampler orders the records).
+  jpeg_decode      jpeg input: "full", "scale:S" (DCT-scaled decode, shorter side >= S) or
+                   "crop:S" (only a RandomResizedCrop box, DCT-scaled while >= S): see
+                   goldminer-consume(1) --jpeg-decode and readers/README.md (PSNR).
   records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it
@@ -347,7 +351,8 @@ class PySession {
  public:
   PySession(const std::string& input, uint32_t batch_size, const py::object& program, uint32_t workers,
             uint32_t threads, const std::string& transport, const py::object& listen, const py::object& seed,
-            uint32_t shuffle_buffer, bool deterministic, bool shuffle_splits, uint64_t records_per_split, uint64_t max_bad_records,
+            uint32_t shuffle_buffer, bool deterministic, bool shuffle_splits, uint64_t records_per_split,
+            uint64_t max_bad_records, const std::string& jpeg_decode,
             uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
             double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last,
             bool pad) {
@@ -373,6 +378,7 @@ class PySession {
     o.shuffle_splits = shuffle_splits;
     o.records_per_split = records_per_split;
     o.max_bad_records = max_bad_records;
+    o.jpeg_decode = jpeg_decode;
     o.queue_batches = queue_batches;
     o.timeout_s = timeout;
     o.first_worker_timeout_s = first_worker_timeout;
@@ -427,6 +433,7 @@ class PySession {
                       "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
       wp.secret = o.secret;
       wp.threads = threads;
+      wp.workers_here = workers;
     }
 
     Expected<std::unique_ptr<Session>> created = Status::error("not created");
@@ -674,13 +681,14 @@ PYBIND11_MODULE(_session, m) {
   m.doc() = gm::kModuleDoc;
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
-                    const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, uint32_t, double,
+                    const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,
+                    uint32_t, double,
                     const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
            py::arg("deterministic") = false, py::arg("shuffle_splits") = true, py::arg("records_per_split") = 0,
-           py::arg("max_bad_records") = 0,
+           py::arg("max_bad_records") = 0, py::arg("jpeg_decode") = "full",
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
            py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0, py::arg("rank") = py::none(),
            py::arg("world_size") = py::none(), py::arg("drop_last") = false, py::arg("pad") = false)

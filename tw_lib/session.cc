@@ -74,6 +74,8 @@ uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>
   auto add = [&](uint64_t v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); };
   add(o.batch_size);
   add(o.shuffle_buffer);
+  add(o.jpeg_decode.size());  // other images (crops) in the batches
+  bytes += o.jpeg_decode;
   if (o.world_size > 1) {  // which splits are a rank's and how they are cut
     add(o.rank);
     add(o.world_size);
@@ -354,6 +356,9 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   // Each split may skip up to the whole budget; the session enforces it
   // over the epoch.
   ro.max_bad_records = o.max_bad_records;
+  auto jpeg_decode = readers::parse_jpeg_decode(o.jpeg_decode);
+  if (!jpeg_decode.ok()) return Status::error("session: " + jpeg_decode.status().message());
+  ro.jpeg_decode = *jpeg_decode;
   const uint64_t per_split = o.records_per_split ? o.records_per_split : uint64_t{16} * o.batch_size;
   auto plan = readers::plan_dataset(*spec, ro, per_split);
   if (!plan.ok()) return plan.status();

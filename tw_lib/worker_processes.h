@@ -23,6 +23,11 @@ struct WorkerProcessOptions {
   std::string trainer;  // GOLDMINER_TRAINER of the child
   std::string secret;   // GOLDMINER_SECRET of the child
   unsigned threads = 1;
+  // How many goldminer-dw the caller starts on this machine: each gets
+  // --intra-op-threads = this process's cores / (workers * threads), at
+  // least 1, so that together they do not oversubscribe the cores (alone,
+  // goldminer-dw would take all of them for each program call).
+  unsigned workers_here = 1;
 };
 
 Expected<pid_t> spawn_worker(const WorkerProcessOptions& options);

@@ -10,6 +10,8 @@ goldminer-consume and applies the same TorchScript transforms
   jpeg    a map-style Dataset over the folder's .jpg/.jpeg files (sorted):
           torchvision.io.decode_jpeg to RGB (PIL for what it cannot decode),
           then jpeg.pt's one() per image; the default collate stacks them.
+          --crop: first a RandomResizedCrop box of the image (torchvision's
+          get_params), as goldminer-consume --jpeg-decode crop:S reads it.
 
 Prints one JSON object: dataset, workers, batch_size, epochs, samples,
 seconds and samples_per_s over the epochs after the first (warm-up),
@@ -76,10 +78,10 @@ class CriteoBatches(IterableDataset):
 
 
 class JpegImages(Dataset):
-    def __init__(self, folder, program):
+    def __init__(self, folder, program, crop=False):
         self.files = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder)
                             for f in fs if f.lower().endswith((".jpg", ".jpeg")))
-        self.folder, self.program_path, self.program = folder, program, None
+        self.folder, self.program_path, self.program, self.crop = folder, program, None, crop
 
     def __len__(self):
         return len(self.files)
@@ -98,6 +100,10 @@ class JpegImages(Dataset):
             from PIL import Image
             import numpy as np
             image = torch.from_numpy(np.asarray(Image.open(path).convert("RGB")).copy())
+        if self.crop:
+            from torchvision.transforms import RandomResizedCrop
+            top, left, h, w = RandomResizedCrop.get_params(image.permute(2, 0, 1), (0.08, 1.0), (3 / 4, 4 / 3))
+            image = image[top:top + h, left:left + w]
         with torch.no_grad():
             return self.program.one(image.contiguous())
 
@@ -130,6 +136,7 @@ def main():
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=4096)
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--crop", action="store_true", help="jpeg: a RandomResizedCrop box of each image first")
     a = ap.parse_args()
     torch.set_num_threads(1)  # like goldminer-dw's one intra-op thread per worker
     # fork, stated rather than left to Python: from 3.14 the default is
@@ -144,7 +151,7 @@ def main():
         loader = DataLoader(CriteoBatches(a.path, a.program, a.batch_size), batch_size=None,
                             num_workers=a.workers, multiprocessing_context=context, persistent_workers=persistent)
     else:
-        loader = DataLoader(JpegImages(a.path, a.program), batch_size=a.batch_size, shuffle=False,
+        loader = DataLoader(JpegImages(a.path, a.program, a.crop), batch_size=a.batch_size, shuffle=False,
                             num_workers=a.workers, multiprocessing_context=context, persistent_workers=persistent)
     cpu0 = cpu_seconds()
     counted_samples, counted_seconds, total = 0, 0.0, 0

@@ -12,8 +12,14 @@
 # warm-up excluded, as in a long training job). Also prints samples/s
 # (wall, epochs after the first). All measured in this one run.
 #
+# JPEG_DECODE=scale:S or crop:S turns on the jpeg reader's decode options
+# (issue 22): goldminer-consume --jpeg-decode; with crop:S the DataLoader
+# crops alike (torchvision's RandomResizedCrop box of the decoded image,
+# then the same one()), with scale:S it decodes in full as before.
+#
 # usage: bench/dataplane/dataloader_compare.sh [BUILDDIR]   (default: ./build)
-# environment: K="1 2", ROWS=100000 (generated Criteo rows, REPEAT=2 times),
+# environment: K="1 2", DATASETS="criteo jpeg", JPEG_DECODE=full,
+#   ROWS=100000 (generated Criteo rows, REPEAT=2 times),
 #   CRITEO_EPOCHS=2, CRITEO_BATCH=4096, JPEG_EPOCHS=4, JPEG_BATCH=32,
 #   SHARED_DATA=../shared/data (relative to the source tree), PYTHON=/usr/bin/python3,
 #   PROGRAMS_DIR (a folder with a ready criteo.pt and jpeg.pt: copied instead of
@@ -24,6 +30,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 K=${K:-"1 2"}
+DATASETS=${DATASETS:-"criteo jpeg"}
+JPEG_DECODE=${JPEG_DECODE:-full}
 ROWS=${ROWS:-100000}
 REPEAT=${REPEAT:-2}
 CRITEO_EPOCHS=${CRITEO_EPOCHS:-2}
@@ -60,30 +68,35 @@ else
 fi
 
 jpeg_dir="$SHARED_DATA/datasets/images_jpeg"
-datasets="criteo"
-if [ -d "$jpeg_dir" ] && "$PYTHON" -c 'import torchvision' 2>/dev/null; then
-  datasets="criteo jpeg"
+datasets=$(echo " $DATASETS " | grep -q " criteo " && echo criteo || true)
+if ! echo " $DATASETS " | grep -q " jpeg "; then
+  :
+elif [ -d "$jpeg_dir" ] && "$PYTHON" -c 'import torchvision' 2>/dev/null; then
+  datasets="$datasets jpeg"
 elif [ ! -d "$jpeg_dir" ]; then
   echo "dataloader_compare.sh: jpeg skipped: $jpeg_dir is absent (the shared data set is not on this machine)"
 else
   echo "dataloader_compare.sh: jpeg skipped: $PYTHON cannot import torchvision (apt install python3-torchvision)"
 fi
 echo "dataloader_compare.sh: criteo $((ROWS * REPEAT)) generated rows, batch $CRITEO_BATCH, $CRITEO_EPOCHS epochs;" \
-  "jpeg $jpeg_dir, batch $JPEG_BATCH, $JPEG_EPOCHS epochs; k in {$K}; $(nproc) cores"
+  "jpeg $jpeg_dir, batch $JPEG_BATCH, $JPEG_EPOCHS epochs, decode $JPEG_DECODE; k in {$K}; $(nproc) cores"
 
 timed() { "$GNU_TIME" -f "cpu %U %S" -o "$1" "${@:2}"; }
 for d in $datasets; do
   if [ "$d" = criteo ]; then
     path="$tmp/criteo.tsv" input="criteo-tsv:$tmp/criteo.tsv" batch=$CRITEO_BATCH epochs=$CRITEO_EPOCHS split=0
+    gm_extra=() dl_extra=()
   else
     # One batch per split, so that k workers share the 268 images.
     path="$jpeg_dir" input="jpeg:$jpeg_dir" batch=$JPEG_BATCH epochs=$JPEG_EPOCHS split=$JPEG_BATCH
+    gm_extra=(--jpeg-decode "$JPEG_DECODE") dl_extra=()
+    case $JPEG_DECODE in crop:*) dl_extra=(--crop) ;; esac
   fi
   for k in $K; do
     timed "$tmp/$d-dl-$k.time" "$PYTHON" "$here/dataloader_compare.py" "$d" "$path" "$tmp/$d.pt" \
-      --workers "$k" --batch-size "$batch" --epochs "$epochs" > "$tmp/$d-dl-$k.json"
+      --workers "$k" --batch-size "$batch" --epochs "$epochs" "${dl_extra[@]}" > "$tmp/$d-dl-$k.json"
     timed "$tmp/$d-gm-$k.time" "$build/goldminer-consume" --input "$input" --program "$tmp/$d.pt" \
-      --batch-size "$batch" --epochs "$epochs" --records-per-split "$split" --workers "$k" --json \
+      --batch-size "$batch" --epochs "$epochs" --records-per-split "$split" --workers "$k" --json "${gm_extra[@]}" \
       > "$tmp/$d-gm-$k.json" 2> "$tmp/$d-gm-$k.err" ||
       { echo "dataloader_compare.sh: goldminer-consume ($d, $k workers) failed:" >&2; cat "$tmp/$d-gm-$k.err" >&2; exit 1; }
   done
