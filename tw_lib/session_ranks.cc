@@ -1,5 +1,5 @@
 // The ranks of a data-parallel job sharing the job's data workers
-// (SessionOptions::rank0; docs/ARCHITECTURE.md, "Data-parallel ranks").
+// (SessionOptions::rank0; docs/ARCHITECTURE-dataplane.md, "Data-parallel ranks").
 //
 // Rank 0 listens where the job's workers connect (under Slurm the address
 // the SPANK plugin gave the job). Every other rank listens on an address

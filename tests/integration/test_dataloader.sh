@@ -1,0 +1,28 @@
+# goldminer.DataLoader (issue 22) in a `sbatch --goldminer` job: a Dataset
+# class the training script defines runs on the companion job's
+# goldminer-dw workers (num_workers=0, nothing else said), every item once
+# per epoch.
+
+dataloader_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+test_dataloader_dataset_runs_on_the_companion_workers() {
+    local job out bin
+    bin=$(dirname "$devcluster")
+    job=$(
+        export PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH}
+        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
+        timeout 200 sbatch --parsable --wait --time=3 -J dltrain -o "$work/dl.%j" --goldminer=dw=2,cpus-per-dw=1 \
+            -p gpu --gpus=1 --wrap "/usr/bin/python3 $dataloader_top/tests/integration/dataloader_job.py 500"
+    ) || { echo "sbatch: $job"; tail -20 "$work"/dl.* 2>/dev/null; return 1; }
+    out=$(cat "$work/dl.${job%%;*}")
+    expect_eq "DataLoader epochs" "$(echo "$out" | /usr/bin/python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{\"epoch\""):
+        e = json.loads(line)
+        places = {w.split("@")[0] for w in e["where"]}
+        print("epoch %d: %d items, %d distinct, len %d, loaded by %s" % (
+            e["epoch"], e["items"], e["distinct"], e["len"], sorted(p.split(".")[0] for p in places)))
+')" "epoch 0: 500 items, 500 distinct, len 32, loaded by ['goldminer-dw']
+epoch 1: 500 items, 500 distinct, len 32, loaded by ['goldminer-dw']" || { echo "$out" | tail -20; return 1; }
+}
