@@ -68,6 +68,10 @@ class Child:
             self.collate = default_collate
         self.orders = {}
         self.in_worker = in_worker
+        self.program = None  # the worker part of a split model (DataLoader(model=))
+        if settings.get("program"):
+            import io
+            self.program = torch.jit.load(io.BytesIO(settings["program"]))
         if in_worker:
             torch.set_num_threads(1)  # as torch's DataLoader workers
             if settings.get("worker_init_fn") is not None:
@@ -114,11 +118,20 @@ class Child:
                 raise _DatasetError("dataset[%r] (position %d of epoch %d) raised %s: %s\n%s" % (
                     index, p, epoch, type(e).__name__, e, traceback.format_exc())) from None
         try:
-            return self.collate(items)
+            batch = self.collate(items)
         except Exception as e:
             raise _DatasetError("collate_fn raised %s: %s on the batch of dataset indices %s\n%s" % (
                 type(e).__name__, e, [order[p] if order is not None else p for p in positions][:16],
                 traceback.format_exc())) from None
+        if self.program is None:
+            return batch
+        try:
+            with self.torch.no_grad():
+                out = self.program(*batch) if isinstance(batch, (tuple, list)) else self.program(batch)
+        except Exception as e:
+            raise _DatasetError("the model's worker part raised %s: %s\n%s" % (
+                type(e).__name__, e, traceback.format_exc())) from None
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 class _DatasetError(RuntimeError):

@@ -32,6 +32,14 @@ Differences from torch's DataLoader, by design:
   - one `for` over the loader yields the rest of the current epoch: a `for`
     left with `break` goes on where it stopped, and the next `for` after an
     epoch's end runs the next epoch (as goldminer.Session);
+  - model=: a TorchScript model (torch.jit.script) that takes the collated
+    batch (model(*batch), or model(batch) for one tensor); goldminer.split
+    moves its stateless head (the part that reads no parameter) to the
+    workers, after the collate. Batches are then that part's outputs, and
+    `loader.model` (the rest, holding every parameter) takes them:
+    loader.model(*batch) == model(*the batch torch would give).
+    `loader.split_report` says what moved; split_options= goes to
+    goldminer.split (trainer_device, mode, ...);
   - num_workers=0 outside `sbatch --goldminer` loads in this process, as
     torch does; inside it, the job's companion workers load;
   - batch_sampler, and samplers that are not the same given torch's seed and
@@ -68,7 +76,8 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
-                 pin_memory_device="", seed=None, in_order=True, rank=None, world_size=None, session_options=None):
+                 pin_memory_device="", seed=None, in_order=True, rank=None, world_size=None, model=None,
+                 split_options=None, session_options=None):
         if isinstance(dataset, torch.utils.data.IterableDataset):
             raise TypeError("goldminer.DataLoader: an IterableDataset is not supported (its items cannot be "
                             "counted and leased exactly once); use a map-style Dataset (__getitem__, __len__)")
@@ -110,16 +119,41 @@ class DataLoader:
         if self._records == 0:
             raise ValueError("goldminer.DataLoader: drop_last with batch_size %d leaves none of the %d samples"
                              % (self.batch_size, self.length))
+        self.model = None
+        self.split_report = None
+        self._worker_program = None
+        if model is not None:
+            self._split(model, dict(split_options or {}))
         self._session = None
         self._resume = None
         self._in_process = None
         self._in_process_epoch = 0
         self._in_process_next = 0
 
+    def _split(self, model, options):
+        """goldminer.split over a batch made here: the model's stateless head
+        joins the workers' program (after the collate), the rest stays."""
+        if not isinstance(model, torch.jit.ScriptModule):
+            raise TypeError("goldminer.DataLoader: model must be a torch.jit.ScriptModule (torch.jit.script(m)), "
+                            "not %s" % type(model).__name__)
+        import io
+        from goldminer import split
+        example = _InProcess(self._settings(), in_worker=False).batch(0, 0, range(min(self.batch_size,
+                                                                                      self._records)))
+        if isinstance(example, torch.Tensor):
+            example = (example,)
+        if not isinstance(example, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in example):
+            raise TypeError("goldminer.DataLoader: model= needs batches that are a tensor or a tuple/list of "
+                            "tensors (the model's inputs), not %s" % type(example).__name__)
+        worker, self.model, self.split_report = split(model, tuple(example), **options)
+        buffer = io.BytesIO()
+        torch.jit.save(worker, buffer)
+        self._worker_program = buffer.getvalue()
+
     def _settings(self):
         return {"dataset": self.dataset, "collate_fn": self.collate_fn, "sampler": self.sampler,
                 "shuffle": self.shuffle, "seed": self.seed, "length": self.length,
-                "worker_init_fn": self.worker_init_fn}
+                "worker_init_fn": self.worker_init_fn, "program": self._worker_program}
 
     def _program(self):
         data = pickle.dumps(self._settings(), protocol=pickle.HIGHEST_PROTOCOL)

@@ -11,6 +11,8 @@ CHECK is one of
     errors     a dataset that raises: the index, the exception and its traceback reach
                the trainer; arguments torch refuses, and an IterableDataset, are refused
     inprocess  num_workers=0: loaded in this process, as torch does
+    model      model=: the split moves the model's stateless head to the workers;
+               loader.model(*batch) equals the model on torch's batch, and trains
 
 It prints what it measured, one fact a line, and exits non-zero on the first
 failure (with the reason on stderr)."""
@@ -186,9 +188,60 @@ def check_inprocess():
     print("OK")
 
 
+class Pairs(torch.utils.data.Dataset):
+    """(x float32 [8], y float32) items for a model with a stateless head."""
+
+    def __len__(self):
+        return 256
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(8, generator=g) * 10, torch.tensor(float(i % 7))
+
+
+class HeadNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 1)
+
+    def forward(self, x, y):
+        h = torch.log1p(x.abs()) * torch.sign(x) + 0.5  # reads no parameter: the workers' part
+        return torch.nn.functional.mse_loss(self.lin(h).squeeze(1), y)
+
+
+def check_model():
+    torch.manual_seed(0)
+    ds = Pairs()
+    model = torch.jit.script(HeadNet())
+    loader = goldminer.DataLoader(ds, batch_size=32, num_workers=2, model=model,
+                                  split_options=dict(trainer_device="cpu", measure=False))
+    report = loader.split_report
+    print("split: %d of %d nodes on the workers" % (report["nodes_moved"], report["nodes_total"]))
+    check(report["nodes_moved"] > 0, "nothing of the model moved to the workers")
+    reference = torch.utils.data.DataLoader(ds, batch_size=32)
+    worst = 0.0
+    for batch, ref in zip(loader, reference):
+        worst = max(worst, abs(float(loader.model(*batch)) - float(model(*ref))))
+    print("loader.model(*batch) against model(*torch's batch): worst difference %.2e" % worst)
+    check(worst < 1e-5, "the split model's loss differs from the model's")
+    opt = torch.optim.SGD(loader.model.parameters(), lr=0.01)
+    losses = []
+    for batch in loader:
+        loss = loader.model(*batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    print("trained one epoch on the workers' outputs: %d steps, loss %.3f -> %.3f" %
+          (len(losses), losses[0], losses[-1]))
+    check(len(losses) == 8 and losses[-1] < losses[0], "training on loader.model did not lower the loss")
+    loader.close()
+    print("OK")
+
+
 def main(argv):
     checks = {"epochs": check_epochs, "kill": check_kill, "resume": check_resume, "errors": check_errors,
-              "inprocess": check_inprocess}
+              "inprocess": check_inprocess, "model": check_model}
     if len(argv) != 2 or argv[1] not in checks:
         fail(__doc__)
     checks[argv[1]]()

@@ -241,6 +241,14 @@ TEST(DataLoaderPy, ADatasetErrorNamesTheIndexWithItsTraceback) {
   EXPECT_PRINTS(r, "\nOK");
 }
 
+TEST(DataLoaderPy, ModelSplitMovesItsStatelessHeadToTheWorkers) {
+  Result r = dataloader("model");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "worst difference 0.00e+00");
+  EXPECT_PRINTS(r, "trained one epoch on the workers' outputs: 8 steps");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
 TEST(DataLoaderPy, NoWorkersLoadsInThisProcessAsTorchDoes) {
   Result r = dataloader("inprocess");
   ASSERT_EQ(r.status, 0) << r.out;
