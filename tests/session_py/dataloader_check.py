@@ -11,6 +11,8 @@ CHECK is one of
     errors     a dataset that raises: the index, the exception and its traceback reach
                the trainer; arguments torch refuses, and an IterableDataset, are refused
     inprocess  num_workers=0: loaded in this process, as torch does
+    ranks      rank=/world_size=: each rank's loader over the same dataset and seed
+               reads a share, the shares disjoint and complete, as many batches each
     model      model=: the split moves the model's stateless head to the workers;
                loader.model(*batch) equals the model on torch's batch, and trains
 
@@ -239,9 +241,39 @@ def check_model():
     print("OK")
 
 
+def check_ranks():
+    ds = HeldOut(500)
+    loaders = [goldminer.DataLoader(ds, batch_size=16, shuffle=True, num_workers=1, seed=3, rank=r, world_size=2)
+               for r in (0, 1)]
+    try:
+        for epoch in range(2):
+            iters = [iter(l) for l in loaders]
+            ids, batches = [[], []], [0, 0]
+            done = [False, False]
+            while not all(done):  # DDP steps the ranks together
+                for r in (0, 1):
+                    if done[r]:
+                        continue
+                    try:
+                        ids[r] += ids_of(next(iters[r]))
+                        batches[r] += 1
+                    except StopIteration:
+                        done[r] = True
+            print("ranks epoch %d: batches %d %d (len %d %d), items %d + %d, %d distinct of %d" % (
+                epoch, batches[0], batches[1], len(loaders[0]), len(loaders[1]), len(ids[0]), len(ids[1]),
+                len(set(ids[0] + ids[1])), len(ds)))
+            check(batches[0] == batches[1] == len(loaders[0]), "the ranks took different numbers of batches")
+            check(sorted(ids[0] + ids[1]) == list(range(len(ds))), "the ranks did not share every item once")
+    finally:
+        for l in loaders:
+            l.close()
+    print("OK")
+
+
 def main(argv):
     checks = {"epochs": check_epochs, "kill": check_kill, "resume": check_resume, "errors": check_errors,
-              "inprocess": check_inprocess, "model": check_model}
+              "inprocess": check_inprocess, "model": check_model,
+              "ranks": check_ranks}
     if len(argv) != 2 or argv[1] not in checks:
         fail(__doc__)
     checks[argv[1]]()

@@ -249,6 +249,12 @@ TEST(DataLoaderPy, ModelSplitMovesItsStatelessHeadToTheWorkers) {
   EXPECT_PRINTS(r, "\nOK");
 }
 
+TEST(DataLoaderPy, RanksShareEveryItemOnceWithEqualBatches) {
+  Result r = dataloader("ranks");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "ranks epoch 1: batches 17 17 (len 17 17), items 250 + 250, 500 distinct of 500");
+}
+
 TEST(DataLoaderPy, NoWorkersLoadsInThisProcessAsTorchDoes) {
   Result r = dataloader("inprocess");
   ASSERT_EQ(r.status, 0) << r.out;
