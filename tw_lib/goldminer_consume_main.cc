@@ -321,7 +321,6 @@ int main(int argc, char** argv) {
     wp.trainer = s.address();
     wp.secret = o.secret;
     wp.threads = threads;
-    wp.workers_here = workers;
     for (uint32_t i = 0; i < workers; ++i) {
       auto pid = spawn_worker(wp);
       if (!pid.ok()) return fail(pid.status().message(), 1);

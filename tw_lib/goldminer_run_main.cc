@@ -144,7 +144,6 @@ int main(int argc, char** argv) {
     wp.trainer = address;
     wp.secret = *secret;
     wp.threads = threads;
-    wp.workers_here = workers;
     for (unsigned i = 0; i < workers; ++i) {
       auto pid = spawn_worker(wp);
       if (!pid.ok()) {

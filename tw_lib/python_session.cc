@@ -433,7 +433,6 @@ class PySession {
                       "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
       wp.secret = o.secret;
       wp.threads = threads;
-      wp.workers_here = workers;
     }
 
     Expected<std::unique_ptr<Session>> created = Status::error("not created");

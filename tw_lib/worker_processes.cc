@@ -1,11 +1,9 @@
 #include "tw_lib/worker_processes.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -32,18 +30,12 @@ std::string find_dw_binary() {
 
 Expected<pid_t> spawn_worker(const WorkerProcessOptions& o) {
   const std::string threads = std::to_string(o.threads);
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const unsigned cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? static_cast<unsigned>(CPU_COUNT(&cpus)) : 1;
-  const std::string intra_op =
-      std::to_string(std::max(1u, cores / std::max(1u, o.workers_here * std::max(1u, o.threads))));
   pid_t pid = fork();
   if (pid < 0) return Status::error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     setenv("GOLDMINER_TRAINER", o.trainer.c_str(), 1);
     setenv("GOLDMINER_SECRET", o.secret.c_str(), 1);
-    execlp(o.dw_path.c_str(), o.dw_path.c_str(), "--threads", threads.c_str(), "--intra-op-threads",
-           intra_op.c_str(), nullptr);
+    execlp(o.dw_path.c_str(), o.dw_path.c_str(), "--threads", threads.c_str(), "--intra-op-threads", "1", nullptr);
     std::fprintf(stderr, "goldminer: cannot run %s: %s\n", o.dw_path.c_str(), std::strerror(errno));
     _exit(127);
   }

@@ -1,7 +1,11 @@
 // Starting goldminer-dw processes on this machine (goldminer-consume,
 // goldminer-run, Python goldminer.Session(workers=N)). The secret reaches
 // each child through its environment (GOLDMINER_SECRET), never its
-// command line.
+// command line. Each runs its program calls on one intra-op thread, as
+// torch's DataLoader workers do: throughput per core comes from more
+// workers and threads (goldminer-dw alone would give each call all the
+// cores it sees, and several on one machine then oversubscribe them: two
+// cut the JPEG benchmark to 0.17x of the DataLoader).
 #ifndef GOLDMINER_TW_LIB_WORKER_PROCESSES_H_
 #define GOLDMINER_TW_LIB_WORKER_PROCESSES_H_
 
@@ -23,11 +27,6 @@ struct WorkerProcessOptions {
   std::string trainer;  // GOLDMINER_TRAINER of the child
   std::string secret;   // GOLDMINER_SECRET of the child
   unsigned threads = 1;
-  // How many goldminer-dw the caller starts on this machine: each gets
-  // --intra-op-threads = this process's cores / (workers * threads), at
-  // least 1, so that together they do not oversubscribe the cores (alone,
-  // goldminer-dw would take all of them for each program call).
-  unsigned workers_here = 1;
 };
 
 Expected<pid_t> spawn_worker(const WorkerProcessOptions& options);

@@ -24,6 +24,7 @@ Anything the dataset prints goes to stderr, which is the worker's.
 import os
 import pickle
 import random
+import signal
 import struct
 import sys
 import traceback
@@ -188,6 +189,10 @@ def _reply_tensors(out, tensors, shared):
 def main():
     # The pipes: requests on fd 0, replies on fd 1; then stdout is stderr,
     # so that a dataset that prints does not corrupt the replies.
+    # Ctrl-C in the trainer's terminal reaches this process group too: the
+    # worker decides (it drains), as torch's DataLoader workers leave it to
+    # the main process.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
     replies = os.fdopen(os.dup(1), "wb", buffering=1 << 20)
     devnull = os.open(os.devnull, os.O_RDONLY)

@@ -42,6 +42,13 @@ Differences from torch's DataLoader, by design:
     goldminer.split (trainer_device, mode, ...);
   - num_workers=0 outside `sbatch --goldminer` loads in this process, as
     torch does; inside it, the job's companion workers load;
+  - with ranks (rank=/world_size=, else RANK/WORLD_SIZE) each rank's loader
+    takes its share as goldminer.Session(rank=, world_size=) deals it (the
+    same seed on every rank: 0 unless given); loading in process, every
+    world_size-th position from the rank's, padded as DistributedSampler;
+    a DistributedSampler given as sampler= deals instead;
+  - multiprocessing_context, prefetch_factor, persistent_workers (the workers
+    always persist) and pin_memory_device are accepted and mean nothing here;
   - batch_sampler, and samplers that are not the same given torch's seed and
     set_epoch on every process (they run on each worker), are refused or
     must be avoided; an IterableDataset is not supported yet (no record count
@@ -63,13 +70,18 @@ _BATCHES_PER_SPLIT = 2
 
 
 def _refers_to_main(data):
-    """Whether a pickle names anything of __main__ (the training script)."""
-    for op, arg, _ in pickletools.genops(data):
-        if op.name in ("GLOBAL", "INST") and isinstance(arg, str) and arg.split(" ")[0] == "__main__":
-            return True
-        if isinstance(arg, str) and arg == "__main__":
-            return True
-    return False
+    """Whether a pickle names anything of __main__ (the training script):
+    GLOBAL's argument is "module name", STACK_GLOBAL's module a string before it."""
+    return any(isinstance(arg, str) and (arg == "__main__" or arg.startswith("__main__ "))
+               for _, arg, _ in pickletools.genops(data))
+
+
+def _ranks(rank, world_size):
+    """(rank, world_size) as given, else from RANK and WORLD_SIZE (torchrun), else (0, 1)."""
+    if world_size is None and os.environ.get("WORLD_SIZE"):
+        world_size = int(os.environ["WORLD_SIZE"])
+        rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+    return (rank or 0), (world_size or 1)
 
 
 class DataLoader:
@@ -175,8 +187,9 @@ class DataLoader:
             from goldminer import Session
             rank, world_size = self._ranks
             options = dict(program=self._program(), workers=self.num_workers, seed=self.seed, shuffle_buffer=0,
-                           deterministic=self.in_order, shuffle_splits=False, records_per_split=self.batch_size * _BATCHES_PER_SPLIT,
-                           timeout=self.timeout, resume=self._resume)
+                           deterministic=self.in_order, shuffle_splits=False,
+                           records_per_split=self.batch_size * _BATCHES_PER_SPLIT, timeout=self.timeout,
+                           resume=self._resume)
             if world_size is not None:
                 options.update(rank=rank, world_size=world_size)
             if self.sampler is not None and isinstance(self.sampler, torch.utils.data.DistributedSampler):
@@ -185,9 +198,21 @@ class DataLoader:
             self._session = Session("index:%d" % self._records, self.batch_size, **options)
         return self._session
 
+    def _positions_here(self):
+        """The positions this rank loads in process: all of them, or with ranks
+        every world_size-th from `rank`, padded to the same count on every
+        rank (as torch's DistributedSampler)."""
+        rank, world_size = _ranks(*self._ranks)
+        if self.sampler is not None and isinstance(self.sampler, torch.utils.data.DistributedSampler):
+            world_size = 1
+        if world_size <= 1:
+            return range(self._records)
+        per_rank = (self._records + world_size - 1) // world_size
+        return [(rank + k * world_size) % self._records for k in range(per_rank)]
+
     def __len__(self):
         if self._loads_here():
-            return (self._records + self.batch_size - 1) // self.batch_size
+            return (len(self._positions_here()) + self.batch_size - 1) // self.batch_size
         return len(self.session)
 
     def set_epoch(self, epoch):
@@ -248,10 +273,11 @@ class DataLoader:
     def _iter_in_process(self):
         if self._in_process is None:
             self._in_process = _InProcess(self._settings(), in_worker=False)
-        batches = (self._records + self.batch_size - 1) // self.batch_size
+        mine = self._positions_here()
+        batches = (len(mine) + self.batch_size - 1) // self.batch_size
         while self._in_process_next < batches:
             k = self._in_process_next
-            positions = range(k * self.batch_size, min(self._records, (k + 1) * self.batch_size))
+            positions = mine[k * self.batch_size:(k + 1) * self.batch_size]
             batch = self._in_process.batch(self._in_process_epoch, 0, positions)
             self._in_process_next += 1
             yield self._pinned(batch)

@@ -94,7 +94,10 @@ def check_epochs():
     check(len(loader) == len(reference), "len() differs from torch's")
     orders = []
     for epoch in range(2):
+        loader.set_epoch(epoch)  # as with a DistributedSampler: the epoch it runs anyway, no restart
+        session = loader.session
         ids = run_epoch(loader, ds)
+        check(loader.session is session, "set_epoch(%d) restarted the session" % epoch)
         print("epoch %d: %d items, %d distinct of %d, shuffled: %s" %
               (epoch, len(ids), len(set(ids)), len(ds), ids != sorted(ids)))
         check(sorted(ids) == list(range(len(ds))), "epoch %d: not every item exactly once" % epoch)
@@ -187,6 +190,10 @@ def check_inprocess():
     ids = run_epoch(loader, ds)
     print("in process: len %d, %d items, %d distinct" % (len(loader), len(ids), len(set(ids))))
     check(len(loader) == 4 and sorted(ids) == list(range(100)), "in-process loading")
+    shares = [run_epoch(goldminer.DataLoader(ds, batch_size=8, shuffle=True, seed=2, rank=r, world_size=3), ds)
+              for r in range(3)]
+    print("in process, 3 ranks: %s items, %d distinct" % ([len(x) for x in shares], len(set(sum(shares, [])))))
+    check([len(x) for x in shares] == [34, 34, 34] and len(set(sum(shares, []))) == 100, "in-process ranks")
     print("OK")
 
 

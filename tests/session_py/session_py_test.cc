@@ -259,6 +259,7 @@ TEST(DataLoaderPy, NoWorkersLoadsInThisProcessAsTorchDoes) {
   Result r = dataloader("inprocess");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_PRINTS(r, "in process: len 4, 100 items, 100 distinct");
+  EXPECT_PRINTS(r, "in process, 3 ranks: [34, 34, 34] items, 100 distinct");
 }
 
 }  // namespace
