@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,23 @@ class ProgramOutput {
   virtual const std::vector<Tensor>& tensors() const = 0;
 };
 
+// One batch a program made itself, and the identity of its samples.
+struct GeneratedBatch {
+  std::unique_ptr<ProgramOutput> output;
+  std::vector<uint64_t> records;  // per sample, its place in the split's stream
+};
+
+// A split's batches as a program makes them (BatchGenerator: one split,
+// one thread).
+class BatchGenerator {
+ public:
+  virtual ~BatchGenerator() = default;
+  // Batch `index` of the split (asked 0, 1, ... in order; asking further
+  // ahead skips the batches between, made and dropped), or nothing past
+  // its end. The output stays valid until the next call.
+  virtual Expected<std::optional<GeneratedBatch>> next(uint64_t index) = 0;
+};
+
 // Thread-safe: worker threads call run() concurrently.
 class WorkerProgram {
  public:
@@ -44,6 +62,15 @@ class WorkerProgram {
   // batch must see its own seed; any other runs on all the worker's
   // threads at once.
   virtual bool serializes_calls() const { return false; }
+  // Whether the program makes each split's batches itself instead of
+  // transforming the reader's (a Python IterableDataset: the split's first
+  // record is its shard); then the worker calls generate(), not run().
+  virtual bool generates_batches() const { return false; }
+  virtual Expected<std::unique_ptr<BatchGenerator>> generate(const readers::SplitRange& split, uint64_t seed,
+                                                             uint32_t epoch) {
+    (void)split, (void)seed, (void)epoch;
+    return Status::error("this program does not make batches itself");
+  }
 };
 
 // Loads a program from its serialized bytes (a TorchScript zip, or a

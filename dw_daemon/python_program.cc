@@ -33,6 +33,7 @@ constexpr const char* kWhat = "python dataset";
 // Replies from the child (_dw_child.py).
 constexpr uint8_t kReplyTensors = 0;
 constexpr uint8_t kReplyError = 1;
+constexpr uint8_t kReplyEnd = 3;  // an iterable shard has no batch of that index
 constexpr uint32_t kMaxTensors = 4096;
 constexpr uint32_t kMaxDims = 16;
 
@@ -40,6 +41,7 @@ struct Header {
   std::string python;
   std::vector<std::string> paths;
   std::string main;
+  bool iterable = false;  // mode=iterable: an IterableDataset, one shard per split
   std::string pickle;
 };
 
@@ -61,6 +63,10 @@ Expected<Header> parse_header(const std::string& bytes) {
     if (key == "python") h.python = value;
     else if (key == "path") h.paths.push_back(value);
     else if (key == "main") h.main = value;
+    else if (key == "mode" && (value == "map" || value == "iterable")) h.iterable = value == "iterable";
+    else if (key == "mode")
+      return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": mode '" + value +
+                           "': expected map or iterable");
     else return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": unknown key '" + key + "'");
   }
   if (const char* p = std::getenv("GOLDMINER_PYTHON"); p != nullptr && *p != '\0') h.python = p;
@@ -199,15 +205,30 @@ class Child {
     std::memcpy(req.data() + 12, &n, 4);
     if (!positions.empty()) std::memcpy(req.data() + 16, positions.data(), 8 * positions.size());
     if (!write_all(to_, req.data(), req.size())) return Status::error(ended("while it was sent a batch"));
-    return reply();
+    auto out = reply();
+    if (!out.ok()) return out.status();
+    return std::unique_ptr<ProgramOutput>(std::move(out).value());
+  }
+
+  // Batch `index` of an iterable's shard; nullptr past its end.
+  Expected<std::unique_ptr<Output>> shard_batch(uint32_t epoch, uint32_t shard, uint64_t seed, uint64_t index) {
+    uint8_t req[24];
+    std::memcpy(req, &epoch, 4);
+    std::memcpy(req + 4, &shard, 4);
+    std::memcpy(req + 8, &seed, 8);
+    std::memcpy(req + 16, &index, 8);
+    if (!write_all(to_, req, sizeof req)) return Status::error(ended("while it was asked for a batch"));
+    return reply(true);
   }
 
   bool broken() const { return broken_; }
 
  private:
-  Expected<std::unique_ptr<ProgramOutput>> reply() {
+  // A batch (or, end_allowed, nullptr for the end of a shard).
+  Expected<std::unique_ptr<Output>> reply(bool end_allowed = false) {
     uint8_t kind = 0;
     if (!read_value(from_, &kind)) return Status::error(ended("before it answered"));
+    if (kind == kReplyEnd && end_allowed) return std::unique_ptr<Output>();
     if (kind == kReplyError) {
       uint64_t len = 0;
       if (!read_value(from_, &len) || len > (64u << 20)) return Status::error(ended("in the middle of its error"));
@@ -241,7 +262,7 @@ class Child {
       if (!mapped.ok()) return mapped;
       out->tensors_.push_back({d, std::move(shape), static_cast<const uint8_t*>(map_) + offset, nbytes});
     }
-    return std::unique_ptr<ProgramOutput>(std::move(out));
+    return out;
   }
 
   // Maps the shared memory at least through byte `end` (the child grew it).
@@ -292,26 +313,86 @@ class Child {
   bool broken_ = false;
 };
 
+// Idle children, shared with the outputs that hold one.
+struct Pool {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Child>> idle;
+  void put(std::unique_ptr<Child> c) {
+    if (c == nullptr || c->broken()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    idle.push_back(std::move(c));
+  }
+  // An idle child, else a new one (another thread holds each one).
+  Expected<std::unique_ptr<Child>> take(const Header& header) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!idle.empty()) {
+        std::unique_ptr<Child> c = std::move(idle.back());
+        idle.pop_back();
+        return c;
+      }
+    }
+    return Child::start(header);
+  }
+};
+
+// One shard of an IterableDataset: the child is this generator's until it
+// ends (so it keeps its place in the shard's iterator).
+class ShardGenerator : public BatchGenerator {
+ public:
+  ShardGenerator(std::unique_ptr<Child> child, std::shared_ptr<Pool> pool, uint32_t shard, uint64_t seed,
+                 uint32_t epoch)
+      : child_(std::move(child)), pool_(std::move(pool)), shard_(shard), seed_(seed), epoch_(epoch) {}
+  ~ShardGenerator() override { pool_->put(std::move(child_)); }
+
+  Expected<std::optional<GeneratedBatch>> next(uint64_t index) override {
+    if (child_ == nullptr || child_->broken()) return Status::error(std::string(kWhat) + ": the shard's process is gone");
+    auto out = child_->shard_batch(epoch_, shard_, seed_, index);
+    if (!out.ok()) return out.status();
+    if (*out == nullptr) return std::optional<GeneratedBatch>();
+    // The first tensor is (first item, items) of the batch in the shard.
+    auto& t = (*out)->tensors_;
+    if (t.empty() || t[0].dtype != wire::DType::kInt64 || t[0].nbytes != 16)
+      return Status::error(std::string(kWhat) + ": a shard batch without its (first item, items) tensor");
+    int64_t span[2];
+    std::memcpy(span, t[0].data, sizeof span);
+    t.erase(t.begin());
+    GeneratedBatch b;
+    for (int64_t i = 0; i < span[1]; ++i)
+      b.records.push_back((uint64_t{shard_} << 40) + static_cast<uint64_t>(span[0] + i));
+    b.output = std::move(out).value();
+    return std::optional<GeneratedBatch>(std::move(b));
+  }
+
+ private:
+  std::unique_ptr<Child> child_;
+  std::shared_ptr<Pool> pool_;
+  uint32_t shard_;
+  uint64_t seed_;
+  uint32_t epoch_;
+};
+
 class PythonProgram : public WorkerProgram {
  public:
   PythonProgram(Header header, std::unique_ptr<Child> first) : header_(std::move(header)) {
     pool_->put(std::move(first));
   }
 
+  bool generates_batches() const override { return header_.iterable; }
+
+  Expected<std::unique_ptr<BatchGenerator>> generate(const readers::SplitRange& split, uint64_t seed,
+                                                     uint32_t epoch) override {
+    if (!header_.iterable) return WorkerProgram::generate(split, seed, epoch);
+    auto child = pool_->take(header_);
+    if (!child.ok()) return child.status();
+    return std::unique_ptr<BatchGenerator>(std::make_unique<ShardGenerator>(
+        std::move(child).value(), pool_, static_cast<uint32_t>(split.first_record), seed, epoch));
+  }
+
   Expected<std::unique_ptr<ProgramOutput>> run(const readers::Batch& batch, uint64_t seed, uint32_t epoch) override {
-    std::unique_ptr<Child> child;
-    {
-      std::lock_guard<std::mutex> lock(pool_->mu);
-      if (!pool_->idle.empty()) {
-        child = std::move(pool_->idle.back());
-        pool_->idle.pop_back();
-      }
-    }
-    if (child == nullptr) {  // another thread holds each one: one more
-      auto started = Child::start(header_);
-      if (!started.ok()) return started.status();
-      child = std::move(started).value();
-    }
+    auto taken = pool_->take(header_);
+    if (!taken.ok()) return taken.status();
+    std::unique_ptr<Child> child = std::move(taken).value();
     auto out = child->run(batch.records, seed, epoch);
     if (!out.ok()) {
       pool_->put(std::move(child));
@@ -326,15 +407,6 @@ class PythonProgram : public WorkerProgram {
   }
 
  private:
-  struct Pool {
-    std::mutex mu;
-    std::vector<std::unique_ptr<Child>> idle;
-    void put(std::unique_ptr<Child> c) {
-      if (c == nullptr || c->broken()) return;
-      std::lock_guard<std::mutex> lock(mu);
-      idle.push_back(std::move(c));
-    }
-  };
   Header header_;
   std::shared_ptr<Pool> pool_ = std::make_shared<Pool>();
 };

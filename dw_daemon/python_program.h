@@ -7,6 +7,8 @@
 //   "GOLDMINER-PYTHON 1\n"
 //   "python=PATH\n"     the interpreter ($GOLDMINER_PYTHON overrides it here)
 //   "path=DIR\n"...     the trainer's sys.path, put before the child's
+//   "mode=map|iterable" optional (map): iterable is an IterableDataset, whose
+//                       shards (the split's record) make their own batches
 //   "main=FILE\n"       optional: the training script, loaded as __mp_main__
 //                       so that classes it defines unpickle (as torch's
 //                       DataLoader does with the "spawn" start method)

@@ -172,6 +172,7 @@ class Producer {
     range.records = g.end - g.begin;
     range.byte_offset = g.offset;
     range.skip = g.skip;
+    if (program_ != nullptr && program_->generates_batches()) return work_generated(g, range);
     auto stream = readers::SplitStream::open(*dataset_, range, g.seed, stream_->batch_size, stream_->shuffle_buffer,
                                              g.batches);
     if (!stream.ok()) return stream.status();
@@ -205,14 +206,42 @@ class Producer {
     }
   }
 
+  // A program that makes the split's batches itself: each as it comes,
+  // from the first not yet delivered, then an empty last one.
+  Status work_generated(const wire::LeaseGrant& g, const readers::SplitRange& range) {
+    auto gen = program_->generate(range, g.seed, g.epoch);
+    if (!gen.ok()) return Status::error(gen.status().message() + " (split " + std::to_string(g.split_id) + ")");
+    for (uint64_t sequence = g.skip_batches;; ++sequence) {
+      if (draining()) return give_back(g.split_id, "worker draining");
+      auto next = (*gen)->next(sequence);
+      if (!next.ok())
+        return Status::error(next.status().message() + " (split " + std::to_string(g.split_id) + ", batch " +
+                             std::to_string(sequence) + ")");
+      const bool last = !next->has_value();
+      std::vector<View> views;
+      std::vector<uint64_t> none;
+      if (!last)
+        for (const auto& t : (*next)->output->tensors()) views.push_back({t.dtype, t.shape, t.data, t.nbytes});
+      auto out = frame(g, static_cast<uint32_t>(sequence), last, views, last ? none : (*next)->records, 0);
+      if (!out.ok()) return out.status();
+      Outgoing o;
+      o.batch = std::move(out).value();
+      o.last_of_split = last;
+      o.split_id = g.split_id;
+      if (!push(std::move(o))) return Status();
+      if (last) return Status();
+    }
+  }
+
+  struct View {
+    wire::DType dtype;
+    std::vector<int64_t> shape;
+    const void* data;
+    uint64_t nbytes;
+  };
+
   Expected<std::unique_ptr<wire::BatchWriter>> make_batch(const wire::LeaseGrant& g, uint32_t sequence, bool last,
                                                          const readers::Batch& b) {
-    struct View {
-      wire::DType dtype;
-      std::vector<int64_t> shape;
-      const void* data;
-      uint64_t nbytes;
-    };
     std::vector<View> views;
     std::unique_ptr<ProgramOutput> out;
     if (program_ != nullptr && !b.records.empty()) {
@@ -225,16 +254,23 @@ class Producer {
     } else if (!b.records.empty()) {
       for (const auto& t : b.tensors) views.push_back({t.dtype, t.shape, t.data.data(), t.data.size()});
     }
+    return frame(g, sequence, last, views, b.records, b.bad_records);
+  }
+
+  // The wire batch of `views` plus the sample ids (file index, record).
+  Expected<std::unique_ptr<wire::BatchWriter>> frame(const wire::LeaseGrant& g, uint32_t sequence, bool last,
+                                                    const std::vector<View>& views,
+                                                    const std::vector<uint64_t>& records, uint64_t bad_records) {
     std::vector<wire::BatchWriter::TensorSpec> specs;
     for (const auto& v : views) specs.push_back({v.dtype, v.shape});
-    const int64_t n = static_cast<int64_t>(b.records.size());
+    const int64_t n = static_cast<int64_t>(records.size());
     specs.push_back({wire::DType::kInt64, {n, 2}});
     wire::BatchHeader h;
     h.split_id = g.split_id;
     h.sequence = sequence;
     h.last_of_split = last;
     h.samples = static_cast<uint32_t>(n);
-    h.bad_records = static_cast<uint32_t>(b.bad_records);
+    h.bad_records = static_cast<uint32_t>(bad_records);
     // Built straight in the transport's shared memory where it has room,
     // so that the copy below is the only one on this side.
     auto size = wire::BatchWriter::frame_size_for(specs);
@@ -251,7 +287,7 @@ class Producer {
     auto* ids = reinterpret_cast<int64_t*>(w->tensor_data(views.size()));
     for (int64_t i = 0; i < n; ++i) {
       ids[2 * i] = g.file_index;
-      ids[2 * i + 1] = static_cast<int64_t>(b.records[i]);
+      ids[2 * i + 1] = static_cast<int64_t>(records[i]);
     }
     return w;
   }

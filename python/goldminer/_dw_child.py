@@ -11,6 +11,9 @@ training script when the dataset's pickle refers to it. Pipe protocol
            -> reply with no tensors (ready) or an error
   batch:   u32 epoch, u64 seed, u32 n, u64 position[n]
            -> reply: the collated batch
+  shard:   (settings "iterable": an IterableDataset) u32 epoch, u32 shard,
+           u64 seed, u64 index -> reply: batch `index` of the shard, its first
+           tensor int64 [2] = (first item, items), or u8 3 past the shard's end
   reply:   u8 0, u32 count, then per tensor u8 dtype, u8 ndim, i64 shape[ndim],
            u64 nbytes, u64 offset: its bytes are at that offset of the shared
            memory on fd 3 (a memfd the worker maps; this process grows it), valid
@@ -69,6 +72,11 @@ class Child:
             self.collate = default_collate
         self.orders = {}
         self.in_worker = in_worker
+        self.iterable = settings.get("iterable", False)
+        self.shards = settings.get("shards", 1)
+        self.batch_size = settings.get("batch_size", 1)
+        self.drop_last = settings.get("drop_last", False)
+        self.shard = None  # an IterableDataset's shard in progress: [key, iterator, next batch, next item]
         self.program = None  # the worker part of a split model (DataLoader(model=))
         if settings.get("program"):
             import io
@@ -118,12 +126,46 @@ class Child:
             except Exception as e:
                 raise _DatasetError("dataset[%r] (position %d of epoch %d) raised %s: %s\n%s" % (
                     index, p, epoch, type(e).__name__, e, traceback.format_exc())) from None
+        return self.finish(items, [order[p] if order is not None else p for p in positions])
+
+    def shard_batch(self, epoch, shard, seed, index):
+        """Batch `index` of shard `shard` of an IterableDataset: (first item,
+        items, batch), or None past the shard's end. The dataset sees
+        get_worker_info() = (shard, shards), as a torch worker would."""
+        import itertools
+        from torch.utils.data._utils import worker as torch_worker
+        torch_worker._worker_info = torch_worker.WorkerInfo(id=shard, num_workers=self.shards, seed=seed,
+                                                            dataset=self.dataset)
+        key = (epoch, shard, seed)
+        if self.shard is None or self.shard[0] != key or self.shard[2] > index:
+            if self.in_worker:  # the shard's stream, the same each time it is made
+                random.seed(seed)
+                self.torch.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
+                if "numpy" in sys.modules:
+                    sys.modules["numpy"].random.seed(seed % (1 << 32))
+            self.shard = [key, iter(self.dataset), 0, 0]
+        state = self.shard
+        while True:
+            try:
+                items = list(itertools.islice(state[1], self.batch_size))
+            except Exception as e:
+                raise _DatasetError("the IterableDataset's shard %d of %d (item %d, epoch %d) raised %s: %s\n%s" % (
+                    shard, self.shards, state[3], epoch, type(e).__name__, e, traceback.format_exc())) from None
+            if not items or (self.drop_last and len(items) < self.batch_size):
+                return None
+            first = state[3]
+            state[2] += 1
+            state[3] += len(items)
+            if state[2] > index:
+                return first, len(items), self.finish(items, list(range(first, first + len(items))))
+
+    def finish(self, items, indices):
+        """The collated batch (and the model's worker part when there is one)."""
         try:
             batch = self.collate(items)
         except Exception as e:
             raise _DatasetError("collate_fn raised %s: %s on the batch of dataset indices %s\n%s" % (
-                type(e).__name__, e, [order[p] if order is not None else p for p in positions][:16],
-                traceback.format_exc())) from None
+                type(e).__name__, e, indices[:16], traceback.format_exc())) from None
         if self.program is None:
             return batch
         try:
@@ -219,18 +261,31 @@ def main():
     _reply_tensors(replies, [], shared)
     while True:
         try:
-            epoch, seed, n = struct.unpack("<IQI", _read(requests, 16))
-            positions = struct.unpack("<%dQ" % n, _read(requests, 8 * n))
+            if child.iterable:
+                epoch, shard, seed, index = struct.unpack("<IIQQ", _read(requests, 24))
+            else:
+                epoch, seed, n = struct.unpack("<IQI", _read(requests, 16))
+                positions = struct.unpack("<%dQ" % n, _read(requests, 8 * n))
         except EOFError:
             return 0
         try:
             try:
-                batch = child.batch(epoch, seed, positions)
+                head = []
+                if child.iterable:
+                    made = child.shard_batch(epoch, shard, seed, index)
+                    if made is None:
+                        replies.write(b"\x03")
+                        replies.flush()
+                        continue
+                    first, count, batch = made
+                    head = [torch.tensor([first, count], dtype=torch.int64)]
+                else:
+                    batch = child.batch(epoch, seed, positions)
                 tensors = []
                 desc = _tree.flatten(batch, tensors)
                 spec = torch.frombuffer(bytearray(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL)),
                                         dtype=torch.uint8)
-                _reply_tensors(replies, [spec] + tensors, shared)
+                _reply_tensors(replies, head + [spec] + tensors, shared)
             except _DatasetError as e:
                 _reply_error(replies, str(e))
             except (BrokenPipeError, EOFError):

@@ -49,10 +49,20 @@ Differences from torch's DataLoader, by design:
     a DistributedSampler given as sampler= deals instead;
   - multiprocessing_context, prefetch_factor, persistent_workers (the workers
     always persist) and pin_memory_device are accepted and mean nothing here;
+  - an IterableDataset is cut into num_shards shards (default: num_workers,
+    at least 1): shard s is the dataset iterated with get_worker_info()
+    saying (id=s, num_workers=num_shards), as torch's worker s would see
+    it, so a dataset that shards by worker info shards alike; each shard is
+    one lease, its batches made in order (random, torch and numpy seeded
+    from the lease's seed first), so a shard that a lost worker had begun is
+    made again by another and its delivered batches skipped: exactly once
+    if the dataset yields the same items each time it is iterated so. len()
+    as torch's (from the dataset's len(), else TypeError); no ranks (the
+    dataset shards by rank itself, as with torch); state_dict() resumes at
+    the shard's next batch, made by iterating the shard again;
   - batch_sampler, and samplers that are not the same given torch's seed and
     set_epoch on every process (they run on each worker), are refused or
-    must be avoided; an IterableDataset is not supported yet (no record count
-    to lease exactly once): a TypeError says so.
+    must be avoided.
 """
 
 import os
@@ -89,11 +99,17 @@ class DataLoader:
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device="", seed=None, in_order=True, rank=None, world_size=None, model=None,
-                 split_options=None, session_options=None):
-        if isinstance(dataset, torch.utils.data.IterableDataset):
-            raise TypeError("goldminer.DataLoader: an IterableDataset is not supported (its items cannot be "
-                            "counted and leased exactly once); use a map-style Dataset (__getitem__, __len__)")
-        if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+                 split_options=None, num_shards=None, session_options=None):
+        self.iterable = isinstance(dataset, torch.utils.data.IterableDataset)
+        if self.iterable:
+            if sampler is not None or shuffle:
+                raise ValueError("goldminer.DataLoader: an IterableDataset takes no sampler or shuffle (as torch's "
+                                 "DataLoader)")
+            if num_shards is not None and int(num_shards) < 1:
+                raise ValueError("goldminer.DataLoader: num_shards must be at least 1, not %r" % (num_shards,))
+        elif num_shards is not None:
+            raise ValueError("goldminer.DataLoader: num_shards is for an IterableDataset")
+        elif not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
             raise TypeError("goldminer.DataLoader: dataset must be a map-style Dataset with __getitem__ and "
                             "__len__, not %s" % type(dataset).__name__)
         if batch_sampler is not None:
@@ -124,10 +140,15 @@ class DataLoader:
             if world_size not in (None, 1) or os.environ.get("WORLD_SIZE", "1") != "1":
                 seed = 0  # every rank must draw the same order (as DistributedSampler's seed=0)
         self.seed = int(seed) & 0x7FFFFFFFFFFFFFFF
-        self.length = len(sampler) if sampler is not None else len(dataset)
+        self.num_shards = int(num_shards) if num_shards is not None else max(1, self.num_workers)
+        if self.iterable:  # its shards are the leased records; their batches come as the shards make them
+            self.length = self.num_shards
+        else:
+            self.length = len(sampler) if sampler is not None else len(dataset)
         if self.length == 0:
             raise ValueError("goldminer.DataLoader: the %s is empty" % ("sampler" if sampler is not None else "dataset"))
-        self._records = self.length - self.length % self.batch_size if drop_last else self.length
+        self._records = self.length - self.length % self.batch_size if drop_last and not self.iterable \
+            else self.length
         if self._records == 0:
             raise ValueError("goldminer.DataLoader: drop_last with batch_size %d leaves none of the %d samples"
                              % (self.batch_size, self.length))
@@ -150,8 +171,14 @@ class DataLoader:
                             "not %s" % type(model).__name__)
         import io
         from goldminer import split
-        example = _InProcess(self._settings(), in_worker=False).batch(0, 0, range(min(self.batch_size,
-                                                                                      self._records)))
+        here = _InProcess(self._settings(), in_worker=False)
+        if self.iterable:
+            made = here.shard_batch(0, 0, self.seed, 0)
+            if made is None:
+                raise ValueError("goldminer.DataLoader: model=: the dataset's shard 0 makes no batch to split on")
+            example = made[2]
+        else:
+            example = here.batch(0, 0, range(min(self.batch_size, self._records)))
         if isinstance(example, torch.Tensor):
             example = (example,)
         if not isinstance(example, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in example):
@@ -165,11 +192,13 @@ class DataLoader:
     def _settings(self):
         return {"dataset": self.dataset, "collate_fn": self.collate_fn, "sampler": self.sampler,
                 "shuffle": self.shuffle, "seed": self.seed, "length": self.length,
-                "worker_init_fn": self.worker_init_fn, "program": self._worker_program}
+                "worker_init_fn": self.worker_init_fn, "program": self._worker_program,
+                "iterable": self.iterable, "shards": self.num_shards, "batch_size": self.batch_size,
+                "drop_last": self.drop_last}
 
     def _program(self):
         data = pickle.dumps(self._settings(), protocol=pickle.HIGHEST_PROTOCOL)
-        lines = [b"python=" + os.fsencode(sys.executable)]
+        lines = [b"python=" + os.fsencode(sys.executable), b"mode=" + (b"iterable" if self.iterable else b"map")]
         lines += [b"path=" + os.fsencode(os.path.abspath(p or ".")) for p in sys.path]
         main = getattr(sys.modules.get("__main__"), "__file__", None)
         if main and _refers_to_main(data):
@@ -192,10 +221,13 @@ class DataLoader:
                            resume=self._resume)
             if world_size is not None:
                 options.update(rank=rank, world_size=world_size)
+            if self.iterable:  # a split per shard; each rank's dataset shards by rank itself (as with torch)
+                options.update(records_per_split=1, rank=0, world_size=1)
+            batch_size = 1 if self.iterable else self.batch_size
             if self.sampler is not None and isinstance(self.sampler, torch.utils.data.DistributedSampler):
                 options.update(rank=0, world_size=1)  # the sampler deals to the ranks already
             options.update(self._session_options)
-            self._session = Session("index:%d" % self._records, self.batch_size, **options)
+            self._session = Session("index:%d" % self._records, batch_size, **options)
         return self._session
 
     def _positions_here(self):
@@ -211,6 +243,9 @@ class DataLoader:
         return [(rank + k * world_size) % self._records for k in range(per_rank)]
 
     def __len__(self):
+        if self.iterable:  # as torch's DataLoader: from the dataset's len(), if it has one
+            n = len(self.dataset)
+            return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
         if self._loads_here():
             return (len(self._positions_here()) + self.batch_size - 1) // self.batch_size
         return len(self.session)
@@ -273,6 +308,17 @@ class DataLoader:
     def _iter_in_process(self):
         if self._in_process is None:
             self._in_process = _InProcess(self._settings(), in_worker=False)
+        if self.iterable:  # the shards one after the other, as workers would make them
+            for shard in range(self.num_shards):
+                k = 0
+                while True:
+                    made = self._in_process.shard_batch(self._in_process_epoch, shard, self.seed, k)
+                    if made is None:
+                        break
+                    k += 1
+                    yield self._pinned(made[2])
+            self._in_process_epoch += 1
+            return
         mine = self._positions_here()
         batches = (len(mine) + self.batch_size - 1) // self.batch_size
         while self._in_process_next < batches:

@@ -11,6 +11,9 @@ CHECK is one of
     errors     a dataset that raises: the index, the exception and its traceback reach
                the trainer; arguments torch refuses, and an IterableDataset, are refused
     inprocess  num_workers=0: loaded in this process, as torch does
+    iterable   an IterableDataset sharding by get_worker_info(): every item once per
+               epoch, len() as torch's, through a worker killed mid-epoch too, and in
+               process
     ranks      rank=/world_size=: each rank's loader over the same dataset and seed
                reads a share, the shares disjoint and complete, as many batches each
     model      model=: the split moves the model's stateless head to the workers;
@@ -168,11 +171,8 @@ def check_errors():
     finally:
         loader.close()
 
-    class Stream(torch.utils.data.IterableDataset):
-        def __iter__(self):
-            return iter(range(3))
-
-    for kwargs, error in [(dict(dataset=Stream()), TypeError), (dict(dataset=HeldOut(5), batch_size=0), ValueError),
+    for kwargs, error in [(dict(dataset=Stream(5), shuffle=True), ValueError),
+                          (dict(dataset=HeldOut(5), batch_size=0), ValueError),
                           (dict(dataset=HeldOut(5), shuffle=True, sampler=range(5)), ValueError),
                           (dict(dataset=HeldOut(5), batch_sampler=[[0, 1]]), ValueError),
                           (dict(dataset=HeldOut(5), num_workers=-1), ValueError)]:
@@ -194,6 +194,58 @@ def check_inprocess():
               for r in range(3)]
     print("in process, 3 ranks: %s items, %d distinct" % ([len(x) for x in shares], len(set(sum(shares, [])))))
     check([len(x) for x in shares] == [34, 34, 34] and len(set(sum(shares, []))) == 100, "in-process ranks")
+    print("OK")
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """Items 0..n-1, sharded by get_worker_info() as torch's documentation shows."""
+
+    def __init__(self, n, slow_s=0.0):
+        self.n, self.slow_s = n, slow_s
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        shard, shards = (info.id, info.num_workers) if info is not None else (0, 1)
+        for i in range(shard, self.n, shards):
+            if self.slow_s:
+                time.sleep(self.slow_s)
+            yield {"id": i, "x": torch.tensor([float(i)])}
+
+
+def check_iterable():
+    ds = Stream(1000)
+    loader = goldminer.DataLoader(ds, batch_size=32, num_workers=2, num_shards=4)
+    reference = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2)
+    print("iterable: len %d, torch's %d" % (len(loader), len(reference)))
+    check(len(loader) == len(reference), "len() differs from torch's")
+    for epoch in range(2):
+        ids, batches = [], 0
+        for batch in loader:
+            check(torch.equal(batch["x"][:, 0], batch["id"].float()), "a batch's fields do not match")
+            ids += ids_of(batch)
+            batches += 1
+        print("iterable epoch %d: %d batches, %d items, %d distinct of %d" %
+              (epoch, batches, len(ids), len(set(ids)), ds.n))
+        check(sorted(ids) == list(range(ds.n)), "epoch %d: not every item exactly once" % epoch)
+    loader.close()
+    slow = Stream(400, slow_s=0.004)
+    killing = goldminer.DataLoader(slow, batch_size=10, num_workers=2, num_shards=4)
+    ids, killed = [], None
+    for k, batch in enumerate(killing):
+        ids += ids_of(batch)
+        if k == 3:
+            killed = killing.session.worker_pids[0]
+            os.kill(killed, signal.SIGKILL)
+    print("iterable, a worker killed after 4 batches: %d items, %d distinct of %d, workers lost %d" %
+          (len(ids), len(set(ids)), slow.n, killing.session.metrics()["workers_lost"]))
+    check(sorted(ids) == list(range(slow.n)), "an item was lost or repeated through the kill")
+    killing.close()
+    here = run_epoch(goldminer.DataLoader(Stream(100), batch_size=16), None, compare=False)
+    print("iterable in process: %d items, %d distinct" % (len(here), len(set(here))))
+    check(sorted(here) == list(range(100)), "in-process iterable")
     print("OK")
 
 
@@ -280,7 +332,7 @@ def check_ranks():
 def main(argv):
     checks = {"epochs": check_epochs, "kill": check_kill, "resume": check_resume, "errors": check_errors,
               "inprocess": check_inprocess, "model": check_model,
-              "ranks": check_ranks}
+              "ranks": check_ranks, "iterable": check_iterable}
     if len(argv) != 2 or argv[1] not in checks:
         fail(__doc__)
     checks[argv[1]]()

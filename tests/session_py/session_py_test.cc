@@ -237,7 +237,7 @@ TEST(DataLoaderPy, ADatasetErrorNamesTheIndexWithItsTraceback) {
   Result r = dataloader("errors");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_PRINTS(r, "dataset[37] (position 37 of epoch 0) raised ValueError: item 37 is broken");
-  EXPECT_PRINTS(r, "['dataset']: TypeError: goldminer.DataLoader: an IterableDataset is not supported");
+  EXPECT_PRINTS(r, "['dataset', 'shuffle']: ValueError: goldminer.DataLoader: an IterableDataset takes no sampler");
   EXPECT_PRINTS(r, "\nOK");
 }
 
@@ -246,6 +246,16 @@ TEST(DataLoaderPy, ModelSplitMovesItsStatelessHeadToTheWorkers) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_PRINTS(r, "worst difference 0.00e+00");
   EXPECT_PRINTS(r, "trained one epoch on the workers' outputs: 8 steps");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(DataLoaderPy, AnIterableDatasetsShardsGiveEveryItemOnceThroughAKill) {
+  Result r = dataloader("iterable");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "iterable: len 32, torch's 32");
+  EXPECT_PRINTS(r, "iterable epoch 1: 32 batches, 1000 items, 1000 distinct of 1000");
+  EXPECT_PRINTS(r, "400 items, 400 distinct of 400");
+  EXPECT_PRINTS(r, "iterable in process: 100 items, 100 distinct");
   EXPECT_PRINTS(r, "\nOK");
 }
 
