@@ -2,7 +2,8 @@
 // must turn any file into batches or a clear error, and never read or write
 // outside what it sized (run under ASan/UBSan). The first byte picks the
 // format; the rest is the file, planned and read as a trainer and its
-// workers would (plan_dataset, then every split through SplitStream).
+// workers would (plan_dataset, then every split through SplitStream); for
+// jpeg the first byte also picks the decode option.
 #include <unistd.h>
 
 #include <cstddef>
@@ -46,6 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!spec.ok()) return 0;
   ReaderOptions options;
   options.max_bad_records = 3;  // both paths: skip some, then fail
+  // jpeg: each decode option (full, DCT-scaled, a crop box only) by turns.
+  const char* const decodes[] = {"full", "scale:4", "crop:8"};
+  options.jpeg_decode = *parse_jpeg_decode(decodes[(data[0] / 5) % 3]);
   auto plan = plan_dataset(*spec, options, 4);
   if (!plan.ok()) return 0;
   for (SplitRange split : plan->splits) {
