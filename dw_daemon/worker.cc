@@ -192,13 +192,8 @@ class Producer {
       if (sequence >= g.skip_batches) {
         readers::Batch empty;
         const readers::Batch& b = empty_split ? empty : **current;
-        auto out = make_batch(g, sequence, last, b);
-        if (!out.ok()) return out.status();
-        Outgoing o;
-        o.batch = std::move(out).value();
-        o.last_of_split = last;
-        o.split_id = g.split_id;
-        if (!push(std::move(o))) return Status();
+        Status why;
+        if (!queue(g, last, make_batch(g, sequence, last, b), &why)) return why;
       }
       if (last) return Status();
       ++sequence;
@@ -222,15 +217,26 @@ class Producer {
       std::vector<uint64_t> none;
       if (!last)
         for (const auto& t : (*next)->output->tensors()) views.push_back({t.dtype, t.shape, t.data, t.nbytes});
-      auto out = frame(g, static_cast<uint32_t>(sequence), last, views, last ? none : (*next)->records, 0);
-      if (!out.ok()) return out.status();
-      Outgoing o;
-      o.batch = std::move(out).value();
-      o.last_of_split = last;
-      o.split_id = g.split_id;
-      if (!push(std::move(o))) return Status();
+      Status why;
+      if (!queue(g, last, frame(g, static_cast<uint32_t>(sequence), last, views, last ? none : (*next)->records, 0),
+                 &why))
+        return why;
       if (last) return Status();
     }
+  }
+
+  // Queues a made batch of g's split for sending. False: stop working on
+  // the split, with *why the error (OK: the worker is stopping).
+  bool queue(const wire::LeaseGrant& g, bool last, Expected<std::unique_ptr<wire::BatchWriter>> made, Status* why) {
+    if (!made.ok()) {
+      *why = made.status();
+      return false;
+    }
+    Outgoing o;
+    o.batch = std::move(made).value();
+    o.last_of_split = last;
+    o.split_id = g.split_id;
+    return push(std::move(o));
   }
 
   struct View {

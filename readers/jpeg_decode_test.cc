@@ -1,10 +1,6 @@
 // The jpeg decode options (ReaderOptions::jpeg_decode): DCT-scaled and
 // crop-region decode against a full decode of the same image, by PSNR.
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-
-#include <jpeglib.h>
 
 #include "readers/format.h"
 #include "readers/psnr.h"
@@ -15,38 +11,13 @@ namespace {
 
 using testing::TempDir;
 
-// A smooth w x h RGB image (gradients and a slow wave), quality 95.
+// A smooth w x h RGB image (gradients and a slow wave).
 std::string encode_smooth(int w, int h) {
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &out, &size);
-  c.image_width = static_cast<JDIMENSION>(w);
-  c.image_height = static_cast<JDIMENSION>(h);
-  c.input_components = 3;
-  c.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, 95, TRUE);
-  jpeg_start_compress(&c, TRUE);
-  std::vector<unsigned char> row(static_cast<size_t>(w) * 3);
-  while (c.next_scanline < c.image_height) {
-    const int y = static_cast<int>(c.next_scanline);
-    for (int x = 0; x < w; ++x) {
-      row[x * 3] = static_cast<unsigned char>(255 * x / w);
-      row[x * 3 + 1] = static_cast<unsigned char>(255 * y / h);
-      row[x * 3 + 2] = static_cast<unsigned char>(128 + 100 * std::sin(x / 23.0) * std::cos(y / 31.0));
-    }
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&c, &r, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string s(reinterpret_cast<char*>(out), size);
-  std::free(out);
-  return s;
+  return testing::encode_jpeg(w, h, false, false, [w, h](int x, int y, unsigned char* px) {
+    px[0] = static_cast<unsigned char>(255 * x / w);
+    px[1] = static_cast<unsigned char>(255 * y / h);
+    px[2] = static_cast<unsigned char>(128 + 100 * std::sin(x / 23.0) * std::cos(y / 31.0));
+  });
 }
 
 using Image = RgbImage;

@@ -1,9 +1,6 @@
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <cstdlib>
-
-#include <jpeglib.h>
 
 #include "readers/test_util.h"
 
@@ -12,44 +9,14 @@ namespace {
 
 using testing::TempDir;
 
-// Encodes a w x h image with libjpeg: pixel (x, y) = (x*8, y*8, 128) in
-// color, x*8 in gray.
+// A w x h image: pixel (x, y) = (x*8, y*8, 128) in color, x*8 in gray.
 std::string encode(int w, int h, bool gray, bool progressive) {
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &out, &size);
-  c.image_width = static_cast<JDIMENSION>(w);
-  c.image_height = static_cast<JDIMENSION>(h);
-  c.input_components = gray ? 1 : 3;
-  c.in_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, 95, TRUE);
-  if (progressive) jpeg_simple_progression(&c);
-  jpeg_start_compress(&c, TRUE);
-  std::vector<unsigned char> row(static_cast<size_t>(w) * (gray ? 1 : 3));
-  while (c.next_scanline < c.image_height) {
-    int y = static_cast<int>(c.next_scanline);
-    for (int x = 0; x < w; ++x) {
-      if (gray) {
-        row[x] = static_cast<unsigned char>(x * 8);
-      } else {
-        row[x * 3] = static_cast<unsigned char>(x * 8);
-        row[x * 3 + 1] = static_cast<unsigned char>(y * 8);
-        row[x * 3 + 2] = 128;
-      }
-    }
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&c, &r, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string s(reinterpret_cast<char*>(out), size);
-  std::free(out);
-  return s;
+  return testing::encode_jpeg(w, h, gray, progressive, [gray](int x, int y, unsigned char* px) {
+    px[0] = static_cast<unsigned char>(x * 8);
+    if (gray) return;
+    px[1] = static_cast<unsigned char>(y * 8);
+    px[2] = 128;
+  });
 }
 
 TEST(JpegTest, DecodesColorGrayProgressiveFromFolder) {

@@ -1,5 +1,5 @@
-// Helpers shared by the readers' tests: temp folders, tensor access, and
-// reading a whole planned dataset.
+// Helpers shared by the readers' tests: temp folders, tensor access,
+// reading a whole planned dataset, and JPEG files to read.
 #ifndef GOLDMINER_READERS_TEST_UTIL_H_
 #define GOLDMINER_READERS_TEST_UTIL_H_
 
@@ -7,11 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>  // jpeglib.h needs FILE first
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <jpeglib.h>
 
 #include "gmcore/splitmix.h"
 #include "readers/reader.h"
@@ -43,6 +46,39 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A w x h JPEG at quality 95: pixel(x, y, px) writes the pixel's RGB
+// bytes (or, gray, its one value) at px.
+template <class Pixel>
+std::string encode_jpeg(int w, int h, bool gray, bool progressive, Pixel pixel) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &out, &size);
+  c.image_width = static_cast<JDIMENSION>(w);
+  c.image_height = static_cast<JDIMENSION>(h);
+  c.input_components = gray ? 1 : 3;
+  c.in_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 95, TRUE);
+  if (progressive) jpeg_simple_progression(&c);
+  jpeg_start_compress(&c, TRUE);
+  std::vector<unsigned char> row(static_cast<size_t>(w) * (gray ? 1 : 3));
+  while (c.next_scanline < c.image_height) {
+    const int y = static_cast<int>(c.next_scanline);
+    for (int x = 0; x < w; ++x) pixel(x, y, &row[static_cast<size_t>(x) * (gray ? 1 : 3)]);
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string s(reinterpret_cast<char*>(out), size);
+  std::free(out);
+  return s;
+}
 
 template <typename T>
 std::vector<T> values(const HostTensor& t) {

@@ -86,6 +86,13 @@ class Child:
             if settings.get("worker_init_fn") is not None:
                 settings["worker_init_fn"](0)
 
+    def seed_generators(self, seed):
+        """random, torch and (if loaded) numpy, from `seed`."""
+        random.seed(seed)
+        self.torch.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed(seed % (1 << 32))
+
     def order(self, epoch):
         """The dataset indices of the epoch, in sampler order (None: 0 .. length-1)."""
         if epoch in self.orders:
@@ -113,10 +120,7 @@ class Child:
 
     def batch(self, epoch, seed, positions):
         if self.in_worker:  # the trainer's own generators are left alone, as torch leaves them
-            random.seed(seed)
-            self.torch.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
-            if "numpy" in sys.modules:
-                sys.modules["numpy"].random.seed(seed % (1 << 32))
+            self.seed_generators(seed)
         order = self.order(epoch)
         items = []
         for p in positions:
@@ -139,10 +143,7 @@ class Child:
         key = (epoch, shard, seed)
         if self.shard is None or self.shard[0] != key or self.shard[2] > index:
             if self.in_worker:  # the shard's stream, the same each time it is made
-                random.seed(seed)
-                self.torch.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
-                if "numpy" in sys.modules:
-                    sys.modules["numpy"].random.seed(seed % (1 << 32))
+                self.seed_generators(seed)
             self.shard = [key, iter(self.dataset), 0, 0]
         state = self.shard
         while True:

@@ -31,16 +31,7 @@ import torch
 from torch.utils.data import default_collate
 
 import goldminer
-
-
-def fail(message):
-    sys.stderr.write("FAIL: %s\n" % message)
-    sys.exit(1)
-
-
-def check(cond, message):
-    if not cond:
-        fail(message)
+from session_check import check, fail  # beside this script
 
 
 class HeldOut(torch.utils.data.Dataset):
