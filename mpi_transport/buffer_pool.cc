@@ -6,6 +6,16 @@ namespace goldminer::transport {
 namespace {
 
 constexpr size_t kAlignment = 64;
+
+class Pageable final : public HostMemory {
+ public:
+  uint8_t* allocate(size_t bytes) override {
+    void* p = nullptr;
+    return posix_memalign(&p, kAlignment, bytes) == 0 ? static_cast<uint8_t*>(p) : nullptr;
+  }
+  void release(uint8_t* data, size_t) override { std::free(data); }
+};
+
 constexpr size_t kMinClass = 4096;
 
 size_t size_class(size_t size) {
@@ -18,12 +28,18 @@ size_t size_class(size_t size) {
 
 PooledFrame::~PooledFrame() { pool_->give_back(data_, capacity_); }
 
-std::shared_ptr<BufferPool> BufferPool::create(size_t max_cached_bytes) {
-  return std::shared_ptr<BufferPool>(new BufferPool(max_cached_bytes));
+std::shared_ptr<HostMemory> pageable_memory() {
+  static const std::shared_ptr<HostMemory> memory = std::make_shared<Pageable>();
+  return memory;
+}
+
+std::shared_ptr<BufferPool> BufferPool::create(size_t max_cached_bytes, std::shared_ptr<HostMemory> memory) {
+  return std::shared_ptr<BufferPool>(
+      new BufferPool(max_cached_bytes, memory != nullptr ? std::move(memory) : pageable_memory()));
 }
 
 BufferPool::~BufferPool() {
-  for (auto& [capacity, data] : free_) std::free(data);
+  for (auto& [capacity, data] : free_) memory_->release(data, capacity);
 }
 
 std::unique_ptr<PooledFrame> BufferPool::take(size_t size) {
@@ -41,11 +57,7 @@ std::unique_ptr<PooledFrame> BufferPool::take(size_t size) {
       ++stats_.allocations;
     }
   }
-  if (data == nullptr) {
-    void* p = nullptr;
-    if (posix_memalign(&p, kAlignment, capacity) != 0) return nullptr;
-    data = static_cast<uint8_t*>(p);
-  }
+  if (data == nullptr && (data = memory_->allocate(capacity)) == nullptr) return nullptr;
   return std::make_unique<PooledFrame>(shared_from_this(), data, capacity, size);
 }
 
@@ -58,7 +70,7 @@ void BufferPool::give_back(uint8_t* data, size_t capacity) {
       return;
     }
   }
-  std::free(data);
+  memory_->release(data, capacity);
 }
 
 BufferPool::Stats BufferPool::stats() const {

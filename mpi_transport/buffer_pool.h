@@ -1,7 +1,8 @@
 // Reusable 64-byte aligned receive buffers. A received frame of N bytes
 // takes a buffer of the next power-of-two size class from the pool and
 // gives it back when its last holder drops it, so a steady stream of like
-// batches allocates (and page-faults) only while the pool warms up.
+// batches allocates (and page-faults, or registers with CUDA) only while
+// the pool warms up. Buffers come from a HostMemory (host_memory.h).
 // Thread-safe.
 #ifndef GOLDMINER_MPI_TRANSPORT_BUFFER_POOL_H_
 #define GOLDMINER_MPI_TRANSPORT_BUFFER_POOL_H_
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "mpi_transport/host_memory.h"
 #include "mpi_transport/transport.h"
 
 namespace goldminer::transport {
@@ -41,8 +43,10 @@ class PooledFrame final : public Frame {
 
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
-  // Keeps at most `max_cached_bytes` of free buffers.
-  static std::shared_ptr<BufferPool> create(size_t max_cached_bytes = size_t{1} << 30);
+  // Keeps at most `max_cached_bytes` of free buffers; takes them from
+  // `memory` (null: pageable_memory()).
+  static std::shared_ptr<BufferPool> create(size_t max_cached_bytes = size_t{1} << 30,
+                                            std::shared_ptr<HostMemory> memory = nullptr);
   ~BufferPool();
 
   // A frame of `size` bytes (contents undefined); nullptr if out of memory.
@@ -56,13 +60,15 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 
  private:
   friend class PooledFrame;
-  explicit BufferPool(size_t max_cached_bytes) : max_cached_(max_cached_bytes) {}
+  BufferPool(size_t max_cached_bytes, std::shared_ptr<HostMemory> memory)
+      : max_cached_(max_cached_bytes), memory_(std::move(memory)) {}
   void give_back(uint8_t* data, size_t capacity);
 
   mutable std::mutex mu_;
   std::multimap<size_t, uint8_t*> free_;  // capacity -> buffer
   size_t cached_ = 0;
   size_t max_cached_;
+  std::shared_ptr<HostMemory> memory_;
   Stats stats_;
 };
 

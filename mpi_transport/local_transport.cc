@@ -175,12 +175,13 @@ class LocalClient final : public Endpoint {
 
 }  // namespace
 
-Expected<std::unique_ptr<Endpoint>> listen_local(const std::string& name, const Options&) {
+Expected<std::unique_ptr<Endpoint>> listen_local(const std::string& name, const Options& options) {
   if (name.empty()) return Status::error("local: empty name in 'local://'");
   std::lock_guard<std::mutex> lock(registry_mu);
   auto& slot = registry()[name];
   if (slot.lock()) return Status::error("local://" + name + ": already listening");
   auto server = std::make_shared<Server>();
+  if (options.memory != nullptr) server->pool = BufferPool::create(size_t{1} << 30, options.memory);
   slot = server;
   return std::unique_ptr<Endpoint>(new LocalServer(name, server));
 }

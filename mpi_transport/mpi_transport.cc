@@ -141,7 +141,7 @@ class MpiEndpoint final : public Endpoint {
   std::set<int> live_, dropped_;
   std::deque<Event> events_;
   std::atomic<bool> woken_{false};
-  std::shared_ptr<BufferPool> pool_ = BufferPool::create();
+  std::shared_ptr<BufferPool> pool_ = BufferPool::create(size_t{1} << 30, options_.memory);
 };
 
 Expected<std::unique_ptr<Endpoint>> open_mpi(bool trainer, const Options& options) {

@@ -36,6 +36,7 @@
 
 #include "gmcore/status.h"
 #include "gmcore/wire.h"
+#include "mpi_transport/host_memory.h"
 
 namespace goldminer::transport {
 
@@ -124,6 +125,10 @@ struct Options {
   // none) is reset; UCX 1.13 would keep some of them open for good
   // (stale_sockets.h). 0: never.
   int handshake_timeout_ms = 10000;
+  // Server: where received frames' buffers come from (null: pageable).
+  // With pinned memory the ucx trainer refuses workers' shared-memory
+  // arenas: their frames come by copy into this memory instead.
+  std::shared_ptr<HostMemory> memory;
 };
 
 // How many send_async() frames an owner keeps in flight on one endpoint:

@@ -230,7 +230,7 @@ class UcxEndpoint final : public Endpoint {
   const std::string boot_id_ = node_boot_id();                // bind message: same kernel?
   const uint64_t network_namespace_ = network_namespace_id();  // bind message: same network namespace?
   std::optional<Bind> bind_;             // worker: the trainer's bind message
-  std::shared_ptr<BufferPool> pool_ = BufferPool::create();
+  std::shared_ptr<BufferPool> pool_ = BufferPool::create(size_t{1} << 30, options_.memory);
   std::map<PeerId, Peer> peers_;
   std::unordered_map<ucp_ep_h, PeerId> peer_of_;    // control endpoint -> peer
   std::unordered_map<uint64_t, PeerId> peer_of_token_;  // trainer: token -> peer

@@ -100,8 +100,12 @@ ucs_status_t UcxEndpoint::on_shm_offer(void* arg, const void* header, size_t hea
   auto peer = self->sender(header, header_length, param);
   if (!peer || self->peers_[*peer].shm) return UCS_OK;
   auto offer = ShmOffer::decode(static_cast<const uint8_t*>(data), length);
+  const bool pinned = self->options_.memory != nullptr && self->options_.memory->pinned();
   Expected<std::shared_ptr<ShmMapping>> mapped =
-      offer.ok() ? ShmMapping::open(*offer) : Expected<std::shared_ptr<ShmMapping>>(offer.status());
+      pinned ? Expected<std::shared_ptr<ShmMapping>>(Status::error(
+                   "the trainer receives into pinned memory (pin_memory): frames come by copy"))
+      : offer.ok() ? ShmMapping::open(*offer)
+                   : Expected<std::shared_ptr<ShmMapping>>(offer.status());
   std::vector<uint8_t> answer{static_cast<uint8_t>(mapped.ok() ? 1 : 0)};
   if (mapped.ok()) {
     self->peers_[*peer].shm = std::move(mapped).value();

@@ -355,7 +355,7 @@ class PySession {
             uint64_t max_bad_records, const std::string& jpeg_decode,
             uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
             double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last,
-            bool pad) {
+            bool pad, bool pin_memory, const py::object& numa_node, int cuda_device) {
     if (transport != "ucx" && transport != "local")
       throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
     if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
@@ -396,6 +396,12 @@ class PySession {
     }
     o.drop_last = drop_last;
     o.pad = pad;
+    o.pin_memory = pin_memory;
+    if (!numa_node.is_none()) {
+      o.numa_node = numa_node.cast<int>();
+      if (o.numa_node < 0) throw py::value_error("goldminer.Session: numa_node must be a node's number (or None)");
+    }
+    o.cuda_device = cuda_device;
     if (drop_last && pad) throw py::value_error("goldminer.Session: drop_last and pad: one at most");
     o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
     if (!listen.is_none()) {
@@ -514,8 +520,13 @@ class PySession {
     }
     last_ids_ = views.view(at::kLong, {static_cast<int64_t>(batch.samples), 2}, batch.sample_ids,
                            uint64_t{batch.samples} * 2 * sizeof(int64_t));
+    last_batch_ = py::make_tuple(batch.epoch, batch.split_id, batch.sequence);
     return out;
   }
+
+  py::object last_batch() const { return last_batch_; }
+  std::string receive_memory() { return session().receive_memory(); }
+  std::vector<std::string> receive_memory_warnings() { return session().receive_memory_warnings(); }
 
   py::object last_sample_ids() const {
     if (!last_ids_.defined()) return py::none();
@@ -669,6 +680,7 @@ class PySession {
   bool worker_seen_ = false;
   bool all_status_1_ = true;  // of those reaped
   at::Tensor last_ids_;
+  py::object last_batch_ = py::none();
 };
 
 }  // namespace
@@ -682,7 +694,8 @@ PYBIND11_MODULE(_session, m) {
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,
                     uint32_t, double,
-                    const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool>(),
+                    const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool, bool,
+                    const py::object&, int>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
@@ -690,7 +703,8 @@ PYBIND11_MODULE(_session, m) {
            py::arg("max_bad_records") = 0, py::arg("jpeg_decode") = "full",
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
            py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0, py::arg("rank") = py::none(),
-           py::arg("world_size") = py::none(), py::arg("drop_last") = false, py::arg("pad") = false)
+           py::arg("world_size") = py::none(), py::arg("drop_last") = false, py::arg("pad") = false,
+           py::arg("pin_memory") = false, py::arg("numa_node") = py::none(), py::arg("cuda_device") = -1)
       .def("__iter__", [](py::object self) { return self; })
       .def("__len__", &gm::PySession::batches_per_epoch,
            "Batches in this epoch (this rank's; fewer when corrupt records are skipped).")
@@ -709,6 +723,10 @@ PYBIND11_MODULE(_session, m) {
       .def_property_readonly("records_per_epoch", &gm::PySession::records_per_epoch,
                              "Records of this rank's share of the current epoch.")
       .def_property_readonly("rank", &gm::PySession::rank)
+      .def_property_readonly("last_batch", &gm::PySession::last_batch,
+                             "(epoch, split id, sequence) of the last batch, or None")
+      .def_property_readonly("receive_memory", &gm::PySession::receive_memory)
+      .def_property_readonly("receive_memory_warnings", &gm::PySession::receive_memory_warnings)
       .def_property_readonly("world_size", &gm::PySession::world_size)
       .def_property_readonly("files", &gm::PySession::files)
       .def_property_readonly("records_per_file", &gm::PySession::records_per_file)

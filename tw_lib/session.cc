@@ -20,6 +20,7 @@
 #include "dw_daemon/worker.h"
 #include "ctld/ctld_client.h"
 #include "ctld/http.h"
+#include "tw_lib/receive_memory.h"
 #include "tw_lib/session_impl.h"
 
 namespace goldminer {
@@ -124,10 +125,23 @@ Session::Impl::Impl(SessionOptions options, readers::DatasetPlan plan, LeaseTabl
 Status Session::Impl::start() {
   // The thread owns the promise: one on this frame could be destroyed
   // while set_value() is still returning on the other thread.
+  ReceiveMemoryOptions rm;
+  rm.pin = o_.pin_memory;
+  rm.numa_node = o_.numa_node;
+  rm.cuda_device = o_.cuda_device;
+  auto memory = make_receive_memory(rm);
+  if (!memory.ok()) return memory.status();
+  memory_ = memory->memory;
+  memory_warnings_ = memory->warnings;
+  for (const std::string& w : memory_warnings_) log::info("goldminer: session: warning: " + w);
+  if (o_.pin_memory || o_.numa_node != ReceiveMemoryOptions::kNumaAuto || memory_->describe() != "pageable")
+    log::info("goldminer: session: receive buffers: " + memory_->describe());
   std::promise<Status> opened;
   auto listening = opened.get_future();
   loop_ = std::thread([this, opened = std::move(opened)]() mutable {
-    auto ep = transport::listen(o_.listen);
+    transport::Options to;
+    to.memory = memory_;
+    auto ep = transport::listen(o_.listen, to);
     if (!ep.ok()) {
       opened.set_value(ep.status());
       return;
@@ -535,6 +549,8 @@ Status SessionOptions::ranks_from_environment() {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 std::string Session::address() const { return impl_->address(); }
+std::string Session::receive_memory() const { return impl_->receive_memory(); }
+const std::vector<std::string>& Session::receive_memory_warnings() const { return impl_->receive_memory_warnings(); }
 uint64_t Session::total_records() const { return impl_->total_records(); }
 const std::vector<std::string>& Session::files() const { return impl_->files(); }
 const std::vector<uint64_t>& Session::records_per_file() const { return impl_->records_per_file(); }

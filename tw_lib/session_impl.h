@@ -50,6 +50,8 @@ class Session::Impl {
   ~Impl();
 
   std::string address() const { return address_; }
+  std::string receive_memory() const { return memory_ != nullptr ? memory_->describe() : "pageable"; }
+  const std::vector<std::string>& receive_memory_warnings() const { return memory_warnings_; }
   size_t config_size() const { return config_text_.size(); }
   uint64_t total_records() const { return plan_.total_records; }
   const std::vector<std::string>& files() const { return plan_.config.files; }
@@ -140,6 +142,8 @@ class Session::Impl {
   readers::DatasetPlan plan_;
   std::unique_ptr<transport::Endpoint> ep_;  // the loop thread's
   std::string address_;                      // set before start() returns
+  std::shared_ptr<transport::HostMemory> memory_;  // receive buffers' source; set by start()
+  std::vector<std::string> memory_warnings_;
   LeaseTable table_;
   std::string config_text_;
   std::thread loop_;

@@ -102,6 +102,14 @@ struct SessionOptions {
   // DistributedSampler(drop_last=True / False) does (not both).
   uint32_t rank = 0, world_size = 1;
   bool drop_last = false, pad = false;
+  // Receive buffers (tw_lib/receive_memory.h): pinned for the GPU, so
+  // that a host-to-device copy of a batch runs asynchronously (a build
+  // --with-cuda and a GPU; without either a warning, and pageable), and
+  // on the NUMA node nearest the trainer's GPU `cuda_device` (-1: the
+  // current one): numa_node -1 auto, -2 the kernel's choice, N node N.
+  bool pin_memory = false;
+  int numa_node = -1;
+  int cuda_device = -1;
   // Where rank 0 listens (ucx://HOST:PORT; from_environment: the job's
   // GOLDMINER_LISTEN). With world_size > 1 the ranks then share the job's
   // workers: they connect to rank 0, which keeps some and sends each of
@@ -192,6 +200,11 @@ class Session {
 
   // The address workers connect to.
   std::string address() const;
+  // Where batches are received: "pageable", "pinned, NUMA node 0 (nearest
+  // GPU 0000:1b:00.0)", ...; and what of pin_memory/numa_node could not be
+  // had, and why (also logged).
+  std::string receive_memory() const;
+  const std::vector<std::string>& receive_memory_warnings() const;
   // Records per file and in total (after the input was planned).
   uint64_t total_records() const;
   const std::vector<std::string>& files() const;

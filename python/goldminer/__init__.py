@@ -8,12 +8,12 @@ trainer from data workers.
     for batch in goldminer.DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2):
         ...   # a torch Dataset's own Python code, on data workers
 
-Each name comes from its own module (split and Session: C++ extensions), loaded on first use, so that
+Each name comes from its own module (split, and Session beneath goldminer.session: C++ extensions), loaded on first use, so that
 importing the package does not load libtorch twice or fail for a part that
 the caller does not use.
 """
 
-_EXTENSIONS = {"split": "goldminer._split", "Session": "goldminer._session", "DataLoader": "goldminer.dataloader"}
+_EXTENSIONS = {"split": "goldminer._split", "Session": "goldminer.session", "DataLoader": "goldminer.dataloader"}
 
 __all__ = sorted(_EXTENSIONS)
 

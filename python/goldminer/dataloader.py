@@ -47,6 +47,13 @@ Differences from torch's DataLoader, by design:
     same seed on every rank: 0 unless given); loading in process, every
     world_size-th position from the rank's, padded as DistributedSampler;
     a DistributedSampler given as sampler= deals instead;
+  - pin_memory=True: batches are received into pinned memory (registered
+    with CUDA by the session: no copy, unlike torch's pin_memory thread);
+    device="cuda" (or "cuda:N") goes further: each batch's tensors are
+    copied to that GPU on a side stream while the trainer works on the
+    batch before (`prefetch` batches ahead, default 2) and handed over as
+    CUDA tensors (goldminer/_staging.py); without CUDA or a GPU a
+    RuntimeWarning says so and batches stay on the CPU;
   - multiprocessing_context, prefetch_factor, persistent_workers (the workers
     always persist) and pin_memory_device are accepted and mean nothing here;
   - an IterableDataset is cut into num_shards shards (default: num_workers,
@@ -72,7 +79,7 @@ import sys
 
 import torch
 
-from goldminer import _tree
+from goldminer import _staging, _tree
 from goldminer._dw_child import Child as _InProcess
 
 _MAGIC = b"GOLDMINER-PYTHON 1\n"
@@ -99,7 +106,7 @@ class DataLoader:
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device="", seed=None, in_order=True, rank=None, world_size=None, model=None,
-                 split_options=None, num_shards=None, session_options=None):
+                 split_options=None, num_shards=None, session_options=None, device=None, prefetch=2):
         self.iterable = isinstance(dataset, torch.utils.data.IterableDataset)
         if self.iterable:
             if sampler is not None or shuffle:
@@ -129,6 +136,9 @@ class DataLoader:
         self.num_workers = int(num_workers)
         self.collate_fn = collate_fn
         self.pin_memory = pin_memory
+        self.device = _staging.cuda_device(device, "goldminer.DataLoader")
+        self.prefetch = int(prefetch)
+        self._stager = None
         self.drop_last = drop_last
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
@@ -226,6 +236,8 @@ class DataLoader:
             batch_size = 1 if self.iterable else self.batch_size
             if self.sampler is not None and isinstance(self.sampler, torch.utils.data.DistributedSampler):
                 options.update(rank=0, world_size=1)  # the sampler deals to the ranks already
+            if self.pin_memory or self.device is not None:
+                options.update(pin_memory=True, cuda_device=self.device.index if self.device is not None else -1)
             options.update(self._session_options)
             self._session = Session("index:%d" % self._records, batch_size, **options)
         return self._session
@@ -266,20 +278,20 @@ class DataLoader:
         on a loader over the same dataset and settings goes on from there."""
         if self._loads_here():
             return {"epoch": self._in_process_epoch, "seed": self.seed, "next_batch": self._in_process_next}
-        return self.session.state()
+        state = self.session.state()
+        return self._stager.adjust(state) if self._stager is not None else state
 
     def load_state_dict(self, state):
         if self._loads_here():
             self._in_process_epoch, self._in_process_next = int(state["epoch"]), int(state.get("next_batch", 0))
             return
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        self.close()
         self._resume = dict(state)
         self.seed = int(state["seed"])
 
     def close(self):
         """Stops the workers this loader started (also when it is collected)."""
+        self._stager = None
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -291,19 +303,44 @@ class DataLoader:
             pass
 
     def _pinned(self, batch):
-        if not self.pin_memory or not torch.cuda.is_available():
+        """A batch loaded in this process, as torch's DataLoader hands it: pinned
+        by a copy (pin_memory), here also moved to `device`."""
+        if not (self.pin_memory or self.device is not None) or not torch.cuda.is_available():
             return batch
         tensors = []
         desc = _tree.flatten(batch, tensors)
-        return _tree.unflatten(desc, [t.pin_memory() for t in tensors])
+        moved = [t.pin_memory() for t in tensors]
+        if self.device is not None:
+            moved = [t.to(self.device, non_blocking=True) for t in moved]
+        return _tree.unflatten(desc, moved)
+
+    def _received(self):
+        """The next batch from the session, rebuilt; StopIteration at the epoch's end."""
+        received = next(self.session)
+        desc = pickle.loads(received[0].numpy().tobytes())
+        return _tree.unflatten(desc, received[1:])
 
     def __iter__(self):
         if self._loads_here():
             yield from self._iter_in_process()
             return
-        for received in self.session:
-            desc = pickle.loads(received[0].numpy().tobytes())
-            yield self._pinned(_tree.unflatten(desc, received[1:]))
+        if self.device is None:
+            while True:
+                try:
+                    batch = self._received()
+                except StopIteration:
+                    return
+                yield batch
+        if self._stager is None:
+            session = self.session
+            self._stager = _staging.Stager(lambda: (self._received(), session.last_batch, None),
+                                           lambda: session.metrics()["queue_batches"], self.device, self.prefetch)
+        while True:
+            try:
+                batch = next(self._stager)
+            except StopIteration:
+                return
+            yield batch
 
     def _iter_in_process(self):
         if self._in_process is None:
