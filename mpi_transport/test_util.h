@@ -11,6 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -77,6 +80,55 @@ inline int connect_tcp(uint16_t port) {
   EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
   return fd;
 }
+
+// A HostMemory that records what it handed out (and says it is pinned when
+// told to), so a test can check where frames were received.
+class RecordingMemory final : public HostMemory {
+ public:
+  explicit RecordingMemory(bool pinned = false) : pinned_(pinned) {}
+  uint8_t* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, bytes) != 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[static_cast<uint8_t*>(p)] = bytes;
+    ++allocations_;
+    return static_cast<uint8_t*>(p);
+  }
+  void release(uint8_t* data, size_t bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = live_.find(data);
+      EXPECT_TRUE(it != live_.end() && it->second == bytes) << "released what was not allocated so";
+      if (it != live_.end()) live_.erase(it);
+      ++releases_;
+    }
+    std::free(data);
+  }
+  bool pinned() const override { return pinned_; }
+  std::string describe() const override { return "recording"; }
+  // Whether [data, data + size) lies in a buffer handed out and not given back.
+  bool owns(const uint8_t* data, size_t size) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.upper_bound(const_cast<uint8_t*>(data));
+    if (it == live_.begin()) return false;
+    --it;
+    return data + size <= it->first + it->second;
+  }
+  size_t allocations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocations_;
+  }
+  size_t releases() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return releases_;
+  }
+
+ private:
+  bool pinned_;
+  mutable std::mutex mu_;
+  std::map<uint8_t*, size_t> live_;
+  size_t allocations_ = 0, releases_ = 0;
+};
 
 }  // namespace goldminer::transport::testing
 

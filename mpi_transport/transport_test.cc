@@ -68,6 +68,38 @@ TEST_P(TransportTest, MessagesBothWaysSmallAndLarge) {
   EXPECT_FALSE((*server)->send(peer, reply.data(), reply.size()).ok());
 }
 
+// A server given a HostMemory receives every frame into buffers from it
+// (the trainer's pinned, NUMA-bound receive buffers), reuses them, and
+// gives them all back when it goes.
+TEST_P(TransportTest, ServerReceivesIntoItsHostMemory) {
+  auto memory = std::make_shared<testing::RecordingMemory>();
+  Options o;
+  o.memory = memory;
+  auto server = listen(std::string(GetParam()) == "local" ? "local://host-memory" : "ucx://127.0.0.1:0", o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  Options plain;
+  plain.shm_arena_bytes = 0;
+  auto client = connect((*server)->address(), plain);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::vector<Event> seen;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t size : {size_t{100}, size_t{300} << 10}) {
+      auto frame = pattern(size, static_cast<uint8_t>(round));
+      for (Event& e : send_while_polling(client->get(), frame.data(), frame.size(), server->get()))
+        seen.push_back(std::move(e));
+      Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+      ASSERT_EQ(m.frame->size(), size);
+      EXPECT_EQ(std::memcmp(m.frame->data(), frame.data(), size), 0);
+      EXPECT_TRUE(memory->owns(m.frame->data(), size)) << "frame of " << size << " bytes, round " << round;
+    }
+  }
+  EXPECT_EQ(memory->allocations(), 2u) << "one buffer per size class, reused";
+  seen.clear();
+  client->reset();
+  server->reset();
+  EXPECT_EQ(memory->releases(), memory->allocations());
+}
+
 TEST_P(TransportTest, ServerDropsAPeer) {
   auto server = listen(GetParam());
   ASSERT_TRUE(server.ok()) << server.status().message();

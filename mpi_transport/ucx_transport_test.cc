@@ -88,6 +88,36 @@ TEST(UcxTest, LargeFramesGoThroughSharedMemory) {
   EXPECT_EQ((*plain)->path_stats().copied, 1u);
 }
 
+// A trainer receiving into pinned memory refuses a worker's arena (its
+// frames would be handed over in memory the GPU cannot copy from
+// asynchronously): every frame comes by copy into that memory.
+TEST(UcxTest, PinnedReceiveMemoryRefusesTheArena) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  auto memory = std::make_shared<testing::RecordingMemory>(/*pinned=*/true);
+  Options so;
+  so.memory = memory;
+  auto server = listen("ucx://127.0.0.1:0", so);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  Options co;
+  co.shm_arena_bytes = 1 << 20;
+  auto client = connect((*server)->address(), co);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::vector<Event> seen;
+  for (int i = 0; i < 4; ++i) {
+    auto frame = pattern(400 << 10, static_cast<uint8_t>(i));
+    for (Event& e : send_while_polling(client->get(), frame.data(), frame.size(), server->get()))
+      seen.push_back(std::move(e));
+    Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+    ASSERT_EQ(m.frame->size(), frame.size());
+    EXPECT_EQ(std::memcmp(m.frame->data(), frame.data(), frame.size()), 0);
+    EXPECT_TRUE(memory->owns(m.frame->data(), m.frame->size())) << "frame " << i;
+  }
+  Endpoint::PathStats c = (*client)->path_stats(), s = (*server)->path_stats();
+  EXPECT_EQ(s.shared_memory, 0u);
+  EXPECT_EQ(s.copied, 4u);
+  EXPECT_NE(c.shared_memory_status.find("pinned memory"), std::string::npos) << c.shared_memory_status;
+}
+
 // A frame built in room the client reserved goes through shared memory as
 // it is; there is no room before the trainer has accepted the arena, nor
 // for a small frame, nor without an arena.

@@ -28,7 +28,10 @@ def cuda_device(device, who, stacklevel=3):
     with a warning saying why, when this torch has no CUDA or sees no GPU."""
     if device is None:
         return None
-    d = torch.device(device)
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError("%s: device %r: %s" % (who, device, e)) from None
     if d.type == "cpu":
         return None
     if d.type != "cuda":
@@ -47,10 +50,11 @@ def cuda_device(device, who, stacklevel=3):
 
 
 class _Staged:
-    __slots__ = ("batch", "event", "identity", "extra")
+    __slots__ = ("batch", "moved", "host", "event", "identity", "extra")
 
-    def __init__(self, batch, event, identity, extra):
-        self.batch, self.event, self.identity, self.extra = batch, event, identity, extra
+    def __init__(self, batch, moved, host, event, identity, extra):
+        self.batch, self.moved, self.host, self.event = batch, moved, host, event
+        self.identity, self.extra = identity, extra
 
 
 class Stager:
@@ -81,9 +85,8 @@ class Stager:
             moved = [t.to(self.device, non_blocking=True) for t in tensors]
             event = torch.cuda.Event()
             event.record(self._stream)
-        # The host tensors stay referenced (in `extra` or by the caller's
-        # keepalive) until the event: kept with the entry.
-        self._ready.append(_Staged(_tree.unflatten(desc, moved), event, identity, (extra, tensors)))
+        # The host tensors stay referenced until the event (see __next__).
+        self._ready.append(_Staged(_tree.unflatten(desc, moved), moved, tensors, event, identity, extra))
 
     def __next__(self):
         # A handed-out batch's host tensors (its receive buffer) stay until
@@ -109,12 +112,10 @@ class Stager:
                 self._error = e
         current = torch.cuda.current_stream(self.device)
         current.wait_event(item.event)
-        tensors = []
-        _tree.flatten(item.batch, tensors)
-        for t in tensors:
+        for t in item.moved:
             t.record_stream(current)
-        self._copying.append((item.event, item.extra[1]))
-        self.last_extra = item.extra[0]
+        self._copying.append((item.event, item.host))
+        self.last_extra = item.extra
         return item.batch
 
     def held(self):

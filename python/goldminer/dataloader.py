@@ -325,12 +325,16 @@ class DataLoader:
             yield from self._iter_in_process()
             return
         if self.device is None:
+            # pin_memory where the session could not receive into pinned
+            # memory (a build without CUDA) but torch can pin: by a copy, as torch does.
+            copy_to_pin = self.pin_memory and torch.cuda.is_available() and \
+                not self.session.receive_memory.startswith("pinned")
             while True:
                 try:
                     batch = self._received()
                 except StopIteration:
                     return
-                yield batch
+                yield self._pinned(batch) if copy_to_pin else batch
         if self._stager is None:
             session = self.session
             self._stager = _staging.Stager(lambda: (self._received(), session.last_batch, None),

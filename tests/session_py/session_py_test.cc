@@ -272,4 +272,37 @@ TEST(DataLoaderPy, NoWorkersLoadsInThisProcessAsTorchDoes) {
   EXPECT_PRINTS(r, "in process, 3 ranks: [34, 34, 34] items, 100 distinct");
 }
 
+// The GPU hand-over (goldminer/_staging.py): pin_memory= and device=.
+Result staging(const std::string& args) { return run_script("staging_check.py", args); }
+
+TEST(StagingPy, WithoutCudaDeviceAndPinMemoryWarnAndStayOnTheCpu) {
+  Result r = staging("fallback");
+  ASSERT_EQ(r.status, 0) << r.out;
+  if (has(r, "fallback: skipped")) GTEST_SKIP() << r.out;
+  EXPECT_PRINTS(r, "device='cuda' warns: [\"goldminer.Session: device='cuda': ");
+  EXPECT_PRINTS(r, "device='cuda' without CUDA: 1537 samples, CPU tensors");
+  EXPECT_PRINTS(r, "pin_memory warns: ['goldminer.Session: pin_memory: ");
+  EXPECT_PRINTS(r, "device='tpu': goldminer.Session: device 'tpu': ");
+  EXPECT_PRINTS(r, "DataLoader(device='cuda') without CUDA: 3 CPU batches");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+TEST(StagingPy, ThePositionLessTheBatchesTakenAheadResumesExactly) {
+  Result r = staging("held");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "had 364 + rest 1173 = 1537, unique 1537; taken ahead given again: True");
+  EXPECT_PRINTS(r, "without_held: {'epoch': 0, 'seed': 1, 'plan': 2, 'bad_records': 0, 'done': [4], ");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
+// Runs where torch has CUDA and a GPU (bench/device/cuda_checks.sh runs it
+// on the device machine); skips saying so elsewhere.
+TEST(StagingPy, BatchesAreHandedOverOnTheGpuCopiedAhead) {
+  Result r = staging("cuda");
+  ASSERT_EQ(r.status, 0) << r.out;
+  if (has(r, "cuda: skipped")) GTEST_SKIP() << r.out;
+  EXPECT_PRINTS(r, "epoch 1: 9 batches in order on cuda:0, then the source's error: source error at batch 5 (after 5 batches)");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
 }  // namespace
