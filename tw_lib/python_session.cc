@@ -102,6 +102,15 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
   pad              with ranks: a rank with a record fewer than the others reads another
                    rank's first record again, so every rank has as many (as torch's
                    DistributedSampler without drop_last). Not with drop_last.
+  pin_memory       receive batches into pinned memory (page-locked, registered with CUDA),
+                   so that copying one to the GPU runs asynchronously, with no extra host
+                   copy. Needs a build --with-cuda and a GPU; without either a
+                   RuntimeWarning (receive_memory_warnings) says which, and memory stays
+                   pageable. goldminer.Session(device="cuda") also hands batches over as
+                   CUDA tensors, copied on a side stream ahead of next() (goldminer/session.py).
+  numa_node        NUMA node of the receive buffers: None (default) the node nearest the
+                   GPU cuda_device (-1: the current one) where there is one, else the
+                   kernel's choice; N: node N (an error if there is none).
   secret           the job secret workers must prove. Default: $GOLDMINER_SECRET (or
                    $GOLDMINER_SECRET_FILE), else a fresh random one (handed to the
                    workers this session starts). Unused under `sbatch --goldminer`,
@@ -152,6 +161,10 @@ Methods and attributes:
                    corrupt records are skipped (max_bad_records). With ranks: this rank's
                    batches in the current epoch, the same on every rank.
   rank, world_size, records_per_epoch (this rank's records in the current epoch).
+  last_batch       (epoch, split id, sequence) of the last batch.
+  receive_memory   where batches are received: "pageable", "pinned, NUMA node 0 (nearest GPU
+                   0000:00:06.0)", ...; receive_memory_warnings: what of pin_memory/numa_node
+                   could not be had, and why.
   close()          ends the session and stops the workers it started (SIGTERM while the
                    session still answers, then waits; SIGKILL after 10 s); also on `with`
                    exit and when the object is collected. Later calls raise RuntimeError.
