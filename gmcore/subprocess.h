@@ -50,6 +50,18 @@ Expected<CommandResult> run_command(const CommandSpec& spec);
 // when it holds a '/'. An error names `name` and the directories searched.
 Expected<std::string> find_executable(const std::string& name, const std::string& path);
 
+// fork() for a child that only makes async-signal-safe system calls and
+// then execs or _exits (no malloc, no set*id): without `credentials` it
+// runs none of the process's pthread_atfork handlers (a bare clone), since
+// a library's prepare handler breaks whatever another thread is doing in
+// that library: OpenBLAS's (Debian 12) shuts its thread pool down, and a
+// DDP rank's matrix product running meanwhile then spins forever in
+// exec_blas_async (seen when its session started a worker). With
+// `credentials` (the child changes its ids, which glibc does for every
+// thread it believes the process has) and under a sanitizer (which must
+// see the fork), plain fork().
+pid_t fork_for_exec(bool credentials = false);
+
 // Starts the command and does not wait for it: it runs in a session of
 // its own, as a grandchild that init adopts, with stdin from /dev/null and
 // stdout and stderr appended to `output_path` (absolute; created 0644 as

@@ -1,6 +1,7 @@
 #include "gmcore/subprocess.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,39 @@ TEST(SubprocessTest, CapturesOutputAndExitWithExactlyTheGivenEnvironment) {
   EXPECT_FALSE(r->timed_out);
   EXPECT_EQ(r->output, "out\nerr\nA=1 B=unset\n");
   EXPECT_EQ(describe(*r), "exit 3: A=1 B=unset");
+}
+
+int prepared = 0;  // pthread_atfork prepare handler calls
+
+// Commands run without the process's pthread_atfork handlers (a library's,
+// OpenBLAS's, would break the caller's other threads), except where the
+// child changes its ids; under a sanitizer every fork runs them.
+TEST(SubprocessTest, ChildrenThatOnlyExecRunNoAtforkHandlers) {
+  static bool registered = pthread_atfork([] { ++prepared; }, nullptr, nullptr) == 0;
+  ASSERT_TRUE(registered);
+  prepared = 0;
+  auto r = run_command(shell("echo ran"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->output, "ran\n");
+  auto fd = spawn_detached(shell("exit 0"), "/dev/null");
+  ASSERT_TRUE(fd.ok()) << fd.status().message();
+  stop_detached(*fd, 5, 1);
+  const pid_t child = fork_for_exec();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(7);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  EXPECT_GT(prepared, 0) << "a sanitizer's build forks";
+#else
+  EXPECT_EQ(prepared, 0);
+#endif
+  const pid_t with_ids = fork_for_exec(/*credentials=*/true);
+  ASSERT_GE(with_ids, 0);
+  if (with_ids == 0) _exit(0);
+  ASSERT_EQ(waitpid(with_ids, &status, 0), with_ids);
+  EXPECT_GT(prepared, 0) << "a child that changes its ids is fork()ed";
 }
 
 TEST(SubprocessTest, RunsInTheGivenDirectoryElseTheRoot) {

@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "gmcore/auth.h"
+#include "gmcore/subprocess.h"
 
 namespace goldminer {
 
@@ -29,14 +31,29 @@ std::string find_dw_binary() {
 }
 
 Expected<pid_t> spawn_worker(const WorkerProcessOptions& o) {
+  // Everything the child needs is made here: it only execs (fork_for_exec).
+  std::vector<std::string> env;
+  for (std::string& e : process_environment())
+    if (e.rfind("GOLDMINER_TRAINER=", 0) != 0 && e.rfind("GOLDMINER_SECRET=", 0) != 0) env.push_back(std::move(e));
+  env.push_back("GOLDMINER_TRAINER=" + o.trainer);
+  env.push_back("GOLDMINER_SECRET=" + o.secret);
+  const char* path_env = std::getenv("PATH");
+  auto program = find_executable(o.dw_path, path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin");
+  if (!program.ok()) return program.status();
   const std::string threads = std::to_string(o.threads);
-  pid_t pid = fork();
+  const std::vector<std::string> args = {*program, "--threads", threads, "--intra-op-threads", "1"};
+  std::vector<char*> argv, envp;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  static const char kFailed[] = "goldminer: cannot run the data worker (goldminer-dw): execve failed\n";
+  pid_t pid = fork_for_exec();
   if (pid < 0) return Status::error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
-    setenv("GOLDMINER_TRAINER", o.trainer.c_str(), 1);
-    setenv("GOLDMINER_SECRET", o.secret.c_str(), 1);
-    execlp(o.dw_path.c_str(), o.dw_path.c_str(), "--threads", threads.c_str(), "--intra-op-threads", "1", nullptr);
-    std::fprintf(stderr, "goldminer: cannot run %s: %s\n", o.dw_path.c_str(), std::strerror(errno));
+    execve(argv[0], argv.data(), envp.data());
+    ssize_t ignored = write(2, kFailed, sizeof kFailed - 1);
+    (void)ignored;
     _exit(127);
   }
   return pid;
