@@ -60,15 +60,18 @@ def train(rank, world_size, a):
     trainer.to(device)
     model = DistributedDataParallel(trainer, device_ids=[device.index] if cuda else None)
     opt = torch.optim.Adagrad(model.parameters(), lr=a.lr)
+    # On a GPU the session hands batches over as CUDA tensors, received into
+    # pinned memory and copied on a side stream while the step before runs.
     with goldminer.Session(a.input, batch_size=a.batch_size, program=worker, workers=a.workers, seed=a.seed,
-                           rank=rank, world_size=world_size, drop_last=a.drop_last) as session:
+                           rank=rank, world_size=world_size, drop_last=a.drop_last,
+                           device=device if cuda else None) as session:
         offsets = torch.tensor([0] + list(session.records_per_file)).cumsum(0)
         for epoch in range(a.epochs):
             samples, batches, id_sum, loss_sum, t0 = 0, 0, 0, 0.0, time.monotonic()
             for batch in session:
                 ids = session.last_sample_ids
                 id_sum += int((offsets[ids[:, 0]] + ids[:, 1]).sum())
-                loss = model(*(t.to(device, non_blocking=True) for t in batch))
+                loss = model(*batch)
                 opt.zero_grad()
                 loss.backward()  # the all-reduce: every rank takes this step together
                 opt.step()
