@@ -23,7 +23,15 @@ struct Entry {
   int port = 0;
   uint32_t job = 0;
   pid_t pid = 0;
+  std::string tag;  // "": the job's trainer; "rank:R": rank R of a step
 };
+
+bool valid_tag(const std::string& tag) {
+  if (tag.size() > 32) return false;
+  for (char c : tag)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == ':' || c == '-')) return false;
+  return true;
+}
 
 Expected<std::vector<Entry>> parse(const std::string& path, const std::string& text) {
   std::vector<Entry> out;
@@ -33,14 +41,16 @@ Expected<std::vector<Entry>> parse(const std::string& path, const std::string& t
     if (line.empty()) continue;
     Entry e;
     long long port = 0, job = 0, pid = 0;
-    char tail = 0;
-    if (std::sscanf(line.c_str(), "%lld %lld %lld %c", &port, &job, &pid, &tail) != 3 || port < 1 ||
-        port > 65535 || job < 1 || job > 0xffffffffLL || pid < 1 || pid > 0x7fffffffLL)
-      return Status::error("port registry: " + path + ":" + std::to_string(n) + ": expected 'PORT JOB PID', got '" +
+    char tag[40] = {}, tail = 0;
+    const int fields = std::sscanf(line.c_str(), "%lld %lld %lld %39s %c", &port, &job, &pid, tag, &tail);
+    if ((fields != 3 && fields != 4) || port < 1 || port > 65535 || job < 1 || job > 0xffffffffLL || pid < 1 ||
+        pid > 0x7fffffffLL || !valid_tag(tag))
+      return Status::error("port registry: " + path + ":" + std::to_string(n) + ": expected 'PORT JOB PID [TAG]', got '" +
                            line.substr(0, 80) + "' (remove the line, or the file when no job runs on the node)");
     e.port = static_cast<int>(port);
     e.job = static_cast<uint32_t>(job);
     e.pid = static_cast<pid_t>(pid);
+    e.tag = tag;
     out.push_back(e);
   }
   return out;
@@ -49,7 +59,8 @@ Expected<std::vector<Entry>> parse(const std::string& path, const std::string& t
 std::string render(const std::vector<Entry>& entries) {
   std::string out;
   for (const Entry& e : entries)
-    out += std::to_string(e.port) + " " + std::to_string(e.job) + " " + std::to_string(e.pid) + "\n";
+    out += std::to_string(e.port) + " " + std::to_string(e.job) + " " + std::to_string(e.pid) +
+           (e.tag.empty() ? "" : " " + e.tag) + "\n";
   return out;
 }
 
@@ -158,7 +169,8 @@ bool live_slurmstepd(pid_t pid) {
   return std::getline(comm, name) && name == "slurmstepd";
 }
 
-Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner) {
+Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner, const std::string& tag) {
+  if (!valid_tag(tag)) return Status::error("port registry: invalid tag '" + tag + "'");
   auto locked = Locked::open(r.path);
   if (!locked.ok()) return locked.status();
   const auto& alive = r.alive ? r.alive : live_slurmstepd;
@@ -169,7 +181,7 @@ Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner) {
     if (!alive(e.pid)) continue;  // its step is gone: the port is free again
     kept.push_back(e);
     taken.insert(e.port);
-    if (e.job == job) port = e.port;
+    if (e.job == job && e.tag == tag) port = e.port;
   }
   for (int i = 0; port == 0 && i < r.range.size(); ++i) {
     const int p = r.range.low + static_cast<int>((job + static_cast<uint32_t>(i)) % static_cast<uint32_t>(r.range.size()));
@@ -178,7 +190,7 @@ Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner) {
   if (port == 0)
     return Status::error("port registry: " + r.path + ": every port of " + std::to_string(r.range.low) + "-" +
                          std::to_string(r.range.high) + " is reserved or in use on this node");
-  if (!taken.count(port)) kept.push_back(Entry{port, job, owner});
+  if (!taken.count(port)) kept.push_back(Entry{port, job, owner, tag});
   Status s = locked->write(kept);
   if (!s.ok()) return s;
   return port;

@@ -4,19 +4,21 @@
 // process listens on is never handed out.
 //
 //   registry file (default /run/goldminer/ports, tmpfs: a rebooted node
-//   starts empty), one line per reserved port:  PORT JOB PID
+//   starts empty), one line per reserved port:  PORT JOB PID [TAG]
 //     PORT  in the site's dw_ports range
 //     JOB   the job whose trainer listens there
 //     PID   the slurmstepd that reserved it (the entry lives as long as it)
+//     TAG   none: the job's trainer (rank 0); "rank:R": rank R of a
+//           data-parallel srun step (each rank listens on its own port)
 //
 // reserve_port, under an exclusive flock of the file: the job's own live
-// entry if it has one (a later step of the job), else the first port from
+// entry with that tag if it has one (a later step of the job), else the first port from
 // low + job mod range size on, wrapping, that no live entry holds and that
 // can be bound on the node's address now (a probe with SO_REUSEADDR, as the
 // trainer binds: a port in TIME_WAIT is free, a listening one is not).
 // Entries whose PID is no longer a live slurmstepd are dropped (a step
 // killed before its exit callback). release_port drops the job's entry if
-// PID still owns it. Slurm-free: liveness and the probe are injected.
+// PID still owns it (each tag's). Slurm-free: liveness and the probe are injected.
 #ifndef GOLDMINER_GMCORE_PORT_REGISTRY_H_
 #define GOLDMINER_GMCORE_PORT_REGISTRY_H_
 
@@ -56,9 +58,10 @@ bool live_slurmstepd(pid_t pid);
 // The port for `job`'s trainer, reserved for `owner`. Errors name the
 // registry file (and line, for a line it cannot read: remove it) or say
 // that every port of the range is taken.
-Expected<int> reserve_port(const PortRegistry& registry, uint32_t job, pid_t owner);
+// `tag`: "" (the trainer) or "rank:R" (letters, digits, ':' and '-').
+Expected<int> reserve_port(const PortRegistry& registry, uint32_t job, pid_t owner, const std::string& tag = "");
 
-// Drops `job`'s entry when `owner` holds it; a job without one is fine.
+// Drops `job`'s entries that `owner` holds; a job without one is fine.
 Status release_port(const PortRegistry& registry, uint32_t job, pid_t owner);
 
 }  // namespace goldminer

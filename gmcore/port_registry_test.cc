@@ -54,6 +54,22 @@ TEST_F(PortRegistryTest, JobsWhoseIdsWouldCollideGetDifferentPortsAndAJobKeepsIt
   EXPECT_TRUE(release_port(r_, 99, 101).ok()) << "a job without an entry is fine";
 }
 
+// The ranks of a data-parallel step each get a port of their own beside
+// the job's trainer port (tag "rank:R"); a later step's rank R gets the
+// same one while it lives; the step's exit releases every entry it holds.
+TEST_F(PortRegistryTest, RanksOfAStepGetTheirOwnPortsReleasedWithTheStep) {
+  EXPECT_EQ(*reserve_port(r_, 7, 101), 30003);
+  EXPECT_EQ(*reserve_port(r_, 7, 102, "rank:1"), 30000);
+  EXPECT_EQ(*reserve_port(r_, 7, 102, "rank:2"), 30001);
+  EXPECT_EQ(*reserve_port(r_, 7, 103, "rank:1"), 30000) << "rank 1 of a later step keeps its port";
+  EXPECT_EQ(registry_text(), "30003 7 101\n30000 7 102 rank:1\n30001 7 102 rank:2\n");
+  EXPECT_TRUE(release_port(r_, 7, 102).ok());
+  EXPECT_EQ(registry_text(), "30003 7 101\n") << "the step's ranks' ports go with it, the trainer's stays";
+  EXPECT_EQ(reserve_port(r_, 7, 102, "rank 1").status().message(), "port registry: invalid tag 'rank 1'");
+  std::ofstream(r_.path, std::ios::app) << "30002 8 101 Rank!\n";
+  EXPECT_FALSE(reserve_port(r_, 9, 104).ok()) << "a line with a bad tag is an error naming it";
+}
+
 TEST_F(PortRegistryTest, AStepGoneWithoutReleasingFreesItsPort) {
   EXPECT_EQ(*reserve_port(r_, 4, 101), 30000);
   live_.erase(101);  // killed before its exit callback
@@ -68,7 +84,7 @@ TEST_F(PortRegistryTest, AFullRangeAndABadLineAreErrorsNamingThem) {
   std::ofstream(r_.path, std::ios::app) << "30001 x 3\n";
   EXPECT_EQ(reserve_port(r_, 5, 105).status().message(),
             "port registry: " + r_.path +
-                ":5: expected 'PORT JOB PID', got '30001 x 3' (remove the line, or the file when no job runs on the node)");
+                ":5: expected 'PORT JOB PID [TAG]', got '30001 x 3' (remove the line, or the file when no job runs on the node)");
   EXPECT_EQ(parse_port_range("30000-29999").status().message(), "expected 1024 <= LOW <= HIGH <= 65535");
   EXPECT_EQ(parse_port_range("30000").status().message(), "expected LOW-HIGH, for example 20000-39999");
   EXPECT_EQ(parse_port_range("20000-39999x").status().message(), "expected LOW-HIGH, for example 20000-39999");

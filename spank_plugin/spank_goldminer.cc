@@ -11,7 +11,8 @@
 // hetjob's steps. When that step ends, it ends what it started: the
 // worker step, and the companion jobs an elastic session added.
 // gmcore/subprocess.h runs sbatch, squeue, scancel and srun as the job's
-// user.
+// user. The trainer's port, and each data-parallel rank's, come from the
+// node's port registry (gmcore/port_registry.h).
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -21,12 +22,14 @@ extern "C" {
 
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "gmcore/companion_job.h"
 #include "gmcore/het_step.h"
+#include "gmcore/host_port.h"
 #include "gmcore/job_options.h"
 #include "gmcore/job_settings.h"
 #include "gmcore/log.h"
@@ -42,6 +45,7 @@ extern const unsigned int spank_plugin_version;
 int slurm_spank_init(spank_t sp, int ac, char** av);
 int slurm_spank_init_post_opt(spank_t sp, int ac, char** av);
 int slurm_spank_user_init(spank_t sp, int ac, char** av);
+int slurm_spank_task_init(spank_t sp, int ac, char** av);
 int slurm_spank_exit(spank_t sp, int ac, char** av);
 }
 SPANK_PLUGIN(goldminer, 1)
@@ -68,6 +72,15 @@ struct TrainerPort {
   std::string error;
 };
 TrainerPort trainer_port;
+
+// The ports of this step's ranks on this node: in an srun step of several
+// tasks, each task but rank 0 (which listens at the job's GOLDMINER_LISTEN)
+// gets one from the registry, so that ranks listen within the site's
+// dw_ports too (a firewall open for that range lets workers reach them).
+// Reserved in init_post_opt, handed to each task as GOLDMINER_RANK_LISTEN
+// in task_init, released at exit. A rank without one (the range full)
+// listens on any free port, as outside Slurm.
+std::map<uint32_t, std::string> rank_listen;  // global task id -> ucx://ADDR:PORT
 
 // How long sbatch and scancel may take before the step goes on without them.
 constexpr double kCommandTimeoutS = 60;
@@ -352,10 +365,30 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
 // node 0 of another step.
 bool may_start_workers(spank_t sp) { return is_batch_step(sp) || (node_id(sp) == 0 && !is_extern_step(sp)); }
 
+// Reserves a port for each task of this srun step on this node that is a
+// rank other than 0 (rank_listen).
+void reserve_rank_ports(spank_t sp, const goldminer::PortRegistry& registry, const std::string& address) {
+  uint32_t total = 0, local = 0;
+  if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &total) != ESPANK_SUCCESS || total < 2) return;
+  if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local) != ESPANK_SUCCESS) return;
+  for (uint32_t l = 0; l < local; ++l) {
+    uint32_t rank = 0;
+    if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, l, &rank) != ESPANK_SUCCESS || rank == 0) continue;
+    auto port = goldminer::reserve_port(registry, job_id(sp), getpid(), "rank:" + std::to_string(rank));
+    if (!port.ok()) {
+      goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": rank " + std::to_string(rank) +
+                            ": " + port.status().message() + " (it listens on any free port)");
+      continue;
+    }
+    rank_listen[rank] = "ucx://" + goldminer::host_port_text(address, *port);
+  }
+}
+
 extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("init_post_opt", [&] {
-    if (spank_context() != S_CTX_REMOTE || !settings.requested() || !may_start_workers(sp)) return 0;
+    if (spank_context() != S_CTX_REMOTE || !settings.requested() || is_extern_step(sp)) return 0;
     if (!goldminer::why_no_companion_job(*settings.options()).empty()) return 0;
+    const bool trainer = may_start_workers(sp);
     const goldminer::AdminConfig& admin = settings.admin();
     auto address = goldminer::node_address(admin.dw_network);
     if (!address.ok()) {
@@ -364,6 +397,8 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
     }
     goldminer::PortRegistry registry{admin.port_registry, admin.dw_ports, nullptr,
                                      [a = *address](int port) { return goldminer::bind_probe(a, port); }};
+    if (!is_batch_step(sp)) reserve_rank_ports(sp, registry, *address);
+    if (!trainer) return 0;
     auto port = goldminer::reserve_port(registry, job_id(sp), getpid());
     if (port.ok()) {
       trainer_port.port = *port;
@@ -385,16 +420,32 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
   });
 }
 
+// In each task: its rank's port (rank_listen), for goldminer.Session.
+extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("task_init", [&] {
+    if (spank_context() != S_CTX_REMOTE || rank_listen.empty()) return 0;
+    uint32_t rank = 0;
+    if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) return 0;
+    auto it = rank_listen.find(rank);
+    if (it == rank_listen.end()) return 0;
+    spank_err_t rc = spank_setenv(sp, "GOLDMINER_RANK_LISTEN", it->second.c_str(), 1);
+    if (rc != ESPANK_SUCCESS)
+      goldminer::log::error("goldminer: cannot set GOLDMINER_RANK_LISTEN: " + std::string(spank_strerror(rc)));
+    return 0;
+  });
+}
+
 extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("exit", [&] {
     if (spank_context() == S_CTX_REMOTE) end_companion_jobs(sp);
-    if (trainer_port.port != 0) {
+    if (trainer_port.port != 0 || !rank_listen.empty()) {
       const goldminer::AdminConfig& admin = settings.admin();
       goldminer::Status st =
           goldminer::release_port(goldminer::PortRegistry{admin.port_registry, admin.dw_ports, nullptr, nullptr},
                                   job_id(sp), getpid());
       if (!st.ok()) goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": " + st.message());
       trainer_port = {};
+      rank_listen.clear();
     }
     goldminer::log::set_sink(nullptr);
     return 0;

@@ -266,6 +266,7 @@ int main(int argc, char** argv) {
     // fresh secret for the workers this run starts.
     Status env = o.from_environment();
     if (!env.ok()) return fail(env.message(), 2);
+    const uint32_t task_rank = o.rank;  // as the environment says
     if (world_size != -1) {
       if (world_size < 1 || world_size > 65536) return fail("--world-size: must be 1..65536", 2);
       o.world_size = static_cast<uint32_t>(world_size);
@@ -278,6 +279,7 @@ int main(int argc, char** argv) {
                     2);
       o.rank = static_cast<uint32_t>(rank);
     }
+    if (o.rank != task_rank) o.rank_listen.clear();  // the port reserved for another rank
     // --listen's default: GOLDMINER_LISTEN (a --goldminer batch job's).
     if (const char* v = std::getenv("GOLDMINER_LISTEN"); listen.empty() && v != nullptr && *v != '\0') listen = v;
     o.listen.clear();

@@ -396,6 +396,7 @@ class PySession {
     o.timeout_s = timeout;
     o.first_worker_timeout_s = first_worker_timeout;
     if (!resume.is_none()) o.resume = position_from(resume);
+    const uint32_t task_rank = o.rank;  // as the environment says
     if (!world_size.is_none()) {
       o.world_size = world_size.cast<uint32_t>();
       if (o.world_size == 0) throw py::value_error("goldminer.Session: world_size must be at least 1");
@@ -407,6 +408,7 @@ class PySession {
         throw py::value_error("goldminer.Session: rank " + std::to_string(o.rank) + " is not a rank of world_size " +
                               std::to_string(o.world_size));
     }
+    if (o.rank != task_rank) o.rank_listen.clear();  // the port reserved for another rank
     o.drop_last = drop_last;
     o.pad = pad;
     o.pin_memory = pin_memory;

@@ -415,6 +415,8 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
     if (o.listen.empty() || o.listen == o.rank0) {
       if (o.rank == 0) {
         o.listen = o.rank0;
+      } else if (!o.rank_listen.empty()) {
+        o.listen = o.rank_listen;
       } else {
         auto local = local_address_toward(at->host);
         if (!local.ok()) return Status::error("session: rank " + std::to_string(o.rank) + ": " + local.status().message());
@@ -494,6 +496,12 @@ Status SessionOptions::from_environment() {
   }
   Status ranks = ranks_from_environment();
   if (!ranks.ok()) return ranks;
+  // The port the SPANK plugin reserved for this srun task, when the rank is
+  // the task's (torchrun's processes of one task share its environment).
+  const char* task = std::getenv("SLURM_PROCID");
+  if (const char* v = std::getenv("GOLDMINER_RANK_LISTEN");
+      v != nullptr && *v != '\0' && std::getenv("RANK") == nullptr && task != nullptr && std::to_string(rank) == task)
+    rank_listen = v;
   auto e = elastic_from_environment(process_environment());
   if (!e.ok()) return e.status();
   if (!e->launcher) return Status();

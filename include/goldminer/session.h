@@ -119,6 +119,13 @@ struct SessionOptions {
   // port) and joins rank 0; only rank 0 sizes the workers (elastic).
   // Empty: each rank's workers connect to it directly.
   std::string rank0;
+  // Where this rank (not 0) listens when it shares rank 0's workers: the
+  // port spank_goldminer.so reserved for it within the site's dw_ports
+  // (GOLDMINER_RANK_LISTEN, set for each task of an srun step but rank 0's,
+  // used when the rank is that task's SLURM_PROCID, not torchrun's RANK).
+  // Empty: any free port on the interface toward rank 0. A caller that
+  // sets another rank than from_environment() read clears it.
+  std::string rank_listen;
   // Data workers run as threads of this process (the worker loop of
   // goldminer-dw), in addition to any that connect.
   uint32_t local_workers = 0;

@@ -12,7 +12,8 @@ ranks_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # batches, through one of those workers killed with SIGKILL mid-run; every
 # epoch each sample reaches one rank, the ranks take as many batches and
 # end each epoch with the same parameters, and the rank that had the killed
-# worker saw it go. (DDP's ranks step together, so every rank, rank 0 with
+# worker saw it go; ranks 1-3 listened on ports of the site's dw_ports
+# reserved for them. (DDP's ranks step together, so every rank, rank 0 with
 # its replacing of lost workers included, is still running at the kill.)
 test_ddp_example_trains_on_two_nodes_with_the_jobs_workers_through_a_kill() {
     local job out lines=8000 epochs=12 bin dw i pid victim= st
@@ -64,6 +65,13 @@ for e in range(epochs):
 print("\n".join(bad) or "every epoch in step")
 ' "$lines" "$epochs")" "every epoch in step" || return 1
     expect_contains "workers shared" "$out" "sent to rank " || return 1
+    # Ranks 1-3 listened on ports the plugin reserved for them within
+    # dw_ports (20000-39999), which their step's exit released.
+    expect_eq "rank ports in dw_ports" "$(echo "$out" |
+        sed -n 's/.*session: rank [123] joined, listening on ucx:\/\/.*:\([0-9]*\) (.*/\1/p' |
+        awk '$1 >= 20000 && $1 <= 39999' | wc -l)" 3 || { echo "$out" | grep "joined, listening"; return 1; }
+    expect_eq "rank ports released" "$(grep -c " $job [0-9]* rank:" "$state/run/goldminer-ports" 2>/dev/null)" 0 || {
+        cat "$state/run/goldminer-ports"; return 1; }
     # The killed worker had joined a rank, which saw it go mid-run (its
     # connection lost, or its leases expired).
     echo "$out" | grep -qE "worker [^ ]+:$victim (left|dropped)" || {
