@@ -25,6 +25,7 @@
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
 #include "goldminer/session.h"
+#include "tw_lib/receive_memory.h"
 #include "tw_lib/worker_processes.h"
 
 namespace po = boost::program_options;
@@ -148,6 +149,7 @@ int main(int argc, char** argv) {
   bool json = false, verbose = false;
   int64_t rank = -1, world_size = -1;  // -1: from the environment, else 0 of 1
   std::string rank0;
+  std::string numa_node;
   po::options_description desc(
       "Usage: goldminer-consume --input FORMAT:PATH[,PATH...] [options]\n"
       "A trainer with no model: streams the input from data workers and checks that every\n"
@@ -198,6 +200,10 @@ int main(int argc, char** argv) {
        "rank's first record again (so every rank has as many)")
       ("drop-last", po::bool_switch(&o.drop_last), "ranks take as many batches as the one with the fewest and "
        "leave out the rest (default: ranks short of batches take some smaller ones)")
+      ("pin-memory", po::bool_switch(&o.pin_memory), "receive batches into pinned memory (registered with CUDA; "
+       "needs a build --with-cuda and a GPU, else a warning and pageable memory)")
+      ("numa-node", po::value(&numa_node)->default_value("auto"), "NUMA node of the receive buffers: auto (the one "
+       "nearest the GPU, when there is one), none (the kernel's choice) or a node's number")
       ("json", po::bool_switch(&json), "print one JSON object per epoch")
       ("verbose,v", po::bool_switch(&verbose), "log worker joins and losses");
   po::variables_map vm;
@@ -210,6 +216,17 @@ int main(int argc, char** argv) {
     po::notify(vm);
   } catch (const po::error& e) {
     return fail(std::string(e.what()) + " (see --help)", 2);
+  }
+  if (numa_node == "auto") {
+    o.numa_node = ReceiveMemoryOptions::kNumaAuto;
+  } else if (numa_node == "none") {
+    o.numa_node = ReceiveMemoryOptions::kNumaNone;
+  } else {
+    char* end = nullptr;
+    const long n = std::strtol(numa_node.c_str(), &end, 10);
+    if (numa_node.empty() || *end != '\0' || n < 0 || n > 4095)
+      return fail("--numa-node: invalid value '" + numa_node + "': expected auto, none or a node's number", 2);
+    o.numa_node = static_cast<int>(n);
   }
   if (transport != "ucx" && transport != "mpi" && transport != "local")
     return fail("--transport: invalid value '" + transport + "': expected ucx, mpi or local", 2);
@@ -456,14 +473,15 @@ int main(int argc, char** argv) {
                   "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
                   "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
                   "\"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\", "
-                  "\"max_queued\": %zu, \"rank\": %u, \"world_size\": %u, \"id_sum\": %llu}\n",
+                  "\"max_queued\": %zu, \"rank\": %u, \"world_size\": %u, \"id_sum\": %llu, "
+                  "\"receive_memory\": \"%s\"}\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
                   static_cast<unsigned long long>(m.bad_records), cpu_seconds(pids),
                   static_cast<unsigned long long>(order), m.max_queued_batches, o.rank, o.world_size,
-                  static_cast<unsigned long long>(id_sum));
+                  static_cast<unsigned long long>(id_sum), (*session)->receive_memory().c_str());
     } else {
       std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
                   "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records, "
