@@ -80,6 +80,42 @@ TEST(DataplaneTest, ConsumeListensOnGoldminerListenByDefault) {
   EXPECT_EQ(given.err().find("listening on " + address), std::string::npos) << given.err();
 }
 
+// --numa-node and --pin-memory: the JSON says where batches were received;
+// pinning without a GPU warns and stays pageable; a node that does not
+// exist and a bad value are errors naming them.
+TEST(DataplaneTest, ConsumeSaysWhereItReceivesBatches) {
+  TempDir d;
+  write_text(d / "a.txt", 200);
+  const std::vector<std::string> base = {"--input", "text:" + (d / "a.txt"), "--batch-size", "50", "--workers", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return consume_args(args);
+  };
+  Process none(with({"--numa-node", "none"}), kEnv);
+  ASSERT_EQ(none.wait(), 0) << none.err();
+  auto epochs = parse_json_lines(none.out());
+  expect_clean(epochs, 1, 200);
+  EXPECT_EQ(epochs[0].text.at("receive_memory"), "pageable");
+  Process node0(with({"--numa-node", "0", "--pin-memory"}), kEnv);
+  ASSERT_EQ(node0.wait(), 0) << node0.err();
+  epochs = parse_json_lines(node0.out());
+  expect_clean(epochs, 1, 200);
+  const std::string where = epochs[0].text.at("receive_memory");
+  if (where.rfind("pinned", 0) != 0) {  // no GPU here: a warning, and pageable
+    EXPECT_NE(node0.err().find("warning: pin_memory: "), std::string::npos) << node0.err();
+  }
+  EXPECT_NE(where.find(", NUMA node 0"), std::string::npos) << where;
+  Process missing(with({"--numa-node", "4095"}), kEnv);
+  EXPECT_EQ(missing.wait(), 1);
+  EXPECT_NE(missing.err().find("numa_node 4095: this machine has NUMA node(s) "), std::string::npos) << missing.err();
+  Process bad(with({"--numa-node", "near"}), kEnv);
+  EXPECT_EQ(bad.wait(), 2);
+  EXPECT_NE(bad.err().find("--numa-node: invalid value 'near': expected auto, none or a node's number"),
+            std::string::npos)
+      << bad.err();
+}
+
 // A trainer stopped mid-epoch and restarted from its state gets exactly the
 // samples it had not seen.
 TEST(DataplaneTest, RestartFromStateDeliversExactlyTheRest) {

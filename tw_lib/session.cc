@@ -133,7 +133,7 @@ Status Session::Impl::start() {
   if (!memory.ok()) return memory.status();
   memory_ = memory->memory;
   memory_warnings_ = memory->warnings;
-  for (const std::string& w : memory_warnings_) log::info("goldminer: session: warning: " + w);
+  for (const std::string& w : memory_warnings_) log::error("goldminer: session: warning: " + w);
   if (o_.pin_memory || o_.numa_node != ReceiveMemoryOptions::kNumaAuto || memory_->describe() != "pageable")
     log::info("goldminer: session: receive buffers: " + memory_->describe());
   std::promise<Status> opened;
