@@ -30,13 +30,13 @@ class Session(_session.Session):
         self._stager = None
         self._last_ids = None
         if dev is not None:
-            base = _session.Session
+            self._stager = _staging.Stager(self._pull_host, lambda: self.metrics()["queue_batches"], dev, prefetch)
 
-            def pull():
-                batch = base.__next__(self)
-                return batch, base.last_batch.__get__(self), base.last_sample_ids.__get__(self)
-
-            self._stager = _staging.Stager(pull, lambda: self.metrics()["queue_batches"], dev, prefetch)
+    def _pull_host(self):
+        """(the next host batch, its (epoch, split id, sequence), its sample ids):
+        what the stager takes; StopIteration at the epoch's end."""
+        batch = _session.Session.__next__(self)
+        return batch, self.last_batch, _session.Session.last_sample_ids.__get__(self)
 
     def __iter__(self):
         return self

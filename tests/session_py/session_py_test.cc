@@ -302,6 +302,7 @@ TEST(StagingPy, BatchesAreHandedOverOnTheGpuCopiedAhead) {
   ASSERT_EQ(r.status, 0) << r.out;
   if (has(r, "cuda: skipped")) GTEST_SKIP() << r.out;
   EXPECT_PRINTS(r, "epoch 1: 9 batches in order on cuda:0, then the source's error: source error at batch 5 (after 5 batches)");
+  EXPECT_PRINTS(r, "Session(device='cuda'): 6 batches in order on cuda:0, state less the batches taken ahead");
   EXPECT_PRINTS(r, "\nOK");
 }
 

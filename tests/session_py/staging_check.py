@@ -13,9 +13,9 @@ CHECK is one of
     cuda       (a torch with CUDA and a GPU; the extensions are not used) the
                stager hands over every batch in order as CUDA tensors equal to
                the host ones, ends each epoch where its source does, raises a
-               source's error only after the batches before it, leaves the
-               batches taken ahead out of state(), and a host buffer is not
-               given back before its copy is done
+               source's error only after the batches before it and leaves the
+               batches taken ahead out of state(); goldminer.Session(device=)
+               over a stand-in for the extension does so too
 
 Prints one fact a line; exits non-zero on the first failure."""
 import os
@@ -84,6 +84,11 @@ def check_held(folder):
         next(s)
         held.append(s.last_batch)
         ahead.extend((int(f), int(r)) for f, r in s.last_sample_ids.tolist())
+    # What the stager takes from a session: the batch, its identity, its ids.
+    batch, identity, ids = s._pull_host()
+    held.append(identity)
+    ahead.extend((int(f), int(r)) for f, r in ids.tolist())
+    check(identity == s.last_batch and ids.size(0) == batch[1].numel(), "_pull_host: %r" % (identity,))
     state = without_held(s.state(), held)
     s.close()
     print("held batches:", held)
@@ -159,7 +164,69 @@ def check_cuda(folder):
                                                         ", then the source's error: " + error if error else ""))
     torch.cuda.synchronize()
     check(not stager.held(), "batches left taken ahead")
+    check_cuda_session(dev)
     print("OK")
+
+
+def check_cuda_session(dev):
+    """goldminer.Session(device=) over a stand-in for the C++ extension (this
+    machine's torch may not be the one the extension was built against):
+    the subclass's glue (pin_memory passed on, batches on the GPU in order,
+    last_sample_ids of the batch handed out, state() less what was taken
+    ahead)."""
+    import types
+    fake = types.ModuleType("goldminer._session")
+
+    class Base:
+        def __init__(self, input, batch_size, **kw):
+            self.kw, self.k, self.batches = kw, 0, 6
+            self.receive_memory_warnings = []
+
+        def __next__(self):
+            if self.k == self.batches:
+                self.k = 0
+                raise StopIteration
+            self.k += 1
+            return (torch.full((4, 8), float(self.k - 1)).pin_memory(),)
+
+        @property
+        def last_batch(self):
+            return (0, 3, self.k - 1)
+
+        @property
+        def last_sample_ids(self):
+            return torch.tensor([[0, self.k - 1]])
+
+        def metrics(self):
+            return {"queue_batches": self.batches - self.k}
+
+        def state(self):
+            return {"epoch": 0, "seed": 0, "plan": 0, "bad_records": 0, "done": [], "partial": [[3, self.k]]}
+
+    fake.Session = Base
+    saved = {m: sys.modules.get(m) for m in ("goldminer._session", "goldminer.session")}
+    sys.modules["goldminer._session"] = fake
+    sys.modules.pop("goldminer.session", None)
+    try:
+        import goldminer.session as gs
+        s = gs.Session("x", 4, device="cuda")
+        check(s.kw["pin_memory"] is True and s.kw["cuda_device"] == dev.index, "passed on: %r" % (s.kw,))
+        got = []
+        for batch in s:
+            check(batch[0].is_cuda, "a Session batch not on the GPU")
+            got.append(int(batch[0][0, 0].item()))
+            check(int(s.last_sample_ids[0, 1]) == got[-1], "last_sample_ids of another batch")
+            if len(got) == 2:
+                st = s.state()
+                check(st["partial"] == [[3, 2]], "Session state with batches taken ahead: %r" % (st,))
+        check(got == list(range(6)), "Session batches %r" % (got,))
+        print("Session(device='cuda'): 6 batches in order on %s, state less the batches taken ahead" % dev)
+    finally:
+        for m, mod in saved.items():
+            if mod is None:
+                sys.modules.pop(m, None)
+            else:
+                sys.modules[m] = mod
 
 
 def main(argv):
