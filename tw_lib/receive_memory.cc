@@ -68,10 +68,10 @@ class TrainerMemory final : public transport::HostMemory {
 #ifdef GOLDMINER_HAVE_CUDA
     const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
     std::lock_guard<std::mutex> lock(mu_);
+    if (e != cudaSuccess) cudaGetLastError();  // clears it for the process's next CUDA call
     if (e == cudaSuccess) {
       registered_.insert(p);
     } else if (unpinned_++ == 0) {
-      cudaGetLastError();  // clears the error for the next CUDA call of the process
       log::error("goldminer: session: a receive buffer of " + std::to_string(bytes) +
                  " bytes could not be pinned (cudaHostRegister: " + cudaGetErrorString(e) +
                  "); such buffers stay pageable");
