@@ -44,7 +44,8 @@ CASES
     expect_contains "salloc --goldminer=cpus-per-dw=0" "$out" "goldminer: cpus-per-dw: invalid value '0': expected an integer >= 1"
 }
 
-# A good value reaches every task: the batch script and each task of a step.
+# A good value reaches every task: the batch script and each task of a step
+# (and each rank but 0 the port reserved for it, GOLDMINER_RANK_LISTEN).
 test_settings_reach_every_task() {
     local job out
     job=$(submit_wait --goldminer=dw=2,dw-max=4,cpus-per-dw=3 -p cpu -N2 -n2 -o "$work/env.%j" \
@@ -62,7 +63,12 @@ test_settings_reach_every_task() {
     local want="GOLDMINER_CPUS_PER_DW=3 GOLDMINER_CTLD=ADDR GOLDMINER_CTLD_USER=root GOLDMINER_DW=2 GOLDMINER_DW_MAX=4 GOLDMINER_DW_PARTITION=dw GOLDMINER_MODE=elastic GOLDMINER_MUNGE_SOCKET=$state/munge/munge.socket GOLDMINER_OPTIONS=dw=2,dw-max=4,cpus-per-dw=3,transport=ucx,mode=elastic GOLDMINER_TRANSPORT=ucx "
     expect_eq "batch script env" "$(echo "$out" | sed -n 's/^batch //p')" "$want" || return 1
     expect_eq "task 0 env" "$(echo "$out" | sed -n 's/^task 0 //p')" "$want" || return 1
-    expect_eq "task 1 env" "$(echo "$out" | sed -n 's/^task 1 //p')" "$want" || return 1
+    # Task 1, a rank other than 0, also gets the port reserved for it
+    # within dw_ports (20000-39999) on its node's address.
+    expect_eq "task 1 env" "$(echo "$out" | sed -n 's/^task 1 //p' |
+        sed 's/GOLDMINER_RANK_LISTEN=ucx:\/\/[0-9.]*:\(2[0-9][0-9][0-9][0-9]\|3[0-9][0-9][0-9][0-9]\) //')" "$want" || {
+        echo "$out" | grep "^task 1"; return 1; }
+    expect_eq "rank ports" "$(grep -c "GOLDMINER_RANK_LISTEN" "$work/env.$job")" 1 || return 1
     expect_eq "munge for job $job in each" \
         "$(grep "GOLDMINER_AUTH=munge" "$work/env.$job" | grep -c "GOLDMINER_AUTH_JOB=$job ")" 3 || return 1
     expect_eq "secrets in any" "$(grep -c SECRET "$work/env.$job")" 0 || return 1
