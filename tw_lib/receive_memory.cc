@@ -17,14 +17,16 @@
 namespace goldminer {
 namespace {
 
-// A loaded topology, with PCI devices (to find a GPU's locality).
+// A loaded topology; with `pci`, its PCI devices too (to find a GPU's
+// locality: hwloc's PCI discovery, which keeps some memory of
+// libpciaccess's for the process's life, is only asked for then).
 class Topology {
  public:
-  static Expected<std::shared_ptr<Topology>> load() {
+  static Expected<std::shared_ptr<Topology>> load(bool pci) {
     auto t = std::shared_ptr<Topology>(new Topology);
     if (hwloc_topology_init(&t->topo_) != 0) return Status::error("hwloc: cannot initialise a topology");
     t->initialised_ = true;
-    hwloc_topology_set_io_types_filter(t->topo_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (pci) hwloc_topology_set_io_types_filter(t->topo_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (hwloc_topology_load(t->topo_) != 0) return Status::error("hwloc: cannot read this machine's topology");
     return t;
   }
@@ -160,7 +162,7 @@ Expected<ReceiveMemory> make_receive_memory(const ReceiveMemoryOptions& o) {
   hwloc_bitmap_t nodeset = nullptr;
   std::string where;
   if (o.numa_node >= 0 || (o.numa_node == ReceiveMemoryOptions::kNumaAuto && gpus > 0)) {
-    auto t = Topology::load();
+    auto t = Topology::load(/*pci=*/o.numa_node < 0);
     if (!t.ok()) {
       if (o.numa_node >= 0) return t.status();
       out.warnings.push_back("numa_node auto: " + t.status().message() + "; receive buffers are not bound");
