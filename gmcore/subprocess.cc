@@ -80,14 +80,6 @@ const char* const kSteps[] = {"cannot open /dev/null",
   child_fail(status_fd, 7);
 }
 
-std::vector<char*> c_strings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
 void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
@@ -114,6 +106,14 @@ Status child_status(int status_fd, const std::string& what) {
 }
 
 }  // namespace
+
+std::vector<char*> c_strings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
 
 pid_t fork_for_exec(bool credentials) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

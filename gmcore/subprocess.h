@@ -62,6 +62,10 @@ Expected<std::string> find_executable(const std::string& name, const std::string
 // see the fork), plain fork().
 pid_t fork_for_exec(bool credentials = false);
 
+// argv/envp for execve: pointers into `v` (which must outlive them), then
+// a null one. Made before the fork, as the child may not allocate.
+std::vector<char*> c_strings(const std::vector<std::string>& v);
+
 // Starts the command and does not wait for it: it runs in a session of
 // its own, as a grandchild that init adopts, with stdin from /dev/null and
 // stdout and stderr appended to `output_path` (absolute; created 0644 as

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "goldminer/session.h"
+
 namespace goldminer::testing {
 
 namespace fs = std::filesystem;
@@ -65,6 +67,18 @@ inline int free_port() {
 inline void write_text(const std::string& path, int lines) {
   std::ofstream out(path);
   for (int i = 0; i < lines; ++i) out << "sample " << i << " " << std::string(i % 37, 'x') << "\n";
+}
+
+// Options of a session over `records` lines written to `d`/t.txt, in
+// batches of 64, with the secret "x".
+inline SessionOptions text_session(const TempDir& d, int records, const std::string& listen) {
+  write_text(d / "t.txt", records);
+  SessionOptions o;
+  o.listen = listen;
+  o.secret = "x";
+  o.input = "text:" + (d / "t.txt");
+  o.batch_size = 64;
+  return o;
 }
 
 // Criteo raw TSV: label, 13 ints, 26 hex hashes; some fields empty.

@@ -25,7 +25,7 @@ namespace goldminer {
 namespace {
 
 using testing::TempDir;
-using testing::write_text;
+using testing::text_session;
 
 // The NUMA node(s) holding [data, data + size), as hwloc reports them
 // ("" if it cannot tell).
@@ -169,12 +169,7 @@ TEST(ReceiveMemoryTest, ASessionReceivesItsBatchesThere) {
   const bool bind = can_bind(&why);
   if (!gpu && !bind) GTEST_SKIP() << why;
   TempDir d;
-  write_text(d / "t.txt", 1000);
-  SessionOptions o;
-  o.listen = "local://receive-memory-test";
-  o.secret = "x";
-  o.input = "text:" + (d / "t.txt");
-  o.batch_size = 64;
+  SessionOptions o = text_session(d, 1000, "local://receive-memory-test");
   o.local_workers = 1;
   o.pin_memory = gpu;
   o.numa_node = bind ? 0 : ReceiveMemoryOptions::kNumaAuto;

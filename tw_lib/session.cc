@@ -134,7 +134,7 @@ Status Session::Impl::start() {
   memory_ = memory->memory;
   memory_warnings_ = memory->warnings;
   for (const std::string& w : memory_warnings_) log::error("goldminer: session: warning: " + w);
-  if (o_.pin_memory || o_.numa_node != ReceiveMemoryOptions::kNumaAuto || memory_->describe() != "pageable")
+  if (memory_ != transport::pageable_memory())
     log::info("goldminer: session: receive buffers: " + memory_->describe());
   std::promise<Status> opened;
   auto listening = opened.get_future();

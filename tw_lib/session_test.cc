@@ -29,18 +29,7 @@ namespace goldminer {
 namespace {
 
 using testing::TempDir;
-using testing::write_text;
-
-// Options of a session over `records` lines written to `d`/t.txt.
-SessionOptions text_session(const TempDir& d, int records, const std::string& listen) {
-  write_text(d / "t.txt", records);
-  SessionOptions o;
-  o.listen = listen;
-  o.secret = "x";
-  o.input = "text:" + (d / "t.txt");
-  o.batch_size = 64;
-  return o;
-}
+using testing::text_session;
 
 // A JPEG listing too long for the one message workers get it in is refused
 // when the session is made, naming the size.

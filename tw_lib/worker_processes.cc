@@ -42,11 +42,7 @@ Expected<pid_t> spawn_worker(const WorkerProcessOptions& o) {
   if (!program.ok()) return program.status();
   const std::string threads = std::to_string(o.threads);
   const std::vector<std::string> args = {*program, "--threads", threads, "--intra-op-threads", "1"};
-  std::vector<char*> argv, envp;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  std::vector<char*> argv = c_strings(args), envp = c_strings(env);
   static const char kFailed[] = "goldminer: cannot run the data worker (goldminer-dw): execve failed\n";
   pid_t pid = fork_for_exec();
   if (pid < 0) return Status::error(std::string("fork: ") + std::strerror(errno));

@@ -122,12 +122,6 @@ class Stager:
         """Identities of the batches taken ahead and not yet handed out."""
         return [item.identity for item in self._ready]
 
-    def drop(self):
-        """Forgets the batches taken ahead (a session that resumes elsewhere)."""
-        self._ready.clear()
-        self._ended = False
-        self._error = None
-
     def adjust(self, state):
         """`state` (Session.state()) as if the batches taken ahead had not been.
         Its bad_records still counts corrupt records skipped in them

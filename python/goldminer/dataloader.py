@@ -324,24 +324,22 @@ class DataLoader:
         if self._loads_here():
             yield from self._iter_in_process()
             return
-        if self.device is None:
+        if self.device is not None:
+            if self._stager is None:
+                session = self.session
+                self._stager = _staging.Stager(lambda: (self._received(), session.last_batch, None),
+                                               lambda: session.metrics()["queue_batches"], self.device,
+                                               self.prefetch)
+            take = self._stager.__next__
+        elif self.pin_memory and torch.cuda.is_available() and not self.session.receive_memory.startswith("pinned"):
             # pin_memory where the session could not receive into pinned
             # memory (a build without CUDA) but torch can pin: by a copy, as torch does.
-            copy_to_pin = self.pin_memory and torch.cuda.is_available() and \
-                not self.session.receive_memory.startswith("pinned")
-            while True:
-                try:
-                    batch = self._received()
-                except StopIteration:
-                    return
-                yield self._pinned(batch) if copy_to_pin else batch
-        if self._stager is None:
-            session = self.session
-            self._stager = _staging.Stager(lambda: (self._received(), session.last_batch, None),
-                                           lambda: session.metrics()["queue_batches"], self.device, self.prefetch)
+            take = lambda: self._pinned(self._received())  # noqa: E731
+        else:
+            take = self._received
         while True:
             try:
-                batch = next(self._stager)
+                batch = take()
             except StopIteration:
                 return
             yield batch

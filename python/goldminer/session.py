@@ -28,7 +28,6 @@ class Session(_session.Session):
             warnings.warn("goldminer.Session: " + w, RuntimeWarning, stacklevel=2)
         self.device = dev
         self._stager = None
-        self._last_ids = None
         if dev is not None:
             self._stager = _staging.Stager(self._pull_host, lambda: self.metrics()["queue_batches"], dev, prefetch)
 
@@ -44,15 +43,13 @@ class Session(_session.Session):
     def __next__(self):
         if self._stager is None:
             return super().__next__()
-        batch = next(self._stager)
-        self._last_ids = self._stager.last_extra
-        return batch
+        return next(self._stager)
 
     @property
     def last_sample_ids(self):
         """int64 [B, 2] (file index, record index) of each sample of the last batch
         next() returned (on the CPU), or None."""
-        return self._last_ids if self._stager is not None else super().last_sample_ids
+        return self._stager.last_extra if self._stager is not None else super().last_sample_ids
 
     def state(self):
         """The data position of what next() returned so far (see help(goldminer._session))."""
