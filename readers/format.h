@@ -59,7 +59,7 @@ Expected<std::string> jpeg_plan_schema(const std::vector<std::string>& files);
 Expected<FilePlan> csv_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> tfrecord_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> jpeg_plan_file(const std::string& schema, uint32_t file_index, uint64_t step);
-// A crop box in source pixels (jpeg, JpegDecode::kCrop).
+// A crop box in source pixels (jpeg, JpegDecode::kCrop and kResizedCrop).
 struct JpegBox {
   uint32_t x = 0, y = 0, w = 0, h = 0;
 };
@@ -78,7 +78,7 @@ Expected<std::unique_ptr<RecordSource>> open_csv_source(const DatasetConfig& con
                                                         const SplitRange& split);
 Expected<std::unique_ptr<RecordSource>> open_tfrecord_source(const DatasetConfig& config,
                                                              const SplitRange& split);
-// `seed`: the split's (crop boxes of JpegDecode::kCrop).
+// `seed`: the split's (crop boxes of JpegDecode::kCrop and kResizedCrop).
 Expected<std::unique_ptr<RecordSource>> open_jpeg_source(const DatasetConfig& config,
                                                          const SplitRange& split, uint64_t seed);
 Expected<std::unique_ptr<RecordSource>> open_text_source(const DatasetConfig& config,

@@ -19,6 +19,7 @@
 
 #include "gmcore/splitmix.h"
 #include "readers/file_io.h"
+#include "readers/image_resize.h"
 
 namespace goldminer::readers::internal {
 namespace {
@@ -285,7 +286,8 @@ bool decode_jpeg(const uint8_t* data, size_t size, const JpegDecodeOption& decod
     return false;
   }
   JpegBox box{0, 0, cinfo.image_width, cinfo.image_height};
-  if (decode.mode == JpegDecode::kCrop) box = jpeg_crop_box(cinfo.image_width, cinfo.image_height, seed, record);
+  if (decode.mode == JpegDecode::kCrop || decode.mode == JpegDecode::kResizedCrop)
+    box = jpeg_crop_box(cinfo.image_width, cinfo.image_height, seed, record);
   unsigned denom = decode.mode == JpegDecode::kFull ? 1 : jpeg_scale_denominator(box.w, box.h, decode.size);
   cinfo.scale_num = 1;
   cinfo.scale_denom = denom;
@@ -373,6 +375,7 @@ class JpegSource : public RecordSource {
     std::string why;
     // The record's own crop box, however the split is read.
     if (!decode_jpeg(file_.data(), file_.size(), decode_, seed_, record, &sample->bytes, &why)) return fail(why);
+    if (decode_.mode == JpegDecode::kResizedCrop) resize_to_size(&sample->bytes);
     return Outcome::kRecord;
   }
 
@@ -401,6 +404,19 @@ class JpegSource : public RecordSource {
   }
 
  private:
+  // {height, width, pixels} -> the same at size x size.
+  void resize_to_size(ByteBuffer* image) {
+    int64_t shape[2];
+    std::memcpy(shape, image->data(), sizeof shape);
+    const uint32_t s = decode_.size;
+    resized_.resize(kShapeBytes + static_cast<size_t>(s) * s * 3);
+    const int64_t out_shape[2] = {s, s};
+    std::memcpy(resized_.data(), out_shape, sizeof out_shape);
+    resize_bilinear_rgb(image->data() + kShapeBytes, static_cast<uint32_t>(shape[0]), static_cast<uint32_t>(shape[1]),
+                        static_cast<size_t>(shape[1]) * 3, resized_.data() + kShapeBytes, s, s, &resize_rows_);
+    std::swap(*image, resized_);
+  }
+
   std::string source_path_;
   Source source_;
   SplitRange split_;
@@ -408,6 +424,8 @@ class JpegSource : public RecordSource {
   uint64_t seed_;
   uint64_t read_ = 0;
   std::vector<uint8_t> file_;  // the compressed image; reused
+  ByteBuffer resized_;          // kResizedCrop: the other image buffer; reused
+  std::vector<int32_t> resize_rows_;
 };
 
 }  // namespace

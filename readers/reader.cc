@@ -208,7 +208,10 @@ Expected<JpegDecodeOption> parse_jpeg_decode(const std::string& text) {
   const std::string mode = text.substr(0, colon);
   if (mode == "scale") o.mode = JpegDecode::kScale;
   else if (mode == "crop") o.mode = JpegDecode::kCrop;
-  else return Status::error("jpeg decode " + internal::quote_value(text) + ": expected full, scale:SIZE or crop:SIZE");
+  else if (mode == "resized-crop") o.mode = JpegDecode::kResizedCrop;
+  else
+    return Status::error("jpeg decode " + internal::quote_value(text) +
+                         ": expected full, scale:SIZE, crop:SIZE or resized-crop:SIZE");
   const std::string size = colon == std::string::npos ? "" : text.substr(colon + 1);
   uint64_t v = 0;
   bool ok = !size.empty() && size.size() <= 5;
@@ -227,6 +230,7 @@ std::string jpeg_decode_name(const JpegDecodeOption& o) {
     case JpegDecode::kFull: return "full";
     case JpegDecode::kScale: return "scale:" + std::to_string(o.size);
     case JpegDecode::kCrop: return "crop:" + std::to_string(o.size);
+    case JpegDecode::kResizedCrop: return "resized-crop:" + std::to_string(o.size);
   }
   return "full";
 }

@@ -57,12 +57,17 @@ Expected<InputSpec> parse_input_spec(const std::string& text);
 //     only that region decoded (libjpeg-turbo's jpeg_crop_scanline and
 //     jpeg_skip_scanlines), DCT-scaled while its shorter side stays >= S.
 //     The image is the crop; the program resizes it to S x S.
-enum class JpegDecode { kFull, kScale, kCrop };
+//   kResizedCrop ("resized-crop:S"): all of kCrop, then the crop resized
+//     to S x S in the reader (bilinear, sampled as torch's interpolate
+//     with align_corners=False and no antialias; readers/image_resize.h):
+//     RandomResizedCrop(S) whole, every image of a batch S x S x 3, the
+//     program left only the per-pixel work (e.g. normalization).
+enum class JpegDecode { kFull, kScale, kCrop, kResizedCrop };
 struct JpegDecodeOption {
   JpegDecode mode = JpegDecode::kFull;
-  uint32_t size = 0;  // S of kScale and kCrop
+  uint32_t size = 0;  // S of kScale, kCrop and kResizedCrop
 };
-// "full", "scale:S" or "crop:S" (S from 1 to 65535); errors say which part is wrong.
+// "full", "scale:S", "crop:S" or "resized-crop:S" (S from 1 to 65535); errors say which part is wrong.
 Expected<JpegDecodeOption> parse_jpeg_decode(const std::string& text);
 std::string jpeg_decode_name(const JpegDecodeOption& option);
 

@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
       ("max-bad-records", po::value(&o.max_bad_records)->default_value(0),
        "corrupt records skipped (and counted) per epoch before it is an error")
       ("jpeg-decode", po::value(&o.jpeg_decode)->default_value("full"),
-       "jpeg input: full, scale:S (DCT-scaled, shorter side >= S) or crop:S (RandomResizedCrop box only)")
+       "jpeg input: full, scale:S (DCT-scaled, shorter side >= S), crop:S (RandomResizedCrop box only) or "
+       "resized-crop:S (that box resized to S x S)")
       ("queue-batches", po::value(&o.queue_batches)->default_value(64), "queue bound (batches)")
       ("lease-timeout", po::value(&o.lease_timeout_s)->default_value(30), "seconds")
       ("first-worker-timeout", po::value(&o.first_worker_timeout_s)->default_value(1800),

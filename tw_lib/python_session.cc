@@ -77,8 +77,9 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    it, batches of different splits interleave as workers finish them.
   shuffle_splits   False: the splits in input order every epoch, not shuffled by the seed
                    (goldminer.DataLoader: its sampler orders the records).
-  jpeg_decode      jpeg input: "full", "scale:S" (DCT-scaled decode, shorter side >= S) or
-                   "crop:S" (only a RandomResizedCrop box, DCT-scaled while >= S): see
+  jpeg_decode      jpeg input: "full", "scale:S" (DCT-scaled decode, shorter side >= S),
+                   "crop:S" (only a RandomResizedCrop box, DCT-scaled while >= S) or
+                   "resized-crop:S" (that box resized to S x S: RandomResizedCrop whole): see
                    goldminer-consume(1) --jpeg-decode and readers/README.md (PSNR).
   records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
   timeout          seconds a step of iteration waits for a batch before it raises

@@ -1,12 +1,14 @@
 // Tests of the trainer session's C++ API (goldminer::Session) in one
 // process: local workers as threads, tensors viewed in place, sample ids,
 // state(), the queue's bound, deterministic order, refused batches,
-// elastic workers, timeouts and interruptions, bad options.
+// elastic workers, timeouts and interruptions, bad options, the jpeg
+// reader's resized crops.
 #include "goldminer/session.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -23,6 +25,8 @@
 #include "gmcore/lease_table.h"
 #include "gmcore/wire.h"
 #include "mpi_transport/transport.h"
+#include "readers/image_resize.h"
+#include "readers/test_util.h"
 #include "tw_lib/dataplane_test_util.h"
 
 namespace goldminer {
@@ -50,6 +54,74 @@ TEST(SessionTest, RefusesAReaderConfigurationTooLargeToSend) {
       << s.status().message();
   EXPECT_NE(s.status().message().find("more than the 1048576 a worker can be sent"), std::string::npos)
       << s.status().message();
+}
+
+// Each record's image of one epoch of `decode` over the JPEGs of `folder`
+// (shape and pixels by record), with two local workers.
+std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<uint8_t>>> jpeg_epoch(const std::string& folder,
+                                                                                     const std::string& decode,
+                                                                                     const std::string& listen) {
+  SessionOptions o;
+  o.listen = listen;
+  o.secret = "x";
+  o.input = "jpeg:" + folder;
+  o.batch_size = 4;
+  o.records_per_split = 8;
+  o.seed = 11;
+  o.local_workers = 2;
+  o.jpeg_decode = decode;
+  std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<uint8_t>>> images;
+  auto s = Session::create(o);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return images;
+  for (const SessionBatch& b : (*s)->epoch()) {
+    EXPECT_EQ(b.tensors.size(), 2u) << "jpeg: data + shapes";
+    const auto* shapes = reinterpret_cast<const int64_t*>(b.tensors[1].data);
+    const uint8_t* px = b.tensors[0].data;
+    for (uint32_t i = 0; i < b.samples; ++i) {
+      std::vector<int64_t> shape(shapes + 3 * i, shapes + 3 * i + 3);
+      const size_t n = static_cast<size_t>(shape[0] * shape[1] * shape[2]);
+      EXPECT_TRUE(images.emplace(b.sample_ids[2 * i + 1], std::make_pair(shape, std::vector<uint8_t>(px, px + n))).second)
+          << "record " << b.sample_ids[2 * i + 1] << " twice";
+      px += n;
+    }
+    EXPECT_EQ(px, b.tensors[0].data + b.tensors[0].nbytes);
+  }
+  EXPECT_TRUE((*s)->status().ok()) << (*s)->status().message();
+  return images;
+}
+
+// --jpeg-decode resized-crop:S through the whole data plane: every image
+// reaches the trainer S x S, and it is the crop the same seed's crop:S
+// delivers, resized.
+TEST(SessionTest, JpegResizedCropsReachTheTrainerAtTheTargetSize) {
+  TempDir d;
+  readers::testing::TempDir images;
+  for (int i = 0; i < 19; ++i) {
+    const int w = 40 + 23 * i, h = 30 + 17 * (i % 7);
+    const bool gray = i % 5 == 0;  // one byte a pixel
+    images.write("im" + std::to_string(100 + i) + ".jpg",
+                 readers::testing::encode_jpeg(w, h, gray, i % 3 == 0, [i, gray](int x, int y, unsigned char* px) {
+                   px[0] = static_cast<unsigned char>(x * 3 + i);
+                   if (gray) return;
+                   px[1] = static_cast<unsigned char>(y * 5);
+                   px[2] = static_cast<unsigned char>((x ^ y) & 0xff);
+                 }));
+  }
+  const auto crops = jpeg_epoch(images.path(), "crop:24", "local://session-jpeg-crop");
+  const auto resized = jpeg_epoch(images.path(), "resized-crop:24", "local://session-jpeg-resized");
+  ASSERT_EQ(crops.size(), 19u);
+  ASSERT_EQ(resized.size(), 19u);
+  std::vector<int32_t> rows;
+  for (const auto& [record, image] : resized) {
+    EXPECT_EQ(image.first, (std::vector<int64_t>{24, 24, 3})) << "record " << record;
+    const auto& crop = crops.at(record);
+    std::vector<uint8_t> want(24 * 24 * 3);
+    readers::resize_bilinear_rgb(crop.second.data(), static_cast<uint32_t>(crop.first[0]),
+                                 static_cast<uint32_t>(crop.first[1]), static_cast<size_t>(crop.first[1]) * 3,
+                                 want.data(), 24, 24, &rows);
+    EXPECT_EQ(image.second, want) << "record " << record;
+  }
 }
 
 TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {

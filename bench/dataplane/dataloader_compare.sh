@@ -12,10 +12,12 @@
 # warm-up excluded, as in a long training job). Also prints samples/s
 # (wall, epochs after the first). All measured in this one run.
 #
-# JPEG_DECODE=scale:S or crop:S turns on the jpeg reader's decode options
-# (issue 22): goldminer-consume --jpeg-decode; with crop:S the DataLoader
-# crops alike (torchvision's RandomResizedCrop box of the decoded image,
-# then the same one()), with scale:S it decodes in full as before.
+# JPEG_DECODE=scale:S, crop:S or resized-crop:S turns on the jpeg reader's
+# decode options (issue 22): goldminer-consume --jpeg-decode; with crop:S
+# and resized-crop:S the DataLoader crops alike (torchvision's
+# RandomResizedCrop box of the decoded image, then the same one(): resize
+# and normalize), with scale:S it decodes in full as before. With
+# resized-crop:224 goldminer's reader resizes and jpeg.pt only normalizes.
 #
 # usage: bench/dataplane/dataloader_compare.sh [BUILDDIR]   (default: ./build)
 # environment: K="1 2", DATASETS="criteo jpeg", JPEG_DECODE=full,
@@ -90,7 +92,7 @@ for d in $datasets; do
     # One batch per split, so that k workers share the 268 images.
     path="$jpeg_dir" input="jpeg:$jpeg_dir" batch=$JPEG_BATCH epochs=$JPEG_EPOCHS split=$JPEG_BATCH
     gm_extra=(--jpeg-decode "$JPEG_DECODE") dl_extra=()
-    case $JPEG_DECODE in crop:*) dl_extra=(--crop) ;; esac
+    case $JPEG_DECODE in crop:* | resized-crop:*) dl_extra=(--crop) ;; esac
   fi
   for k in $K; do
     timed "$tmp/$d-dl-$k.time" "$PYTHON" "$here/dataloader_compare.py" "$d" "$path" "$tmp/$d.pt" \

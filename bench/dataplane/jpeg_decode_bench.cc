@@ -2,17 +2,28 @@
 // full decode, on a folder of real JPEGs (default ../shared/data/datasets/
 // images_jpeg, 268 images; skipped, with the reason, if absent).
 //
-// For each mode (full, scale:S, crop:S; S = --size, default 224), on one
-// core: images decoded per CPU-second (CLOCK_PROCESS_CPUTIME_ID over
-// --rounds passes of the folder, after one warm-up pass that also fills the
-// page cache) and the ratio to full decode; and the PSNR of each image
-// against the full decode of the same region averaged over the same d x d
-// blocks (d = the DCT scale denominator), apart for the images decoded at
-// full scale and those DCT-scaled: what the option costs in pixels before
-// any resize (99 dB: identical). The crop boxes are those the reader draws from the
-// split's seed (--seed), so crop:S decodes a different region per image.
+// For each mode (full, scale:S, crop:S, resized-crop:S; S = --size,
+// default 224), on one core: images decoded per CPU-second
+// (CLOCK_PROCESS_CPUTIME_ID over --rounds passes of the folder, after one
+// warm-up pass that also fills the page cache) and the ratio to full
+// decode; and the PSNR of each image, apart for the images decoded at full
+// scale and those DCT-scaled. For full, scale and crop: against the full
+// decode of the same region averaged over the same d x d blocks (d = the
+// DCT scale denominator), what the option costs in pixels before any
+// resize (99 dB: identical). For resized-crop: against the full decode's
+// box resized to S x S in double as torch's bilinear interpolate does
+// (readers/psnr.h), what a DataLoader running RandomResizedCrop on the full
+// image would compute. The crop boxes are those the reader draws from the
+// split's seed (--seed), so the crops decode a different region per image.
+//
+// Last, the floor under every mode: libjpeg's entropy (Huffman) decoding
+// alone (jpeg_read_coefficients, no inverse DCT, upsampling or colour
+// conversion), which no crop or DCT scale avoids, since the coded data
+// has no index into it.
 //
 // usage: jpeg_decode_bench [--folder DIR] [--size S] [--rounds R] [--seed N]
+#include <ftw.h>
+#include <strings.h>
 #include <time.h>
 
 #include <algorithm>
@@ -23,6 +34,10 @@
 #include <sys/stat.h>
 #include <vector>
 
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+
+#include "readers/file_io.h"
 #include "readers/format.h"
 #include "readers/psnr.h"
 #include "readers/reader.h"
@@ -67,6 +82,46 @@ std::vector<RgbImage> decode_all(const DatasetPlan& plan, uint64_t seed, bool ke
   return out;
 }
 
+// The contents of the *.jpg / *.jpeg files under `folder` (recursively),
+// as the jpeg reader lists them.
+std::vector<std::vector<uint8_t>> jpeg_files(const std::string& folder) {
+  static std::vector<std::string>* found;
+  std::vector<std::string> paths;
+  found = &paths;
+  ::nftw(
+      folder.c_str(),
+      [](const char* path, const struct stat*, int type, struct FTW*) {
+        const char* dot = std::strrchr(path, '.');
+        if (type == FTW_F && dot != nullptr && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0))
+          found->emplace_back(path);
+        return 0;
+      },
+      16, FTW_PHYS);
+  std::vector<std::vector<uint8_t>> files(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    goldminer::Status s = internal::read_file("jpeg", paths[i], &files[i]);
+    if (!s.ok()) {
+      std::fprintf(stderr, "jpeg_decode_bench: %s\n", s.message().c_str());
+      std::exit(1);
+    }
+  }
+  return files;
+}
+
+// Entropy-decodes `data`: the coefficients only (libjpeg exits on an
+// error: the folder's images all decoded above).
+void entropy_decode(const std::vector<uint8_t>& data) {
+  jpeg_decompress_struct cinfo;
+  jpeg_error_mgr err;
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data.data(), static_cast<unsigned long>(data.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  jpeg_read_coefficients(&cinfo);
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +146,8 @@ int main(int argc, char** argv) {
                 folder.c_str());
     return 0;
   }
-  const std::vector<std::string> modes = {"full", "scale:" + std::to_string(size), "crop:" + std::to_string(size)};
+  const std::string n = std::to_string(size);
+  const std::vector<std::string> modes = {"full", "scale:" + n, "crop:" + n, "resized-crop:" + n};
   std::vector<DatasetPlan> plans;
   for (const std::string& m : modes) {
     InputSpec spec;
@@ -124,13 +180,15 @@ int main(int argc, char** argv) {
     uint64_t pixels = 0;
     for (size_t i = 0; i < images.size(); ++i) {
       const RgbImage& f = full[i];
+      const JpegDecode mode = plans[m].config.options.jpeg_decode.mode;
       internal::JpegBox box{0, 0, static_cast<uint32_t>(f.w), static_cast<uint32_t>(f.h)};
-      if (plans[m].config.options.jpeg_decode.mode == JpegDecode::kCrop)
+      if (mode == JpegDecode::kCrop || mode == JpegDecode::kResizedCrop)
         box = internal::jpeg_crop_box(box.w, box.h, seed, i);
-      const unsigned d = plans[m].config.options.jpeg_decode.mode == JpegDecode::kFull
-                             ? 1
-                             : internal::jpeg_scale_denominator(box.w, box.h, size);
-      const double p = psnr_against(f, box.x / d * d, box.y / d * d, static_cast<int>(d), images[i]);
+      const unsigned d = mode == JpegDecode::kFull ? 1 : internal::jpeg_scale_denominator(box.w, box.h, size);
+      const double p =
+          mode == JpegDecode::kResizedCrop
+              ? psnr_of(images[i].px, interpolate_bilinear(region_of(f, box.x, box.y, box.w, box.h), size, size))
+              : psnr_against(f, box.x / d * d, box.y / d * d, static_cast<int>(d), images[i]);
       const int k = d > 1 ? 1 : 0;
       sum[k] += p;
       worst[k] = std::min(worst[k], p);
@@ -144,10 +202,19 @@ int main(int argc, char** argv) {
                     worst[k]);
       return std::string(text);
     };
-    std::printf("%-10s %7.1f images per CPU-s  x%.3f of full  %5.0f kpixel out per image;  full scale: %s;  "
+    std::printf("%-15s %7.1f images per CPU-s  x%.3f of full  %5.0f kpixel out per image;  full scale: %s;  "
                 "DCT-scaled: %s\n",
                 modes[m].c_str(), rate, rate / full_rate, pixels / 1000.0 / images.size(), psnr(0).c_str(),
                 psnr(1).c_str());
   }
+  // The floor: the same files, entropy-decoded only.
+  const std::vector<std::vector<uint8_t>> files = jpeg_files(folder);
+  for (const auto& f : files) entropy_decode(f);  // warm-up
+  const double t0 = cpu_now();
+  for (int r = 0; r < rounds; ++r)
+    for (const auto& f : files) entropy_decode(f);
+  const double rate = static_cast<double>(files.size()) * rounds / (cpu_now() - t0);
+  std::printf("%-15s %7.1f images per CPU-s  x%.3f of full  (the floor: Huffman decoding alone, %.3f ms per image)\n",
+              "entropy-only", rate, rate / full_rate, 1000.0 / rate);
   return 0;
 }

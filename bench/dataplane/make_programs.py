@@ -13,7 +13,9 @@ PyTorch DataLoader baseline (dataloader_compare.py) run the very same code.
   jpeg.pt    per image: uint8 HWC -> float CHW, bilinear resize to 224x224,
              ImageNet mean/std normalization; input is the jpeg reader's
              packed batch (data uint8 [sum H*W*3], shapes int64 [B,3]);
-             returns float32 [B,3,224,224].
+             returns float32 [B,3,224,224]. A batch whose images are all
+             224x224 already (--jpeg-decode resized-crop:224) is normalized
+             without the resize (to the same size it is the identity).
   The module `jpeg.pt` also exposes `one(image)` (one HWC uint8 image), which
   the DataLoader baseline calls per sample.
 
@@ -62,6 +64,18 @@ class JpegPrep(torch.nn.Module):
         return (x.squeeze(0) - self.mean) / self.std
 
     def forward(self, data: torch.Tensor, shapes: torch.Tensor) -> torch.Tensor:
+        b = shapes.size(0)
+        if b > 0 and bool((shapes[:, 0] == 224).all()) and bool((shapes[:, 1] == 224).all()):
+            # one()'s arithmetic, in place in each image's slice of the
+            # output (a pass over 600 KB stays in cache; whole-batch
+            # temporaries measured 3.6x slower).
+            images = data.view(b, 224, 224, 3).permute(0, 3, 1, 2)
+            out = torch.empty([b, 3, 224, 224], dtype=torch.float32)
+            for i in range(b):
+                x = out[i]
+                x.copy_(images[i])
+                x.div_(255.0).sub_(self.mean).div_(self.std)
+            return out
         out: List[torch.Tensor] = []
         offset = 0
         for i in range(shapes.size(0)):

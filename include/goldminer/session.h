@@ -66,8 +66,9 @@ struct SessionOptions {
   bool shuffle_splits = true;
   uint64_t records_per_split = 0;  // 0: 16 batches per split
   uint64_t max_bad_records = 0;  // corrupt records allowed per epoch; 0: the first is an error
-  // jpeg input: "full" (the default), "scale:S" or "crop:S"
-  // (readers::JpegDecode: DCT-scaled and crop-region decode).
+  // jpeg input: "full" (the default), "scale:S", "crop:S" or
+  // "resized-crop:S" (readers::JpegDecode: DCT-scaled and crop-region
+  // decode, the crop resized to S x S).
   std::string jpeg_decode = "full";
   // The queue's bound: batches queued plus those workers may still send
   // (their credits) stay within queue_batches, and within queue_bytes at

@@ -47,9 +47,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!spec.ok()) return 0;
   ReaderOptions options;
   options.max_bad_records = 3;  // both paths: skip some, then fail
-  // jpeg: each decode option (full, DCT-scaled, a crop box only) by turns.
-  const char* const decodes[] = {"full", "scale:4", "crop:8"};
-  options.jpeg_decode = *parse_jpeg_decode(decodes[(data[0] / 5) % 3]);
+  // jpeg: each decode option (full, DCT-scaled, a crop box only, a crop
+  // box resized) by turns.
+  const char* const decodes[] = {"full", "scale:4", "crop:8", "resized-crop:8"};
+  options.jpeg_decode = *parse_jpeg_decode(decodes[(data[0] / 5) % 4]);
   auto plan = plan_dataset(*spec, options, 4);
   if (!plan.ok()) return 0;
   for (SplitRange split : plan->splits) {
