@@ -221,6 +221,11 @@ Expected<JpegDecodeOption> parse_jpeg_decode(const std::string& text) {
   }
   if (!ok || v == 0 || v > 65535)
     return Status::error("jpeg decode " + internal::quote_value(text) + ": SIZE must be a whole number from 1 to 65535");
+  // A resized crop is S x S x 3 bytes whatever the image: bounded so that
+  // a typo cannot ask for gigabytes per record.
+  if (o.mode == JpegDecode::kResizedCrop && v > kMaxResizedCrop)
+    return Status::error("jpeg decode " + internal::quote_value(text) + ": SIZE of resized-crop must be at most " +
+                         std::to_string(kMaxResizedCrop) + " (each image is SIZE x SIZE x 3 bytes)");
   o.size = static_cast<uint32_t>(v);
   return o;
 }

@@ -67,7 +67,9 @@ struct JpegDecodeOption {
   JpegDecode mode = JpegDecode::kFull;
   uint32_t size = 0;  // S of kScale, kCrop and kResizedCrop
 };
-// "full", "scale:S", "crop:S" or "resized-crop:S" (S from 1 to 65535); errors say which part is wrong.
+constexpr uint32_t kMaxResizedCrop = 8192;
+// "full", "scale:S", "crop:S" or "resized-crop:S" (S from 1 to 65535, to
+// kMaxResizedCrop for resized-crop); errors say which part is wrong.
 Expected<JpegDecodeOption> parse_jpeg_decode(const std::string& text);
 std::string jpeg_decode_name(const JpegDecodeOption& option);
 

@@ -93,12 +93,14 @@ TEST(DatasetConfigTest, RoundTripsExactly) {
 }
 
 TEST(DatasetConfigTest, JpegDecodeOptionsParseOrSayWhatIsWrong) {
-  for (const char* good : {"full", "scale:256", "crop:224", "crop:1", "scale:65535", "resized-crop:224"}) {
+  for (const char* good : {"full", "scale:256", "crop:224", "crop:1", "scale:65535", "resized-crop:224",
+                           "resized-crop:8192"}) {
     auto o = parse_jpeg_decode(good);
     ASSERT_TRUE(o.ok()) << good << ": " << o.status().message();
     EXPECT_EQ(jpeg_decode_name(*o), good);
   }
-  for (const char* bad : {"", "fast", "crop", "crop:", "crop:0", "scale:65536", "scale:2x", "full:3", "resized-crop:", "resized:224"}) {
+  for (const char* bad : {"", "fast", "crop", "crop:", "crop:0", "scale:65536", "scale:2x", "full:3", "resized-crop:", "resized:224",
+                          "resized-crop:8193"}) {
     auto o = parse_jpeg_decode(bad);
     ASSERT_FALSE(o.ok()) << bad;
     EXPECT_EQ(o.status().message().rfind(std::string("jpeg decode '") + bad + "'", 0), 0u) << o.status().message();
