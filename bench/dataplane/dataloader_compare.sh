@@ -10,7 +10,10 @@
 # goal >= 3x. Twice: over the whole run (start-up included), and "steady":
 # the epochs after the first against the CPU time they added (start-up and
 # warm-up excluded, as in a long training job). Also prints samples/s
-# (wall, epochs after the first). All measured in this one run.
+# (wall, epochs after the first). All measured in this one run. For JPEG
+# also the ceiling on equal work: the DataLoader's CPU per image against
+# goldminer's reader alone (bench/jpeg_decode_bench, when built), which the
+# ratio cannot pass whatever the program and the data plane cost.
 #
 # JPEG_DECODE=scale:S, crop:S or resized-crop:S turns on the jpeg reader's
 # decode options (issue 22): goldminer-consume --jpeg-decode; with crop:S
@@ -104,9 +107,19 @@ for d in $datasets; do
   done
 done
 
-"$PYTHON" - "$tmp" "$K" "$datasets" "$(nproc)" <<'PY'
-import json, sys
-tmp, ks, datasets, cores = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
+# The JPEG ceiling, in this run: goldminer's reader alone on one core
+# (decode with JPEG_DECODE, and libjpeg's Huffman decoding alone), for the
+# summary to set against the DataLoader's CPU per image.
+if echo " $datasets " | grep -q " jpeg " && [ -x "$build/bench/jpeg_decode_bench" ]; then
+  size=${JPEG_DECODE#*:}
+  [ "$size" != "$JPEG_DECODE" ] || size=224
+  "$build/bench/jpeg_decode_bench" --folder "$jpeg_dir" --size "$size" > "$tmp/jpeg_decode.txt" ||
+    { echo "dataloader_compare.sh: bench/jpeg_decode_bench failed" >&2; exit 1; }
+fi
+
+"$PYTHON" - "$tmp" "$K" "$datasets" "$(nproc)" "$JPEG_DECODE" <<'PY'
+import json, os, sys
+tmp, ks, datasets, cores, jpeg_decode = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4], sys.argv[5]
 
 def cpu(name):
     f = open(f"{tmp}/{name}.time").read().split()
@@ -147,6 +160,25 @@ for d, k, per_core, per_core_steady, wall in summary:
     print(f"  {d}, k={k}: per core {per_core:.2f}x ({'met' if per_core >= 3 else 'NOT met'}) over the whole run, "
           f"{per_core_steady:.2f}x ({'met' if per_core_steady >= 3 else 'NOT met'}) after the first epoch; "
           f"wall {wall:.2f}x")
+decode_bench = f"{tmp}/jpeg_decode.txt"
+if "jpeg" in datasets and os.path.exists(decode_bench):
+    # Lines: "MODE RATE images per CPU-s ...", the last "entropy-only RATE ...".
+    rates = {}
+    for line in open(decode_bench):
+        f = line.split()
+        if len(f) > 2 and f[2] == "images":
+            rates[f[0]] = float(f[1])
+    mode = jpeg_decode
+    if mode in rates and "entropy-only" in rates:
+        reader_ms, floor_ms = 1000 / rates[mode], 1000 / rates["entropy-only"]
+        for d, k, _, per_core_steady, _ in summary:
+            if d != "jpeg":
+                continue
+            dl_ms = 1000 / dl(f"jpeg-dl-{k}")[2]
+            print(f"  jpeg ceiling, k={k}: the DataLoader's {dl_ms:.2f} ms CPU per image (steady) against goldminer's "
+                  f"reader alone with {mode}, {reader_ms:.2f} ms (bench/jpeg_decode_bench, one core): at most "
+                  f"{dl_ms / reader_ms:.2f}x before the program and the data plane; libjpeg's Huffman decoding "
+                  f"alone is {floor_ms:.2f} ms")
 print(f"assumptions: {cores} cores shared with other users' jobs. per core = samples delivered / CPU-seconds of\n"
       "  all processes of the run (trainer or main process + k workers, start-up and warm-up epoch included,\n"
       "  via GNU time, which counts the children each process waited for). steady = samples of the epochs\n"
