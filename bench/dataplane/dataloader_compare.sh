@@ -168,15 +168,12 @@ if "jpeg" in datasets and os.path.exists(decode_bench):
         f = line.split()
         if len(f) > 2 and f[2] == "images":
             rates[f[0]] = float(f[1])
-    mode = jpeg_decode
-    if mode in rates and "entropy-only" in rates:
-        reader_ms, floor_ms = 1000 / rates[mode], 1000 / rates["entropy-only"]
-        for d, k, _, per_core_steady, _ in summary:
-            if d != "jpeg":
-                continue
+    if jpeg_decode in rates and "entropy-only" in rates:
+        reader_ms, floor_ms = 1000 / rates[jpeg_decode], 1000 / rates["entropy-only"]
+        for k in ks:
             dl_ms = 1000 / dl(f"jpeg-dl-{k}")[2]
             print(f"  jpeg ceiling, k={k}: the DataLoader's {dl_ms:.2f} ms CPU per image (steady) against goldminer's "
-                  f"reader alone with {mode}, {reader_ms:.2f} ms (bench/jpeg_decode_bench, one core): at most "
+                  f"reader alone with {jpeg_decode}, {reader_ms:.2f} ms (bench/jpeg_decode_bench, one core): at most "
                   f"{dl_ms / reader_ms:.2f}x before the program and the data plane; libjpeg's Huffman decoding "
                   f"alone is {floor_ms:.2f} ms")
 print(f"assumptions: {cores} cores shared with other users' jobs. per core = samples delivered / CPU-seconds of\n"
