@@ -59,6 +59,9 @@ Expected<std::string> jpeg_plan_schema(const std::vector<std::string>& files);
 Expected<FilePlan> csv_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> tfrecord_plan_file(const std::string& path, uint64_t step);
 Expected<FilePlan> jpeg_plan_file(const std::string& schema, uint32_t file_index, uint64_t step);
+// The *.jpg / *.jpeg files under `folder` (recursively, symlinked folders
+// not followed), relative to it, sorted: what a jpeg plan lists.
+Status jpeg_list_folder(const std::string& folder, std::vector<std::string>* images);
 // A crop box in source pixels (jpeg, JpegDecode::kCrop and kResizedCrop).
 struct JpegBox {
   uint32_t x = 0, y = 0, w = 0, h = 0;

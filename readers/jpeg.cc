@@ -244,6 +244,10 @@ JpegBox jpeg_crop_box(uint32_t width, uint32_t height, uint64_t seed, uint64_t r
   return b;
 }
 
+Status jpeg_list_folder(const std::string& folder, std::vector<std::string>* images) {
+  return list_folder(folder, "", images);
+}
+
 unsigned jpeg_scale_denominator(uint32_t w, uint32_t h, uint32_t size) {
   const uint32_t shorter = std::min(w, h);
   for (unsigned d : {8u, 4u, 2u})
@@ -438,7 +442,7 @@ Expected<std::string> jpeg_plan_schema(const std::vector<std::string>& files) {
     if (S_ISDIR(st.st_mode)) {
       Source source;
       source.base = path;
-      Status s = list_folder(path, "", &source.images);
+      Status s = jpeg_list_folder(path, &source.images);
       if (!s.ok()) return s;
       sources.push_back(std::move(source));
     } else {

@@ -22,8 +22,6 @@
 // has no index into it.
 //
 // usage: jpeg_decode_bench [--folder DIR] [--size S] [--rounds R] [--seed N]
-#include <ftw.h>
-#include <strings.h>
 #include <time.h>
 
 #include <algorithm>
@@ -82,28 +80,15 @@ std::vector<RgbImage> decode_all(const DatasetPlan& plan, uint64_t seed, bool ke
   return out;
 }
 
-// The contents of the *.jpg / *.jpeg files under `folder` (recursively),
-// as the jpeg reader lists them.
+// The contents of the images a jpeg plan of `folder` lists.
 std::vector<std::vector<uint8_t>> jpeg_files(const std::string& folder) {
-  static std::vector<std::string>* found;
-  std::vector<std::string> paths;
-  found = &paths;
-  ::nftw(
-      folder.c_str(),
-      [](const char* path, const struct stat*, int type, struct FTW*) {
-        const char* dot = std::strrchr(path, '.');
-        if (type == FTW_F && dot != nullptr && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0))
-          found->emplace_back(path);
-        return 0;
-      },
-      16, FTW_PHYS);
-  std::vector<std::vector<uint8_t>> files(paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    goldminer::Status s = internal::read_file("jpeg", paths[i], &files[i]);
-    if (!s.ok()) {
-      std::fprintf(stderr, "jpeg_decode_bench: %s\n", s.message().c_str());
-      std::exit(1);
-    }
+  std::vector<std::string> images;
+  goldminer::Status s = internal::jpeg_list_folder(folder, &images);
+  std::vector<std::vector<uint8_t>> files(images.size());
+  for (size_t i = 0; s.ok() && i < images.size(); ++i) s = internal::read_file("jpeg", folder + "/" + images[i], &files[i]);
+  if (!s.ok()) {
+    std::fprintf(stderr, "jpeg_decode_bench: %s\n", s.message().c_str());
+    std::exit(1);
   }
   return files;
 }
@@ -178,9 +163,9 @@ int main(int argc, char** argv) {
     double sum[2] = {0, 0}, worst[2] = {99, 99};
     size_t count[2] = {0, 0};
     uint64_t pixels = 0;
+    const JpegDecode mode = plans[m].config.options.jpeg_decode.mode;
     for (size_t i = 0; i < images.size(); ++i) {
       const RgbImage& f = full[i];
-      const JpegDecode mode = plans[m].config.options.jpeg_decode.mode;
       internal::JpegBox box{0, 0, static_cast<uint32_t>(f.w), static_cast<uint32_t>(f.h)};
       if (mode == JpegDecode::kCrop || mode == JpegDecode::kResizedCrop)
         box = internal::jpeg_crop_box(box.w, box.h, seed, i);
