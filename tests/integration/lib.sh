@@ -14,7 +14,7 @@ run_test() {
     if [ $rc -eq 0 ]; then
         pass "${name#test_}"
     elif [ $rc -eq 77 ]; then
-        echo "SKIP: ${name#test_}: $(echo "$out" | tail -1)"
+        skip "${name#test_}" "$(echo "$out" | tail -1)"
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         fail "${name#test_}" "watchdog: no result after ${TEST_TIMEOUT}s; output: $(echo "$out" | tail -5 | tr '\n' '|')"
     else

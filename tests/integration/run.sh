@@ -4,7 +4,8 @@
 # up goldminer-devcluster with this build's plugins, runs each test_*
 # function under a watchdog, tears the cluster down and checks nothing is
 # left. Prints `integration: Slurm VERSION (PREFIX)`, `PASS: name` /
-# `FAIL: name: why` per test, then `integration: N passed, N failed`.
+# `FAIL: name: why` / `SKIP: name: why` per test, then
+# `integration: N passed, N failed, N skipped`.
 # Clusters of different --state-dir and --port-base (the tests' own extra
 # clusters use PORT+4000 and PORT+5000) can run side by side.
 #
@@ -37,12 +38,14 @@ esac
 
 passed=0
 failed=0
+skipped=0
 pass() { echo "PASS: $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL: $1: $2"; failed=$((failed + 1)); }
-finish() { echo "integration: $passed passed, $failed failed"; exit $(( failed > 0 )); }
+skip() { echo "SKIP: $1: $2"; skipped=$((skipped + 1)); }
+finish() { echo "integration: $passed passed, $failed failed, $skipped skipped"; exit $(( failed > 0 )); }
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: integration tests need root (munge, slurmd, network namespaces)"
+    skip "integration tests" "they need root (munge, slurmd, network namespaces)"
     finish
 fi
 

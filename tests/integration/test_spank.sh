@@ -37,7 +37,7 @@ dw-max=17|goldminer: dw-max: invalid value '17': exceeds this cluster's limit of
 transport=mpi,mode=elastic|goldminer: mode: invalid value 'elastic': transport=mpi runs a fixed set of workers
 CASES
     after=$(squeue -h | wc -l)
-    expect_eq "jobs in queue" "$after" "$before"
+    expect_eq "jobs in queue" "$after" "$before" || return 1
     out=$(timeout 30 srun --goldminer=dw-max=0 -p cpu true 2>&1) && { echo "srun accepted dw-max=0"; return 1; }
     expect_contains "srun --goldminer=dw-max=0" "$out" "goldminer: dw-max: invalid value '0': expected an integer >= 1" || return 1
     out=$(timeout 30 salloc --goldminer=cpus-per-dw=0 -p cpu true 2>&1) && { echo "salloc accepted cpus-per-dw=0"; return 1; }
