@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -12,13 +14,23 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
+
+#ifndef SYS_close_range
+#define SYS_close_range 436  // the same number on every Linux architecture
+#endif
 
 namespace goldminer {
 namespace {
 
 constexpr size_t kMaxOutput = 64 * 1024;
+// RLIMIT_NOFILE's soft limit in a child at most: Linux's own default.
+constexpr rlim_t kChildNofile = 1024;
+
+FdClosing fd_closing = FdClosing::kAuto;  // set by tests only, read by children
 
 // What the child reports on its status pipe when it cannot exec.
 struct ChildFailure {
@@ -35,7 +47,9 @@ const char* const kSteps[] = {"cannot open /dev/null",
                               "cannot execute it",
                               "cannot open its output file",
                               "cannot start a session",
-                              "cannot fork"};
+                              "cannot fork",
+                              "cannot close its inherited descriptors",
+                              "cannot move a descriptor above 2"};
 
 [[noreturn]] void child_fail(int status_fd, int step) {
   ChildFailure f{step, errno};
@@ -44,12 +58,91 @@ const char* const kSteps[] = {"cannot open /dev/null",
   _exit(127);
 }
 
+// getdents64's record; glibc declares none.
+struct LinuxDirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[1];
+};
+
+// Closes every descriptor above 2 but `keep`: async-signal-safe (no
+// opendir, which allocates). False when none of the ways worked.
+bool close_inherited_fds(int keep) {
+  const unsigned lo = 3, hi = ~0U;
+  if (fd_closing == FdClosing::kAuto) {
+    bool ok = keep < 3 ? syscall(SYS_close_range, lo, hi, 0) == 0
+                       : (keep == 3 || syscall(SYS_close_range, lo, static_cast<unsigned>(keep - 1), 0) == 0) &&
+                             syscall(SYS_close_range, static_cast<unsigned>(keep + 1), hi, 0) == 0;
+    if (ok) return true;  // else ENOSYS (before Linux 5.9): the ways below
+  }
+  if (fd_closing != FdClosing::kEveryNumber) {
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      alignas(8) char buf[4096];
+      long n;
+      // Closing entries meanwhile is safe: this directory's offset is the
+      // descriptor number.
+      while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+          const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
+          off += d->d_reclen;
+          int fd = 0;
+          const char* c = d->d_name;
+          if (*c < '0' || *c > '9') continue;  // "." and ".."
+          for (; *c >= '0' && *c <= '9'; ++c) fd = fd * 10 + (*c - '0');
+          if (fd > 2 && fd != keep && fd != dir) close(fd);
+        }
+      }
+      close(dir);
+      if (n == 0) return true;
+    }
+  }
+  // No /proc: every number up to the soft limit (descriptors above it
+  // cannot be opened now, but could have been before it was lowered).
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return false;
+  const rlim_t top = r.rlim_cur == RLIM_INFINITY || r.rlim_cur > (1u << 30) ? (1u << 30) : r.rlim_cur;
+  for (rlim_t fd = 3; fd < top; ++fd)
+    if (static_cast<int>(fd) != keep) close(static_cast<int>(fd));
+  return true;
+}
+
+// Every signal's disposition back to SIG_DFL, then an empty mask. The
+// parent blocked every signal around the fork (block_all_signals), so no
+// handler of the parent's runs in the child before this.
+void reset_signals() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);  // glibc's own signals: EINVAL, fine
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+// `fd` moved above 2 when it is 0, 1 or 2 (a daemon that started with one
+// of them closed), so that setting up stdin/stdout/stderr cannot clobber it.
+int above_stdio(int fd, int status_fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) child_fail(status_fd, 12);
+  return moved;
+}
+
 // Between fork and exec: async-signal-safe calls only. Output goes to
 // `out_fd`, or when that is -1 to `output_path`, opened for appending once
-// the ids are the user's (so the user's permissions decide).
+// the ids are the user's (so the user's permissions decide). With
+// `own_group`, the child leads a process group of its own.
 [[noreturn]] void child(const CommandSpec& spec, char* const* argv, char* const* envp, int out_fd,
-                        const char* output_path, int status_fd) {
-  int null_fd = open("/dev/null", O_RDONLY);
+                        const char* output_path, int status_fd, bool own_group) {
+  reset_signals();
+  if (own_group) setpgid(0, 0);  // the parent does it too; whichever comes first
+  status_fd = above_stdio(status_fd, status_fd);
+  out_fd = above_stdio(out_fd, status_fd);
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) child_fail(status_fd, 0);
   if (dup2(null_fd, 0) < 0) child_fail(status_fd, 1);
   if (out_fd >= 0 && (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)) child_fail(status_fd, 1);
@@ -76,8 +169,47 @@ const char* const kSteps[] = {"cannot open /dev/null",
     if (fd < 0) child_fail(status_fd, 8);
     if (dup2(fd, 1) < 0 || dup2(fd, 2) < 0) child_fail(status_fd, 1);
   }
+  // The status pipe (close-on-exec) stays: it reports a failure up to exec.
+  if (!close_inherited_fds(status_fd)) child_fail(status_fd, 11);
+  // After the closing, which may walk every number below the old limit.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur > kChildNofile) {
+    nofile.rlim_cur = std::min(kChildNofile, nofile.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &nofile);  // lowering a soft limit cannot fail
+  }
   execve(argv[0], argv, envp);
   child_fail(status_fd, 7);
+}
+
+// Blocks every signal in the calling thread until destroyed: around a
+// fork, so that the child runs none of the parent's handlers before it
+// has reset them (reset_signals).
+class AllSignalsBlocked {
+ public:
+  AllSignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_);
+  }
+  ~AllSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+// `sig` to the process group `pid` leads, else (not yet its own group) to it.
+void signal_group(pid_t pid, int sig) {
+  if (kill(-pid, sig) != 0) kill(pid, sig);
+}
+
+std::string program_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
 }
 
 void close_fd(int& fd) {
@@ -125,6 +257,8 @@ pid_t fork_for_exec(bool credentials) {
 #endif
 }
 
+void set_fd_closing_for_testing(FdClosing how) { fd_closing = how; }
+
 Expected<CommandResult> run_command(const CommandSpec& spec) {
   if (Status st = check_program(spec, "run_command"); !st.ok()) return st;
   const std::string& program = spec.argv[0];
@@ -138,55 +272,111 @@ Expected<CommandResult> run_command(const CommandSpec& spec) {
     close_fd(out[1]);
     return Status::error("cannot run " + program + ": pipe: " + std::strerror(err));
   }
-  pid_t pid = fork_for_exec(spec.as.has_value());
+  pid_t pid;
+  {
+    AllSignalsBlocked blocked;
+    pid = fork_for_exec(spec.as.has_value());
+    if (pid == 0) child(spec, argv.data(), envp.data(), out[1], nullptr, status[1], /*own_group=*/true);
+  }
   if (pid < 0) {
     int err = errno;
     for (int* fd : {&out[0], &out[1], &status[0], &status[1]}) close_fd(*fd);
     return Status::error("cannot run " + program + ": fork: " + std::strerror(err));
   }
-  if (pid == 0) child(spec, argv.data(), envp.data(), out[1], nullptr, status[1]);
+  setpgid(pid, pid);  // also in the child: the group exists before either signals it
   close_fd(out[1]);
   close_fd(status[1]);
+  // Readable once the child has ended (Linux 5.3); without it, a 20 ms tick.
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 
+  using Clock = std::chrono::steady_clock;
   CommandResult result;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<long>(spec.timeout_s * 1000));
-  auto killed_at = std::chrono::steady_clock::time_point::max();
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.timeout_s));
+  const auto grace = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kKillGraceS));
+  auto termed_at = Clock::time_point::max(), killed_at = Clock::time_point::max();
+  // Ended: seen with WNOWAIT, so that it stays a zombie, and its pid and
+  // process group id stay its own, until the group has been dealt with.
+  bool ended = false, lost = false;
   char buf[4096];
-  while (out[0] >= 0) {
-    auto now = std::chrono::steady_clock::now();
+  // Until it has ended and its output is closed; after SIGKILL, at most 1 s
+  // more (a grandchild of another group may still hold the pipe, a child
+  // in uninterruptible sleep may not end yet).
+  while (!ended || out[0] >= 0) {
+    if (!ended) {
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0) {
+        ended = info.si_pid == pid;
+      } else if (errno == ECHILD) {
+        ended = lost = true;  // another thread reaped it
+      }
+    }
+    if (ended && out[0] < 0) break;
+    auto now = Clock::now();
     if (!result.timed_out && now >= deadline) {
       result.timed_out = true;
-      kill(pid, SIGKILL);
+      result.timeout_s = spec.timeout_s;
+      if (!lost) signal_group(pid, SIGTERM);
+      termed_at = now;
+    }
+    if (result.timed_out && killed_at == Clock::time_point::max() && now - termed_at >= grace) {
+      if (!lost) signal_group(pid, SIGKILL);
       killed_at = now;
     }
-    // After the kill, a grandchild may still hold the pipe: stop reading.
     if (now - killed_at > std::chrono::seconds(1)) break;
-    auto wait = result.timed_out ? std::chrono::milliseconds(100)
-                                 : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    pollfd p{out[0], POLLIN, 0};
-    int n = poll(&p, 1, static_cast<int>(std::max<long>(1, std::min<long>(wait.count(), 1000))));
-    if (n < 0 && errno != EINTR) break;
-    if (n <= 0) continue;
+    auto until = !result.timed_out ? deadline : killed_at == Clock::time_point::max() ? termed_at + grace
+                                                                                      : killed_at + std::chrono::seconds(1);
+    long wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
+    pollfd p[2];
+    nfds_t n = 0;
+    if (out[0] >= 0) p[n++] = {out[0], POLLIN, 0};
+    if (!ended && pidfd >= 0) p[n++] = {pidfd, POLLIN, 0};
+    if (!ended && pidfd < 0) wait_ms = std::min(wait_ms, 20L);
+    int ready = poll(p, n, static_cast<int>(std::max(1L, std::min(wait_ms, 1000L))));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0 || out[0] < 0 || (p[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
     ssize_t got = read(out[0], buf, sizeof buf);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
+    if (got <= 0) {
+      close_fd(out[0]);
+      continue;
+    }
     size_t room = kMaxOutput - std::min(kMaxOutput, result.output.size());
     result.output.append(buf, std::min(room, static_cast<size_t>(got)));
   }
   close_fd(out[0]);
-
-  int wstatus = 0;
-  pid_t waited;
-  do {
-    waited = waitpid(pid, &wstatus, 0);
-  } while (waited < 0 && errno == EINTR);
-
+  if (pidfd >= 0) close(pidfd);
+  // What is left of its group after a timeout (a grandchild that ignored
+  // SIGTERM and let go of the pipe) goes too; its leader is not reaped
+  // yet, so the group's id is still its own.
+  if (result.timed_out && !lost) signal_group(pid, SIGKILL);
+  if (!ended) {
+    close_fd(status[0]);
+    return Status::error("cannot end " + program + ": it did not exit within 1 s of SIGKILL (process " +
+                         std::to_string(pid) + ", left unreaped)");
+  }
   Status failed = child_status(status[0], "run " + program);
   close_fd(status[0]);
+  int wstatus = 0;
+  if (!lost) {
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+  }
   if (!failed.ok()) return failed;
-  if (waited == pid && WIFEXITED(wstatus)) result.exit_code = WEXITSTATUS(wstatus);
+  if (!lost && WIFEXITED(wstatus)) result.exit_code = WEXITSTATUS(wstatus);
   return result;
+}
+
+Expected<CommandResult> run_command_within(const CommandSpec& spec, const std::string& limit_source) {
+  auto r = run_command(spec);
+  if (!r.ok() || !r->timed_out) return r;
+  std::string text = r->output;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  text = text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  return Status::error(program_name(spec.argv[0]) + " (" + spec.argv[0] + ") did not end within " +
+                       seconds_text(spec.timeout_s) + " s" + (limit_source.empty() ? "" : " (" + limit_source + ")") +
+                       ": killed (SIGTERM to its process group, SIGKILL " + seconds_text(kKillGraceS) + " s later)" +
+                       (text.empty() ? "" : "; its last output: " + text));
 }
 
 Expected<int> spawn_detached(const CommandSpec& spec, const std::string& output_path) {
@@ -203,22 +393,27 @@ Expected<int> spawn_detached(const CommandSpec& spec, const std::string& output_
     close_fd(status[1]);
     return Status::error("cannot start " + program + ": pipe: " + std::strerror(err));
   }
-  pid_t pid = fork_for_exec(spec.as.has_value());
+  pid_t pid;
+  {
+    AllSignalsBlocked blocked;  // in the middle process too, until the grandchild resets them
+    pid = fork_for_exec(spec.as.has_value());
+    if (pid == 0) {
+      // The middle process: a new session, then the command in a grandchild
+      // that init adopts, so the caller never has to reap it.
+      if (setsid() < 0) child_fail(status[1], 9);
+      pid_t grandchild = fork_for_exec(spec.as.has_value());
+      if (grandchild < 0) child_fail(status[1], 10);
+      if (grandchild == 0)
+        child(spec, argv.data(), envp.data(), -1, output_path.c_str(), status[1], /*own_group=*/false);
+      ssize_t ignored = write(pid_pipe[1], &grandchild, sizeof grandchild);
+      (void)ignored;
+      _exit(0);
+    }
+  }
   if (pid < 0) {
     int err = errno;
     for (int* fd : {&status[0], &status[1], &pid_pipe[0], &pid_pipe[1]}) close_fd(*fd);
     return Status::error("cannot start " + program + ": fork: " + std::strerror(err));
-  }
-  if (pid == 0) {
-    // The middle process: a new session, then the command in a grandchild
-    // that init adopts, so the caller never has to reap it.
-    if (setsid() < 0) child_fail(status[1], 9);
-    pid_t grandchild = fork_for_exec(spec.as.has_value());
-    if (grandchild < 0) child_fail(status[1], 10);
-    if (grandchild == 0) child(spec, argv.data(), envp.data(), -1, output_path.c_str(), status[1]);
-    ssize_t ignored = write(pid_pipe[1], &grandchild, sizeof grandchild);
-    (void)ignored;
-    _exit(0);
   }
   close_fd(status[1]);
   close_fd(pid_pipe[1]);
@@ -276,6 +471,26 @@ Expected<CommandSpec> command_on_path(const std::string& name, const std::vector
   return spec;
 }
 
+Expected<CommandSpec> command_in(const std::string& bindir, const std::string& bindir_source, const std::string& name,
+                                 const std::vector<std::string>& args, std::vector<std::string> env) {
+  const std::string where = bindir_source.empty() ? "" : " (" + bindir_source + ")";
+  if (bindir.empty() || bindir[0] != '/')
+    return Status::error("Slurm's commands: '" + bindir + "' is not an absolute directory" + where);
+  if (name.empty() || name.find('/') != std::string::npos)
+    return Status::error("Slurm's commands: '" + name + "' is not a command name");
+  const std::string program = (bindir.back() == '/' ? bindir : bindir + "/") + name;
+  struct stat st {};
+  if (stat(program.c_str(), &st) != 0)
+    return Status::error("no " + name + " at " + program + where + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0)
+    return Status::error(program + where + " is not an executable file");
+  CommandSpec spec;
+  spec.argv = {program};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.env = std::move(env);
+  return spec;
+}
+
 Expected<std::string> find_executable(const std::string& name, const std::string& path) {
   if (name.find('/') != std::string::npos) return name;
   std::string searched;
@@ -303,7 +518,7 @@ std::vector<std::string> process_environment() {
 }
 
 std::string describe(const CommandResult& r) {
-  std::string what = r.timed_out ? "timed out" : r.exit_code < 0 ? "killed" : "exit " + std::to_string(r.exit_code);
+  std::string what = r.timed_out ? "timed out after " + seconds_text(r.timeout_s) + " s" : r.exit_code < 0 ? "killed" : "exit " + std::to_string(r.exit_code);
   std::string text = r.output;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   size_t nl = text.rfind('\n');

@@ -1,7 +1,21 @@
-// Running a Slurm command (sbatch, scancel) from a Slurm daemon process
-// (slurmstepd, through the SPANK plugin) on behalf of a job's user: a fresh
-// process with exactly the environment, working directory and credentials
-// given, its output captured, killed when it overruns its time.
+// Running a Slurm command (sbatch, squeue, scancel, srun) from a Slurm
+// daemon process (slurmstepd, through the SPANK plugin) on behalf of a
+// job's user: a fresh process with exactly the environment, working
+// directory and credentials given, its output captured, killed when it
+// overruns its time.
+//
+// What a child gets, whoever starts it (run_command, spawn_detached):
+// stdin from /dev/null; no descriptor above 2 (close_range, else the
+// entries of /proc/self/fd, else every number below RLIMIT_NOFILE); every
+// signal's disposition SIG_DFL and an empty signal mask (slurmstepd
+// blocks and ignores signals its commands must not inherit: an ignored
+// SIGPIPE or SIGTERM survives exec); RLIMIT_NOFILE's soft limit at most
+// 1024, the hard one kept (slurmd raises its soft limit to the hard one,
+// often 2^20, which a program that walks or select()s its descriptors pays
+// for; Slurm's commands raise it themselves where they need more). Other
+// limits are the caller's: the job's own limits are not applied to
+// slurmstepd itself (Slurm sets them in each task). run_command's child
+// leads a process group of its own, which the timeout ends.
 //
 // The child does only async-signal-safe work between fork and exec (the
 // daemon has other threads), so everything it needs is prepared first.
@@ -33,18 +47,31 @@ struct CommandSpec {
   std::vector<std::string> env;   // "NAME=value": the child's whole environment
   std::string cwd = "/";          // "/" when it cannot be entered
   std::optional<Credentials> as;  // unset: this process's own
-  double timeout_s = 60;          // then SIGKILL
+  // Then SIGTERM to its process group, and SIGKILL kKillGraceS later.
+  double timeout_s = 60;
 };
+
+// Between a command's SIGTERM and its SIGKILL, after its timeout.
+constexpr double kKillGraceS = 1;
 
 struct CommandResult {
   int exit_code = -1;    // -1 when killed by a signal (or the timeout)
   bool timed_out = false;
+  double timeout_s = 0;  // the limit it overran, when timed_out
   std::string output;    // stdout and stderr together, at most 64 KiB
 };
 
 // An error only when the command could not be run at all (fork, pipe, exec
-// or the credentials failed); its own failure is in the result.
+// or the credentials failed) or did not end even after SIGKILL; its own
+// failure, a timeout included, is in the result. Returns at the latest
+// about timeout_s + kKillGraceS + 1 s after it started.
 Expected<CommandResult> run_command(const CommandSpec& spec);
+
+// run_command for a caller that cannot use a command that overran its
+// time: that is an error naming the program and the limit, with
+// `limit_source` (where the limit is set, e.g. "plugstack.conf
+// slurm_command_timeout"; "" for none) and its last line of output.
+Expected<CommandResult> run_command_within(const CommandSpec& spec, const std::string& limit_source);
 
 // The first executable `name` in the colon-separated `path`; `name` itself
 // when it holds a '/'. An error names `name` and the directories searched.
@@ -82,17 +109,36 @@ Expected<int> spawn_detached(const CommandSpec& spec, const std::string& output_
 // nothing to do.
 bool stop_detached(int pidfd, double self_end_s, double grace_s);
 
-// A spec that runs `name`, found on the PATH in `env`, with `args` and
-// exactly `env`: how the Slurm commands (sbatch, squeue, scancel) are run.
+// A spec that runs `bindir`/`name` with `args` and exactly `env`: how the
+// SPANK plugin runs Slurm's commands, from the directory the site
+// configured (plugstack.conf slurm_bindir), never looked up on a PATH (the
+// job's PATH is its user's to choose). An error names the path when it is
+// not an executable file, and `bindir_source` (where bindir is set).
 // The caller sets cwd, credentials and the timeout.
+Expected<CommandSpec> command_in(const std::string& bindir, const std::string& bindir_source, const std::string& name,
+                                 const std::vector<std::string>& args, std::vector<std::string> env);
+
+// A spec that runs `name`, found on the PATH in `env`, with `args` and
+// exactly `env`: how a job's own processes (a session, goldminer-dw) run
+// Slurm's commands as their user, where the PATH is that user's. Never
+// from a daemon (command_in). The caller sets cwd, credentials and the
+// timeout.
 Expected<CommandSpec> command_on_path(const std::string& name, const std::vector<std::string>& args,
                                       std::vector<std::string> env);
 
 // This process's environment as "NAME=value" strings.
 std::vector<std::string> process_environment();
 
-// "exit 1: <last line of output>" style summary for error messages.
+// "exit 1: <last line of output>" style summary for error messages;
+// "timed out after 10 s: <last line>" for one that overran.
 std::string describe(const CommandResult& r);
+
+// How a child closes its inherited descriptors above 2: close_range(2)
+// where the kernel has it (5.9), else each entry of /proc/self/fd, else
+// every number up to RLIMIT_NOFILE's soft limit. kAuto takes the first
+// that works; tests force the others, which a recent kernel never reaches.
+enum class FdClosing { kAuto, kProcSelfFd, kEveryNumber };
+void set_fd_closing_for_testing(FdClosing how);
 
 }  // namespace goldminer
 

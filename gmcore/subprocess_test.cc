@@ -1,13 +1,20 @@
 #include "gmcore/subprocess.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace goldminer {
@@ -77,18 +84,220 @@ TEST(SubprocessTest, RunsInTheGivenDirectoryElseTheRoot) {
   EXPECT_EQ(r->output, "/\n");
 }
 
+std::string wait_for_file(const std::string& path, const std::string& last);
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 TEST(SubprocessTest, KillsACommandThatOverrunsItsTime) {
   CommandSpec s = shell("echo started; exec sleep 30");
   s.timeout_s = 0.3;
   auto start = std::chrono::steady_clock::now();
   auto r = run_command(s);
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double took = seconds_since(start);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->timed_out);
   EXPECT_EQ(r->exit_code, -1);
   EXPECT_EQ(r->output, "started\n");
-  EXPECT_LT(took, 10.0);
-  EXPECT_EQ(describe(*r), "timed out: started");
+  EXPECT_LT(took, 0.3 + kKillGraceS) << "sleep ends on SIGTERM";
+  EXPECT_EQ(describe(*r), "timed out after 0.3 s: started");
+}
+
+// What a Slurm command stuck on a slow slurmctld looks like: it ignores
+// SIGTERM, its child holds the output pipe, and it never ends. Injected:
+// a shell that traps TERM and a background sleep in its process group;
+// checked: the caller has an error naming the program, the limit and
+// where it is set within timeout + grace + 1 s, and nothing of the group
+// is left.
+TEST(SubprocessTest, ACommandThatNeverEndsIsKilledWithItsGroupAndTheCallerGetsAnErrorNamingIt) {
+  char dir[] = "/tmp/gm-subprocess-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string pid_file = std::string(dir) + "/sleep.pid";
+  CommandSpec s = shell("trap '' TERM; sleep 1000 & echo $! >" + pid_file + "; echo waiting for slurmctld; wait");
+  s.env = {"PATH=/usr/bin:/bin"};
+  s.timeout_s = 0.5;
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_command_within(s, "plugstack.conf slurm_command_timeout");
+  double took = seconds_since(start);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "sh (/bin/sh) did not end within 0.5 s (plugstack.conf slurm_command_timeout): killed (SIGTERM to its "
+            "process group, SIGKILL 1 s later); its last output: waiting for slurmctld");
+  EXPECT_GE(took, 0.5 + kKillGraceS - 0.1) << "SIGKILL only after the grace";
+  EXPECT_LT(took, 0.5 + kKillGraceS + 1.5);
+  std::ifstream in(pid_file);
+  pid_t sleeper = 0;
+  ASSERT_TRUE(in >> sleeper) << "the script wrote its child's pid";
+  // Killed: gone, or a zombie until init reaps it.
+  auto state = [](pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    size_t paren = text.rfind(')');
+    return paren == std::string::npos || paren + 2 >= text.size() ? 'X' : text[paren + 2];
+  };
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    char st = state(sleeper);
+    gone = st == 'X' || st == 'Z';
+    if (!gone) usleep(10 * 1000);
+  }
+  EXPECT_TRUE(gone) << "the background sleep " << sleeper << " of its process group was left running";
+  std::remove(pid_file.c_str());
+  rmdir(dir);
+}
+
+// A command that ends in time is a result as run_command's, whatever its exit.
+TEST(SubprocessTest, RunCommandWithinPassesOnACommandThatEndsInTime) {
+  CommandSpec s = shell("echo no; exit 4");
+  s.timeout_s = 10;
+  auto r = run_command_within(s, "x");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 4);
+  EXPECT_EQ(describe(*r), "exit 4: no");
+}
+
+// What a child reports about itself, exec'd directly (a shell would
+// change its own mask around its forks): its descriptors (ls's own
+// directory is the lowest free one, 3 when nothing above 2 was
+// inherited), and its blocked and ignored signals and descriptor limit.
+CommandSpec list_own_fds() {
+  CommandSpec s;
+  s.argv = {"/bin/ls", "-1", "/proc/self/fd"};
+  return s;
+}
+CommandSpec grep_own_signals_and_nofile() {
+  CommandSpec s;
+  s.argv = {"/bin/grep", "-hE", "^(SigBlk|SigIgn):|^Max open files", "/proc/self/status", "/proc/self/limits"};
+  return s;
+}
+const char kNoFds[] = "0\n1\n2\n3\n";
+
+// Checks the child's state against what was injected: no descriptor above
+// 2 (3 is ls's own), no signal blocked or ignored, a soft limit of 1024.
+void expect_clean_state(const std::string& fds, const std::string& state) {
+  EXPECT_EQ(fds, kNoFds);
+  EXPECT_NE(state.find("SigBlk:\t0000000000000000\n"), std::string::npos) << state;
+  EXPECT_NE(state.find("SigIgn:\t0000000000000000\n"), std::string::npos) << state;
+  const size_t at = state.find("Max open files");
+  ASSERT_NE(at, std::string::npos) << state;
+  std::istringstream limits(state.substr(at + std::strlen("Max open files")));
+  std::string soft;
+  limits >> soft;
+  EXPECT_EQ(soft, "1024") << state;
+}
+
+void expect_clean_child(const std::string& how) {
+  SCOPED_TRACE(how);
+  auto fds = run_command(list_own_fds());
+  ASSERT_TRUE(fds.ok()) << fds.status().message();
+  auto state = run_command(grep_own_signals_and_nofile());
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  expect_clean_state(fds->output, state->output);
+}
+
+// Injected: extra descriptors (one at 3, one high up, neither
+// close-on-exec, as a daemon leaks them), SIGUSR1 blocked, SIGPIPE and
+// SIGHUP ignored, a soft descriptor limit of 65536 (slurmd raises its own
+// to the hard one). Checked from the child, for each way of closing and
+// for a detached command (the SPANK plugin's srun).
+TEST(SubprocessTest, AChildInheritsNoDescriptorSignalStateOrHighFileLimit) {
+  int low = open("/dev/null", O_RDONLY);  // no O_CLOEXEC: a daemon's leak
+  ASSERT_GE(low, 3);
+  rlimit nofile{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  const rlimit saved = nofile;
+  if (nofile.rlim_max > 4096) {
+    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 65536);  // as slurmd raises it
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &nofile), 0);
+  }
+  const int high_at = static_cast<int>(std::min<rlim_t>(nofile.rlim_cur - 1, 4000));
+  int high = dup2(low, high_at);
+  ASSERT_EQ(high, high_at);
+  sigset_t usr1, old_mask;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr1, &old_mask), 0);
+  struct sigaction ign {}, old_pipe {}, old_hup {};
+  ign.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGPIPE, &ign, &old_pipe), 0);
+  ASSERT_EQ(sigaction(SIGHUP, &ign, &old_hup), 0);
+
+  expect_clean_child("close_range");
+  set_fd_closing_for_testing(FdClosing::kProcSelfFd);
+  expect_clean_child("/proc/self/fd");
+  set_fd_closing_for_testing(FdClosing::kEveryNumber);
+  expect_clean_child("every number below the limit");
+  set_fd_closing_for_testing(FdClosing::kAuto);
+
+  char dir[] = "/tmp/gm-subprocess-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string text[2];
+  int i = 0;
+  for (const CommandSpec& s : {list_own_fds(), grep_own_signals_and_nofile()}) {
+    const std::string out = std::string(dir) + "/out" + std::to_string(i);
+    auto pidfd = spawn_detached(s, out);
+    ASSERT_TRUE(pidfd.ok()) << pidfd.status().message();
+    EXPECT_TRUE(stop_detached(*pidfd, 5, 1));
+    text[i++] = wait_for_file(out, "\n");
+    std::remove(out.c_str());
+  }
+  rmdir(dir);
+  {
+    SCOPED_TRACE("detached");
+    expect_clean_state(text[0], text[1]);
+  }
+
+  sigaction(SIGPIPE, &old_pipe, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  close(high);
+  close(low);
+  setrlimit(RLIMIT_NOFILE, &saved);
+}
+
+// Slurm's commands come from the configured directory, never from the
+// PATH the job chose. Injected: a PATH whose first directory holds a fake
+// squeue; checked: the configured one runs, and a directory without the
+// command is an error naming the path and the setting.
+TEST(SubprocessTest, SlurmCommandsComeFromTheConfiguredDirectoryNotThePath) {
+  char fake[] = "/tmp/gm-fake-bin-XXXXXX", real[] = "/tmp/gm-slurm-bin-XXXXXX";
+  ASSERT_NE(mkdtemp(fake), nullptr);
+  ASSERT_NE(mkdtemp(real), nullptr);
+  auto write_script = [](const std::string& path, const std::string& text) {
+    std::ofstream(path) << "#!/bin/sh\necho " << text << " \"$@\"\n";
+    chmod(path.c_str(), 0755);
+  };
+  write_script(std::string(fake) + "/squeue", "fake squeue");
+  write_script(std::string(real) + "/squeue", "configured squeue");
+  std::vector<std::string> env = {"PATH=" + std::string(fake) + ":" + real + ":/usr/bin:/bin"};
+  auto on_path = command_on_path("squeue", {"-h"}, env);
+  ASSERT_TRUE(on_path.ok()) << on_path.status().message();
+  EXPECT_EQ(on_path->argv[0], std::string(fake) + "/squeue") << "the PATH a job chose would win";
+
+  auto spec = command_in(real, "plugstack.conf slurm_bindir", "squeue", {"-h"}, env);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->argv[0], std::string(real) + "/squeue");
+  spec->timeout_s = 10;
+  auto r = run_command(*spec);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->output, "configured squeue -h\n");
+
+  auto missing = command_in(fake, "plugstack.conf slurm_bindir", "scancel", {}, env);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "no scancel at " + std::string(fake) +
+                                            "/scancel (plugstack.conf slurm_bindir): No such file or directory");
+  EXPECT_EQ(command_in("bin", "plugstack.conf slurm_bindir", "squeue", {}, env).status().message(),
+            "Slurm's commands: 'bin' is not an absolute directory (plugstack.conf slurm_bindir)");
+  EXPECT_FALSE(command_in(real, "", "../squeue", {}, env).ok());
+  chmod((std::string(real) + "/squeue").c_str(), 0644);
+  EXPECT_EQ(command_in(real, "", "squeue", {}, env).status().message(),
+            std::string(real) + "/squeue is not an executable file");
+  for (const char* d : {fake, real}) {
+    std::remove((std::string(d) + "/squeue").c_str());
+    rmdir(d);
+  }
 }
 
 TEST(SubprocessTest, ErrorsNameTheProgramAndWhatFailed) {
