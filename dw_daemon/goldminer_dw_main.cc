@@ -189,11 +189,12 @@ int main(int argc, char** argv) {
   }
   if (verbose)
     std::fprintf(stderr,
-                 "goldminer-dw: %s: sent %llu batches, finished %llu splits, returned %llu; %llu frames through "
+                 "goldminer-dw: %s: sent %llu batches, finished %llu splits, returned %llu, failed %llu; %llu frames through "
                  "shared memory, %llu built there (%s)\n",
                  o.id.c_str(), static_cast<unsigned long long>(report->batches_sent),
                  static_cast<unsigned long long>(report->splits_done),
                  static_cast<unsigned long long>(report->splits_returned),
+                 static_cast<unsigned long long>(report->splits_failed),
                  static_cast<unsigned long long>(report->batches_shared_memory),
                  static_cast<unsigned long long>(report->batches_built_in_place),
                  report->shared_memory.empty() ? "none in this transport" : report->shared_memory.c_str());

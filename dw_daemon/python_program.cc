@@ -137,11 +137,14 @@ class Child {
 
   static Expected<std::unique_ptr<Child>> start(const Header& h) {
     int down[2], up[2];
-    if (::pipe2(down, O_CLOEXEC) != 0) return Status::error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
+    // What fails before the child runs is this machine's (descriptors,
+    // memory, processes): environment errors, as the child's death is.
+    if (::pipe2(down, O_CLOEXEC) != 0)
+      return Status::environment_error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
     if (::pipe2(up, O_CLOEXEC) != 0) {
       ::close(down[0]);
       ::close(down[1]);
-      return Status::error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
+      return Status::environment_error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
     }
     auto child = std::make_unique<Child>();
     child->to_ = down[1];
@@ -152,7 +155,7 @@ class Child {
     if (child->shm_ < 0) {
       ::close(down[0]);
       ::close(up[1]);
-      return Status::error(std::string(kWhat) + ": memfd_create: " + std::strerror(errno));
+      return Status::environment_error(std::string(kWhat) + ": memfd_create: " + std::strerror(errno));
     }
     std::vector<std::string> env;
     std::string pythonpath;
@@ -185,11 +188,12 @@ class Child {
     posix_spawn_file_actions_destroy(&fa);
     ::close(down[0]);
     ::close(up[1]);
-    if (rc != 0) return Status::error(std::string(kWhat) + ": cannot start " + h.python + ": " + std::strerror(rc));
+    if (rc != 0)
+      return Status::environment_error(std::string(kWhat) + ": cannot start " + h.python + ": " + std::strerror(rc));
     child->pid_ = pid;
     uint64_t n = h.pickle.size();
     if (!write_all(child->to_, &n, sizeof n) || !write_all(child->to_, h.pickle.data(), h.pickle.size()))
-      return Status::error(child->ended("while it read the dataset"));
+      return Status::environment_error(child->ended("while it read the dataset"));
     auto ready = child->reply();
     if (!ready.ok()) return ready.status();
     return child;
@@ -204,7 +208,7 @@ class Child {
     std::memcpy(req.data() + 4, &seed, 8);
     std::memcpy(req.data() + 12, &n, 4);
     if (!positions.empty()) std::memcpy(req.data() + 16, positions.data(), 8 * positions.size());
-    if (!write_all(to_, req.data(), req.size())) return Status::error(ended("while it was sent a batch"));
+    if (!write_all(to_, req.data(), req.size())) return Status::environment_error(ended("while it was sent a batch"));
     auto out = reply();
     if (!out.ok()) return out.status();
     return std::unique_ptr<ProgramOutput>(std::move(out).value());
@@ -217,7 +221,7 @@ class Child {
     std::memcpy(req + 4, &shard, 4);
     std::memcpy(req + 8, &seed, 8);
     std::memcpy(req + 16, &index, 8);
-    if (!write_all(to_, req, sizeof req)) return Status::error(ended("while it was asked for a batch"));
+    if (!write_all(to_, req, sizeof req)) return Status::environment_error(ended("while it was asked for a batch"));
     return reply(true);
   }
 
@@ -227,23 +231,23 @@ class Child {
   // A batch (or, end_allowed, nullptr for the end of a shard).
   Expected<std::unique_ptr<Output>> reply(bool end_allowed = false) {
     uint8_t kind = 0;
-    if (!read_value(from_, &kind)) return Status::error(ended("before it answered"));
+    if (!read_value(from_, &kind)) return Status::environment_error(ended("before it answered"));
     if (kind == kReplyEnd && end_allowed) return std::unique_ptr<Output>();
     if (kind == kReplyError) {
       uint64_t len = 0;
-      if (!read_value(from_, &len) || len > (64u << 20)) return Status::error(ended("in the middle of its error"));
+      if (!read_value(from_, &len) || len > (64u << 20)) return Status::environment_error(ended("in the middle of its error"));
       std::string message(len, '\0');
-      if (!read_all(from_, message.data(), len)) return Status::error(ended("in the middle of its error"));
+      if (!read_all(from_, message.data(), len)) return Status::environment_error(ended("in the middle of its error"));
       return Status::error(message);
     }
     if (kind != kReplyTensors) return Status::error(protocol("reply kind " + std::to_string(kind)));
     uint32_t count = 0;
-    if (!read_value(from_, &count)) return Status::error(ended("in the middle of a batch"));
+    if (!read_value(from_, &count)) return Status::environment_error(ended("in the middle of a batch"));
     if (count > kMaxTensors) return Status::error(protocol(std::to_string(count) + " tensors"));
     auto out = std::make_unique<Output>();
     for (uint32_t i = 0; i < count; ++i) {
       uint8_t dtype = 0, dims = 0;
-      if (!read_value(from_, &dtype) || !read_value(from_, &dims)) return Status::error(ended("in the middle of a batch"));
+      if (!read_value(from_, &dtype) || !read_value(from_, &dims)) return Status::environment_error(ended("in the middle of a batch"));
       const auto d = static_cast<wire::DType>(dtype);
       if (wire::dtype_size(d) == 0 || dims > kMaxDims)
         return Status::error(protocol("tensor " + std::to_string(i) + ": dtype " + std::to_string(dtype) + ", " +
@@ -252,7 +256,7 @@ class Child {
       uint64_t nbytes = 0, offset = 0;
       if ((dims > 0 && !read_all(from_, shape.data(), 8 * dims)) || !read_value(from_, &nbytes) ||
           !read_value(from_, &offset))
-        return Status::error(ended("in the middle of a batch"));
+        return Status::environment_error(ended("in the middle of a batch"));
       uint64_t elements = 1;
       for (int64_t s : shape) elements *= static_cast<uint64_t>(s < 0 ? 0 : s);
       if (elements * wire::dtype_size(d) != nbytes)
@@ -269,7 +273,8 @@ class Child {
   Status map_through(uint64_t end) {
     if (end <= mapped_) return Status();
     struct stat st {};
-    if (::fstat(shm_, &st) != 0) return Status::error(std::string(kWhat) + ": fstat: " + std::strerror(errno));
+    if (::fstat(shm_, &st) != 0)
+      return Status::environment_error(std::string(kWhat) + ": fstat: " + std::strerror(errno));
     if (static_cast<uint64_t>(st.st_size) < end)
       return Status::error(protocol("a tensor ends at byte " + std::to_string(end) + " of " +
                                     std::to_string(st.st_size) + " bytes of shared memory"));
@@ -277,7 +282,7 @@ class Child {
     map_ = nullptr;
     mapped_ = 0;
     void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, shm_, 0);
-    if (p == MAP_FAILED) return Status::error(std::string(kWhat) + ": mmap: " + std::strerror(errno));
+    if (p == MAP_FAILED) return Status::environment_error(std::string(kWhat) + ": mmap: " + std::strerror(errno));
     map_ = p;
     mapped_ = static_cast<size_t>(st.st_size);
     return Status();
@@ -313,17 +318,26 @@ class Child {
   bool broken_ = false;
 };
 
-// Idle children, shared with the outputs that hold one.
+// Idle children, shared with the outputs that hold one. A child that died
+// (killed by the OOM killer, say: its split failed, and the worker gives
+// that split back) is not put back; the next batch that needs a child
+// starts a new one, so the worker goes on.
 struct Pool {
   std::mutex mu;
   std::vector<std::unique_ptr<Child>> idle;
+  uint64_t lost = 0;  // children that died or broke
   void put(std::unique_ptr<Child> c) {
-    if (c == nullptr || c->broken()) return;
+    if (c == nullptr) return;
     std::lock_guard<std::mutex> lock(mu);
+    if (c->broken()) {
+      ++lost;
+      return;
+    }
     idle.push_back(std::move(c));
   }
   // An idle child, else a new one (another thread holds each one).
   Expected<std::unique_ptr<Child>> take(const Header& header) {
+    uint64_t replaced = 0;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!idle.empty()) {
@@ -331,7 +345,11 @@ struct Pool {
         idle.pop_back();
         return c;
       }
+      replaced = lost;
     }
+    if (replaced > 0)
+      log::info(std::string(kWhat) + ": starting a Python process (" + std::to_string(replaced) +
+                " ended or broke so far)");
     return Child::start(header);
   }
 };
@@ -346,7 +364,8 @@ class ShardGenerator : public BatchGenerator {
   ~ShardGenerator() override { pool_->put(std::move(child_)); }
 
   Expected<std::optional<GeneratedBatch>> next(uint64_t index) override {
-    if (child_ == nullptr || child_->broken()) return Status::error(std::string(kWhat) + ": the shard's process is gone");
+    if (child_ == nullptr || child_->broken())
+      return Status::environment_error(std::string(kWhat) + ": the shard's process is gone");
     auto out = child_->shard_batch(epoch_, shard_, seed_, index);
     if (!out.ok()) return out.status();
     if (*out == nullptr) return std::optional<GeneratedBatch>();

@@ -44,7 +44,14 @@ struct Outgoing {
   bool last_of_split = false;
   uint64_t split_id = 0;
   std::string message;  // kReturn reason, kError text
+  bool failed = false;  // kReturn: the split failed here (wire::LeaseReturn::failed)
 };
+
+// `s` with `context` appended to its message, of the same kind.
+Status with_context(const Status& s, const std::string& context) {
+  return s.is_environment_error() ? Status::environment_error(s.message() + context)
+                                  : Status::error(s.message() + context);
+}
 
 // State shared by the connection thread and the producers.
 struct Shared {
@@ -109,10 +116,27 @@ class Producer {
         ++s_->busy;
       }
       Status st = work(lease);
+      // A failure of this worker's environment (its Python process
+      // killed, a read error of the OS) is not the input's: the split goes
+      // back to the trainer, which re-leases it (to another worker while
+      // one may take it), and this worker goes on with its next split (a
+      // Python program starts a new process for it). Any other error (a
+      // corrupt record beyond max_bad_records, the program's own
+      // exception) would fail on every worker: it ends the run.
+      if (!st.ok() && st.is_environment_error())
+        log::error("goldminer-dw: split " + std::to_string(lease.split_id) + " of " + lease.file +
+                   " failed here, given back to be re-run: " + st.message());
       {
         std::lock_guard<std::mutex> lock(s_->mu);
         --s_->busy;
-        if (!st.ok()) {
+        if (!st.ok() && st.is_environment_error()) {
+          Outgoing r;
+          r.kind = Outgoing::Kind::kReturn;
+          r.split_id = lease.split_id;
+          r.message = st.message();
+          r.failed = true;
+          s_->outbox.push_back(std::move(r));
+        } else if (!st.ok()) {
           Outgoing e;
           e.kind = Outgoing::Kind::kError;
           e.message = st.message();
@@ -205,13 +229,13 @@ class Producer {
   // from the first not yet delivered, then an empty last one.
   Status work_generated(const wire::LeaseGrant& g, const readers::SplitRange& range) {
     auto gen = program_->generate(range, g.seed, g.epoch);
-    if (!gen.ok()) return Status::error(gen.status().message() + " (split " + std::to_string(g.split_id) + ")");
+    if (!gen.ok()) return with_context(gen.status(), " (split " + std::to_string(g.split_id) + ")");
     for (uint64_t sequence = g.skip_batches;; ++sequence) {
       if (draining()) return give_back(g.split_id, "worker draining");
       auto next = (*gen)->next(sequence);
       if (!next.ok())
-        return Status::error(next.status().message() + " (split " + std::to_string(g.split_id) + ", batch " +
-                             std::to_string(sequence) + ")");
+        return with_context(next.status(),
+                            " (split " + std::to_string(g.split_id) + ", batch " + std::to_string(sequence) + ")");
       const bool last = !next->has_value();
       std::vector<View> views;
       std::vector<uint64_t> none;
@@ -253,8 +277,8 @@ class Producer {
     if (program_ != nullptr && !b.records.empty()) {
       auto r = program_->run(b, batch_seed(g.seed, sequence), g.epoch);
       if (!r.ok())
-        return Status::error(r.status().message() + " (split " + std::to_string(g.split_id) + " of " + g.file +
-                             ", batch " + std::to_string(sequence) + ")");
+        return with_context(r.status(), " (split " + std::to_string(g.split_id) + " of " + g.file + ", batch " +
+                                            std::to_string(sequence) + ")");
       out = std::move(r).value();
       for (const auto& t : out->tensors()) views.push_back({t.dtype, t.shape, t.data, t.nbytes});
     } else if (!b.records.empty()) {
@@ -586,10 +610,10 @@ class Connection {
           return finish(Status::error(o.message));
         }
         if (o.kind == Outgoing::Kind::kReturn) {
-          s = send(wire::LeaseReturn{o.split_id, o.message});
+          s = send(wire::LeaseReturn{o.split_id, o.message, o.failed});
           if (!s.ok()) return finish(s);
           --in_hand;
-          ++report.splits_returned;
+          ++(o.failed ? report.splits_failed : report.splits_returned);
           continue;
         }
         // The writer goes back to the spares when its send is done.

@@ -49,7 +49,10 @@ struct WorkerOptions {
 struct WorkerReport {
   uint64_t batches_sent = 0;
   uint64_t splits_done = 0;
-  uint64_t splits_returned = 0;
+  uint64_t splits_returned = 0;  // given back while draining
+  // Given back failed: its environment's fault (its Python process killed,
+  // a read error of the OS). The worker goes on; the trainer re-leases them.
+  uint64_t splits_failed = 0;
   bool drained = false;  // left because asked to (trainer's drain or stop)
   uint64_t batches_shared_memory = 0;  // frames (batches) through the shared-memory arena
   uint64_t batches_built_in_place = 0;  // of those, built there (no copy by the transport)
@@ -68,7 +71,13 @@ extern const char* const kStopped;
 extern const char* const kTrainerGone;
 
 // Runs until drained (OK), or an error (trainer unreachable, refused, gone
-// without a drain, corrupt input, failing program).
+// without a drain, corrupt input, failing program). A split that fails
+// through the worker's environment (Status::environment_error: its Python
+// process killed, say by the OOM killer; a read error of the OS) is given
+// back failed (wire::LeaseReturn::failed) for the trainer to re-lease, and
+// the worker goes on: a Python program starts a new process in place of
+// the one that died. Its own end (SIGKILL of goldminer-dw) is a lost
+// worker, whose splits the trainer re-leases as well.
 Expected<WorkerReport> run_worker(const WorkerOptions& options, const std::atomic<bool>& stop);
 
 }  // namespace goldminer::dw

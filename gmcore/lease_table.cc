@@ -71,6 +71,8 @@ Status LeaseTable::start_epoch(uint32_t epoch) {
   for (Entry& e : splits_) {
     e.delivered = 0;
     e.phase = Phase::kOtherRank;
+    e.failed_on.clear();
+    e.causes.clear();
   }
   if (config_.world_size <= 1) {
     for (size_t i : order) add(i, 0, splits_[i].split.end - splits_[i].split.begin, 0);
@@ -157,10 +159,15 @@ void LeaseTable::make_pending(size_t i, bool first) {
   }
 }
 
-std::optional<Lease> LeaseTable::grant(uint64_t worker, double now) {
-  if (pending_.empty()) return std::nullopt;
-  size_t i = pending_.front();
-  pending_.pop_front();
+std::optional<Lease> LeaseTable::grant(uint64_t worker, double now, const std::vector<uint64_t>& others) {
+  auto next = std::find_if(pending_.begin(), pending_.end(), [&](size_t i) {
+    const auto& on = splits_[i].failed_on;
+    auto failed = [&](uint64_t w) { return std::find(on.begin(), on.end(), w) != on.end(); };
+    return !failed(worker) || std::all_of(others.begin(), others.end(), failed);
+  });
+  if (next == pending_.end()) return std::nullopt;
+  size_t i = *next;
+  pending_.erase(next);
   Entry& e = splits_[i];
   e.phase = Phase::kLeased;
   e.worker = worker;
@@ -217,6 +224,36 @@ std::vector<uint64_t> LeaseTable::drop_worker(uint64_t worker) {
       ids.push_back(splits_[i].split.id);
     }
   return ids;
+}
+
+Expected<uint32_t> LeaseTable::fail(uint64_t worker, uint64_t split_id, const std::string& cause) {
+  auto i = find(split_id);
+  if (!i.ok()) return i.status();
+  Entry& e = splits_[*i];
+  if (e.phase != Phase::kLeased || e.worker != worker)
+    return Status::error(split_name(split_id) + ": worker " + std::to_string(worker) + " does not hold its lease");
+  e.failed_on.push_back(worker);
+  e.causes.push_back(cause);
+  make_pending(*i, true);
+  return static_cast<uint32_t>(e.causes.size());
+}
+
+std::vector<std::string> LeaseTable::failures(uint64_t split_id) const {
+  auto i = find(split_id);
+  return i.ok() ? splits_[*i].causes : std::vector<std::string>();
+}
+
+bool LeaseTable::failed_on(uint64_t split_id, uint64_t worker) const {
+  auto i = find(split_id);
+  if (!i.ok()) return false;
+  const auto& on = splits_[*i].failed_on;
+  return std::find(on.begin(), on.end(), worker) != on.end();
+}
+
+std::optional<InputSplit> LeaseTable::split(uint64_t split_id) const {
+  auto i = find(split_id);
+  if (!i.ok()) return std::nullopt;
+  return splits_[*i].split;
 }
 
 void LeaseTable::heartbeat(uint64_t worker, double now) {

@@ -102,7 +102,10 @@ class LeaseTable {
   Status resume(const LeasePosition& position);
 
   // The next pending split for `worker`, or nothing when none is pending.
-  std::optional<Lease> grant(uint64_t worker, double now);
+  // `others`: the other workers that may take splits now; a split that
+  // failed on `worker` this epoch (fail()) is left to them while one of
+  // them has not failed on it too.
+  std::optional<Lease> grant(uint64_t worker, double now, const std::vector<uint64_t>& others = {});
   // A batch `sequence` of `split_id` from `worker` (renews its lease).
   // Errors: unknown split, or a sequence beyond the next expected one.
   Expected<BatchVerdict> accept_batch(uint64_t worker, uint64_t split_id, uint64_t sequence, double now);
@@ -113,6 +116,18 @@ class LeaseTable {
   // `worker` is gone (connection lost, kill -9): its splits become pending.
   // Returns their ids.
   std::vector<uint64_t> drop_worker(uint64_t worker);
+  // `worker` failed on `split_id` through its environment (`cause`: its
+  // Python process killed, a read error) and goes on: the split is pending
+  // again, first in line, as when a worker is lost (its delivered batches
+  // stay delivered), and the failure is counted. Returns the split's
+  // failures this epoch (the caller bounds them).
+  Expected<uint32_t> fail(uint64_t worker, uint64_t split_id, const std::string& cause);
+  // The causes fail() was given for `split_id` this epoch, oldest first.
+  std::vector<std::string> failures(uint64_t split_id) const;
+  // Whether `split_id` failed on `worker` this epoch.
+  bool failed_on(uint64_t split_id, uint64_t worker) const;
+  // The split `split_id` as planned; nothing if unknown.
+  std::optional<InputSplit> split(uint64_t split_id) const;
   // Renews every lease `worker` holds.
   void heartbeat(uint64_t worker, double now);
   // Leases not renewed since now - timeout become pending; returns the
@@ -150,6 +165,9 @@ class LeaseTable {
     uint64_t batches = 0;    // this epoch's cut (rank_share.h); 0: natural
     uint64_t skip = 0;       // records before this rank's part of the split
     uint64_t keep = 0;       // records of that part
+    // This epoch's failures (fail()): the workers it failed on, the causes.
+    std::vector<uint64_t> failed_on;
+    std::vector<std::string> causes;
   };
 
   LeaseTable(std::vector<InputSplit> splits, LeaseConfig config);

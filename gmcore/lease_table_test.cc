@@ -93,6 +93,51 @@ TEST(LeaseTableTest, ReRunAfterALostWorkerSkipsDeliveredBatches) {
   EXPECT_TRUE(t->epoch_done());
 }
 
+// A split that failed on a worker (its environment's fault) is pending
+// again first, re-run from the first batch not delivered; another worker
+// takes it while one that it has not failed on may (the one it failed on
+// gets the next split), else one it failed on; each failure's cause is
+// kept for the epoch, and a new epoch starts without them.
+TEST(LeaseTableTest, AFailedSplitIsReRunFromItsFirstBatchNotDeliveredWithItsCausesKept) {
+  auto t = LeaseTable::create(splits(3), LeaseConfig());
+  ASSERT_TRUE(t.ok());
+  auto l = t->grant(1, 0);
+  ASSERT_TRUE(l.has_value());
+  const uint64_t id = l->split.id;
+  EXPECT_EQ(*t->accept_batch(1, id, 0, 1), BatchVerdict::kDeliver);
+  auto count = t->fail(1, id, "worker w1: python dataset: the Python process was killed by signal 9");
+  ASSERT_TRUE(count.ok()) << count.status().message();
+  EXPECT_EQ(*count, 1u);
+  EXPECT_TRUE(t->is_pending(id));
+  EXPECT_TRUE(t->failed_on(id, 1));
+  EXPECT_FALSE(t->failed_on(id, 2));
+  EXPECT_EQ(*t->accept_batch(1, id, 1, 2), BatchVerdict::kStale) << "a late batch of the failed run";
+  auto other = t->grant(1, 2, {2});
+  ASSERT_TRUE(other.has_value());
+  EXPECT_NE(other->split.id, id) << "spared: worker 1 gets another split";
+  auto again = t->grant(2, 3, {1});
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->split.id, id);
+  EXPECT_EQ(again->skip_batches, 1u) << "batch 0 was delivered: the re-run skips it";
+  EXPECT_EQ(*t->fail(2, id, "worker w2: text: f: read: Input/output error"), 2u);
+  EXPECT_FALSE(t->fail(2, id, "twice").ok()) << "no longer its lease";
+  auto last = t->grant(1, 4, {2, 3});
+  ASSERT_TRUE(last.has_value());
+  EXPECT_NE(last->split.id, id) << "the third split, behind the failed one";
+  EXPECT_FALSE(t->grant(1, 4, {2, 3}).has_value()) << "left for worker 3, on which it has not failed";
+  EXPECT_FALSE(t->grant(2, 4, {1, 3}).has_value());
+  auto same = t->grant(2, 5, {1});
+  ASSERT_TRUE(same.has_value()) << "it failed on every worker that may take it: one of them does";
+  EXPECT_EQ(same->split.id, id);
+  EXPECT_EQ(t->failures(id), (std::vector<std::string>{"worker w1: python dataset: the Python process was killed by signal 9",
+                                                       "worker w2: text: f: read: Input/output error"}));
+  EXPECT_EQ(t->split(id)->file, l->split.file);
+  EXPECT_FALSE(t->split(999).has_value());
+  ASSERT_TRUE(t->start_epoch(1).ok());
+  EXPECT_TRUE(t->failures(id).empty());
+  EXPECT_FALSE(t->failed_on(id, 1));
+}
+
 TEST(LeaseTableTest, ProtocolViolationsAreErrors) {
   auto t = LeaseTable::create(splits(2), LeaseConfig());
   ASSERT_TRUE(t.ok());
@@ -157,8 +202,16 @@ TEST(LeaseTableTest, ExactlyOnceUnderRandomFailures) {
         workers.erase(workers.begin() + static_cast<long>(k));
         continue;
       }
+      if (r < 10 && w.lease) {  // its Python process killed: the split fails, the worker stays
+        ASSERT_TRUE(t->fail(w.id, w.lease->split.id, "killed").ok());
+        w.lease.reset();
+        continue;
+      }
       if (!w.lease) {
-        w.lease = t->grant(w.id, now);
+        std::vector<uint64_t> others;
+        for (const Worker& o : workers)
+          if (o.id != w.id && rng() % 2 == 0) others.push_back(o.id);
+        w.lease = t->grant(w.id, now, others);
         w.next = 0;  // a worker runs a split from its start
         continue;
       }

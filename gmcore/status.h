@@ -14,8 +14,19 @@ class Status {
  public:
   Status() = default;  // success
   static Status error(std::string message) { return Status(std::move(message)); }
+  // A failure of the environment the work ran in, not of its input or of
+  // the request: a process killed (say by the kernel's OOM killer), an I/O
+  // error of the OS, memory exhausted. The same work may succeed again or
+  // elsewhere: the data plane re-runs a split that failed so on another
+  // worker (dw_daemon/worker.h), where any other error ends the run.
+  static Status environment_error(std::string message) {
+    Status s(std::move(message));
+    s.environment_ = true;
+    return s;
+  }
 
   bool ok() const { return !message_.has_value(); }
+  bool is_environment_error() const { return environment_; }
   // The cause, or "" on success.
   const std::string& message() const {
     static const std::string kEmpty;
@@ -25,6 +36,7 @@ class Status {
  private:
   explicit Status(std::string message) : message_(std::move(message)) {}
   std::optional<std::string> message_;
+  bool environment_ = false;
 };
 
 // A value or the Status that explains why there is none.

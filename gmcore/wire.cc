@@ -343,6 +343,9 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       LeaseReturn l;
       l.split_id = r.get<uint64_t>("split_id");
       l.reason = r.str("reason");
+      const uint8_t failed = r.get<uint8_t>("failed");
+      if (r.ok() && failed > 1) r.fail("failed", "value " + std::to_string(failed) + " (0 or 1)", r.pos() - 1);
+      l.failed = failed == 1;
       m = std::move(l);
       break;
     }
@@ -438,6 +441,7 @@ std::vector<uint8_t> encode(const Message& message) {
           type = MessageType::kLeaseReturn;
           body.put<uint64_t>(m.split_id);
           body.str(m.reason);
+          body.put<uint8_t>(m.failed ? 1 : 0);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           type = MessageType::kHeartbeat;
           body.put<uint64_t>(m.unix_ms);

@@ -29,9 +29,9 @@
 namespace goldminer::wire {
 
 constexpr uint32_t kMagic = 0x31574d47;  // "GMW1" read as little-endian u32
-constexpr uint16_t kVersion = 5;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake;
+constexpr uint16_t kVersion = 6;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake;
                                   // 4: LeaseGrant::batches and skip; 5: ranks (Hello::role,
-                                  // RankJoin, Redirect, RankStatus)
+                                  // RankJoin, Redirect, RankStatus); 6: LeaseReturn::failed
 constexpr size_t kFrameHeaderSize = 16;
 constexpr size_t kDataAlignment = 64;
 constexpr int kMaxDims = 8;
@@ -113,6 +113,11 @@ struct LeaseGrant {
 struct LeaseReturn {
   uint64_t split_id = 0;
   std::string reason;
+  // True: the worker failed on the split through its environment (its
+  // Python process killed, a read error of the OS; the reason says which)
+  // and goes on: the session re-leases the split up to its retry bound
+  // (SessionOptions::split_retries). False: given back while draining.
+  bool failed = false;
 };
 struct Heartbeat {
   uint64_t unix_ms = 0;

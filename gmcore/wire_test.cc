@@ -60,6 +60,8 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(round_trip(Credit{6}).batches, 6u);
   EXPECT_EQ(round_trip(LeaseRequest{5}).splits, 5u);
   EXPECT_EQ(round_trip(LeaseReturn{7, "sigterm"}).reason, "sigterm");
+  EXPECT_FALSE(round_trip(LeaseReturn{7, "sigterm"}).failed);
+  EXPECT_TRUE(round_trip(LeaseReturn{8, "the Python process was killed by signal 9", true}).failed);
   EXPECT_EQ(round_trip(Heartbeat{1763776800000ULL}).unix_ms, 1763776800000ULL);
   round_trip(Drain{});
   EXPECT_EQ(round_trip(Hello{"g1:7", 2, {}, PeerRole::kRank}).role, PeerRole::kRank);
@@ -110,7 +112,7 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
   EXPECT_EQ(refusal(bad), "wire: frame: magic at byte 0: not a GoldMiner frame");
   bad = f;
   bad[4] = 1;  // before LeaseGrant::rank
-  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 5");
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 6");
   bad = f;
   bad[6] = 99;
   EXPECT_EQ(refusal(bad), "wire: frame: type at byte 6: unknown message type 99");
@@ -142,6 +144,9 @@ TEST(WireTest, PayloadErrors) {
   std::vector<uint8_t> challenge = encode(Message(Challenge{}));
   challenge[16 + 32] = 7;  // the method
   EXPECT_EQ(refusal(challenge), "wire: challenge: method at payload byte 32: unknown authentication method 7");
+  std::vector<uint8_t> lease_return = encode(Message(LeaseReturn{3, "x", true}));
+  lease_return[16 + 13] = 2;  // `failed`: 0 or 1
+  EXPECT_EQ(refusal(lease_return), "wire: lease_return: failed at payload byte 13: value 2 (0 or 1)");
   auto drain = encode(Message(Drain{}));
   drain[8] = 1;  // one payload byte where none belongs
   drain.push_back(0);

@@ -20,7 +20,8 @@ constexpr size_t kScanChunk = 4 << 20;   // plan-time scans
 Status errno_status(const char* format, const std::string& path, const char* what) {
   std::string message = std::string(format) + ": " + path + ": ";
   if (what != nullptr) message += std::string(what) + ": ";
-  return Status::error(message + std::strerror(errno));
+  // The OS's error, not the file's content: another worker may read it.
+  return Status::environment_error(message + std::strerror(errno));
 }
 
 std::string quote_value(std::string_view s) {

@@ -13,7 +13,9 @@
 
 namespace goldminer::readers::internal {
 
-// "<format>: <path>: <strerror(errno)>" for a failed system call.
+// "<format>: <path>: <strerror(errno)>" for a failed system call: an
+// environment error (Status::environment_error), which a data worker
+// gives back for another to re-run, unlike a corrupt record.
 Status errno_status(const char* format, const std::string& path, const char* what = nullptr);
 
 // A read-only file read forward through one reusable buffer. Owns the file

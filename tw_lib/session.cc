@@ -301,6 +301,7 @@ SessionMetrics Session::Impl::metrics() const {
   m.workers_rejected = workers_rejected_;
   m.bad_records = bad_records_;
   m.duplicates_dropped = duplicates_dropped_;
+  m.splits_failed = splits_failed_;
   for (const auto& [peer, w] : per_worker_) m.per_worker.push_back(w);
   return m;
 }

@@ -119,7 +119,11 @@ class Session::Impl {
   // While no worker has joined: logs where the companion job stands every
   // minute, and fails the session after first_worker_timeout_s.
   void check_first_worker();
-  bool grant_lease(PeerId peer, Worker* w);
+  // `others`: the other workers that may take splits (LeaseTable::grant).
+  bool grant_lease(PeerId peer, Worker* w, const std::vector<PeerId>& others = {});
+  // A worker gave `split_id` back failed (wire::LeaseReturn::failed):
+  // re-leased, or the session fails past split_retries.
+  void on_split_failed(PeerId peer, const Worker& w, uint64_t split_id, const std::string& cause);
   void grant_credits();
   // A worker that authenticated: it joins (Program, credits follow).
   void admit(PeerId peer, Worker* w);
@@ -205,6 +209,7 @@ class Session::Impl {
   std::condition_variable elastic_cv_;
   std::thread elastic_;
   uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
+  uint64_t splits_failed_ = 0;
   uint64_t consumed_bad_ = 0;  // bad records of the batches next() returned this epoch
   mutable std::mutex deal_mu_;
   mutable LeaseTable deal_table_;  // deals epochs for share_of_epoch(); under deal_mu_

@@ -237,22 +237,54 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
     table_.heartbeat(peer, now());
   } else if (auto* b = std::get_if<wire::BatchView>(&m)) {
     on_batch(peer, *b, std::move(frame));
+  } else if (auto* r = std::get_if<wire::LeaseReturn>(&m); r != nullptr && r->failed) {
+    // The split failed through the worker's environment; the worker goes on.
+    on_split_failed(peer, w, r->split_id, r->reason);
   } else if (auto* r = std::get_if<wire::LeaseReturn>(&m)) {
-    // Workers give splits back only when they drain (SIGTERM, or a Drain
-    // from here): lease it nothing more, not even the awaited split.
+    // Workers give splits back unfailed only when they drain (SIGTERM, or
+    // a Drain from here): lease it nothing more, not even the awaited split.
     w.draining = true;
     Status s = table_.give_back(peer, r->split_id);
     if (!s.ok()) log::verbose("goldminer: session: " + s.message());
   } else if (std::get_if<wire::Heartbeat>(&m)) {
     table_.heartbeat(peer, now());
   } else if (auto* e = std::get_if<wire::Error>(&m)) {
-    // A worker that cannot go on (corrupt input, failing program): the
-    // same input would fail on any worker, so the session fails.
+    // A worker that cannot go on (corrupt input, the program's own
+    // error): the same input would fail on any worker, so the session
+    // fails. (Its environment's failures come as failed LeaseReturns.)
     fail("worker " + w.id + ": " + e->message);
     drop(peer, "reported an error", false);
   } else {
     drop(peer, std::string("unexpected ") + wire::type_name(static_cast<wire::MessageType>(m.index() + 1)), true);
   }
+}
+
+void Session::Impl::on_split_failed(PeerId peer, const Worker& w, uint64_t split_id, const std::string& cause) {
+  const std::string who = "worker " + w.id;
+  // Re-leased from its first batch not delivered, as for a lost worker.
+  auto failures = table_.fail(peer, split_id, who + ": " + cause);
+  if (!failures.ok()) {  // its lease had expired, say: already pending again
+    log::verbose("goldminer: session: " + failures.status().message());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++splits_failed_;
+  }
+  std::string where = "split " + std::to_string(split_id);
+  if (const std::optional<InputSplit> split = table_.split(split_id))
+    where += " of " + split->file + " (records " + std::to_string(split->begin) + " to " +
+             std::to_string(split->end) + ", from byte " + std::to_string(split->offset) + ")";
+  if (*failures > o_.split_retries) {
+    std::string causes;
+    for (const std::string& c : table_.failures(split_id)) causes += (causes.empty() ? "" : "; ") + c;
+    fail("session: " + where + " failed " + std::to_string(*failures) + " times in epoch " +
+         std::to_string(table_.epoch()) + ", more than split_retries (" + std::to_string(o_.split_retries) +
+         ") allows: " + causes);
+    return;
+  }
+  log::info("goldminer: session: " + who + " failed " + where + ": " + cause + "; re-leased (failure " +
+            std::to_string(*failures) + ", at most " + std::to_string(o_.split_retries) + " re-leases)");
 }
 
 void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame) {
@@ -338,18 +370,37 @@ void Session::Impl::grant_leases() {
     if (head && queue_.size() + reorder_.held() >= std::max<uint64_t>(1, o_.queue_batches))
       hold_back = table_.holder(*head);
   }
-  for (auto& [peer, w] : workers_)
-    while (w.phase == Phase::kReady && !w.draining && w.wants > 0 && peer != hold_back && grant_lease(peer, &w)) {
+  // A split that failed on a worker goes to another while one it has not
+  // failed on may take it (LeaseTable::grant); else to one it failed on.
+  std::vector<PeerId> ready;
+  for (const auto& [peer, w] : workers_)
+    if (w.phase == Phase::kReady && !w.draining) ready.push_back(peer);
+  for (auto& [peer, w] : workers_) {
+    if (w.phase != Phase::kReady || w.draining || w.wants == 0 || peer == hold_back) continue;
+    std::vector<PeerId> others;
+    for (PeerId p : ready)
+      if (p != peer) others.push_back(p);
+    while (w.wants > 0 && grant_lease(peer, &w, others)) {
     }
+  }
   // Deterministic order: the split every later batch waits for is leased
   // even when no worker asks for more (all may be held back, their room
   // full of batches that wait for it). It is the first pending split
   // (LeaseConfig::deterministic_order), so grant() gives it. A worker
   // takes an unasked-for lease like any other.
+  // A worker it failed on takes it only when no other one does.
   const std::optional<uint64_t> head = o_.deterministic ? reorder_.head() : std::nullopt;
-  if (head && table_.is_pending(*head))
+  if (head && table_.is_pending(*head)) {
+    bool granted = false;
     for (auto& [peer, w] : workers_)
-      if (w.phase == Phase::kReady && !w.draining && grant_lease(peer, &w)) break;
+      if (w.phase == Phase::kReady && !w.draining && !table_.failed_on(*head, peer) && grant_lease(peer, &w)) {
+        granted = true;
+        break;
+      }
+    if (!granted)
+      for (auto& [peer, w] : workers_)
+        if (w.phase == Phase::kReady && !w.draining && grant_lease(peer, &w)) break;
+  }
 }
 
 void Session::Impl::check_first_worker() {
@@ -372,8 +423,8 @@ void Session::Impl::check_first_worker() {
 }
 
 // Leases the first pending split to `peer`; false if none is pending.
-bool Session::Impl::grant_lease(PeerId peer, Worker* w) {
-  auto lease = table_.grant(peer, now());
+bool Session::Impl::grant_lease(PeerId peer, Worker* w, const std::vector<PeerId>& others) {
+  auto lease = table_.grant(peer, now(), others);
   if (!lease) return false;
   if (w->wants > 0) --w->wants;
   wire::LeaseGrant g;

@@ -81,6 +81,15 @@ struct SessionOptions {
   // batches of later splits wait in the session for the awaited one).
   uint32_t credits_per_worker = 4;
   double lease_timeout_s = 30;   // a worker silent this long loses its splits
+  // A split that fails on a worker through the worker's environment (its
+  // Python process killed, say by the OOM killer; a read error of the OS:
+  // Status::environment_error) is re-leased, to another worker while one
+  // may take it, up to this many times an epoch; one failure more fails
+  // the session, naming the split's file, records and first byte and each
+  // failure's cause. 0: the first such failure fails it. Errors of the
+  // input itself (a corrupt record beyond max_bad_records, the program's
+  // own exception) fail the session at once, as every worker would fail.
+  uint32_t split_retries = 3;
   double handshake_timeout_s = 10;
   // next() fails when no batch came within this many seconds (like a
   // DataLoader's `timeout`); 0: it waits as long as it takes (workers may
@@ -196,6 +205,7 @@ struct SessionMetrics {
   uint64_t workers_rejected = 0;  // failed authentication or sent garbage
   uint64_t bad_records = 0;     // skipped this epoch (max_bad_records budget)
   uint64_t duplicates_dropped = 0;  // re-run batches already delivered
+  uint64_t splits_failed = 0;   // given back failed by workers and re-leased (split_retries), since creation
   std::vector<WorkerMetrics> per_worker;
 };
 

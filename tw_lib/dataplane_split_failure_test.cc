@@ -1,0 +1,321 @@
+// Fault tests of a split that fails on a worker through the worker's
+// environment, not its input (Status::environment_error): a read error of
+// the OS, a Python dataset process killed with SIGKILL (as the kernel's OOM
+// killer does) in the middle of a split. The split is given back failed,
+// re-leased from its first batch not delivered, the epoch stays exactly
+// once and the worker goes on; past SessionOptions::split_retries the
+// session fails naming the split's file, records and first byte and each
+// failure's cause. Part of tests/dataplane_test.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dw_daemon/python_program.h"
+#include "dw_daemon/worker.h"
+#include "gmcore/log.h"
+#include "goldminer/session.h"
+#include "tw_lib/dataplane_test_util.h"
+
+namespace goldminer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+// The log lines of this process (session and worker threads) while it
+// lives; `on_line` runs on the logging thread, before the line is kept.
+class LogCapture {
+ public:
+  explicit LogCapture(std::function<void(const std::string&)> on_line = nullptr) : on_line_(std::move(on_line)) {
+    previous_ = log::set_sink([this](log::Level, const std::string& line) {
+      if (on_line_) on_line_(line);
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(line);
+    });
+  }
+  ~LogCapture() { log::set_sink(previous_); }
+  size_t count(const std::string& part) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& l : lines_) n += l.find(part) != std::string::npos ? 1 : 0;
+    return n;
+  }
+  std::string text() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string all;
+    for (const auto& l : lines_) all += l + "\n";
+    return all;
+  }
+
+ private:
+  std::function<void(const std::string&)> on_line_;
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+  log::Sink previous_;
+};
+
+// Data workers as threads of this process (the worker loop of
+// goldminer-dw), each with one producer thread; their reports kept.
+class Workers {
+ public:
+  void start(const std::string& trainer, int n, dw::ProgramLoader loader = nullptr) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this, trainer, loader, id = "w" + std::to_string(threads_.size())] {
+        dw::WorkerOptions w;
+        w.trainer = trainer;
+        w.secret = "x";
+        w.id = id;
+        w.load_program = loader;
+        auto r = dw::run_worker(w, stop_);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (r.ok()) splits_failed_ += r->splits_failed;
+        else errors_.push_back(id + ": " + r.status().message());
+      });
+  }
+  // Stops them (call after the session is gone or drained them).
+  void join() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  ~Workers() { join(); }
+  uint64_t splits_failed() const { return splits_failed_; }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  uint64_t splits_failed_ = 0;
+  std::vector<std::string> errors_;
+};
+
+// The records of one epoch, each counted; the session's status after it.
+std::map<int64_t, int> read_epoch(Session* s) {
+  std::map<int64_t, int> seen;
+  for (const SessionBatch& b : s->epoch())
+    for (uint32_t i = 0; i < b.samples; ++i) ++seen[b.sample_ids[2 * i + 1]];
+  return seen;
+}
+
+void expect_exactly_once(const std::map<int64_t, int>& seen, int64_t records) {
+  EXPECT_EQ(seen.size(), static_cast<size_t>(records));
+  if (!seen.empty()) {
+    EXPECT_EQ(seen.begin()->first, 0);
+    EXPECT_EQ(seen.rbegin()->first, records - 1);
+  }
+  for (const auto& [record, times] : seen) EXPECT_EQ(times, 1) << "record " << record;
+}
+
+// The input path is a symlink; pointed at a folder, open() of it works
+// and read() fails with EISDIR (or lseek() to a split's offset fails): a
+// read error of the OS, as EIO is, on the real reader path
+// (readers/file_io.cc), with no special file system.
+struct SwappableInput {
+  explicit SwappableInput(const TempDir& d) : file(d / "lines.txt"), folder(d / "a-folder"), link(d / "input.txt") {
+    testing::write_text(file, 1000);
+    fs::create_directory(folder);
+    fs::create_symlink(file, link);
+  }
+  void point_at(const std::string& target) {
+    const std::string next = link + ".next";
+    fs::remove(next);
+    fs::create_symlink(target, next);
+    fs::rename(next, link);  // atomic: a reader sees one or the other
+  }
+  std::string file, folder, link;
+};
+
+SessionOptions text_options(const std::string& listen, const std::string& input) {
+  SessionOptions o;
+  o.listen = listen;
+  o.secret = "x";
+  o.input = "text:" + input;
+  o.batch_size = 50;
+  o.records_per_split = 200;  // 5 splits of 4 batches
+  return o;
+}
+
+// Injected: the input's path turned into a folder after planning, so the
+// worker's first read fails (EISDIR), and turned back by the log sink the
+// moment the worker logs that failure (so it fails exactly once: one
+// worker, one producer thread). Checked: the split comes back failed with
+// its cause on the trainer's log, is re-leased (to the same worker: no
+// other one is there) and re-run, every record arrives exactly once, the
+// worker went on (still connected, not lost), and counts one failed split.
+TEST(SplitFailureTest, AReadErrorOnAWorkerReLeasesItsSplitAndTheEpochStaysExactlyOnce) {
+  TempDir d;
+  SwappableInput input(d);
+  std::atomic<bool> failed_once{false};
+  LogCapture logs([&](const std::string& line) {
+    if (line.find("goldminer-dw: split ") != std::string::npos && line.find("failed here") != std::string::npos &&
+        !failed_once.exchange(true))
+      input.point_at(input.file);
+  });
+  SessionOptions o = text_options("local://split-failure-read", input.link);
+  o.split_retries = 1;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  input.point_at(input.folder);
+  Workers workers;
+  workers.start("local://split-failure-read", 1);
+  const auto seen = read_epoch(s->get());
+  ASSERT_TRUE((*s)->status().ok()) << (*s)->status().message() << "\n" << logs.text();
+  expect_exactly_once(seen, 1000);
+  const SessionMetrics m = (*s)->metrics();
+  EXPECT_EQ(m.splits_failed, 1u) << logs.text();
+  EXPECT_EQ(m.workers_lost, 0u) << "the worker went on";
+  EXPECT_EQ(m.workers, 1u);
+  EXPECT_EQ(logs.count("; re-leased (failure 1, at most 1 re-leases)"), 1u) << logs.text();
+  EXPECT_EQ(logs.count("goldminer: session: worker w0 failed split "), 1u) << logs.text();
+  EXPECT_EQ(logs.count("text: " + input.link + ": "), 2u) << "the cause, on the worker and on the trainer\n"
+                                                          << logs.text();
+  s->reset();
+  workers.join();
+  EXPECT_EQ(workers.splits_failed(), 1u);
+  EXPECT_TRUE(workers.errors().empty()) << workers.errors()[0];
+}
+
+// Injected: the input's path a folder for good, two workers, split_retries
+// 2. Checked: the first split that failed 3 times fails the session,
+// naming the split's file, records and first byte, and each failure's
+// worker and cause. (Which worker a re-lease goes to: LeaseTableTest.)
+TEST(SplitFailureTest, ASplitFailingPastItsRetriesFailsTheSessionNamingFileRecordsAndCauses) {
+  TempDir d;
+  SwappableInput input(d);
+  LogCapture logs;
+  SessionOptions o = text_options("local://split-failure-bound", input.link);
+  o.split_retries = 2;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  input.point_at(input.folder);
+  Workers workers;
+  workers.start("local://split-failure-bound", 2);
+  auto b = (*s)->next();
+  ASSERT_FALSE(b.ok()) << "no batch can be read";
+  const std::string& e = b.status().message();
+  const std::string cause = "worker w[01]: text: " + input.link + ": (read|seek): [^;]+";
+  const std::regex re("^session: split ([0-4]) of " + input.link +
+                      " \\(records ([0-9]+) to ([0-9]+), from byte ([0-9]+)\\) failed 3 times in epoch 0, more than "
+                      "split_retries \\(2\\) allows: " + cause + "; " + cause + "; " + cause + "$");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(e, m, re)) << e;
+  const int split = std::stoi(m[1]);
+  EXPECT_EQ(std::stoi(m[2]), 200 * split);
+  EXPECT_EQ(std::stoi(m[3]), 200 * split + 200);
+  // Byte offset of record 200 * split: lines "sample I " + I % 37 'x's.
+  uint64_t offset = 0;
+  for (int i = 0; i < 200 * split; ++i) offset += ("sample " + std::to_string(i) + " ").size() + i % 37 + 1;
+  EXPECT_EQ(std::stoull(m[4]), offset);
+  s->reset();
+  workers.join();
+}
+
+// Injected: a Python dataset whose item 250 sends SIGKILL to its own
+// process the first time it is read (a marker file says which time): the
+// kernel's OOM killer does the same to a process mid-batch. 600 items in
+// batches of 10, 100 per split: item 250 is batch 5 of split 2, mid-split.
+// Checked: the worker gives the split back failed with the cause ("killed
+// by signal 9") and goes on with a new Python process, the split is
+// re-leased and re-run from its first batch not delivered, every item
+// arrives exactly once with its value, no worker is lost.
+TEST(SplitFailureTest, APythonProcessKilledMidSplitCostsAReLeaseNotTheRun) {
+  const char* python_env = std::getenv("PYTHON");
+  const std::string python = python_env != nullptr && *python_env != '\0' ? python_env : "/usr/bin/python3";
+  const char* path = std::getenv("PYTHONPATH");  // the staged goldminer package (make check sets it)
+  if (path == nullptr) GTEST_SKIP() << "PYTHONPATH (the staged goldminer package) not set";
+  if (std::system((python + " -c 'import torch, goldminer._dw_child' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << python << " cannot import torch and goldminer._dw_child";
+  TempDir d;
+  const std::string marker = d / "kill-once";
+  std::ofstream(marker) << "item 250 kills its process while this file exists\n";
+  std::ofstream(d / "killer.py") << R"(import os
+import signal
+
+
+class KillsItselfOnce:
+    """Items 0 .. n-1; reading item `at` while `marker` exists removes it and
+    sends SIGKILL to this process, as the OOM killer would."""
+
+    def __init__(self, n, at, marker):
+        self.n, self.at, self.marker = n, at, marker
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.at and os.path.exists(self.marker):
+            os.unlink(self.marker)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+)";
+  // The program bytes goldminer.DataLoader would send (python_program.h).
+  std::ofstream(d / "make.py") << "import pickle, sys\nsys.path.insert(0, sys.argv[1])\nfrom killer import KillsItselfOnce\n"
+                               << "settings = {'dataset': KillsItselfOnce(600, 250, sys.argv[2]), 'collate_fn': None,\n"
+                               << "            'sampler': None, 'shuffle': False, 'seed': 0, 'length': 600,\n"
+                               << "            'worker_init_fn': None, 'program': None, 'iterable': False, 'shards': 1,\n"
+                               << "            'batch_size': 10, 'drop_last': False}\n"
+                               << "sys.stdout.buffer.write(pickle.dumps(settings))\n";
+  const std::string pickle_file = d / "settings.pickle";
+  ASSERT_EQ(std::system((python + " " + (d / "make.py") + " " + (d / "") + " " + marker + " > " + pickle_file).c_str()), 0);
+  std::ifstream in(pickle_file, std::ios::binary);
+  const std::string pickle((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(pickle.empty());
+  LogCapture logs;
+  SessionOptions o;
+  o.listen = "local://split-failure-python";
+  o.secret = "x";
+  o.input = "index:600";
+  o.batch_size = 10;
+  o.records_per_split = 100;
+  o.shuffle_splits = false;
+  o.program = std::string(dw::kPythonProgramMagic) + "python=" + python + "\nmode=map\npath=" + (d / "") + "\n\n" + pickle;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Workers workers;
+  workers.start(o.listen, 2, [](const std::string& bytes) { return dw::load_python_program(bytes); });
+  std::map<int64_t, int> seen;
+  for (const SessionBatch& b : (*s)->epoch()) {
+    ASSERT_GE(b.tensors.size(), 1u);
+    const auto& items = b.tensors.back();  // the collated items (after the structure's pickle)
+    ASSERT_EQ(items.dtype, wire::DType::kInt64);
+    ASSERT_EQ(items.nbytes, 8u * b.samples);
+    const auto* v = reinterpret_cast<const int64_t*>(items.data);
+    for (uint32_t i = 0; i < b.samples; ++i) {
+      EXPECT_EQ(v[i], b.sample_ids[2 * i + 1]) << "item and sample id agree";
+      ++seen[b.sample_ids[2 * i + 1]];
+    }
+  }
+  ASSERT_TRUE((*s)->status().ok()) << (*s)->status().message() << "\n" << logs.text();
+  expect_exactly_once(seen, 600);
+  EXPECT_FALSE(fs::exists(marker)) << "item 250 killed its process";
+  const SessionMetrics m = (*s)->metrics();
+  EXPECT_EQ(m.splits_failed, 1u) << logs.text();
+  EXPECT_EQ(m.workers_lost, 0u) << "the worker went on";
+  EXPECT_EQ(m.workers, 2u);
+  EXPECT_EQ(logs.count("failed split 2 of "), 1u) << logs.text();
+  EXPECT_EQ(logs.count(" (records 200 to 300, from byte 0): python dataset: "), 1u) << logs.text();
+  EXPECT_EQ(logs.count("the Python process was killed by signal 9 before it answered"), 2u)
+      << "once on the worker, once on the trainer\n" << logs.text();
+  EXPECT_EQ(logs.count("python dataset: starting a Python process (1 ended or broke so far)"), 1u) << logs.text();
+  s->reset();
+  workers.join();
+  EXPECT_EQ(workers.splits_failed(), 1u);
+  EXPECT_TRUE(workers.errors().empty()) << workers.errors()[0];
+}
+
+}  // namespace
+}  // namespace goldminer
