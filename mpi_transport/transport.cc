@@ -35,6 +35,24 @@ Status Endpoint::send_async(PeerId peer, const uint8_t* data, size_t size, std::
   return Status();
 }
 
+std::string peer_text(const std::string& s, size_t max) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  size_t i = 0;
+  for (; i < s.size() && out.size() < max; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (i < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
 Expected<std::string> scheme_of(const std::string& address) {
   auto p = parse(address);
   if (!p.ok()) return p.status();

@@ -92,6 +92,16 @@ class Endpoint {
   // Drops `peer` (a server refusing a worker); no kDisconnected follows.
   virtual void disconnect(PeerId peer) = 0;
 
+  // Server: the owner has verified who `peer` is (the session, once a
+  // worker's Auth checks out). Until then a ucx server holds the peer to the
+  // pre-authentication limits of Options (small frames, few of them, no
+  // shared-memory arena, pageable memory only, and at most
+  // max_pending_peers such peers); afterwards to max_message and the
+  // receive budget. Calling it again, or for a peer that is gone, does
+  // nothing. local:// (threads of this process) and mpi:// (ranks mpirun
+  // started together) have no strangers: there it does nothing.
+  virtual void authenticated(PeerId /*peer*/) {}
+
   // Client: room for a frame of up to `size` bytes that send_async() or
   // send() of bytes starting at its data() then sends without copying them
   // (the ucx client's shared-memory arena, once the trainer has accepted
@@ -115,6 +125,44 @@ class Endpoint {
 
 struct Options {
   uint64_t max_message = uint64_t{1} << 32;  // larger announced frames are refused
+  // ucx server, limits on a peer not yet authenticated() (anyone who can
+  // reach the port can connect; the port registry names it): a frame
+  // larger than preauth_max_message, or more than preauth_max_frames
+  // frames, drops the peer with the reason as its kDisconnected event, and
+  // nothing of the announced size is allocated. 16 KiB holds the handshake
+  // with room to spare: a Hello (worker id, 32-byte nonce) and an Auth
+  // (32-byte MAC, or a munge credential of a few hundred bytes) are each
+  // under 1 KiB; 8 frames are the two the handshake needs plus what a
+  // worker may send before the session has read its Auth.
+  size_t preauth_max_message = size_t{16} << 10;
+  uint32_t preauth_max_frames = 8;
+  // At most this many peers connected and not yet authenticated; one more
+  // evicts the oldest of them (kDisconnected, "evicted: ..."). The oldest,
+  // not the newcomer: refusing newcomers would let whoever holds this many
+  // silent connections open lock every worker out until the session's
+  // handshake timeout, and keep doing so by reconnecting; evicting the
+  // oldest costs a real worker its place only if this many connections
+  // arrive during its own handshake (a round trip), and it retries. 64
+  // covers the workers of a large job starting at once (goldminer-dw
+  // retries while its connect timeout lasts). 0: no limit.
+  uint32_t max_pending_peers = 64;
+  // Server: every peer counts as authenticated as soon as it connects (for
+  // tests and benchmarks of the transport alone, whose owner has no
+  // handshake). Never for a listener others can reach.
+  bool trust_on_connect = false;
+  // ucx server: the most bytes the receive pool holds (frames delivered and
+  // not yet dropped by their holders, plus cached free buffers; pinned
+  // memory with pin_memory). A rendezvous frame that does not fit waits,
+  // its sender's send unfinished, until held frames are dropped (back-
+  // pressure: nothing is lost; the sender's send timeout still applies);
+  // a frame larger than the whole budget drops its peer. Small (eager)
+  // frames, which UCX has already received, are counted but never held
+  // back. Frames in a worker's shared-memory arena are the worker's memory
+  // and not counted. Default 8 GiB: a bound on a runaway (a holder that
+  // never drops frames, a flood of large ones), meant to sit well above a
+  // session's queue (queue_batches batches) plus the frames in flight.
+  // SessionOptions does not expose it yet: set it here.
+  uint64_t receive_budget = uint64_t{8} << 30;
   int send_timeout_ms = 30000;
   // ucx client: the size of its shared-memory arena for frames to a trainer
   // on the same node (virtual; pages are touched as frames use them). 0:
@@ -174,6 +222,11 @@ Expected<std::unique_ptr<Endpoint>> listen(const std::string& address, const Opt
 // A client endpoint connected to the trainer at `address`. The server sees
 // kConnected for it.
 Expected<std::unique_ptr<Endpoint>> connect(const std::string& address, const Options& options = {});
+
+// A string a peer sent (a worker id, an error text, a reason), fit for a
+// log line: at most `max` bytes of it, bytes outside printable ASCII as
+// \xNN, and, when cut, how long it was.
+std::string peer_text(const std::string& s, size_t max = 200);
 
 // "ucx", "mpi" or "local", from an address; an error for anything else.
 Expected<std::string> scheme_of(const std::string& address);

@@ -19,6 +19,7 @@ namespace {
 using testing::next_of;
 using testing::pattern;
 using testing::send_while_polling;
+using testing::trusting;
 using testing::wait_for;
 
 class TransportTest : public ::testing::TestWithParam<const char*> {
@@ -32,7 +33,7 @@ class TransportTest : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(TransportTest, MessagesBothWaysSmallAndLarge) {
-  auto server = listen(GetParam());
+  auto server = listen(GetParam(), trusting());
   ASSERT_TRUE(server.ok()) << server.status().message();
   const std::string addr = (*server)->address();
   auto client = connect(addr);
@@ -73,7 +74,7 @@ TEST_P(TransportTest, MessagesBothWaysSmallAndLarge) {
 // gives them all back when it goes.
 TEST_P(TransportTest, ServerReceivesIntoItsHostMemory) {
   auto memory = std::make_shared<testing::RecordingMemory>();
-  Options o;
+  Options o = trusting();
   o.memory = memory;
   auto server = listen(std::string(GetParam()) == "local" ? "local://host-memory" : "ucx://127.0.0.1:0", o);
   ASSERT_TRUE(server.ok()) << server.status().message();
@@ -101,7 +102,7 @@ TEST_P(TransportTest, ServerReceivesIntoItsHostMemory) {
 }
 
 TEST_P(TransportTest, ServerDropsAPeer) {
-  auto server = listen(GetParam());
+  auto server = listen(GetParam(), trusting());
   ASSERT_TRUE(server.ok()) << server.status().message();
   auto a = connect((*server)->address());
   auto b = connect((*server)->address());
@@ -120,7 +121,7 @@ TEST_P(TransportTest, ServerDropsAPeer) {
 // and small (eager) mixed, arrive complete and in the order sent; every
 // completion runs once, OK.
 TEST_P(TransportTest, AsyncSendsArriveInOrder) {
-  auto server = listen(GetParam());
+  auto server = listen(GetParam(), trusting());
   ASSERT_TRUE(server.ok()) << server.status().message();
   auto client = connect((*server)->address());
   ASSERT_TRUE(client.ok()) << client.status().message();
@@ -160,7 +161,7 @@ TEST_P(TransportTest, AsyncSendsArriveInOrder) {
 
 // wake() from another thread ends a waiting poll() early.
 TEST_P(TransportTest, WakeEndsAWaitingPoll) {
-  auto server = listen(GetParam());
+  auto server = listen(GetParam(), trusting());
   ASSERT_TRUE(server.ok()) << server.status().message();
   std::thread waker([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -52,6 +52,18 @@
 // no room for, or any frame before the answer, or after a refusal, goes by
 // copy as above. A worker on another node is refused (boot id) and sends
 // by copy.
+//
+// Before authentication (transport.h, Endpoint::authenticated): the
+// trainer takes from a peer its owner has not yet vouched for at most
+// preauth_max_frames frames of at most preauth_max_message bytes, into a
+// small pageable pool of their own (never the pinned one), and drops it
+// for anything more, before any buffer of the announced size exists (a
+// rendezvous announcement is answered without fetching its data). Its
+// arena offer is kept (a few dozen bytes) and answered only once it is
+// authenticated, before anything the owner sends it then (the ack goes on
+// the control endpoint, where the owner's Program and Credit follow), so
+// the worker's batches find the arena accepted. At most max_pending_peers
+// such peers exist; one more evicts the oldest.
 #ifndef GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 #define GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 
@@ -65,6 +77,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -79,11 +92,14 @@ namespace goldminer::transport {
 constexpr unsigned kAmId = 7;           // a frame
 constexpr unsigned kBindAmId = 8;       // trainer -> worker: BindHead + trainer's worker address
 constexpr unsigned kShmOfferAmId = 9;   // worker -> trainer: its arena (ShmOffer)
-constexpr unsigned kShmAckAmId = 10;    // trainer -> worker: 1 mapped / 0 + why not
+constexpr unsigned kShmAckAmId = 10;    // trainer -> worker: 1 mapped / 0 + why not / 2 answer later
 constexpr unsigned kShmFrameAmId = 11;  // worker -> trainer: a frame in the arena (ShmDescriptor)
 // Smaller frames (lease requests, heartbeats) go by copy: an eager copy of
 // a few KiB costs less than the descriptor's round trip.
 constexpr size_t kShmMinFrame = 64 << 10;
+// An arena offer is a few dozen bytes (ShmOffer::encode); the trainer keeps
+// no longer one of a peer it has not authenticated.
+constexpr size_t kShmOfferMax = 256;
 // How long the trainer keeps taking a worker's bulk messages after its
 // control endpoint failed.
 constexpr auto kBulkGrace = std::chrono::milliseconds(200);
@@ -119,6 +135,7 @@ class UcxEndpoint final : public Endpoint {
   Status send_async(PeerId peer, const uint8_t* data, size_t size, std::function<void(Status)> done) override;
   Expected<std::optional<Event>> poll(int timeout_ms) override;
   void disconnect(PeerId peer) override { drop_peer(peer, true); }
+  void authenticated(PeerId peer) override;  // ucx_trainer.cc
   std::unique_ptr<wire::FrameStorage> reserve(size_t size) override;  // ucx_worker.cc
   PathStats path_stats() const override { return stats_; }
   void wake() override;
@@ -151,6 +168,10 @@ class UcxEndpoint final : public Endpoint {
     uint64_t token = 0;          // trainer: names the peer in the header of its bulk messages
     std::shared_ptr<ShmMapping> shm;  // trainer: the worker's arena, once mapped
     std::string client;               // trainer: the worker's address on the listener, "IP:PORT"
+    bool authenticated = false;       // trainer: authenticated() was called (or trust_on_connect)
+    uint32_t preauth_frames = 0;      // trainer: frames taken before that
+    bool shm_offered = false;         // trainer: an offer came (only the first counts)
+    std::vector<uint8_t> shm_offer;   // trainer: that offer, kept until authenticated
   };
   struct Bind {
     uint64_t token = 0;
@@ -175,6 +196,7 @@ class UcxEndpoint final : public Endpoint {
     void* desc = nullptr;
     size_t length = 0;
     std::shared_ptr<Slot> slot;
+    bool preauth = false;  // into preauth_pool_, not counted in the budget
   };
 
   // ucx_transport.cc: both sides.
@@ -194,6 +216,7 @@ class UcxEndpoint final : public Endpoint {
   void deliver(PeerId peer, std::unique_ptr<Frame> frame);
   std::string too_large(size_t length) const;
   void refuse(PeerId peer, const std::string& why);
+  bool receive_rndv(Rndv* r);
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data);
   static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
@@ -202,6 +225,9 @@ class UcxEndpoint final : public Endpoint {
 
   // ucx_trainer.cc: the listening side.
   void send_bind(ucp_ep_h ep, uint64_t token);
+  void make_room_for_a_peer();
+  std::optional<std::string> preauth_refusal(Peer* p, size_t length) const;
+  std::vector<uint8_t> answer_shm_offer(Peer* p);
   void sweep_stale();
   std::optional<PeerId> sender(const void* header, size_t header_length, const ucp_am_recv_param_t* param);
   static void on_conn_request(ucp_conn_request_h req, void* arg);
@@ -230,7 +256,13 @@ class UcxEndpoint final : public Endpoint {
   const std::string boot_id_ = node_boot_id();                // bind message: same kernel?
   const uint64_t network_namespace_ = network_namespace_id();  // bind message: same network namespace?
   std::optional<Bind> bind_;             // worker: the trainer's bind message
-  std::shared_ptr<BufferPool> pool_ = BufferPool::create(size_t{1} << 30, options_.memory);
+  std::shared_ptr<BufferPool> pool_ = BufferPool::create(size_t{1} << 30, options_.memory, options_.receive_budget);
+  // Trainer: frames of peers not yet authenticated, pageable whatever
+  // options_.memory is (nothing is registered with CUDA for a stranger);
+  // bounded by max_pending_peers x preauth_max_frames x preauth_max_message.
+  std::shared_ptr<BufferPool> preauth_pool_ = BufferPool::create(size_t{1} << 20, pageable_memory());
+  std::set<PeerId> unauthenticated_;  // trainer: the oldest first
+  bool waiting_for_room_ = false;     // a rendezvous frame waits for the receive budget
   std::map<PeerId, Peer> peers_;
   std::unordered_map<ucp_ep_h, PeerId> peer_of_;    // control endpoint -> peer
   std::unordered_map<uint64_t, PeerId> peer_of_token_;  // trainer: token -> peer
@@ -254,7 +286,8 @@ class UcxEndpoint final : public Endpoint {
   // Worker: the arena's state; stats_.shared_memory_status says it in words.
   // Atomic: reserve() reads it on other threads (and arena_ only once it is
   // kInUse, after which arena_ does not change).
-  enum class Shm { kNotUsed, kOffered, kInUse };
+  // kDeferred: the trainer answers once it has authenticated this worker.
+  enum class Shm { kNotUsed, kOffered, kDeferred, kInUse };
   std::atomic<Shm> shm_{Shm::kNotUsed};
   Arrivals arrival_;
   PathStats stats_;

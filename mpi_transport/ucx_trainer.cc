@@ -91,16 +91,44 @@ std::optional<PeerId> UcxEndpoint::sender(const void* header, size_t header_leng
   return it->second;
 }
 
-// Trainer: a worker's arena. Mapped here, so the frames that follow it on
-// the bulk endpoint find it; answered from the event loop.
-ucs_status_t UcxEndpoint::on_shm_offer(void* arg, const void* header, size_t header_length, void* data,
-                                       size_t length, const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<UcxEndpoint*>(arg);
-  if (!self->server_ || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
-  auto peer = self->sender(header, header_length, param);
-  if (!peer || self->peers_[*peer].shm) return UCS_OK;
-  auto offer = ShmOffer::decode(static_cast<const uint8_t*>(data), length);
-  const bool pinned = self->options_.memory != nullptr && self->options_.memory->pinned();
+// Trainer: the owner has verified `peer`: the pre-authentication limits
+// end, and its arena offer, if one came, is answered now, before anything
+// the owner sends it next (the same control endpoint keeps the order).
+void UcxEndpoint::authenticated(PeerId peer) {
+  auto it = peers_.find(peer);
+  if (!server_ || it == peers_.end() || it->second.authenticated) return;
+  it->second.authenticated = true;
+  unauthenticated_.erase(peer);
+  if (!it->second.shm_offer.empty()) send_owned(it->second.control, kShmAckAmId, answer_shm_offer(&it->second), false);
+}
+
+// Trainer: a connection request is about to become a peer; if as many
+// peers as allowed are waiting to authenticate, the oldest goes
+// (transport.h, Options::max_pending_peers, says why the oldest).
+void UcxEndpoint::make_room_for_a_peer() {
+  if (options_.max_pending_peers == 0 || unauthenticated_.size() < options_.max_pending_peers) return;
+  const PeerId oldest = *unauthenticated_.begin();
+  refuse(oldest, "evicted: " + std::to_string(unauthenticated_.size()) +
+                     " connections were waiting to authenticate (max_pending_peers), this one the longest");
+}
+
+// Trainer: why a frame of `length` bytes from `p`, not yet authenticated,
+// is refused; nothing if it is taken (and counted).
+std::optional<std::string> UcxEndpoint::preauth_refusal(Peer* p, size_t length) const {
+  if (length > options_.preauth_max_message)
+    return "a frame of " + std::to_string(length) + " bytes before authentication (limit " +
+           std::to_string(options_.preauth_max_message) + " until the session has verified the peer)";
+  if (++p->preauth_frames > options_.preauth_max_frames)
+    return "more than " + std::to_string(options_.preauth_max_frames) + " frames before authentication";
+  return std::nullopt;
+}
+
+// Trainer: maps the arena `p` offered, or says why not: the answer to send
+// (kShmAckAmId). The offer is spent.
+std::vector<uint8_t> UcxEndpoint::answer_shm_offer(Peer* p) {
+  auto offer = ShmOffer::decode(p->shm_offer.data(), p->shm_offer.size());
+  p->shm_offer.clear();
+  const bool pinned = options_.memory != nullptr && options_.memory->pinned();
   Expected<std::shared_ptr<ShmMapping>> mapped =
       pinned ? Expected<std::shared_ptr<ShmMapping>>(Status::error(
                    "the trainer receives into pinned memory (pin_memory): frames come by copy"))
@@ -108,12 +136,36 @@ ucs_status_t UcxEndpoint::on_shm_offer(void* arg, const void* header, size_t hea
                    : Expected<std::shared_ptr<ShmMapping>>(offer.status());
   std::vector<uint8_t> answer{static_cast<uint8_t>(mapped.ok() ? 1 : 0)};
   if (mapped.ok()) {
-    self->peers_[*peer].shm = std::move(mapped).value();
+    p->shm = std::move(mapped).value();
   } else {
     const std::string& why = mapped.status().message();
     answer.insert(answer.end(), why.begin(), why.end());
   }
-  self->shm_acks_.emplace_back(*peer, std::move(answer));
+  return answer;
+}
+
+// Trainer: a worker's arena, the first offer only. From an authenticated
+// worker it is mapped here, so the frames that follow it on the bulk
+// endpoint find it, and answered from the event loop. From a worker not
+// yet authenticated it is kept (bounded) and answered "later" at once, so
+// the worker stops waiting; authenticated() maps and answers it.
+ucs_status_t UcxEndpoint::on_shm_offer(void* arg, const void* header, size_t header_length, void* data,
+                                       size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEndpoint*>(arg);
+  if (!self->server_ || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+  auto peer = self->sender(header, header_length, param);
+  if (!peer) return UCS_OK;
+  Peer& p = self->peers_[*peer];
+  if (p.shm_offered) return UCS_OK;
+  p.shm_offered = true;
+  if (length == 0 || length > kShmOfferMax) {
+    self->refused_.emplace_back(*peer, "a shared-memory offer of " + std::to_string(length) + " bytes (at most " +
+                                           std::to_string(kShmOfferMax) + ")");
+    return UCS_OK;
+  }
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  p.shm_offer.assign(bytes, bytes + length);
+  self->shm_acks_.emplace_back(*peer, p.authenticated ? self->answer_shm_offer(&p) : std::vector<uint8_t>{2});
   return UCS_OK;
 }
 

@@ -160,7 +160,10 @@ Expected<std::optional<Event>> UcxEndpoint::poll(int timeout_ms) {
     ucs_status_t s = ucp_worker_arm(worker_);
     if (s == UCS_ERR_BUSY) continue;
     if (s != UCS_OK) return Status::error("ucx: ucp_worker_arm: " + ucs_text(s));
-    wait_efd(static_cast<int>(std::min<long long>(left, 100)));
+    // A rendezvous frame waiting for room in the receive budget is retried
+    // every millisecond: its room comes from frames dropped on other
+    // threads, which do not wake this one.
+    wait_efd(static_cast<int>(std::min<long long>(left, waiting_for_room_ ? 1 : 100)));
   }
 }
 
@@ -229,7 +232,10 @@ void UcxEndpoint::wait_efd(int ms) {
 }
 
 void UcxEndpoint::add_peer(PeerId peer, ucp_ep_h control, uint64_t token) {
-  peers_[peer] = Peer{control, nullptr, token, nullptr, ""};
+  peers_[peer] = Peer{};
+  peers_[peer].control = control;
+  peers_[peer].token = token;
+  peers_[peer].authenticated = !server_;
   peer_of_[control] = peer;
   if (server_) peer_of_token_[token] = peer;
 }
@@ -245,6 +251,7 @@ void UcxEndpoint::drop_peer(PeerId peer, bool force) {
   peer_of_.erase(p.control);
   if (server_) peer_of_token_.erase(p.token);
   peers_.erase(it);
+  unauthenticated_.erase(peer);
   order_.erase(peer);
   if (p.bulk != nullptr && p.bulk != p.control) close_ep(p.bulk, force);
   close_ep(p.control, p.bulk == p.control ? force : true);
@@ -341,6 +348,7 @@ void UcxEndpoint::handle_pending() {
       log::info("goldminer: ucx: a worker's address is unknown (ucp_conn_request_query); connections to " +
                 address_ + " that send junk or nothing are no longer reset");
     }
+    make_room_for_a_peer();
     ucp_ep_h h = nullptr;
     if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &h); s != UCS_OK) {
       // UCX 1.13 has already rejected and freed the request on its
@@ -353,6 +361,11 @@ void UcxEndpoint::handle_pending() {
     const PeerId peer = next_peer_++;
     add_peer(peer, h, token);
     peers_[peer].client = client;
+    if (options_.trust_on_connect) {
+      peers_[peer].authenticated = true;
+    } else {
+      unauthenticated_.insert(peer);
+    }
     send_bind(h, token);
     Event e;
     e.kind = Event::Kind::kConnected;
@@ -393,30 +406,44 @@ void UcxEndpoint::handle_pending() {
     refused_.pop_front();
     refuse(peer, why);
   }
-  // Rendezvous messages: receive into a pooled buffer.
+  // Rendezvous messages: receive into a pooled buffer, in arrival order.
+  // One that does not fit in the receive budget waits (its sender's send
+  // stays unfinished), and those behind it with it.
+  waiting_for_room_ = false;
   while (!rndv_.empty()) {
-    Rndv r = std::move(rndv_.front());
-    rndv_.pop_front();
-    auto buffer = pool_->take(r.length);
-    if (!buffer) {
-      refuse(r.peer, too_large(r.length));
-      continue;
+    if (!receive_rndv(&rndv_.front())) {
+      waiting_for_room_ = true;
+      break;
     }
-    uint8_t* into = buffer->mutable_data();
-    r.slot->frame = std::move(buffer);
-    auto* ctx = new RndvRecv{this, r.peer, r.slot};
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.recv_am = &UcxEndpoint::on_rndv_done;
-    p.user_data = ctx;
-    ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, r.desc, into, r.length, &p);
-    if (req == nullptr || UCS_PTR_IS_ERR(req)) {
-      if (req != nullptr) r.slot->frame.reset();
-      r.slot->done = true;
-      delete ctx;
-      flush(r.peer);
-    }  // else on_rndv_done runs on completion and frees the request
+    rndv_.pop_front();
   }
+}
+
+// Starts receiving a rendezvous message into a pooled buffer; false if
+// it must wait for room in the receive budget.
+bool UcxEndpoint::receive_rndv(Rndv* r) {
+  bool over_budget = false;
+  auto buffer = r->preauth ? preauth_pool_->take(r->length) : pool_->take(r->length, true, &over_budget);
+  if (!buffer) {
+    if (over_budget) return false;
+    refuse(r->peer, too_large(r->length));
+    return true;
+  }
+  uint8_t* into = buffer->mutable_data();
+  r->slot->frame = std::move(buffer);
+  auto* ctx = new RndvRecv{this, r->peer, r->slot};
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv_am = &UcxEndpoint::on_rndv_done;
+  p.user_data = ctx;
+  ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, r->desc, into, r->length, &p);
+  if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+    if (req != nullptr) r->slot->frame.reset();
+    r->slot->done = true;
+    delete ctx;
+    flush(r->peer);
+  }  // else on_rndv_done runs on completion and frees the request
+  return true;
 }
 
 // A whole message from `peer`: an event now, or after the messages
@@ -479,24 +506,40 @@ ucs_status_t UcxEndpoint::on_am(void* arg, const void* header, size_t header_len
                                 const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxEndpoint*>(arg);
   PeerId peer = 0;
+  bool preauth = false;
   if (self->server_) {
     // A worker's message comes on its bulk endpoint with its token.
     auto from = self->sender(header, header_length, param);
     if (!from) return UCS_OK;
     peer = *from;
+    Peer& p = self->peers_[peer];
+    preauth = !p.authenticated;
+    // Refused before anything of its size exists: a rendezvous
+    // announcement answered UCS_OK is not fetched (UCX tells the sender).
+    if (preauth) {
+      if (auto why = self->preauth_refusal(&p, length)) {
+        self->refused_.emplace_back(peer, *why);  // closed outside the callback
+        return UCS_OK;
+      }
+    }
     ++self->stats_.copied;
   }
   if (length > self->options_.max_message) {
     self->refused_.emplace_back(peer, self->too_large(length));  // closed outside the callback
     return UCS_OK;
   }
+  if (!preauth && self->pool_->beyond_budget(length)) {
+    self->refused_.emplace_back(peer, "message of " + std::to_string(length) + " bytes refused (more than the whole "
+                                          "receive budget, " + std::to_string(self->options_.receive_budget) + " bytes)");
+    return UCS_OK;
+  }
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     auto slot = std::make_shared<Slot>();
     self->order_[peer].push_back(slot);
-    self->rndv_.push_back({peer, data, length, std::move(slot)});
+    self->rndv_.push_back({peer, data, length, std::move(slot), preauth});
     return UCS_INPROGRESS;
   }
-  auto frame = self->pool_->take(length);
+  auto frame = preauth ? self->preauth_pool_->take(length) : self->pool_->take(length);
   if (!frame) {
     self->refused_.emplace_back(peer, self->too_large(length));
     return UCS_OK;

@@ -31,13 +31,14 @@ using testing::connect_tcp;
 using testing::next_of;
 using testing::pattern;
 using testing::send_while_polling;
+using testing::trusting;
 using testing::wait_for;
 
 // A ucx server on lo and a client of it with a 1 MiB arena, set in `*o`
 // (which the test reuses to connect more clients).
 void connect_with_arena(Options* o, std::unique_ptr<Endpoint>* server, std::unique_ptr<Endpoint>* client) {
   setenv("UCX_NET_DEVICES", "lo", 1);
-  auto s = listen("ucx://127.0.0.1:0");
+  auto s = listen("ucx://127.0.0.1:0", trusting());
   ASSERT_TRUE(s.ok()) << s.status().message();
   o->shm_arena_bytes = 1 << 20;
   auto c = connect((*s)->address(), *o);
@@ -94,7 +95,7 @@ TEST(UcxTest, LargeFramesGoThroughSharedMemory) {
 TEST(UcxTest, PinnedReceiveMemoryRefusesTheArena) {
   setenv("UCX_NET_DEVICES", "lo", 1);
   auto memory = std::make_shared<testing::RecordingMemory>(/*pinned=*/true);
-  Options so;
+  Options so = trusting();
   so.memory = memory;
   auto server = listen("ucx://127.0.0.1:0", so);
   ASSERT_TRUE(server.ok()) << server.status().message();
@@ -190,7 +191,7 @@ const bool worker_process = [] {
 constexpr int kHandshakeTimeoutMs = 1500;
 TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   setenv("UCX_NET_DEVICES", "lo", 1);
-  Options o;
+  Options o = trusting();
   o.handshake_timeout_ms = kHandshakeTimeoutMs;
   auto server = listen("ucx://127.0.0.1:0", o);
   ASSERT_TRUE(server.ok()) << server.status().message();

@@ -84,6 +84,8 @@ void UcxEndpoint::offer_shm(ucp_ep_h bulk) {
   send_owned(bulk, kShmOfferAmId, arena_->offer().encode(), true);
   // The answer comes within a round trip; waiting for it here (once per
   // connection) makes every frame after the first send's take one path.
+  // A trainer that has not authenticated this worker yet answers "later"
+  // (kDeferred) and the real answer once it has, before its Program.
   const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
   while (shm_ == Shm::kOffered && failed_.empty() && Clock::now() < deadline) {
     if (ucp_worker_progress(worker_) == 0 && ucp_worker_arm(worker_) == UCS_OK) wait_efd(10);
@@ -116,11 +118,15 @@ ucs_status_t UcxEndpoint::on_bind(void* arg, const void*, size_t, void* data, si
 ucs_status_t UcxEndpoint::on_shm_ack(void* arg, const void*, size_t, void* data, size_t length,
                                      const ucp_am_recv_param_t*) {
   auto* self = static_cast<UcxEndpoint*>(arg);
-  if (self->server_ || self->shm_ != Shm::kOffered || length == 0) return UCS_OK;
+  if (self->server_ || (self->shm_ != Shm::kOffered && self->shm_ != Shm::kDeferred) || length == 0) return UCS_OK;
   const auto* a = static_cast<const char*>(data);
+  if (a[0] == 2) {
+    if (self->shm_ == Shm::kOffered) self->shm_ = Shm::kDeferred;
+    return UCS_OK;
+  }
   self->shm_.store(a[0] == 1 ? Shm::kInUse : Shm::kNotUsed, std::memory_order_release);
   self->stats_.shared_memory_status =
-      a[0] == 1 ? "in use" : "refused by the trainer: " + std::string(a + 1, length - 1);
+      a[0] == 1 ? "in use" : "refused by the trainer: " + peer_text(std::string(a + 1, length - 1));
   return UCS_OK;
 }
 

@@ -216,6 +216,7 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
         send(peer, wire::Error{1, "authentication failed: " + ok.message()});
         return drop(peer, "authentication failed (" + ok.message() + ")", true);
       }
+      ep_->authenticated(peer);  // the transport's pre-authentication limits end (transport.h)
       if (w.role == wire::PeerRole::kRank) {
         if (o_.world_size <= 1 || o_.rank != 0 || o_.rank0.empty())
           return drop(peer, "a rank's session joined a session that is not rank 0 of a data-parallel job", true);

@@ -1,0 +1,346 @@
+// Tests of the ucx:// trainer's limits on peers it has not authenticated
+// (transport.h, Endpoint::authenticated and Options) and of its receive
+// budget: frames over the pre-authentication cap or too many of them drop
+// the peer before anything of their size exists; pending peers beyond the
+// cap evict the oldest; an arena offer is answered only after
+// authentication; 100 connections announcing 2 GiB frames cost the trainer
+// little memory; rendezvous frames beyond the budget wait and lose nothing.
+#include "mpi_transport/transport.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gm_config.h"
+#include "mpi_transport/test_util.h"
+
+namespace goldminer::transport {
+namespace {
+
+#ifdef GOLDMINER_HAVE_UCX
+using testing::announce_frames;
+using testing::next_of;
+using testing::pattern;
+using testing::rss_kib;
+using testing::send_while_polling;
+using testing::trusting;
+using testing::wait_for;
+
+constexpr size_t kTwoGiB = size_t{2} << 30;
+
+// The attacker process of HundredConnectionsAnnouncing2GiBCostLittleMemory
+// (this binary re-run with GM_TEST_ANNOUNCE=ADDRESS): exits with how many
+// of its 100 connections the trainer dropped, minus 100 (0: all).
+const bool attacker_process = [] {
+  const char* addr = getenv("GM_TEST_ANNOUNCE");
+  if (addr == nullptr) return false;
+  _exit(100 - announce_frames(addr, 100, kTwoGiB));
+}();
+
+Expected<std::unique_ptr<Endpoint>> serve(Options o = {}) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  return listen("ucx://127.0.0.1:0", o);
+}
+
+Options without_arena() {
+  Options o;
+  o.shm_arena_bytes = 0;
+  return o;
+}
+
+// Polls `server` while `client` has not yet been accepted (its first send,
+// of one byte, waits for that); the kConnected event's peer. Other events
+// seen meanwhile go to `*others`, when given.
+PeerId accept(Endpoint* server, Endpoint* client, std::vector<Event>* others = nullptr) {
+  uint8_t none = 0;
+  std::vector<Event> seen = send_while_polling(client, &none, 1, server);
+  Event c = next_of(&seen, server, Event::Kind::kConnected);
+  Event m = next_of(&seen, server, Event::Kind::kMessage);
+  EXPECT_EQ(m.peer, c.peer);
+  if (others != nullptr)
+    for (Event& e : seen) others->push_back(std::move(e));
+  return c.peer;
+}
+
+// Injects, from a peer not yet authenticated, a frame of 1 MiB (over the
+// 16 KiB cap) to a trainer receiving into (recorded, "pinned") memory;
+// checks the peer is dropped with the reason and that no buffer was taken
+// from that memory, while small frames before it arrive; once
+// authenticated, a peer's 1 MiB frame arrives in that memory.
+TEST(UcxPreauthTest, AFrameOverTheCapDropsThePeerAndAllocatesNothing) {
+  auto memory = std::make_shared<testing::RecordingMemory>(/*pinned=*/true);
+  Options so;
+  so.memory = memory;
+  auto server = serve(so);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  auto stranger = connect((*server)->address(), without_arena());
+  ASSERT_TRUE(stranger.ok()) << stranger.status().message();
+  const PeerId peer = accept(server->get(), stranger->get());
+  auto big = pattern(1 << 20, 1);
+  ASSERT_TRUE((*stranger)->send_async(0, big.data(), big.size(), [](Status) {}).ok());
+  Event d = wait_for(server->get(), Event::Kind::kDisconnected);
+  EXPECT_EQ(d.peer, peer);
+  EXPECT_EQ(d.reason, "a frame of 1048576 bytes before authentication (limit 16384 until the session has verified "
+                      "the peer)");
+  EXPECT_EQ(memory->allocations(), 0u) << "nothing taken from the receive memory for a stranger";
+
+  auto worker = connect((*server)->address(), without_arena());
+  ASSERT_TRUE(worker.ok());
+  const PeerId w = accept(server->get(), worker->get());
+  (*server)->authenticated(w);
+  std::vector<Event> seen = send_while_polling(worker->get(), big.data(), big.size(), server->get());
+  Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+  ASSERT_EQ(m.frame->size(), big.size());
+  EXPECT_EQ(std::memcmp(m.frame->data(), big.data(), big.size()), 0);
+  EXPECT_TRUE(memory->owns(m.frame->data(), m.frame->size()));
+}
+
+// Injects 9 small frames from a peer not yet authenticated (the handshake
+// needs 2; the cap is 8); checks the 9th drops it with the reason, the
+// first 8 having arrived.
+TEST(UcxPreauthTest, MoreFramesThanTheCapDropThePeer) {
+  auto server = serve();
+  ASSERT_TRUE(server.ok());
+  auto stranger = connect((*server)->address(), without_arena());
+  ASSERT_TRUE(stranger.ok());
+  const PeerId peer = accept(server->get(), stranger->get());  // frame 1
+  uint8_t small[64] = {3};
+  for (int i = 2; i <= 9; ++i) ASSERT_TRUE((*stranger)->send_async(0, small, sizeof small, [](Status) {}).ok());
+  int messages = 1;
+  std::string reason;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (reason.empty() && std::chrono::steady_clock::now() < deadline) {
+    auto e = (*server)->poll(50);
+    ASSERT_TRUE(e.ok());
+    if (!e->has_value() || (*e)->peer != peer) continue;
+    if ((*e)->kind == Event::Kind::kMessage) ++messages;
+    if ((*e)->kind == Event::Kind::kDisconnected) reason = (*e)->reason;
+  }
+  EXPECT_EQ(messages, 8);
+  EXPECT_EQ(reason, "more than 8 frames before authentication");
+}
+
+// Injects a 4th connection while 3 (max_pending_peers) wait to
+// authenticate; then, one of them authenticated, a 5th (room for it) and a
+// 6th; checks the oldest waiting one is evicted each time (with the
+// reason), never an authenticated one, and the others stay.
+TEST(UcxPreauthTest, PendingPeersBeyondTheCapEvictTheOldest) {
+  Options so;
+  so.max_pending_peers = 3;
+  auto server = serve(so);
+  ASSERT_TRUE(server.ok());
+  std::vector<std::unique_ptr<Endpoint>> clients;
+  std::vector<PeerId> peers;
+  std::vector<Event> seen;
+  auto join = [&] {
+    auto c = connect((*server)->address(), without_arena());
+    ASSERT_TRUE(c.ok());
+    clients.push_back(std::move(c).value());
+    peers.push_back(accept(server->get(), clients.back().get(), &seen));
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(join());
+  ASSERT_TRUE(seen.empty());
+  ASSERT_NO_FATAL_FAILURE(join());
+  Event d = next_of(&seen, server->get(), Event::Kind::kDisconnected);
+  EXPECT_EQ(d.peer, peers[0]);
+  EXPECT_EQ(d.reason, "evicted: 3 connections were waiting to authenticate (max_pending_peers), this one the longest");
+  wait_for(clients[0].get(), Event::Kind::kDisconnected);
+
+  (*server)->authenticated(peers[1]);
+  ASSERT_NO_FATAL_FAILURE(join());
+  EXPECT_TRUE(seen.empty()) << "the authenticated peer left room for the 5th";
+  ASSERT_NO_FATAL_FAILURE(join());
+  d = next_of(&seen, server->get(), Event::Kind::kDisconnected);
+  EXPECT_EQ(d.peer, peers[2]) << "the oldest still waiting, not the authenticated one";
+  // The authenticated peer and the three newest still reach the trainer.
+  uint8_t msg[16] = {9};
+  for (size_t i : {size_t{1}, size_t{3}, size_t{4}, size_t{5}}) {
+    std::vector<Event> got = send_while_polling(clients[i].get(), msg, sizeof msg, server->get());
+    EXPECT_EQ(next_of(&got, server->get(), Event::Kind::kMessage).peer, peers[i]) << "client " << i;
+  }
+}
+
+// Injects a worker's arena offer before authentication; checks the worker
+// does not wait for the answer (its first send returns), its arena is not
+// in use until the trainer authenticated it, and then is, before the
+// trainer's next frame: its large frames go through shared memory.
+TEST(UcxPreauthTest, TheArenaOfferIsAnsweredOnlyAfterAuthentication) {
+  auto server = serve();
+  ASSERT_TRUE(server.ok());
+  Options co;
+  co.shm_arena_bytes = 1 << 20;
+  auto worker = connect((*server)->address(), co);
+  ASSERT_TRUE(worker.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  const PeerId peer = accept(server->get(), worker->get());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "the first send waited for the answer";
+  for (int i = 0; i < 10; ++i) (void)(*worker)->poll(10);
+  EXPECT_EQ((*worker)->path_stats().shared_memory_status, "offered");
+  EXPECT_EQ((*worker)->reserve(400 << 10), nullptr);
+
+  (*server)->authenticated(peer);
+  uint8_t program[32] = {5};  // what the session sends next
+  ASSERT_TRUE((*server)->send(peer, program, sizeof program).ok());
+  wait_for(worker->get(), Event::Kind::kMessage);
+  EXPECT_EQ((*worker)->path_stats().shared_memory_status, "in use");
+  auto large = pattern(400 << 10, 6);
+  std::vector<Event> seen = send_while_polling(worker->get(), large.data(), large.size(), server->get());
+  Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+  ASSERT_EQ(m.frame->size(), large.size());
+  EXPECT_EQ(std::memcmp(m.frame->data(), large.data(), large.size()), 0);
+  EXPECT_EQ((*server)->path_stats().shared_memory, 1u);
+}
+
+// Injects 100 connections (another process, this binary re-run), one after
+// another, each announcing a 2 GiB frame before authenticating; checks the
+// trainer drops each with the pre-authentication reason, its resident
+// memory grows by less than 64 MiB meanwhile (sampled at every poll), and
+// an authenticated worker's 8 MiB frame still arrives intact.
+TEST(UcxPreauthTest, HundredConnectionsAnnouncing2GiBCostLittleMemory) {
+  auto server = serve();
+  ASSERT_TRUE(server.ok());
+  const long before = rss_kib();
+  ASSERT_GT(before, 0);
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("GM_TEST_ANNOUNCE", (*server)->address().c_str(), 1);
+    setenv("UCX_TLS", "tcp", 1);  // light contexts; the trainer's side is the same on any transport
+    execl("/proc/self/exe", "transport_test", nullptr);
+    _exit(127);
+  }
+  long peak = before;
+  int connected = 0, dropped = 0;
+  std::string other_reason;
+  int status = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto e = (*server)->poll(20);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    peak = std::max(peak, rss_kib());
+    if (e->has_value() && (*e)->kind == Event::Kind::kConnected) ++connected;
+    if (e->has_value() && (*e)->kind == Event::Kind::kDisconnected) {
+      if ((*e)->reason.rfind("a frame of 2147483648 bytes before authentication", 0) == 0) {
+        ++dropped;
+      } else {
+        other_reason = (*e)->reason;
+      }
+    }
+    if (waitpid(child, &status, WNOHANG) == child) break;
+  }
+  if (status == -1) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "the attacker did not finish within 120 s";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "connections the trainer did not drop: " << WEXITSTATUS(status);
+  EXPECT_EQ(connected, 100);
+  EXPECT_EQ(dropped, 100) << "another reason: " << other_reason;
+  const long grown_kib = peak - before;
+  RecordProperty("rss_growth_kib", std::to_string(grown_kib));
+  std::printf("trainer RSS %ld KiB before, %ld KiB at most during 100 announcements of 2 GiB\n", before, peak);
+  EXPECT_LT(grown_kib, 64 << 10);
+
+  auto worker = connect((*server)->address(), without_arena());
+  ASSERT_TRUE(worker.ok());
+  const PeerId w = accept(server->get(), worker->get());
+  (*server)->authenticated(w);
+  auto frame = pattern(8 << 20, 7);
+  std::vector<Event> seen = send_while_polling(worker->get(), frame.data(), frame.size(), server->get());
+  Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
+  ASSERT_EQ(m.frame->size(), frame.size());
+  EXPECT_EQ(std::memcmp(m.frame->data(), frame.data(), frame.size()), 0);
+}
+
+// Injects 4 rendezvous frames of 1 MiB to a trainer whose receive budget
+// holds 2, holding the frames it delivered; checks the third is not
+// delivered while both are held (its sender waits), each arrives once a
+// held one is dropped, all in order and intact; and a frame larger than
+// the whole budget drops its peer with the reason.
+TEST(UcxBudgetTest, RendezvousFramesWaitForRoomAndNothingIsLost) {
+  auto memory = std::make_shared<testing::RecordingMemory>();
+  Options so = trusting();
+  so.memory = memory;
+  so.receive_budget = 2 << 20;
+  auto server = serve(so);
+  ASSERT_TRUE(server.ok());
+  auto worker = connect((*server)->address(), without_arena());
+  ASSERT_TRUE(worker.ok());
+  (void)accept(server->get(), worker->get());
+  std::vector<std::vector<uint8_t>> frames;
+  for (int i = 0; i < 4; ++i) frames.push_back(pattern(1 << 20, static_cast<uint8_t>(10 + i)));
+  std::atomic<int> sent{0};
+  Status failed;
+  std::thread sender([&] {
+    for (auto& f : frames) {
+      Status s = (*worker)->send(0, f.data(), f.size());
+      if (!s.ok()) {
+        failed = s;
+        return;
+      }
+      ++sent;
+    }
+  });
+  std::vector<Event> held;
+  auto next_message = [&](int timeout_ms) -> std::optional<Event> {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto e = (*server)->poll(10);
+      EXPECT_TRUE(e.ok());
+      if (e.ok() && e->has_value() && (*e)->kind == Event::Kind::kMessage) return std::move(**e);
+      if (e.ok() && e->has_value() && (*e)->kind == Event::Kind::kDisconnected) ADD_FAILURE() << (*e)->reason;
+    }
+    return std::nullopt;
+  };
+  for (int i = 0; i < 2; ++i) {
+    auto m = next_message(10000);
+    ASSERT_TRUE(m.has_value()) << "frame " << i;
+    held.push_back(std::move(*m));
+  }
+  EXPECT_FALSE(next_message(500).has_value()) << "a third frame beyond the budget";
+  EXPECT_LE(memory->allocations() - memory->releases(), 2u);
+  EXPECT_LE(sent.load(), 3) << "the fourth send cannot have finished";
+  for (int i = 2; i < 4; ++i) {
+    held.erase(held.begin());  // dropping a held frame makes room
+    auto m = next_message(10000);
+    ASSERT_TRUE(m.has_value()) << "frame " << i;
+    held.push_back(std::move(*m));
+    EXPECT_LE(memory->allocations() - memory->releases(), 2u);
+  }
+  sender.join();
+  EXPECT_TRUE(failed.ok()) << failed.message();
+  EXPECT_EQ(sent.load(), 4);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(held[i].frame->size(), frames[2 + i].size());
+    EXPECT_EQ(std::memcmp(held[i].frame->data(), frames[2 + i].data(), frames[2 + i].size()), 0) << "frame " << 2 + i;
+  }
+
+  auto huge = pattern(3 << 20, 1);
+  ASSERT_TRUE((*worker)->send_async(0, huge.data(), huge.size(), [](Status) {}).ok());
+  Event d = wait_for(server->get(), Event::Kind::kDisconnected);
+  EXPECT_EQ(d.reason, "message of 3145728 bytes refused (more than the whole receive budget, 2097152 bytes)");
+}
+
+#endif
+
+// A peer's strings are bounded and escaped before they reach a log line.
+TEST(PeerTextTest, BoundsAndEscapes) {
+  EXPECT_EQ(peer_text("worker-1"), "worker-1");
+  EXPECT_EQ(peer_text(std::string("a\nb\x01\\", 5)), "a\\x0ab\\x01\\x5c");
+  EXPECT_EQ(peer_text(std::string(1000, 'x'), 10), std::string(10, 'x') + "... (1000 bytes)");
+}
+
+}  // namespace
+}  // namespace goldminer::transport
