@@ -4,6 +4,10 @@
 #ifndef GOLDMINER_BINDIR
 #define GOLDMINER_BINDIR "/usr/local/bin"
 #endif
+// Where configure found Slurm's commands (--with-slurm=PREFIX: PREFIX/bin).
+#ifndef GOLDMINER_SLURM_BINDIR
+#define GOLDMINER_SLURM_BINDIR "/usr/bin"
+#endif
 
 namespace goldminer {
 
@@ -50,6 +54,15 @@ const OptionTable& admin_option_table() {
       {"munge_socket", "", "PATH",
        "munged's socket on the nodes, for the sessions' reports to goldminer-ctld; unset, munge's default",
        absolute_path(), "GOLDMINER_MUNGE_SOCKET"},
+      {"slurm_bindir", GOLDMINER_SLURM_BINDIR, "DIR",
+       "directory of the Slurm commands the plugin runs as the job's user (sbatch, squeue, scancel, srun): "
+       "always from here, never looked up on the job's PATH",
+       absolute_path(), ""},
+      {"slurm_command_timeout", "10", "SECONDS",
+       "how long each squeue, sbatch and scancel the plugin runs inside slurmstepd may take; then SIGTERM "
+       "to its process group, SIGKILL 1 s later, and the step goes on without it (see COMMANDS THE PLUGIN "
+       "RUNS)",
+       integer_in_range(1, 300), ""},
   };
   return table;
 }
@@ -69,6 +82,8 @@ Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args) {
   config.ctld = values->text("ctld");
   config.ctld_user = values->text("ctld_user");
   config.munge_socket = values->text("munge_socket");
+  config.slurm_bindir = values->text("slurm_bindir");
+  config.slurm_command_timeout_s = static_cast<int>(values->integer("slurm_command_timeout"));
   return config;
 }
 

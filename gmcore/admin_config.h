@@ -25,6 +25,11 @@ struct AdminConfig {
   std::string ctld;          // goldminer-ctld's HOST:PORT; "" = none (sessions size themselves)
   std::string ctld_user;     // the user goldminer-ctld runs as (SlurmUser)
   std::string munge_socket;  // munged's socket on the nodes; "" = munge's default
+  // Slurm's commands (sbatch, squeue, scancel, srun) the plugin runs: from
+  // this directory, never the job's PATH; each squeue, sbatch and scancel
+  // killed after slurm_command_timeout_s (gmcore/subprocess.h).
+  std::string slurm_bindir;
+  int slurm_command_timeout_s = 10;
 };
 
 const OptionTable& admin_option_table();

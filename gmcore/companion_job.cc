@@ -180,10 +180,15 @@ CompanionState parse_companion_state(int squeue_exit_code, const std::string& sq
 Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run, double self_end_s,
                           double drain_grace_s, double poll_s) {
   const std::string name = companion_job_name(job_id);
+  // Set once a command could not run or overran its time (a slow
+  // slurmctld): no more waiting and polling, only the final scancel, so
+  // that the step's end is held at most about 2 more command timeouts.
+  bool give_up_waiting = false;
   // Job id -> state, of the user's jobs of that name; nothing when squeue
   // could not tell.
   auto list = [&]() -> std::optional<std::map<uint32_t, CompanionState>> {
     auto r = run("squeue", {"--noheader", "--format=%i %T", "--name=" + name, "--user=" + std::to_string(uid)});
+    if (!r.ok()) give_up_waiting = true;
     if (!r.ok() || r->exit_code != 0) return std::nullopt;
     std::map<uint32_t, CompanionState> jobs = parse_job_states(r->output);
     for (auto it = jobs.begin(); it != jobs.end();)
@@ -206,7 +211,7 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
   auto wait_while_running = [&](double seconds) {
     using Clock = std::chrono::steady_clock;
     const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    while (!ids(CompanionState::kRunning).empty() && Clock::now() < until) {
+    while (!give_up_waiting && !ids(CompanionState::kRunning).empty() && Clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
       auto next = list();
       if (next) now = std::move(next);
@@ -214,8 +219,8 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
   };
   // A session that ended drains its workers: their jobs end by themselves.
   wait_while_running(self_end_s);
-  if (std::string running = ids(CompanionState::kRunning); !running.empty()) {
-    (void)run("scancel", {"--quiet", "--signal=TERM", running});
+  if (std::string running = ids(CompanionState::kRunning); !running.empty() && !give_up_waiting) {
+    if (!run("scancel", {"--quiet", "--signal=TERM", running}).ok()) give_up_waiting = true;
     wait_while_running(drain_grace_s);
   }
   // What still waits (at once when nothing ran) or still runs.

@@ -149,14 +149,20 @@ using SlurmCommand =
 // and those an elastic session added, found by name among user `uid`'s
 // jobs) as CompanionState says, waiting up to `self_end_s`, then
 // `drain_grace_s`, in steps of `poll_s`. When squeue cannot list them,
-// cancels by name. An error names what could not be done (the final
-// scancel failed).
+// cancels by name. A command that returns an error (it could not run, or
+// overran its time: slurmctld is slow) ends the waiting: only the final
+// scancel follows, so a slow controller holds the caller for at most
+// about two command timeouts more. An error names what could not be done
+// (the final scancel failed).
 Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run,
                           double self_end_s = kCompanionSelfEndS, double drain_grace_s = kCompanionDrainGraceS,
                           double poll_s = 0.25);
 
 // The environment for the plugin's squeue and scancel: the job's PATH and
-// SLURM_CONF, nothing else.
+// SLURM_CONF (which a configless site sets in the job), nothing else: no
+// loader variable (LD_PRELOAD, ...) and none of the SQUEUE_*/SLURM_*
+// settings that would change the output the plugin reads. (The programs
+// themselves come from the configuration: gmcore/subprocess.h command_in.)
 std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env);
 
 // Shell words: `quote_words` joins them so that `split_words` gives them

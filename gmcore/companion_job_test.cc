@@ -3,11 +3,15 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <utility>
 
 namespace goldminer {
@@ -268,6 +272,72 @@ TEST(CompanionJobTest, WhenSqueueCannotListThemTheyAreCancelledByName) {
   FakeSlurm down({"error"});
   EXPECT_TRUE(end_companion_jobs(42, 1000, down.command(), 5, 5, 0.001).ok());
   EXPECT_EQ(down.calls, (std::vector<std::string>{kList, "scancel --quiet --name=goldminer-dw.42 --user=1000"}));
+}
+
+// A slurmctld that stops answering while a step ends: the listing after
+// the first overruns its time (an error, as run_command_within makes it).
+// Checked: no more polling or waiting (self_end_s is 30 s here), the jobs
+// it knew are cancelled at once.
+TEST(CompanionJobTest, ACommandThatOverranEndsTheWaitingAndOnlyTheFinalCancelFollows) {
+  FakeSlurm slurm({"43 RUNNING\n45 PENDING\n"});
+  auto run = slurm.command();
+  SlurmCommand slow = [&](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
+    if (name == "squeue" && slurm.asked >= 1) {
+      slurm.calls.push_back("squeue (overran)");
+      return Status::error("squeue (/usr/bin/squeue) did not end within 10 s: killed");
+    }
+    return run(name, args);
+  };
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(end_companion_jobs(42, 1000, slow, 30, 30, 0.001).ok());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  EXPECT_EQ(slurm.calls, (std::vector<std::string>{kList, "squeue (overran)", "scancel --quiet 43,45"}));
+}
+
+// The same with real processes: a squeue that never answers, run from a
+// configured directory with a 0.3 s limit, and a scancel that records its
+// arguments. Checked: the step's end takes at most two limits plus their
+// SIGKILL graces, and the jobs are cancelled by name.
+TEST(CompanionJobTest, AStuckSqueueHoldsTheStepsEndForAtMostTwoCommandTimeouts) {
+  char bin[] = "/tmp/gm-slurm-bin-XXXXXX";
+  ASSERT_NE(mkdtemp(bin), nullptr);
+  const std::string dir = bin, calls = dir + "/scancel.calls";
+  std::ofstream(dir + "/squeue") << "#!/bin/sh\nexec sleep 1000\n";
+  std::ofstream(dir + "/scancel") << "#!/bin/sh\necho \"$@\" >>" << calls << "\n";
+  chmod((dir + "/squeue").c_str(), 0755);
+  chmod((dir + "/scancel").c_str(), 0755);
+  SlurmCommand run = [&](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
+    auto spec = command_in(dir, "plugstack.conf slurm_bindir", name, args, {"PATH=/usr/bin:/bin"});
+    if (!spec.ok()) return spec.status();
+    spec->timeout_s = 0.3;
+    return run_command_within(*spec, "plugstack.conf slurm_command_timeout");
+  };
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(end_companion_jobs(42, 1000, run).ok());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 2 * (0.3 + kKillGraceS) + 1);
+  std::ifstream in(calls);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "--quiet --name=goldminer-dw.42 --user=1000");
+  for (const std::string& f : {dir + "/squeue", dir + "/scancel", calls}) std::remove(f.c_str());
+  rmdir(bin);
+}
+
+// plugstack.conf's slurm_bindir and slurm_command_timeout: defaults, values
+// and refusals.
+TEST(CompanionJobTest, TheSiteSetsWhereSlurmCommandsComeFromAndTheirTimeLimit) {
+  auto defaults = parse_admin_config({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->slurm_command_timeout_s, 10);
+  EXPECT_EQ(defaults->slurm_bindir.rfind('/', 0), 0u) << "configure's Slurm prefix: " << defaults->slurm_bindir;
+  auto set = parse_admin_config({"slurm_bindir=/opt/slurm/bin", "slurm_command_timeout=30"});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->slurm_bindir, "/opt/slurm/bin");
+  EXPECT_EQ(set->slurm_command_timeout_s, 30);
+  EXPECT_FALSE(parse_admin_config({"slurm_bindir=bin"}).ok());
+  EXPECT_FALSE(parse_admin_config({"slurm_command_timeout=0"}).ok());
+  EXPECT_FALSE(parse_admin_config({"slurm_command_timeout=301"}).ok());
 }
 
 TEST(CompanionJobTest, ShellWordsRoundTrip) {

@@ -141,7 +141,7 @@ TEST(AdminConfigTest, ParsesAndRejectsStrictly) {
   EXPECT_EQ(bad.status().message(),
             "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, "
             "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, ctld, ctld_user, "
-            "munge_socket)");
+            "munge_socket, slurm_bindir, slurm_command_timeout)");
   auto ports = parse_admin_config({"dw_ports=41000-41099", "port_registry=/run/gm/ports"});
   ASSERT_TRUE(ports.ok()) << ports.status().message();
   EXPECT_EQ(ports->dw_ports.low, 41000);

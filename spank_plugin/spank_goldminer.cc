@@ -11,8 +11,12 @@
 // hetjob's steps. When that step ends, it ends what it started: the
 // worker step, and the companion jobs an elastic session added.
 // gmcore/subprocess.h runs sbatch, squeue, scancel and srun as the job's
-// user. The trainer's port, and each data-parallel rank's, come from the
-// node's port registry (gmcore/port_registry.h).
+// user, from plugstack.conf slurm_bindir (never the job's PATH), with no
+// descriptor, signal state or high descriptor limit of slurmstepd's; each
+// squeue, sbatch and scancel is killed after slurm_command_timeout, so a
+// slow slurmctld holds a step for a bounded time (spank_goldminer(8),
+// COMMANDS THE PLUGIN RUNS). The trainer's port, and each data-parallel
+// rank's, come from the node's port registry (gmcore/port_registry.h).
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -81,9 +85,6 @@ TrainerPort trainer_port;
 // in task_init, released at exit. A rank without one (the range full)
 // listens on any free port, as outside Slurm.
 std::map<uint32_t, std::string> rank_listen;  // global task id -> ucx://ADDR:PORT
-
-// How long sbatch and scancel may take before the step goes on without them.
-constexpr double kCommandTimeoutS = 60;
 
 void to_slurm_log(goldminer::log::Level level, const std::string& line) {
   using goldminer::log::Level;
@@ -183,19 +184,26 @@ goldminer::Expected<goldminer::Credentials> job_user(spank_t sp) {
   return c;
 }
 
-// Runs the Slurm command `name` (found on the job's PATH) as the job's user.
+// Where the site's plugstack.conf sets the directory and time limit of
+// the Slurm commands this plugin runs.
+const char kSlurmBindirSource[] = "plugstack.conf slurm_bindir";
+const char kSlurmTimeoutSource[] = "plugstack.conf slurm_command_timeout";
+
+// Runs the Slurm command `name` (from plugstack.conf slurm_bindir, never
+// the job's PATH) as the job's user, with `env` only; one that overruns
+// slurm_command_timeout is killed and an error naming it.
 goldminer::Expected<goldminer::CommandResult> run_as_job_user(spank_t sp, const std::string& name,
                                                               const std::vector<std::string>& args,
                                                               const std::vector<std::string>& env,
                                                               const std::string& cwd) {
   auto user = job_user(sp);
   if (!user.ok()) return user.status();
-  auto spec = goldminer::command_on_path(name, args, env);
+  auto spec = goldminer::command_in(settings.admin().slurm_bindir, kSlurmBindirSource, name, args, env);
   if (!spec.ok()) return spec.status();
   spec->cwd = cwd;
   spec->as = *user;
-  spec->timeout_s = kCommandTimeoutS;
-  return goldminer::run_command(*spec);
+  spec->timeout_s = settings.admin().slurm_command_timeout_s;
+  return goldminer::run_command_within(*spec, kSlurmTimeoutSource);
 }
 
 uint32_t node_id(spank_t sp) {
@@ -231,7 +239,8 @@ goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& p
   if (!st.ok()) return st;
   auto user = job_user(sp);
   if (!user.ok()) return user.status();
-  auto spec = goldminer::command_on_path("srun", step.srun_args, step.srun_env);
+  auto spec = goldminer::command_in(settings.admin().slurm_bindir, kSlurmBindirSource, "srun", step.srun_args,
+                                    step.srun_env);
   if (!spec.ok()) return spec.status();
   spec->cwd = plan.work_dir;
   spec->as = *user;
@@ -301,6 +310,8 @@ int start_workers(spank_t sp, bool batch_step) {
     st = start_worker_step(sp, plan, *workers, job);
     return st.ok() ? 0 : fail(st.message());
   }
+  // A sbatch that timed out may still have submitted the job: the step's
+  // exit finds it by name (companion is set above) and cancels it.
   auto result = run_as_job_user(sp, "sbatch", plan.sbatch_args, plan.sbatch_env, plan.work_dir);
   if (!result.ok()) return fail(result.status().message());
   auto id = goldminer::parse_submitted_job_id(result->output);
