@@ -9,7 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -20,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "gm_config.h"
+#include "mpi_transport/test_util.h"
 #include "tw_lib/dataplane_test_util.h"
 
 namespace goldminer {
@@ -380,6 +385,66 @@ TEST(DataplaneTest, WrongSecretAndGarbageAreRefusedAndTheSessionGoesOn) {
   close(held);
   expect_clean(parse_json_lines(p.out()), 6, 100000);
   EXPECT_NE(p.err().find("authentication failed"), std::string::npos) << "the refusal is logged: " << p.err();
+}
+
+// The attacker of HundredStrangersAnnouncing2GiB... (this binary re-run
+// with GM_TEST_ANNOUNCE=ADDRESS; mpi_transport/test_util.h): exits with
+// how many of its 100 connections the trainer did not drop.
+const bool announcer_process = [] {
+  const char* addr = getenv("GM_TEST_ANNOUNCE");
+  if (addr == nullptr) return false;
+  _exit(100 - transport::testing::announce_frames(addr, 100, size_t{2} << 30));
+}();
+
+// Injects 100 connections to a goldminer-consume's listener, one after
+// another, each announcing a 2 GiB frame before any handshake; checks the
+// trainer's resident memory (sampled every 5 ms) grows by less than
+// 64 MiB, each is dropped and logged with the pre-authentication reason,
+// and a real goldminer-dw joining afterwards runs both epochs exactly once.
+TEST(DataplaneTest, HundredStrangersAnnouncing2GiBCostTheTrainerLittleAndAWorkerStillJoins) {
+#ifndef GOLDMINER_HAVE_UCX
+  GTEST_SKIP() << "built without UCX";
+#endif
+  TempDir d;
+  write_text(d / "big.txt", 100000);
+  Process p(consume_args({"--input", "text:" + (d / "big.txt"), "--batch-size", "64", "--epochs", "2", "--workers",
+                          "0", "--verbose"}),
+            kEnv);
+  const std::string addr = wait_address(&p);
+  const long before = transport::testing::rss_kib(p.pid());
+  ASSERT_GT(before, 0);
+  std::atomic<bool> attacked{false};
+  long peak = before;
+  std::thread sampler([&] {
+    while (!attacked) {
+      peak = std::max(peak, transport::testing::rss_kib(p.pid()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  auto env = kEnv;
+  env["GM_TEST_ANNOUNCE"] = addr;
+  env["UCX_TLS"] = "tcp";  // light contexts; the trainer's side is the same on any transport
+  Process attacker({builddir() + "/tests/dataplane_test"}, env);
+  const int undropped = attacker.wait();
+  attacked = true;
+  sampler.join();
+  EXPECT_EQ(undropped, 0) << attacker.err();
+  std::printf("goldminer-consume RSS %ld KiB before, %ld KiB at most during 100 announcements of 2 GiB\n", before,
+              peak);
+  EXPECT_LT(peak - before, 64 << 10) << "KiB";
+
+  env = kEnv;
+  env["GOLDMINER_TRAINER"] = addr;
+  Process worker({builddir() + "/goldminer-dw"}, env);
+  ASSERT_EQ(p.wait(), 0) << p.err();
+  EXPECT_EQ(worker.wait(), 0) << worker.err();
+  expect_clean(parse_json_lines(p.out()), 2, 100000);
+  const std::string err = p.err();
+  size_t logged = 0;
+  for (size_t at = 0; (at = err.find("a frame of 2147483648 bytes before authentication", at)) != std::string::npos;
+       ++at)
+    ++logged;
+  EXPECT_EQ(logged, 100u) << err.substr(0, 4000);
 }
 
 }  // namespace
