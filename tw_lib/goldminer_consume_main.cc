@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
        "resized-crop:S (that box resized to S x S)")
       ("queue-batches", po::value(&o.queue_batches)->default_value(64), "queue bound (batches)")
       ("lease-timeout", po::value(&o.lease_timeout_s)->default_value(30), "seconds")
+      ("split-retries", po::value(&o.split_retries)->default_value(3),
+       "times a split that failed on a worker through its environment (its Python process killed, a read error) "
+       "is re-leased in an epoch before the run fails")
       ("first-worker-timeout", po::value(&o.first_worker_timeout_s)->default_value(1800),
        "seconds after which the run fails when no data worker has joined (0: wait as long as it takes)")
       ("stop-after-batches", po::value(&stop_after)->default_value(0),
@@ -400,7 +403,7 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> file_start(per_file.size(), 0);
   for (size_t f = 1; f < per_file.size(); ++f) file_start[f] = file_start[f - 1] + per_file[f - 1];
   bool clean = true;
-  uint64_t lost_before = 0;
+  uint64_t lost_before = 0, failed_before = 0;
   uint64_t batches_total = 0;
   int rc = 0;
   for (uint32_t e = 0; e < epochs; ++e) {
@@ -469,18 +472,21 @@ int main(int argc, char** argv) {
     if (duplicates != 0 || missing != 0) clean = false;
     const uint64_t lost = m.workers_lost - lost_before;
     lost_before = m.workers_lost;
+    const uint64_t failed = m.splits_failed - failed_before;
+    failed_before = m.splits_failed;
     if (json) {
       std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
                   "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
                   "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
-                  "\"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\", "
+                  "\"splits_failed\": %llu, \"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\", "
                   "\"max_queued\": %zu, \"rank\": %u, \"world_size\": %u, \"id_sum\": %llu, "
                   "\"receive_memory\": \"%s\"}\n",
                   epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
                   static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
                   static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
                   bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
-                  static_cast<unsigned long long>(m.bad_records), cpu_seconds(pids),
+                  static_cast<unsigned long long>(failed), static_cast<unsigned long long>(m.bad_records),
+                  cpu_seconds(pids),
                   static_cast<unsigned long long>(order), m.max_queued_batches, o.rank, o.world_size,
                   static_cast<unsigned long long>(id_sum), (*session)->receive_memory().c_str());
     } else {

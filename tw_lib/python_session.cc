@@ -148,7 +148,8 @@ Methods and attributes:
   metrics()        dict of the session's counters (epoch, queue_batches, held_batches, queue_bytes,
                    queue_fill, arrival_rate, consumption_rate, trainer_wait_fraction,
                    workers, workers_lost, workers_rejected, bad_records,
-                   duplicates_dropped, per_worker: [{id, batches, bytes, batches_per_s}]).
+                   duplicates_dropped, splits_failed, per_worker: [{id, batches, bytes,
+                   batches_per_s}]).
   drain_workers(n) asks up to n workers to finish their batch and leave; returns how many.
   wait_for_workers(n, timeout=60)
                    waits until n workers are connected and returns how many are; raises
@@ -585,6 +586,7 @@ class PySession {
     d["workers_rejected"] = m.workers_rejected;
     d["bad_records"] = m.bad_records;
     d["duplicates_dropped"] = m.duplicates_dropped;
+    d["splits_failed"] = m.splits_failed;
     py::list per;
     for (const auto& w : m.per_worker) {
       py::dict x;
