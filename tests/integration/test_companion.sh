@@ -80,6 +80,54 @@ test_companion_job_none_for_dw_0_and_the_reason_when_sbatch_refuses() {
         "dw_job=unset error=goldminer: job $job: cannot start its data workers: sbatch: exit 1: sbatch: error: Batch job submission failed: Requested node configuration is not available"
 }
 
+# The plugin's Slurm commands come from plugstack.conf slurm_bindir, never
+# from the job's PATH, and one that never ends (a slurmctld that does not
+# answer) is killed after slurm_command_timeout. Injected: a job PATH whose
+# first directory holds an sbatch, squeue, scancel and srun that leave a
+# mark; a slurm_bindir whose sbatch ignores SIGTERM and never ends (a child
+# of its own holds on too), with Slurm's own squeue, scancel and srun;
+# slurm_command_timeout=2. Checked: no mark; the batch script runs within
+# 2 s + 1 s grace (+ slack) of the job's start, with GOLDMINER_DW_ERROR
+# naming sbatch, its path and the limit; the stuck sbatch and its child are
+# gone.
+test_a_companion_sbatch_that_never_ends_is_killed_and_the_jobs_path_is_not_searched() {
+    local fake bin conf job out start began pid c st
+    fake=$(mktemp -d "$work/jobpath.XXXXXX")
+    bin=$(mktemp -d "$work/slurmbin.XXXXXX")
+    chmod 755 "$fake" "$bin"
+    for c in sbatch squeue scancel srun; do
+        printf '#!/bin/sh\necho "%s from the job PATH" >>%s/marks\nexit 1\n' "$c" "$fake" >"$fake/$c"
+        chmod 755 "$fake/$c"
+    done
+    for c in squeue scancel srun; do ln -s "$(command -v "$c")" "$bin/$c"; done
+    printf '#!/bin/sh\ntrap "" TERM\necho $$ >%s/sbatch.pids\nsleep 1000 &\necho $! >>%s/sbatch.pids\nwait\n' \
+        "$bin" "$bin" >"$bin/sbatch"
+    chmod 755 "$bin/sbatch"
+    # slurmstepd reads plugstack.conf at each step's start.
+    conf="$state/etc/plugstack.conf"
+    cp "$conf" "$work/plugstack.conf.saved" || return 1
+    trap 'cp "$work/plugstack.conf.saved" "$conf"' EXIT
+    sed -i "s|^\(required .*\)$|\1 slurm_bindir=$bin slurm_command_timeout=2|" "$conf"
+    job=$(submit_goldminer_job --goldminer=dw=1 -p gpu --export="ALL,PATH=$fake:$PATH" \
+          --wrap 'echo "began=$(date +%s) dw_job=${GOLDMINER_DW_JOB-unset} error=$GOLDMINER_DW_ERROR"') ||
+        { echo "$job"; return 1; }
+    cp "$work/plugstack.conf.saved" "$conf"
+    out=$(cat "$work/cj.$job")
+    [ ! -e "$fake/marks" ] || { echo "the job's PATH was searched: $(cat "$fake/marks")"; return 1; }
+    expect_contains "timed out sbatch" "$out" \
+        "dw_job=unset error=goldminer: job $job: cannot start its data workers: sbatch ($bin/sbatch) did not end within 2 s (plugstack.conf slurm_command_timeout): killed (SIGTERM to its process group, SIGKILL 1 s later)" ||
+        return 1
+    start=$(date -d "$(scontrol -o show job "$job" | sed -n 's/.* StartTime=\([^ ]*\) .*/\1/p')" +%s)
+    began=$(echo "$out" | sed -n 's/^began=\([0-9]*\) .*/\1/p')
+    [ -n "$start" ] && [ -n "$began" ] && [ $((began - start)) -le 10 ] ||
+        { echo "the batch script began $((began - start)) s after the job started (expected 3-4 s): $out"; return 1; }
+    for pid in $(cat "$bin/sbatch.pids"); do
+        st=$(sed -n 's/.*) \([A-Z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null)
+        [ -z "$st" ] || [ "$st" = Z ] || { echo "process $pid of the stuck sbatch still runs ($st)"; return 1; }
+    done
+    echo "batch script began $((began - start)) s after the job's start"
+}
+
 # mode=elastic (the default): a session whose trainer waits for workers
 # grows its companion workers towards dw-max, one sbatch --ntasks=1 job each
 # (GOLDMINER_DW_SBATCH), and every one of them ends with the batch job.
