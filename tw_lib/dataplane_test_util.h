@@ -134,6 +134,22 @@ inline std::vector<Epoch> parse_json_lines(const std::string& out) {
 class Process {
  public:
   Process(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+    // argv and the environment are built before the fork: the child of a
+    // threaded process may not allocate (another thread may have held the
+    // allocator's lock at the fork; under ASan the child then waited for
+    // good in setenv's malloc).
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::vector<std::string> vars;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string var = *e;
+      if (env.count(var.substr(0, var.find('='))) == 0) vars.push_back(var);
+    }
+    for (auto& [k, v] : env) vars.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& v : vars) envp.push_back(const_cast<char*>(v.c_str()));
+    envp.push_back(nullptr);
     int out[2], err[2];
     EXPECT_EQ(pipe(out), 0);
     EXPECT_EQ(pipe(err), 0);
@@ -143,11 +159,7 @@ class Process {
       dup2(err[1], 2);
       close(out[0]);
       close(err[0]);
-      for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     close(out[1]);
