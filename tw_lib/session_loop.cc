@@ -193,7 +193,7 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
     case Phase::kHello: {
       auto* hello = std::get_if<wire::Hello>(&m);
       if (hello == nullptr) return drop(peer, "expected hello", true);
-      w.id = hello->worker_id;
+      w.id = transport::peer_text(hello->worker_id);  // bounded before any log line names it
       w.role = hello->role;
       auto nonce = auth::random_nonce();
       if (!nonce.ok()) return drop(peer, nonce.status().message(), false);
@@ -209,7 +209,7 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
     }
     case Phase::kAuth: {
       auto* a = std::get_if<wire::Auth>(&m);
-      if (auto* e = std::get_if<wire::Error>(&m)) return drop(peer, e->message, true);
+      if (auto* e = std::get_if<wire::Error>(&m)) return drop(peer, transport::peer_text(e->message), true);
       if (a == nullptr) return drop(peer, "expected auth", true);
       Status ok = auth::check_answer(peer_auth_, w.nonce, *a);
       if (!ok.ok()) {
