@@ -41,7 +41,8 @@ const OptionTable& admin_option_table() {
        },
        ""},
       {"port_registry", "/run/goldminer/ports", "PATH",
-       "the node's registry of reserved trainer ports (root's; on a tmpfs, so that a rebooted node starts "
+       "the node's registry of reserved trainer ports, with PATH.lock beside it (root's alone: its directory, "
+       "dedicated to it, 0700, the files 0600, checked on each use; on a tmpfs, so that a rebooted node starts "
        "empty)",
        absolute_path(), ""},
       {"ctld", "", "HOST:PORT",

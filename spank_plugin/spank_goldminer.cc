@@ -376,23 +376,28 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
 // node 0 of another step.
 bool may_start_workers(spank_t sp) { return is_batch_step(sp) || (node_id(sp) == 0 && !is_extern_step(sp)); }
 
-// Reserves a port for each task of this srun step on this node that is a
-// rank other than 0 (rank_listen).
-void reserve_rank_ports(spank_t sp, const goldminer::PortRegistry& registry, const std::string& address) {
+// The node's registry of trainer ports (gmcore/port_registry.h): root's,
+// checked on each use; its lock is waited for at most
+// goldminer::kRegistryLockWaitS, in init_post_opt and at exit each.
+goldminer::PortRegistry port_registry(const goldminer::AdminConfig& admin) {
+  goldminer::PortRegistry registry;
+  registry.path = admin.port_registry;
+  registry.range = admin.dw_ports;
+  return registry;
+}
+
+// The global ids of this srun step's tasks on this node that are ranks
+// other than 0 (each gets a port of its own: rank_listen).
+std::vector<uint32_t> other_local_ranks(spank_t sp) {
+  std::vector<uint32_t> ranks;
   uint32_t total = 0, local = 0;
-  if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &total) != ESPANK_SUCCESS || total < 2) return;
-  if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local) != ESPANK_SUCCESS) return;
+  if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &total) != ESPANK_SUCCESS || total < 2) return ranks;
+  if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local) != ESPANK_SUCCESS) return ranks;
   for (uint32_t l = 0; l < local; ++l) {
     uint32_t rank = 0;
-    if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, l, &rank) != ESPANK_SUCCESS || rank == 0) continue;
-    auto port = goldminer::reserve_port(registry, job_id(sp), getpid(), "rank:" + std::to_string(rank));
-    if (!port.ok()) {
-      goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": rank " + std::to_string(rank) +
-                            ": " + port.status().message() + " (it listens on any free port)");
-      continue;
-    }
-    rank_listen[rank] = "ucx://" + goldminer::host_port_text(address, *port);
+    if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, l, &rank) == ESPANK_SUCCESS && rank != 0) ranks.push_back(rank);
   }
+  return ranks;
 }
 
 extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) {
@@ -406,16 +411,38 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
       trainer_port.error = address.status().message();
       return 0;
     }
-    goldminer::PortRegistry registry{admin.port_registry, admin.dw_ports, nullptr,
-                                     [a = *address](int port) { return goldminer::bind_probe(a, port); }};
-    if (!is_batch_step(sp)) reserve_rank_ports(sp, registry, *address);
+    goldminer::PortRegistry registry = port_registry(admin);
+    registry.bindable = [a = *address](int port) { return goldminer::bind_probe(a, port); };
+    // The ranks' ports and the trainer's in one hold of the registry's lock
+    // (at most goldminer::kRegistryLockWaitS).
+    const std::vector<uint32_t> ranks = is_batch_step(sp) ? std::vector<uint32_t>() : other_local_ranks(sp);
+    std::vector<std::string> tags;
+    for (uint32_t rank : ranks) tags.push_back("rank:" + std::to_string(rank));
+    if (trainer) tags.push_back("");
+    if (tags.empty()) return 0;
+    const std::string job = "goldminer: job " + std::to_string(job_id(sp));
+    auto ports = goldminer::reserve_ports(registry, job_id(sp), getpid(), tags);
+    if (!ports.ok()) {
+      goldminer::log::error(job + ": " + ports.status().message() +
+                            (ranks.empty() ? "" : " (its ranks listen on any free port)"));
+      if (trainer) trainer_port.error = ports.status().message();
+      return 0;
+    }
+    for (uint32_t rank : ranks) {
+      auto it = ports->find("rank:" + std::to_string(rank));
+      if (it != ports->end())
+        rank_listen[rank] = "ucx://" + goldminer::host_port_text(*address, it->second);
+      else
+        goldminer::log::error(job + ": rank " + std::to_string(rank) + ": " +
+                              goldminer::no_port_left(registry).message() + " (it listens on any free port)");
+    }
     if (!trainer) return 0;
-    auto port = goldminer::reserve_port(registry, job_id(sp), getpid());
-    if (port.ok()) {
-      trainer_port.port = *port;
+    auto it = ports->find("");
+    if (it != ports->end()) {
+      trainer_port.port = it->second;
     } else {
-      trainer_port.error = port.status().message();
-      goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": " + trainer_port.error);
+      trainer_port.error = goldminer::no_port_left(registry).message();
+      goldminer::log::error(job + ": " + trainer_port.error);
     }
     return 0;
   });
@@ -452,8 +479,7 @@ extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
     if (trainer_port.port != 0 || !rank_listen.empty()) {
       const goldminer::AdminConfig& admin = settings.admin();
       goldminer::Status st =
-          goldminer::release_port(goldminer::PortRegistry{admin.port_registry, admin.dw_ports, nullptr, nullptr},
-                                  job_id(sp), getpid());
+          goldminer::release_port(port_registry(admin), job_id(sp), getpid());
       if (!st.ok()) goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": " + st.message());
       trainer_port = {};
       rank_listen.clear();

@@ -177,7 +177,7 @@ write_plugstack_conf() {
   # nodes are unique on each), under its state directory.
   case " $args" in
     *" port_registry="*) ;;
-    *) args="${args:+$args }port_registry=$rundir/goldminer-ports" ;;
+    *) args="${args:+$args }port_registry=$rundir/goldminer/ports" ;;
   esac
   # Elastic sessions report to goldminer-ctld (run as root, like slurmctld
   # here), through this cluster's munged.

@@ -23,7 +23,7 @@ test_companion_job_feeds_the_batch_jobs_session_from_cpu_nodes() {
         2[0-9][0-9][0-9][0-9] | 3[0-9][0-9][0-9][0-9]) ;;
         *) echo "listen port not in dw_ports 20000-39999: $out"; return 1 ;;
     esac
-    expect_eq "registry entries of job $job" "$(grep -c " $job " "$state/run/goldminer-ports")" 0 || return 1
+    expect_eq "registry entries of job $job" "$(grep -c " $job " "$state/run/goldminer/ports")" 0 || return 1
     n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
     expect_eq "clean epochs" "$n" 2 || { echo "$out"; return 1; }
     # Both workers came from the CPU-only nodes: no GPU node has its GPUs all
@@ -232,5 +232,5 @@ time.sleep(110)'") || { echo "$l"; scancel "$a" "$b"; return 1; }
         n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
         expect_eq "clean epochs of job $job" "$n" 2 || { echo "$out"; return 1; }
     done
-    expect_eq "registry entries left" "$(grep -c -e " $a " -e " $b " "$state/run/goldminer-ports")" 0
+    expect_eq "registry entries left" "$(grep -c -e " $a " -e " $b " "$state/run/goldminer/ports")" 0
 }

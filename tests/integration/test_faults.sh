@@ -175,7 +175,7 @@ test_fault_requeued_trainer_resumes_from_its_saved_state() {
         "$(echo "$out" | grep -c "^{\"epoch\": 0, \"samples\": 2000, \"unique_samples\": 2000, \"duplicates\": 0, \"missing\": 0,")" 1 ||
         { echo "$out"; return 1; }
     expect_eq "companion jobs" "$(echo "$out" | sed -n 's/.* dw_job=\([0-9]*\)$/\1/p' | sort -u | wc -l)" 2 || return 1
-    expect_eq "registry entries left" "$(grep -c " $job " "$state/run/goldminer-ports")" 0
+    expect_eq "registry entries left" "$(grep -c " $job " "$state/run/goldminer/ports")" 0
 }
 
 # Pending again after a restart.

@@ -70,8 +70,8 @@ print("\n".join(bad) or "every epoch in step")
     expect_eq "rank ports in dw_ports" "$(echo "$out" |
         sed -n 's/.*session: rank [123] joined, listening on ucx:\/\/.*:\([0-9]*\) (.*/\1/p' |
         awk '$1 >= 20000 && $1 <= 39999' | wc -l)" 3 || { echo "$out" | grep "joined, listening"; return 1; }
-    expect_eq "rank ports released" "$(grep -c " $job [0-9]* rank:" "$state/run/goldminer-ports" 2>/dev/null)" 0 || {
-        cat "$state/run/goldminer-ports"; return 1; }
+    expect_eq "rank ports released" "$(grep -c "^[0-9]* $job .* rank:" "$state/run/goldminer/ports" 2>/dev/null)" 0 || {
+        cat "$state/run/goldminer/ports"; return 1; }
     # The killed worker had joined a rank, which saw it go mid-run (its
     # connection lost, or its leases expired).
     echo "$out" | grep -qE "worker [^ ]+:$victim (left|dropped)" || {

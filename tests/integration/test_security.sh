@@ -84,3 +84,82 @@ test_second_user_reads_no_key_and_decodes_no_credential_of_the_first() {
     expect_contains "first user's unmunge" "$(echo "$cred" | unmunge --socket="$socket" 2>&1)" \
         "goldminer trainer job=1 worker-nonce=00"
 }
+
+# Issue 34, part 2: the node's port registry is root's alone. Injected: a
+# second Unix user (created here, removed after) runs the issue's attack,
+# `flock -x REGISTRY sleep inf`, and tries to lock and read the registry and
+# its lock file; then root, standing in for a stuck step (nobody else can
+# open the lock file), holds its flock. Checked: directory 0700, registry
+# and lock 0600, root's; each of the second user's attempts fails with
+# "Permission denied" (the attack does not even start); a --goldminer job
+# submitted meanwhile gets its port and companion job, its batch script
+# running within 30 s of submission; with the lock held by root, the next
+# job's script still runs within 30 s, without workers and with
+# GOLDMINER_DW_ERROR naming the lock file and the 5 s bound.
+test_a_second_user_cannot_open_or_lock_the_port_registry_and_a_held_lock_costs_a_step_at_most_5_s() {
+    local reg=$state/run/goldminer/ports dir job out t0 began attack= holder= f as_second
+    dir=$(dirname "$reg")
+    security_user_add >/dev/null || { echo "cannot create user $security_user"; return 1; }
+    as_second=(setpriv --reuid="$security_user" --regid="$security_user" --clear-groups)
+    registry_cleanup() {
+        [ -z "$attack" ] || { kill "$attack" 2>/dev/null; wait "$attack" 2>/dev/null; }
+        [ -z "$holder" ] || { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; }
+        userdel "$security_user" 2>/dev/null
+    }
+    # A first job makes the registry (a cluster that ran none has none).
+    job=$(submit_goldminer_job --goldminer=dw=1 -p gpu --wrap 'echo listen=$GOLDMINER_LISTEN') ||
+        { echo "$job"; registry_cleanup; return 1; }
+    expect_contains "first job" "$(cat "$work/cj.$job")" "listen=ucx://" || { registry_cleanup; return 1; }
+    expect_eq "owners and modes of $dir, its registry and lock" \
+        "$(stat -c '%U %a' "$dir" "$reg" "$reg.lock" | tr '\n' ' ')" "root 700 root 600 root 600 " ||
+        { registry_cleanup; return 1; }
+    "${as_second[@]}" test -x "$(dirname "$dir")" ||
+        { echo "the second user cannot reach $(dirname "$dir") at all: the check would prove nothing"; registry_cleanup; return 1; }
+    # The issue's attack, left running if it could run.
+    "${as_second[@]}" flock -x "$reg" sleep inf >"$work/registry-attack" 2>&1 &
+    attack=$!
+    for f in "$reg" "$reg.lock"; do
+        out=$("${as_second[@]}" flock -x -w 1 "$f" true 2>&1) && { echo "the second user locked $f"; registry_cleanup; return 1; }
+        expect_contains "second user's flock of $f" "$out" "Permission denied" || { registry_cleanup; return 1; }
+    done
+    out=$("${as_second[@]}" cat "$reg" 2>&1) && { echo "the second user read $reg: $out"; registry_cleanup; return 1; }
+    expect_contains "second user's read of $reg" "$out" "Permission denied" || { registry_cleanup; return 1; }
+    t0=$(date +%s)
+    job=$(submit_goldminer_job --goldminer=dw=1 -p gpu --wrap \
+          'echo "began=$(date +%s) dw_job=${GOLDMINER_DW_JOB-unset} listen=${GOLDMINER_LISTEN-unset} error=${GOLDMINER_DW_ERROR-}"') ||
+        { echo "$job"; registry_cleanup; return 1; }
+    out=$(cat "$work/cj.$job")
+    began=$(echo "$out" | sed -n 's/^began=\([0-9]*\) .*/\1/p')
+    [ -n "$began" ] && [ $((began - t0)) -le 30 ] ||
+        { echo "job $job's script began $((began - t0)) s after its submission (at most 30): $out"; registry_cleanup; return 1; }
+    case $out in
+        *" dw_job="[0-9]*" listen=ucx://"*" error=") ;;
+        *) echo "job $job got no port or workers beside the attack: $out"; registry_cleanup; return 1 ;;
+    esac
+    if kill -0 "$attack" 2>/dev/null; then
+        echo "the second user's 'flock -x $reg sleep inf' runs: $(cat "$work/registry-attack")"; registry_cleanup; return 1
+    fi
+    wait "$attack"
+    attack=
+    expect_contains "the attack" "$(cat "$work/registry-attack")" "Permission denied" || { registry_cleanup; return 1; }
+    echo "beside the second user's attack: script began $((began - t0)) s after submission"
+    # Root holds the lock (one process: the subshell becomes sleep with the
+    # locked descriptor).
+    ( exec 8<"$reg.lock" && flock -x 8 && exec sleep 120 ) &
+    holder=$!
+    for f in $(seq 40); do flock -n "$reg.lock" true || break; sleep 0.25; done
+    ! flock -n "$reg.lock" true || { echo "root's holder never locked $reg.lock"; registry_cleanup; return 1; }
+    t0=$(date +%s)
+    job=$(submit_goldminer_job --goldminer=dw=1 -p gpu --wrap \
+          'echo "began=$(date +%s) dw_job=${GOLDMINER_DW_JOB-unset} error=${GOLDMINER_DW_ERROR-}"') ||
+        { echo "$job"; registry_cleanup; return 1; }
+    registry_cleanup
+    out=$(cat "$work/cj.$job")
+    began=$(echo "$out" | sed -n 's/^began=\([0-9]*\) .*/\1/p')
+    [ -n "$began" ] && [ $((began - t0)) -le 30 ] ||
+        { echo "job $job's script began $((began - t0)) s after its submission (at most 30): $out"; return 1; }
+    expect_contains "a held lock" "$out" \
+        "dw_job=unset error=goldminer: job $job: cannot start its data workers: port registry: $reg.lock: locked by another process for more than 5 s: no port reserved" ||
+        return 1
+    echo "registry lock held by root: script began $((began - t0)) s after submission, without workers, the reason named"
+}
