@@ -30,7 +30,7 @@ std::optional<std::string> goldminer_option_in_spank_env(const char* const* env,
   return std::nullopt;
 }
 
-std::string verify_data_worker(uint32_t trainer_id, const WorkerClaim& claim) {
+std::string verify_data_worker(uint32_t trainer_id, const WorkerClaim& claim, const SelectConfig& site) {
   std::string job = "job " + std::to_string(trainer_id);
   if (!claim.trainer_found) return job + " does not exist";
   if (claim.trainer_uid != claim.worker_uid)
@@ -38,10 +38,22 @@ std::string verify_data_worker(uint32_t trainer_id, const WorkerClaim& claim) {
            std::to_string(claim.worker_uid);
   if (!claim.trainer_running) return job + " is not running";
   if (!claim.trainer_option) return job + " is not a --goldminer job";
-  // The site's plugstack.conf limits are not known in slurmctld: the job's
-  // own values, already checked against them at submission, bound it.
-  auto options = parse_job_options(*claim.trainer_option, AdminConfig{});
-  if (!options.ok()) return job + ": " + options.status().message();
+  // The job's value as the SPANK plugin read it at submission, under the
+  // site's limits: dw-max defaults to min(8, max_dw_per_job) when not given,
+  // and a value beyond a limit is not backed.
+  AdminConfig limits;
+  limits.max_dw_per_job = site.max_dw_per_job;
+  limits.max_cpus_per_dw = site.max_cpus_per_dw;
+  auto options = parse_job_options(*claim.trainer_option, limits);
+  if (!options.ok()) {
+    // parse_job_options names plugstack.conf, where the SPANK plugin reads
+    // these limits; here they came from goldminer.conf.
+    std::string why = options.status().message();
+    const std::string from = "(plugstack.conf ", to = "(goldminer.conf ";
+    for (size_t at = why.find(from); at != std::string::npos; at = why.find(from, at + to.size()))
+      why.replace(at, from.size(), to);
+    return job + ": " + why;
+  }
   uint64_t limit = static_cast<uint64_t>(options->dw_max) * static_cast<uint64_t>(options->cpus_per_dw);
   uint64_t wanted = uint64_t{claim.cpus_held} + claim.worker_cpus;
   if (wanted > limit)

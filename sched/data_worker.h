@@ -6,9 +6,11 @@
 // placement only when slurmctld's own records back it: job J exists, runs,
 // belongs to the same user, was submitted with --goldminer (its SPANK
 // option, kept by slurmctld), and its running workers plus this one hold
-// no more than dw-max x cpus-per-dw CPUs. A forged name gets no more than
-// the job's own elastic session could start, and is otherwise an ordinary
-// CPU job (reserve, no tiers).
+// no more than dw-max x cpus-per-dw CPUs, its --goldminer value read under
+// the site's limits (goldminer.conf max_dw_per_job and max_cpus_per_dw,
+// select_config.h: slurmctld does not read plugstack.conf). A forged name
+// gets no more than the job's own elastic session could start, and is
+// otherwise an ordinary CPU job (reserve, no tiers).
 #ifndef GOLDMINER_SCHED_DATA_WORKER_H_
 #define GOLDMINER_SCHED_DATA_WORKER_H_
 
@@ -16,6 +18,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "sched/select_config.h"
 
 namespace goldminer {
 
@@ -38,8 +42,8 @@ struct WorkerClaim {
 };
 
 // "" when the claim is backed as the header says; else why not, for the
-// log ("job 12 is not a --goldminer job").
-std::string verify_data_worker(uint32_t trainer_id, const WorkerClaim& claim);
+// log ("job 12 is not a --goldminer job"). `site` gives the limits.
+std::string verify_data_worker(uint32_t trainer_id, const WorkerClaim& claim, const SelectConfig& site);
 
 }  // namespace goldminer
 

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
+
+#include "gmcore/admin_config.h"
 
 namespace goldminer {
 namespace {
@@ -31,6 +34,21 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// plugstack.conf's row for `key` (gmcore/admin_config.h), so that the
+// select plugin's copy of a site limit has the same default and check.
+OptionSpec site_limit_row(const std::string& key) {
+  for (const OptionSpec& row : admin_option_table())
+    if (row.key == key) {
+      OptionSpec copy = row;
+      copy.help += "; give it the value plugstack.conf gives spank_goldminer.so (slurmctld does not read "
+                   "plugstack.conf): a data worker job is placed as one only while its trainer's workers hold "
+                   "no more than dw-max x cpus-per-dw CPUs under these limits";
+      copy.env.clear();
+      return copy;
+    }
+  throw std::logic_error("no plugstack.conf row " + key);  // a programming error; callers catch
+}
+
 }  // namespace
 
 const OptionTable& select_option_table() {
@@ -47,6 +65,8 @@ const OptionTable& select_option_table() {
        "for tests: decision makes every decision of the plugin fail as an internal error would "
        "(cons_tres's own decision is used and one line logged)",
        one_of({"no", "decision"}), ""},
+      site_limit_row("max_dw_per_job"),
+      site_limit_row("max_cpus_per_dw"),
   };
   return table;
 }
@@ -82,6 +102,8 @@ Expected<SelectConfig> parse_select_config(const std::string& text, const std::s
   config.reserve_cpus_per_gpu = std::strtod(values->text("reserve_cpus_per_gpu").c_str(), nullptr);
   config.mode = values->text("mode") == "observe" ? SelectConfig::Mode::kObserve : SelectConfig::Mode::kEnforce;
   config.inject_fault = values->text("inject_fault") == "decision";
+  config.max_dw_per_job = static_cast<int>(values->integer("max_dw_per_job"));
+  config.max_cpus_per_dw = static_cast<int>(values->integer("max_cpus_per_dw"));
   return config;
 }
 

@@ -25,6 +25,12 @@ struct SelectConfig {
   // first).
   double reserve_cpus_per_gpu = 1.0;
   Mode mode = Mode::kEnforce;
+  // The site's data-worker limits (plugstack.conf's max_dw_per_job and
+  // max_cpus_per_dw, same defaults and checks): slurmctld does not read
+  // plugstack.conf, so a verified worker job's CPUs are bounded by these
+  // (data_worker.h). The site gives both files the same values.
+  int max_dw_per_job = 64;
+  int max_cpus_per_dw = 16;
   // For tests only: every decision fails as an internal error would, so
   // that the fallback to cons_tres's own decision can be seen.
   bool inject_fault = false;

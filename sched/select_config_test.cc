@@ -16,6 +16,20 @@ TEST(SelectConfigTest, DefaultsWhenEmpty) {
   EXPECT_DOUBLE_EQ(c->reserve_cpus_per_gpu, 1.0);
   EXPECT_EQ(c->mode, SelectConfig::Mode::kEnforce);
   EXPECT_FALSE(c->inject_fault);
+  EXPECT_EQ(c->max_dw_per_job, 64);  // plugstack.conf's defaults
+  EXPECT_EQ(c->max_cpus_per_dw, 16);
+}
+
+// The site's data-worker limits: plugstack.conf's rows, same checks.
+TEST(SelectConfigTest, SiteDataWorkerLimits) {
+  auto c = parse_select_config("max_dw_per_job=4\nmax_cpus_per_dw=32\n", "g.conf");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->max_dw_per_job, 4);
+  EXPECT_EQ(c->max_cpus_per_dw, 32);
+  auto zero = parse_select_config("max_dw_per_job=0\n", "g.conf");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message().rfind("g.conf:1: max_dw_per_job: invalid value '0': ", 0), 0u)
+      << zero.status().message();
 }
 
 TEST(SelectConfigTest, ReadsKeysWithSpacesAndComments) {

@@ -50,9 +50,13 @@ std::string describe(const gm_job_test_record& r) {
     out += std::string(" -> selected ") + (r.selected && *r.selected ? r.selected : "(none)");
   else
     out += " -> refused rc " + std::to_string(r.rc);
-  if (r.policy_us > 0 || r.cons_tres_us > 0) {
-    char times[96];
-    std::snprintf(times, sizeof(times), " (us ours %.1f cons_tres %.1f)", r.policy_us, r.cons_tres_us);
+  if (r.policy_us > 0 || r.cons_tres_us > 0 || r.tiers_us > 0) {
+    char times[128];
+    if (r.tiers_us > 0)
+      std::snprintf(times, sizeof(times), " (us ours %.1f cons_tres %.1f tiers %.1f)", r.policy_us, r.cons_tres_us,
+                    r.tiers_us);
+    else
+      std::snprintf(times, sizeof(times), " (us ours %.1f cons_tres %.1f)", r.policy_us, r.cons_tres_us);
     out += times;
   }
   return out;
@@ -91,6 +95,8 @@ size_t gm_select_config_describe(const gm_select_config* config, char* buf, size
     std::ostringstream out;
     out << "reserve_cpus_per_gpu=" << config->config.reserve_cpus_per_gpu << " mode="
         << (config->config.mode == goldminer::SelectConfig::Mode::kObserve ? "observe" : "enforce");
+    out << " max_dw_per_job=" << config->config.max_dw_per_job
+        << " max_cpus_per_dw=" << config->config.max_cpus_per_dw;
     if (config->config.inject_fault) out << " inject_fault=decision";
     return copy_out(out.str(), buf, len);
   } catch (...) {
@@ -118,6 +124,7 @@ int gm_plan_job_test(const gm_select_config* config, int job_kind, int mode, con
     for (size_t i = 0; i < n; ++i) {
       out[i].usable = plan.nodes[i].usable;
       out[i].hidden_cores = plan.nodes[i].hidden_cores;
+      out[i].hide_allocated = plan.nodes[i].hide_allocated;
       out[i].tier = plan.nodes[i].tier;
     }
     summary->tiers = plan.tiers;
@@ -149,8 +156,10 @@ uint32_t gm_companion_trainer_id(const char* job_name) {
   }
 }
 
-int gm_verify_data_worker(uint32_t trainer_id, const gm_worker_claim* claim, char* why, size_t len) {
+int gm_verify_data_worker(const gm_select_config* config, uint32_t trainer_id, const gm_worker_claim* claim,
+                          char* why, size_t len) {
   try {
+    if (!config) throw std::invalid_argument("no settings");
     if (!claim) throw std::invalid_argument("null claim");
     goldminer::WorkerClaim c;
     c.worker_uid = claim->worker_uid;
@@ -161,7 +170,7 @@ int gm_verify_data_worker(uint32_t trainer_id, const gm_worker_claim* claim, cha
     c.trainer_option =
         goldminer::goldminer_option_in_spank_env(claim->trainer_spank_env, claim->trainer_spank_env_size);
     c.cpus_held = claim->cpus_held;
-    std::string reason = goldminer::verify_data_worker(trainer_id, c);
+    std::string reason = goldminer::verify_data_worker(trainer_id, c, config->config);
     copy_out(reason, why, len);
     return reason.empty() ? 1 : 0;
   } catch (const std::exception& e) {

@@ -31,7 +31,8 @@ struct gm_select_config *gm_select_config_load(const char *slurm_conf_path, char
 void gm_select_config_free(struct gm_select_config *config);
 /* 1 with mode=observe. */
 int gm_select_config_observe(const struct gm_select_config *config);
-/* "reserve_cpus_per_gpu=1 mode=enforce" into buf, snprintf-like. */
+/* "reserve_cpus_per_gpu=1 mode=enforce max_dw_per_job=64
+ * max_cpus_per_dw=16" into buf, snprintf-like. */
 size_t gm_select_config_describe(const struct gm_select_config *config, char *buf, size_t len);
 
 /* ---------------------------------------------------------- one call */
@@ -47,7 +48,10 @@ struct gm_node_usage {
 
 struct gm_node_plan {
   int usable;            /* 0: clear the node from the candidates */
-  uint32_t hidden_cores; /* free cores to hide (exclude) from cons_tres */
+  uint32_t hidden_cores; /* cores to hide (exclude) from cons_tres */
+  int hide_allocated;    /* 0: hide free cores only (run-now); 1: any
+                          * cores not already excluded, allocated now or
+                          * not (will-run: the reserve when they free up) */
   int tier;              /* offered from this tier on */
 };
 
@@ -83,8 +87,11 @@ struct gm_worker_claim {
   uint32_t cpus_held; /* by the trainer's other running companion jobs */
 };
 
-/* 1: verified; 0: not, with why in `why`; -1: internal error (in `why`). */
-int gm_verify_data_worker(uint32_t trainer_id, const struct gm_worker_claim *claim, char *why, size_t len);
+/* 1: verified under config's site limits (goldminer.conf max_dw_per_job,
+ * max_cpus_per_dw); 0: not, with why in `why`; -1: internal error (in
+ * `why`), also for a NULL config or claim. */
+int gm_verify_data_worker(const struct gm_select_config *config, uint32_t trainer_id,
+                          const struct gm_worker_claim *claim, char *why, size_t len);
 
 /* ---------------------------------------------------------- log line */
 struct gm_job_test_record {
@@ -93,13 +100,16 @@ struct gm_job_test_record {
   uint32_t het_job_offset;
   int mode;                /* gm_job_test_mode */
   uint32_t min_nodes, max_nodes, req_nodes;
-  uint32_t candidate_nodes; /* nodes offered to cons_tres */
+  uint32_t candidate_nodes; /* nodes slurmctld offered, before narrowing */
   int rc;                   /* cons_tres's answer, 0 = success */
   const char *selected;     /* node list cons_tres chose, or NULL */
   const char *gres;         /* the job's GRES request, or NULL */
   const char *policy;       /* what the plugin did, or NULL: "cpu job: ..." */
-  double policy_us;         /* time in our code, cons_tres calls excluded */
-  double cons_tres_us;      /* time in cons_tres's job_test (every call) */
+  double policy_us;         /* time in our code, every cons_tres call excluded */
+  double cons_tres_us;      /* the cons_tres call whose answer was used: what
+                             * plain cons_tres would have spent */
+  double tiers_us;          /* cons_tres calls on placement tiers tried before
+                             * that one (0: none); added by the plugin too */
 };
 
 /* Writes the one-line description of `record` into buf (always

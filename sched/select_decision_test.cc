@@ -42,6 +42,29 @@ TEST(SelectDecisionTest, DescribesRefusalWithGres) {
             "rc 2014");
 }
 
+// The overhead log: ours excludes every cons_tres call, cons_tres is the
+// call whose answer was used, and placement tiers tried before it are
+// their own figure (a tiered call used to count them as ours).
+TEST(SelectDecisionTest, TimesSeparateOursTheAnsweringCallAndEarlierTiers) {
+  gm_job_test_record r{};
+  r.job_id = 7;
+  r.min_nodes = r.max_nodes = r.req_nodes = 1;
+  r.candidate_nodes = 3;
+  r.selected = "g2";
+  r.policy = "data worker: 0 nodes dropped, 4 cores reserved, tiered";
+  r.policy_us = 12.25;
+  r.cons_tres_us = 900;
+  r.tiers_us = 850.5;
+  char buf[512];
+  gm_format_job_test(&r, buf, sizeof(buf));
+  EXPECT_EQ(std::string(buf),
+            "job_test job 7 mode run_now nodes 1-1 candidates 3 [data worker: 0 nodes dropped, 4 cores reserved, "
+            "tiered] -> selected g2 (us ours 12.2 cons_tres 900.0 tiers 850.5)");
+  r.tiers_us = 0;
+  gm_format_job_test(&r, buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("(us ours 12.2 cons_tres 900.0)"), std::string::npos) << buf;
+}
+
 TEST(SelectDecisionTest, TruncatesLikeSnprintf) {
   gm_job_test_record r{};
   r.job_id = 123456;
@@ -61,7 +84,7 @@ TEST(SelectDecisionTest, PlanThroughTheCInterface) {
   ASSERT_NE(config, nullptr) << err;
   char text[128];
   gm_select_config_describe(config, text, sizeof(text));
-  EXPECT_EQ(std::string(text), "reserve_cpus_per_gpu=1 mode=enforce");
+  EXPECT_EQ(std::string(text), "reserve_cpus_per_gpu=1 mode=enforce max_dw_per_job=64 max_cpus_per_dw=16");
   EXPECT_EQ(gm_select_config_observe(config), 0);
   gm_node_usage nodes[2] = {{8, 8, 1, 4, 4}, {8, 4, 1, 4, 0}};
   gm_node_plan plan[2];
@@ -73,7 +96,14 @@ TEST(SelectDecisionTest, PlanThroughTheCInterface) {
   EXPECT_EQ(plan[0].hidden_cores, 4u);
   EXPECT_EQ(plan[0].tier, 2);
   EXPECT_EQ(plan[1].tier, 0);
+  EXPECT_EQ(plan[0].hide_allocated, 0);
   EXPECT_EQ(summary.tiers, 3);
+  // Will-run: the reserve of all 4 GPUs on both, busy cores included.
+  ASSERT_EQ(gm_plan_job_test(config, GM_JOB_CPU, GM_MODE_WILL_RUN, nodes, 2, plan, &summary, err, sizeof(err)), 0)
+      << err;
+  EXPECT_EQ(plan[1].usable, 1);
+  EXPECT_EQ(plan[1].hidden_cores, 4u);
+  EXPECT_EQ(plan[1].hide_allocated, 1);
   // Bad arguments are errors, not crashes.
   EXPECT_EQ(gm_plan_job_test(config, 7, GM_MODE_RUN_NOW, nodes, 2, plan, &summary, err, sizeof(err)), -1);
   EXPECT_EQ(std::string(err), "internal error: bad job kind");
@@ -118,12 +148,52 @@ TEST(SelectDecisionTest, WorkerClaimThroughTheCInterface) {
   claim.trainer_found = claim.trainer_running = 1;
   claim.trainer_spank_env = env;
   claim.trainer_spank_env_size = 1;
-  char why[128];
-  EXPECT_EQ(gm_verify_data_worker(9, &claim, why, sizeof(why)), 1);
+  char why[160];
+  char err[256] = "";
+  gm_select_config* config = gm_select_config_load("/nonexistent-goldminer/slurm.conf", err, sizeof(err));
+  ASSERT_NE(config, nullptr) << err;
+  EXPECT_EQ(gm_verify_data_worker(config, 9, &claim, why, sizeof(why)), 1);
   claim.trainer_spank_env_size = 0;
-  EXPECT_EQ(gm_verify_data_worker(9, &claim, why, sizeof(why)), 0);
+  EXPECT_EQ(gm_verify_data_worker(config, 9, &claim, why, sizeof(why)), 0);
   EXPECT_EQ(std::string(why), "job 9 is not a --goldminer job");
-  EXPECT_EQ(gm_verify_data_worker(9, nullptr, why, sizeof(why)), -1);
+  EXPECT_EQ(gm_verify_data_worker(config, 9, nullptr, why, sizeof(why)), -1);
+  EXPECT_EQ(gm_verify_data_worker(nullptr, 9, &claim, why, sizeof(why)), -1);
+  EXPECT_EQ(std::string(why), "internal error: no settings");
+  gm_select_config_free(config);
+}
+
+// A site's goldminer.conf max_cpus_per_dw=1 (built-in 16) injected through
+// the file slurmctld reads: the same claim is no longer a data worker.
+TEST(SelectDecisionTest, SiteLimitInGoldminerConfChangesTheWorkerDecision) {
+  char dir[] = "/tmp/goldminer-select-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string conf = std::string(dir) + "/goldminer.conf";
+  FILE* f = std::fopen(conf.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("max_cpus_per_dw=1\n", f);
+  std::fclose(f);
+  char err[256] = "";
+  gm_select_config* site = gm_select_config_load((std::string(dir) + "/slurm.conf").c_str(), err, sizeof(err));
+  std::remove(conf.c_str());
+  rmdir(dir);
+  ASSERT_NE(site, nullptr) << err;
+  gm_select_config* builtin = gm_select_config_load("/nonexistent-goldminer/slurm.conf", err, sizeof(err));
+  ASSERT_NE(builtin, nullptr) << err;
+  const char* env[] = {"_SLURM_SPANK_OPTION_goldminer_goldminer=dw=1,cpus-per-dw=2"};
+  gm_worker_claim claim{};
+  claim.worker_uid = claim.trainer_uid = 5;
+  claim.worker_cpus = 2;
+  claim.trainer_found = claim.trainer_running = 1;
+  claim.trainer_spank_env = env;
+  claim.trainer_spank_env_size = 1;
+  char why[256];
+  EXPECT_EQ(gm_verify_data_worker(builtin, 9, &claim, why, sizeof(why)), 1) << why;
+  EXPECT_EQ(gm_verify_data_worker(site, 9, &claim, why, sizeof(why)), 0);
+  EXPECT_EQ(std::string(why),
+            "job 9: goldminer: cpus-per-dw: invalid value '2': exceeds this cluster's limit of 1 "
+            "(goldminer.conf max_cpus_per_dw)");
+  gm_select_config_free(site);
+  gm_select_config_free(builtin);
 }
 
 }  // namespace

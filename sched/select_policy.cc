@@ -19,6 +19,12 @@ uint32_t reserve_cores(const NodeUsage& node, const SelectConfig& config) {
   return static_cast<uint32_t>((milli_cpu + milli_per_core - 1) / milli_per_core);
 }
 
+uint32_t configured_reserve_cores(const NodeUsage& node, const SelectConfig& config) {
+  NodeUsage all_free = node;
+  all_free.gpus_free = node.gpus_total;
+  return reserve_cores(all_free, config);
+}
+
 JobTestPlan plan_job_test(const SelectConfig& config, JobKind kind, TestMode mode,
                           const std::vector<NodeUsage>& nodes) {
   JobTestPlan plan;
@@ -29,6 +35,22 @@ JobTestPlan plan_job_test(const SelectConfig& config, JobKind kind, TestMode mod
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeUsage& node = nodes[i];
     NodePlan& out = plan.nodes[i];
+    if (mode == TestMode::kWillRun) {
+      // Held on configured cores, never judged by today's free ones
+      // (header: will-run).
+      uint32_t reserve = configured_reserve_cores(node, config);
+      if (reserve > 0 && node.cores_total <= reserve) {
+        out.usable = false;
+        ++plan.nodes_dropped;
+        plan.narrows = true;
+        continue;
+      }
+      out.hidden_cores = reserve;
+      out.hide_allocated = reserve > 0;
+      plan.cores_hidden += reserve;
+      if (reserve > 0) plan.narrows = true;
+      continue;
+    }
     uint32_t reserve = reserve_cores(node, config);
     if (reserve > 0 && node.cores_free <= reserve) {
       out.usable = false;

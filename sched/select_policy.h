@@ -12,6 +12,17 @@
 //             all allocated (their CPUs are stranded otherwise), then with
 //             the CPU-only nodes added, then every node (outside the
 //             reserve); the first tier that fits wins.
+//   will-run  Backfill asks when and where a job could start, and
+//             cons_tres answers by letting running jobs end in its own
+//             simulation: today's free cores say nothing about then. So
+//             the reserve is held on configured resources: every GPU of
+//             the node counted free (the GPUs free at the planned start
+//             are unknown; this bounds any), that many cores hidden
+//             whether allocated now or not, and a node dropped only when
+//             its configured cores are all reserve. A large CPU job thus
+//             gets a planned start (and backfill's reservation) on nodes
+//             that are busy now; its plan may be later than run-now
+//             would allow on nodes whose GPUs are busy, never earlier.
 //   modes     Only run-now and will-run calls are narrowed. A test-only
 //             call asks whether the job could ever run on an idle cluster;
 //             narrowing it would make sbatch refuse jobs that merely wait.
@@ -46,7 +57,9 @@ enum class TestMode { kRunNow = 0, kTestOnly = 1, kWillRun = 2 };
 
 struct NodePlan {
   bool usable = true;          // false: take the node out of the candidates
-  uint32_t hidden_cores = 0;   // free cores to hide from cons_tres (the reserve)
+  uint32_t hidden_cores = 0;   // cores to hide from cons_tres (the reserve)
+  bool hide_allocated = false; // false: free cores only (run-now); true: any
+                               // core, allocated now or not (will-run)
   int tier = 0;                // offered from this tier on (0 = first)
 };
 
@@ -61,6 +74,8 @@ struct JobTestPlan {
 // The reserve of `node` in whole cores: free GPUs x reserve_cpus_per_gpu
 // CPUs, rounded up to cores.
 uint32_t reserve_cores(const NodeUsage& node, const SelectConfig& config);
+// The largest reserve `node` can ever hold: all its GPUs free (will-run).
+uint32_t configured_reserve_cores(const NodeUsage& node, const SelectConfig& config);
 
 JobTestPlan plan_job_test(const SelectConfig& config, JobKind kind, TestMode mode,
                           const std::vector<NodeUsage>& nodes);

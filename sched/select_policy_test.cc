@@ -51,11 +51,50 @@ TEST(SelectPolicyTest, GpuJobsTestOnlyAndNoReserveChangeNothing) {
   }
 }
 
-TEST(SelectPolicyTest, WillRunIsNarrowedLikeRunNow) {
+// Injects nodes whose cores are all or mostly busy now (g1, g2 next to
+// free GPUs, g3 with its GPUs busy, c1 CPU-only) into a large CPU job's
+// will-run call; checks that every node stays a candidate (run-now drops
+// g1 and g2 by today's free cores) and that the reserve of each GPU node's
+// configured GPUs is still held, busy cores included.
+TEST(SelectPolicyTest, WillRunSeesNodesBusyNowAndStillHoldsTheReserve) {
+  SelectConfig config;  // 1 CPU per GPU
+  std::vector<NodeUsage> nodes = {node(0, 4, 4), node(3, 4, 4), node(0, 4, 0), node(0, 0, 0)};
+  JobTestPlan now = plan_job_test(config, JobKind::kCpu, TestMode::kRunNow, nodes);
+  EXPECT_FALSE(now.nodes[0].usable);
+  EXPECT_FALSE(now.nodes[1].usable);
+  EXPECT_EQ(now.nodes_dropped, 2u);
+
+  JobTestPlan later = plan_job_test(config, JobKind::kCpu, TestMode::kWillRun, nodes);
+  EXPECT_EQ(later.nodes_dropped, 0u);
+  for (size_t i = 0; i < nodes.size(); ++i) EXPECT_TRUE(later.nodes[i].usable) << "node " << i;
+  // g1, g2, g3: 4 GPUs x 1 CPU held whether their cores are busy now or not
+  // (g3's GPUs may free up before the planned start).
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(later.nodes[i].hidden_cores, 4u) << "node " << i;
+    EXPECT_TRUE(later.nodes[i].hide_allocated) << "node " << i;
+  }
+  EXPECT_EQ(later.nodes[3].hidden_cores, 0u);
+  EXPECT_FALSE(later.nodes[3].hide_allocated);
+  EXPECT_EQ(later.cores_hidden, 12u);
+  EXPECT_TRUE(later.narrows);
+  EXPECT_EQ(later.tiers, 1);
+  // A data worker's will-run is held the same way.
+  JobTestPlan worker = plan_job_test(config, JobKind::kDataWorker, TestMode::kWillRun, nodes);
+  EXPECT_EQ(worker.nodes_dropped, 0u);
+  EXPECT_EQ(worker.cores_hidden, 12u);
+}
+
+// A node whose configured cores are all reserve can never host a CPU job:
+// will-run drops it whatever is free now; one core more keeps it.
+TEST(SelectPolicyTest, WillRunDropsOnlyNodesThatAreAllReserve) {
   SelectConfig config;
-  std::vector<NodeUsage> nodes = {node(8, 4, 4)};
+  config.reserve_cpus_per_gpu = 2;
+  std::vector<NodeUsage> nodes = {node(8, 4, 4, 8), node(0, 4, 0, 9)};
   JobTestPlan plan = plan_job_test(config, JobKind::kCpu, TestMode::kWillRun, nodes);
-  EXPECT_EQ(plan.nodes[0].hidden_cores, 4u);
+  EXPECT_FALSE(plan.nodes[0].usable);  // 4 GPUs x 2 = all 8 cores
+  EXPECT_TRUE(plan.nodes[1].usable);
+  EXPECT_EQ(plan.nodes[1].hidden_cores, 8u);
+  EXPECT_EQ(plan.nodes_dropped, 1u);
 }
 
 TEST(SelectPolicyTest, ReserveCountsCpusNotCoresAndRoundsUp) {

@@ -181,7 +181,8 @@ static bool _is_data_worker(job_record_t *job, bool pending, char *why,
 		if (pending)
 			claim.cpus_held = _worker_cpus_held(job, trainer_id);
 	}
-	return gm_verify_data_worker(trainer_id, &claim, why, len) == 1;
+	return gm_verify_data_worker(settings, trainer_id, &claim, why,
+				     len) == 1;
 }
 
 /* The preemption candidates a job that asks for no GPU may use: all but
@@ -207,8 +208,12 @@ static list_t *_preemptees_for_cpu_job(list_t *candidates, bool *made)
 	return kept;
 }
 
-/* Sets the `hidden` highest free cores of node i in a new bitmap. */
-static bitstr_t *_hide_cores(struct gm_call *call, int i, uint32_t hidden)
+/* Sets the `hidden` highest cores of node i that the caller did not
+ * exclude in a new bitmap: free ones only, or (`any`, will-run) allocated
+ * ones too, so that the reserve holds when cons_tres's simulation lets
+ * their jobs end. */
+static bitstr_t *_hide_cores(struct gm_call *call, int i, uint32_t hidden,
+			     bool any)
 {
 	node_record_t *node = node_record_table_ptr[i];
 	uint32_t offset = cr_get_coremap_offset(i);
@@ -216,7 +221,7 @@ static bitstr_t *_hide_cores(struct gm_call *call, int i, uint32_t hidden)
 	int c;
 
 	for (c = node->tot_cores - 1; c >= 0 && hidden > 0; c--) {
-		if (bit_test(alloc_cores, offset + c) ||
+		if ((!any && bit_test(alloc_cores, offset + c)) ||
 		    gm_shim_core_excluded(call, i, c))
 			continue;
 		bit_set(cores, c);
@@ -254,11 +259,26 @@ static void _fill_usage(struct gm_call *call, bitstr_t *node_bitmap,
 	}
 }
 
+/* The job's GPU/GRES request for the log: --gres is per node, --gpus per
+ * job, --gpus-per-task per task. */
+static const char *_gres_request(job_record_t *job_ptr)
+{
+	if (job_ptr->tres_per_node && *job_ptr->tres_per_node)
+		return job_ptr->tres_per_node;
+	if (job_ptr->tres_per_job && *job_ptr->tres_per_job)
+		return job_ptr->tres_per_job;
+	if (job_ptr->tres_per_task && *job_ptr->tres_per_task)
+		return job_ptr->tres_per_task;
+	return job_ptr->tres_per_socket;
+}
+
+/* policy_us: our own work, every cons_tres call excluded; cons_tres_us:
+ * the call whose answer was used; tiers_us: calls on tiers tried before. */
 static void _log_decision(job_record_t *job_ptr, bitstr_t *node_bitmap,
 			  uint32_t min_nodes, uint32_t max_nodes,
 			  uint32_t req_nodes, uint16_t mode, int candidates,
 			  int rc, const char *policy, double policy_us,
-			  double cons_tres_us)
+			  double cons_tres_us, double tiers_us)
 {
 	struct gm_job_test_record record = { 0 };
 	char line[1024];
@@ -276,10 +296,11 @@ static void _log_decision(job_record_t *job_ptr, bitstr_t *node_bitmap,
 	if (rc == SLURM_SUCCESS)
 		selected = bitmap2node_name(node_bitmap);
 	record.selected = selected;
-	record.gres = job_ptr->tres_per_node;
+	record.gres = _gres_request(job_ptr);
 	record.policy = policy;
 	record.policy_us = policy_us;
 	record.cons_tres_us = cons_tres_us;
+	record.tiers_us = tiers_us;
 	gm_format_job_test(&record, line, sizeof(line));
 	info("%s: %s", plugin_type, line);
 	xfree(selected);
@@ -356,7 +377,8 @@ int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 		if (!p->usable)
 			bit_clear(node_bitmap, i);
 		else if (p->hidden_cores)
-			hidden[i] = _hide_cores(call, i, p->hidden_cores);
+			hidden[i] = _hide_cores(call, i, p->hidden_cores,
+						p->hide_allocated);
 	}
 	preemptees = _preemptees_for_cpu_job(preemptee_candidates,
 					     &own_preemptees);
@@ -386,10 +408,13 @@ int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 			decided = true;
 		}
 	}
+	/* t_call is the answering call; cons_tres_us every call (the tiers
+	 * before it added by us, but cons_tres's time, not our code's). */
 	if (trace)
 		_log_decision(job_ptr, node_bitmap, min_nodes, max_nodes,
 			      req_nodes, mode, candidates, rc, policy,
-			      _now_us() - t0 - t_call, t_call);
+			      _now_us() - t0 - cons_tres_us, t_call,
+			      cons_tres_us - t_call);
 	goto out;
 
 plain:
@@ -400,7 +425,7 @@ plain:
 	if (trace)
 		_log_decision(job_ptr, node_bitmap, min_nodes, max_nodes,
 			      req_nodes, mode, candidates, rc, policy,
-			      _now_us() - t0 - t_call, t_call);
+			      _now_us() - t0 - t_call, t_call, 0);
 out:
 	if (hidden) {
 		for (i = 0; i < node_record_count; i++)
