@@ -160,8 +160,11 @@ struct Options {
   // back. Frames in a worker's shared-memory arena are the worker's memory
   // and not counted. Default 8 GiB: a bound on a runaway (a holder that
   // never drops frames, a flood of large ones), meant to sit well above a
-  // session's queue (queue_batches batches) plus the frames in flight.
-  // SessionOptions does not expose it yet: set it here.
+  // session's queue (queue_batches batches) plus the frames in flight; one
+  // below what its owner holds by design stalls senders until their send
+  // timeout.
+  // The session's is SessionOptions::receive_budget_bytes
+  // (goldminer-consume --receive-budget-mb).
   uint64_t receive_budget = uint64_t{8} << 30;
   int send_timeout_ms = 30000;
   // ucx client: the size of its shared-memory arena for frames to a trainer

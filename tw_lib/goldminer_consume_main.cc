@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   SessionOptions o;
   std::string input, program_path, transport = "ucx", listen, state_out, resume;
   uint32_t epochs = 1, workers = 1, threads = 1, min_workers = 0, join_timeout = 60;
-  uint64_t stop_after = 0;
+  uint64_t stop_after = 0, receive_budget_mb = 8192;
   bool json = false, verbose = false;
   int64_t rank = -1, world_size = -1;  // -1: from the environment, else 0 of 1
   std::string rank0;
@@ -208,6 +208,8 @@ int main(int argc, char** argv) {
        "needs a build --with-cuda and a GPU, else a warning and pageable memory)")
       ("numa-node", po::value(&numa_node)->default_value("auto"), "NUMA node of the receive buffers: auto (the one "
        "nearest the GPU, when there is one), none (the kernel's choice) or a node's number")
+      ("receive-budget-mb", po::value(&receive_budget_mb)->default_value(8192), "the most MiB of received batches "
+       "held at once; a worker's next large batch waits for room")
       ("json", po::bool_switch(&json), "print one JSON object per epoch")
       ("verbose,v", po::bool_switch(&verbose), "log worker joins and losses");
   po::variables_map vm;
@@ -244,6 +246,9 @@ int main(int argc, char** argv) {
   if (!(o.first_worker_timeout_s >= 0)) return fail("--first-worker-timeout: must be >= 0 seconds", 2);
   if (o.batch_size == 0 || o.batch_size > (1u << 24)) return fail("--batch-size: must be 1..16777216", 2);
   if (o.queue_batches == 0 || o.queue_batches > 1000000) return fail("--queue-batches: must be 1..1000000", 2);
+  if (receive_budget_mb == 0 || receive_budget_mb > (uint64_t{1} << 30))
+    return fail("--receive-budget-mb: must be 1..1073741824", 2);
+  o.receive_budget_bytes = receive_budget_mb << 20;
   if (o.shuffle_buffer > (1u << 26)) return fail("--shuffle-buffer: must be at most 67108864", 2);
   if (!verbose)
     log::set_sink([](log::Level level, const std::string& line) {

@@ -637,6 +637,11 @@ TEST(SessionTest, RefusesBadOptions) {
   s = Session::create(o);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("unknown transport 'tcp'"), std::string::npos);
+  o.listen = "ucx://127.0.0.1:0";
+  o.receive_budget_bytes = 1000;
+  s = Session::create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "session: receive budget must be at least 1 MiB");
 }
 
 }  // namespace

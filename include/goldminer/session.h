@@ -120,6 +120,12 @@ struct SessionOptions {
   bool pin_memory = false;
   int numa_node = -1;
   int cuda_device = -1;
+  // The most bytes of received batches the trainer holds at once (in the
+  // queue, in the consumer's hands, and cached buffers; pinned with
+  // pin_memory): a worker's next large batch then waits until some are
+  // dropped, and a batch larger than the whole budget drops its worker
+  // (mpi_transport/transport.h, Options::receive_budget). At least 1 MiB.
+  uint64_t receive_budget_bytes = uint64_t{8} << 30;
   // Where rank 0 listens (ucx://HOST:PORT; from_environment: the job's
   // GOLDMINER_LISTEN). With world_size > 1 the ranks then share the job's
   // workers: they connect to rank 0, which keeps some and sends each of
