@@ -165,6 +165,15 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
 // themselves come from the configuration: gmcore/subprocess.h command_in.)
 std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env);
 
+// The soft limits the job's tasks get, from the SLURM_RLIMIT_<NAME>
+// variables sbatch, salloc or srun put in the job's environment for each
+// limit PropagateResourceLimits propagates ("U" first when the user asked
+// with --propagate): CPU, FSIZE, DATA, STACK, CORE, RSS, NPROC, NOFILE,
+// MEMLOCK, AS. The plugin's commands run with them, so that sbatch and
+// srun, which propagate their own limits, give the workers the job's
+// limits, not slurmstepd's. A value that is not a number is skipped.
+std::vector<SoftLimit> job_soft_limits(const std::vector<std::string>& job_env);
+
 // Shell words: `quote_words` joins them so that `split_words` gives them
 // back (single quotes where needed); split_words takes plain words, '...'
 // and "..." (with \" \\ \$ \` inside) and backslash escapes, and refuses

@@ -340,6 +340,17 @@ TEST(CompanionJobTest, TheSiteSetsWhereSlurmCommandsComeFromAndTheirTimeLimit) {
   EXPECT_FALSE(parse_admin_config({"slurm_command_timeout=301"}).ok());
 }
 
+// The job's propagated limits, as sbatch writes them (a "U" when the user
+// asked with --propagate; RLIM_INFINITY as its number); other variables
+// and bad values ignored.
+TEST(CompanionJobTest, TheJobsSoftLimitsComeFromItsSlurmRlimitVariables) {
+  const std::vector<SoftLimit> limits =
+      job_soft_limits({"SLURM_RLIMIT_NOFILE=4096", "SLURM_RLIMIT_CORE=U0", "SLURM_RLIMIT_STACK=18446744073709551615",
+                       "SLURM_RLIMIT_AS=12x", "SLURM_RLIMIT_FOO=1", "SLURM_RLIMIT_NPROC=", "PATH=/bin"});
+  EXPECT_EQ(limits, (std::vector<SoftLimit>{{RLIMIT_STACK, RLIM_INFINITY}, {RLIMIT_CORE, 0}, {RLIMIT_NOFILE, 4096}}));
+  EXPECT_TRUE(job_soft_limits({"SLURM_RLIMIT_NOFILE=99999999999999999999999"}).empty()) << "out of range";
+}
+
 TEST(CompanionJobTest, ShellWordsRoundTrip) {
   const std::vector<std::string> words = {"--parsable", "--job-name=goldminer-dw.7", "--comment=data workers of job 7",
                                           "--wrap=exec srun --mpi=none /opt/gm/goldminer-dw -v", "it's", "", "a\"b\\c$"};

@@ -136,6 +136,23 @@ int above_stdio(int fd, int status_fd) {
 // `out_fd`, or when that is -1 to `output_path`, opened for appending once
 // the ids are the user's (so the user's permissions decide). With
 // `own_group`, the child leads a process group of its own.
+// RLIMIT_NOFILE's soft limit down to kChildNofile, then `limits`, each
+// capped at its hard limit. Lowering a soft limit cannot fail; a resource
+// the kernel does not know is skipped.
+void set_soft_limits(const std::vector<SoftLimit>& limits) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur > kChildNofile) {
+    r.rlim_cur = std::min(kChildNofile, r.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+  for (const SoftLimit& l : limits) {
+    const auto resource = static_cast<__rlimit_resource_t>(l.resource);
+    if (getrlimit(resource, &r) != 0) continue;
+    r.rlim_cur = std::min(l.value, r.rlim_max);  // RLIM_INFINITY is the largest value
+    setrlimit(resource, &r);
+  }
+}
+
 [[noreturn]] void child(const CommandSpec& spec, char* const* argv, char* const* envp, int out_fd,
                         const char* output_path, int status_fd, bool own_group) {
   reset_signals();
@@ -172,11 +189,7 @@ int above_stdio(int fd, int status_fd) {
   // The status pipe (close-on-exec) stays: it reports a failure up to exec.
   if (!close_inherited_fds(status_fd)) child_fail(status_fd, 11);
   // After the closing, which may walk every number below the old limit.
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur > kChildNofile) {
-    nofile.rlim_cur = std::min(kChildNofile, nofile.rlim_max);
-    setrlimit(RLIMIT_NOFILE, &nofile);  // lowering a soft limit cannot fail
-  }
+  set_soft_limits(spec.soft_limits);
   execve(argv[0], argv, envp);
   child_fail(status_fd, 7);
 }

@@ -12,16 +12,18 @@
 // SIGPIPE or SIGTERM survives exec); RLIMIT_NOFILE's soft limit at most
 // 1024, the hard one kept (slurmd raises its soft limit to the hard one,
 // often 2^20, which a program that walks or select()s its descriptors pays
-// for; Slurm's commands raise it themselves where they need more). Other
-// limits are the caller's: the job's own limits are not applied to
-// slurmstepd itself (Slurm sets them in each task). run_command's child
-// leads a process group of its own, which the timeout ends.
+// for; Slurm's commands raise it themselves where they need more); then
+// CommandSpec::soft_limits. Other limits are the caller's (slurmstepd's:
+// Slurm applies a job's own limits in each task, not in slurmstepd).
+// run_command's child leads a process group of its own, which the timeout
+// ends.
 //
 // The child does only async-signal-safe work between fork and exec (the
 // daemon has other threads), so everything it needs is prepared first.
 #ifndef GOLDMINER_GMCORE_SUBPROCESS_H_
 #define GOLDMINER_GMCORE_SUBPROCESS_H_
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -42,6 +44,14 @@ struct Credentials {
   std::vector<gid_t> groups;  // supplementary groups; set only where the caller is root
 };
 
+// A soft resource limit a child sets before exec: RLIMIT_*, and its value
+// (capped at the hard limit, which a child never raises).
+struct SoftLimit {
+  int resource = 0;
+  rlim_t value = 0;
+  bool operator==(const SoftLimit& o) const { return resource == o.resource && value == o.value; }
+};
+
 struct CommandSpec {
   std::vector<std::string> argv;  // argv[0]: an absolute path
   std::vector<std::string> env;   // "NAME=value": the child's whole environment
@@ -49,6 +59,9 @@ struct CommandSpec {
   std::optional<Credentials> as;  // unset: this process's own
   // Then SIGTERM to its process group, and SIGKILL kKillGraceS later.
   double timeout_s = 60;
+  // Set after the RLIMIT_NOFILE cap below, so they may raise it back: the
+  // SPANK plugin gives the job's own (companion_job.h job_soft_limits).
+  std::vector<SoftLimit> soft_limits;
 };
 
 // Between a command's SIGTERM and its SIGKILL, after its timeout.

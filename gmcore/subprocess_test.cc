@@ -257,6 +257,31 @@ TEST(SubprocessTest, AChildInheritsNoDescriptorSignalStateOrHighFileLimit) {
   setrlimit(RLIMIT_NOFILE, &saved);
 }
 
+// The job's own soft limits, given in the spec, are set after the
+// descriptor cap (and may raise it again), each capped at its hard limit.
+TEST(SubprocessTest, AChildTakesTheGivenSoftLimitsCappedAtTheHardOnes) {
+  rlimit nofile{}, stack{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  ASSERT_EQ(getrlimit(RLIMIT_STACK, &stack), 0);
+  if (nofile.rlim_max < 2048) GTEST_SKIP() << "RLIMIT_NOFILE's hard limit is below 2048 here";
+  CommandSpec s = grep_own_signals_and_nofile();
+  s.argv = {"/bin/grep", "-E", "^Max (open files|core file size|stack size)", "/proc/self/limits"};
+  s.soft_limits = {{RLIMIT_NOFILE, 2048}, {RLIMIT_CORE, 0}, {RLIMIT_STACK, RLIM_INFINITY}};
+  auto r = run_command(s);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto soft = [&](const std::string& name) {
+    std::istringstream line(r->output.substr(std::min(r->output.size(), r->output.find(name) + name.size())));
+    std::string v;
+    line >> v;
+    return v;
+  };
+  EXPECT_EQ(soft("Max open files"), "2048") << r->output;
+  EXPECT_EQ(soft("Max core file size"), "0") << r->output;
+  EXPECT_EQ(soft("Max stack size"),
+            stack.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(stack.rlim_max))
+      << "capped at the hard limit: " << r->output;
+}
+
 // Slurm's commands come from the configured directory, never from the
 // PATH the job chose. Injected: a PATH whose first directory holds a fake
 // squeue; checked: the configured one runs, and a directory without the

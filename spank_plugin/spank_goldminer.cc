@@ -190,8 +190,9 @@ const char kSlurmBindirSource[] = "plugstack.conf slurm_bindir";
 const char kSlurmTimeoutSource[] = "plugstack.conf slurm_command_timeout";
 
 // Runs the Slurm command `name` (from plugstack.conf slurm_bindir, never
-// the job's PATH) as the job's user, with `env` only; one that overruns
-// slurm_command_timeout is killed and an error naming it.
+// the job's PATH) as the job's user, with `env` only and the job's soft
+// limits; one that overruns slurm_command_timeout is killed and an error
+// naming it.
 goldminer::Expected<goldminer::CommandResult> run_as_job_user(spank_t sp, const std::string& name,
                                                               const std::vector<std::string>& args,
                                                               const std::vector<std::string>& env,
@@ -202,6 +203,7 @@ goldminer::Expected<goldminer::CommandResult> run_as_job_user(spank_t sp, const 
   if (!spec.ok()) return spec.status();
   spec->cwd = cwd;
   spec->as = *user;
+  spec->soft_limits = goldminer::job_soft_limits(job_environment(sp));
   spec->timeout_s = settings.admin().slurm_command_timeout_s;
   return goldminer::run_command_within(*spec, kSlurmTimeoutSource);
 }
@@ -244,6 +246,7 @@ goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& p
   if (!spec.ok()) return spec.status();
   spec->cwd = plan.work_dir;
   spec->as = *user;
+  spec->soft_limits = goldminer::job_soft_limits(job_environment(sp));
   auto pidfd = goldminer::spawn_detached(*spec, step.output_path);
   if (!pidfd.ok()) return pidfd.status();
   companion.worker_step = *pidfd;
