@@ -136,12 +136,12 @@ int above_stdio(int fd, int status_fd) {
 // `out_fd`, or when that is -1 to `output_path`, opened for appending once
 // the ids are the user's (so the user's permissions decide). With
 // `own_group`, the child leads a process group of its own.
-// RLIMIT_NOFILE's soft limit down to kChildNofile, then `limits`, each
-// capped at its hard limit. Lowering a soft limit cannot fail; a resource
-// the kernel does not know is skipped.
-void set_soft_limits(const std::vector<SoftLimit>& limits) {
+// With `daemon`, RLIMIT_NOFILE's soft limit down to kChildNofile; then
+// `limits`, each capped at its hard limit. Lowering a soft limit cannot
+// fail; a resource the kernel does not know is skipped.
+void set_soft_limits(bool daemon, const std::vector<SoftLimit>& limits) {
   rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur > kChildNofile) {
+  if (daemon && getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur > kChildNofile) {
     r.rlim_cur = std::min(kChildNofile, r.rlim_max);
     setrlimit(RLIMIT_NOFILE, &r);
   }
@@ -189,7 +189,7 @@ void set_soft_limits(const std::vector<SoftLimit>& limits) {
   // The status pipe (close-on-exec) stays: it reports a failure up to exec.
   if (!close_inherited_fds(status_fd)) child_fail(status_fd, 11);
   // After the closing, which may walk every number below the old limit.
-  set_soft_limits(spec.soft_limits);
+  set_soft_limits(spec.daemon_limits, spec.soft_limits);
   execve(argv[0], argv, envp);
   child_fail(status_fd, 7);
 }

@@ -9,12 +9,14 @@
 // entries of /proc/self/fd, else every number below RLIMIT_NOFILE); every
 // signal's disposition SIG_DFL and an empty signal mask (slurmstepd
 // blocks and ignores signals its commands must not inherit: an ignored
-// SIGPIPE or SIGTERM survives exec); RLIMIT_NOFILE's soft limit at most
-// 1024, the hard one kept (slurmd raises its soft limit to the hard one,
-// often 2^20, which a program that walks or select()s its descriptors pays
-// for; Slurm's commands raise it themselves where they need more); then
-// CommandSpec::soft_limits. Other limits are the caller's (slurmstepd's:
-// Slurm applies a job's own limits in each task, not in slurmstepd).
+// SIGPIPE or SIGTERM survives exec); with CommandSpec::daemon_limits,
+// RLIMIT_NOFILE's soft limit at most 1024, the hard one kept (slurmd
+// raises its soft limit to the hard one, often 2^20, which a program that
+// walks or select()s its descriptors pays for; Slurm's commands raise it
+// themselves where they need more); then CommandSpec::soft_limits. Other
+// limits are the caller's (slurmstepd's: Slurm applies a job's own limits
+// in each task, not in slurmstepd; a job's own process passes its own
+// on, which its sbatch propagates to the workers it submits).
 // run_command's child leads a process group of its own, which the timeout
 // ends.
 //
@@ -59,8 +61,11 @@ struct CommandSpec {
   std::optional<Credentials> as;  // unset: this process's own
   // Then SIGTERM to its process group, and SIGKILL kKillGraceS later.
   double timeout_s = 60;
-  // Set after the RLIMIT_NOFILE cap below, so they may raise it back: the
-  // SPANK plugin gives the job's own (companion_job.h job_soft_limits).
+  // A daemon's child (the SPANK plugin's): RLIMIT_NOFILE's soft limit at
+  // most 1024 first.
+  bool daemon_limits = false;
+  // Set after that cap, so they may raise it back: the SPANK plugin gives
+  // the job's own (companion_job.h job_soft_limits).
   std::vector<SoftLimit> soft_limits;
 };
 

@@ -167,10 +167,21 @@ CommandSpec list_own_fds() {
   s.argv = {"/bin/ls", "-1", "/proc/self/fd"};
   return s;
 }
-CommandSpec grep_own_signals_and_nofile() {
+CommandSpec grep_own_signals_and_nofile(bool daemon_limits = true) {
   CommandSpec s;
   s.argv = {"/bin/grep", "-hE", "^(SigBlk|SigIgn):|^Max open files", "/proc/self/status", "/proc/self/limits"};
+  s.daemon_limits = daemon_limits;
   return s;
+}
+
+// The soft descriptor limit in grep_own_signals_and_nofile's output.
+std::string soft_nofile(const std::string& state) {
+  const size_t at = state.find("Max open files");
+  if (at == std::string::npos) return "(none)";
+  std::istringstream limits(state.substr(at + std::strlen("Max open files")));
+  std::string soft;
+  limits >> soft;
+  return soft;
 }
 const char kNoFds[] = "0\n1\n2\n3\n";
 
@@ -180,12 +191,7 @@ void expect_clean_state(const std::string& fds, const std::string& state) {
   EXPECT_EQ(fds, kNoFds);
   EXPECT_NE(state.find("SigBlk:\t0000000000000000\n"), std::string::npos) << state;
   EXPECT_NE(state.find("SigIgn:\t0000000000000000\n"), std::string::npos) << state;
-  const size_t at = state.find("Max open files");
-  ASSERT_NE(at, std::string::npos) << state;
-  std::istringstream limits(state.substr(at + std::strlen("Max open files")));
-  std::string soft;
-  limits >> soft;
-  EXPECT_EQ(soft, "1024") << state;
+  EXPECT_EQ(soft_nofile(state), "1024") << state;
 }
 
 void expect_clean_child(const std::string& how) {
@@ -201,7 +207,8 @@ void expect_clean_child(const std::string& how) {
 // close-on-exec, as a daemon leaks them), SIGUSR1 blocked, SIGPIPE and
 // SIGHUP ignored, a soft descriptor limit of 65536 (slurmd raises its own
 // to the hard one). Checked from the child, for each way of closing and
-// for a detached command (the SPANK plugin's srun).
+// for a detached command (the SPANK plugin's srun); the descriptor limit
+// is capped for a daemon's child only.
 TEST(SubprocessTest, AChildInheritsNoDescriptorSignalStateOrHighFileLimit) {
   int low = open("/dev/null", O_RDONLY);  // no O_CLOEXEC: a daemon's leak
   ASSERT_GE(low, 3);
@@ -230,6 +237,10 @@ TEST(SubprocessTest, AChildInheritsNoDescriptorSignalStateOrHighFileLimit) {
   set_fd_closing_for_testing(FdClosing::kEveryNumber);
   expect_clean_child("every number below the limit");
   set_fd_closing_for_testing(FdClosing::kAuto);
+  // Not a daemon's child (a job's own process): its own limit is passed on.
+  auto own = run_command(grep_own_signals_and_nofile(/*daemon_limits=*/false));
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  EXPECT_EQ(soft_nofile(own->output), std::to_string(nofile.rlim_cur)) << own->output;
 
   char dir[] = "/tmp/gm-subprocess-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

@@ -203,6 +203,7 @@ goldminer::Expected<goldminer::CommandResult> run_as_job_user(spank_t sp, const 
   if (!spec.ok()) return spec.status();
   spec->cwd = cwd;
   spec->as = *user;
+  spec->daemon_limits = true;
   spec->soft_limits = goldminer::job_soft_limits(job_environment(sp));
   spec->timeout_s = settings.admin().slurm_command_timeout_s;
   return goldminer::run_command_within(*spec, kSlurmTimeoutSource);
@@ -246,6 +247,7 @@ goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& p
   if (!spec.ok()) return spec.status();
   spec->cwd = plan.work_dir;
   spec->as = *user;
+  spec->daemon_limits = true;
   spec->soft_limits = goldminer::job_soft_limits(job_environment(sp));
   auto pidfd = goldminer::spawn_detached(*spec, step.output_path);
   if (!pidfd.ok()) return pidfd.status();
