@@ -6,7 +6,8 @@
 #
 # "ours" is all the plugin did around the cons_tres call whose answer was
 # used (its view of allocations, the core's decision, narrowing bitmaps,
-# and any placement tier tried first); "cons_tres" is that call alone,
+# and the cons_tres calls on placement tiers tried first: the log's
+# "tiers T", added here to "ours X"); "cons_tres" is that call alone,
 # i.e. what plain cons_tres would have spent on the same call. Test-only
 # calls (at submission) and GPU jobs pass straight through and are counted
 # apart. Goal: ours < 10% of cons_tres.
@@ -37,10 +38,10 @@ for _ in $(seq 600); do
 done
 awk '
   /goldminer_cons_tres: job_test job/ && /us ours/ {
-    match($0, /us ours [0-9.]+ cons_tres [0-9.]+/)
+    match($0, /us ours [0-9.]+ cons_tres [0-9.]+( tiers [0-9.]+)?/)
     split(substr($0, RSTART, RLENGTH), f, " ")
     kind = /mode test_only/ ? "test_only" : (/\[(cpu job|data worker)/ ? "narrowed" : "passed through")
-    n[kind]++; ours[kind] += f[3]; ct[kind] += f[5]
+    n[kind]++; ours[kind] += f[3] + (f[7] == "" ? 0 : f[7]); ct[kind] += f[5]
   }
   END {
     for (k in n)

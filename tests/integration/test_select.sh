@@ -2,7 +2,8 @@
 # CPUs, 2 CPU nodes; goldminer.conf reserve_cpus_per_gpu=1): the CPU reserve
 # next to free GPUs, data workers on stranded CPUs first, forged worker
 # names, preemption of workers by GPU jobs, goldminer.conf and its errors,
-# a fault in our decision code, and slurmctld restarted under running jobs.
+# a fault in our decision code, slurmctld restarted under running jobs, and
+# backfill's plan for a large CPU job on nodes whose cores are busy now.
 
 # Writes goldminer.conf (one K=V per argument) and has slurmctld reread it.
 select_conf() {
@@ -123,6 +124,41 @@ test_select_data_workers_on_stranded_cpus_preempted_by_gpu_jobs() {
         echo "the workers' step was not signalled: $(cat "$work/goldminer-dw-$dw.out" 2>&1 | tail -3)"
         rc=1; }
     scancel "$gpu" "$job" "$dw"
+    return $rc
+}
+
+# Backfill must not starve a large CPU job. Injected: g1's 4 cores outside
+# the reserve of its 4 free GPUs held by a job (time limit 1 min), then a
+# CPU job needing 4 cores on g1 and 4 on c1, then 1-core jobs on c1 whose
+# time limit (3 min) ends after the large job's planned start. Checked:
+# the large job's will-run keeps g1 (0 nodes dropped, the reserve still
+# hidden) and gets a plan, so backfill holds c1 for it and the small jobs
+# wait; once g1's holder ends, the large job runs. (Before,
+# will-run dropped g1 by its free cores: no plan, no hold, and the small
+# jobs took c1 at once, again and again while g1 stayed full.)
+test_select_backfill_plans_a_large_cpu_job_on_nodes_busy_now() {
+    local hold big s smalls='' st rc=0
+    select_conf reserve_cpus_per_gpu=1 || return 1
+    hold=$(sbatch --parsable -p gpu -w g1 -N1 -n4 -t 1 -o /dev/null --wrap 'sleep 300') || return 1
+    wait_state "$hold" RUNNING 20 || { scancel "$hold"; return 1; }
+    big=$(sbatch --parsable -p all -w g1,c1 -N2 --ntasks-per-node=4 -t 1 -o /dev/null --wrap 'sleep 30') ||
+        { scancel "$hold"; return 1; }
+    sleep 3  # backfill (every second) planned it
+    for _ in 1 2 3; do
+        s=$(sbatch --parsable -p all -w c1 -N1 -n1 -t 3 -o /dev/null --wrap 'sleep 300') || rc=1
+        smalls="$smalls $s"
+    done
+    sleep 5
+    st=$(for s in $big $smalls; do job_field "$s" JobState; done | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    expect_eq "large job and the 1-core jobs after it while g1 is full" "$st" \
+        "PENDING PENDING PENDING PENDING " || { scancel "$hold" "$big" $smalls; return 1; }
+    ctld_log_has "job_test job $big mode will_run .*\[cpu job: 0 nodes dropped, [0-9]+ cores reserved\] -> selected" ||
+        rc=1
+    scancel "$hold"
+    wait_state "$big" RUNNING 20 || rc=1
+    # shellcheck disable=SC2086
+    scancel "$big" $smalls
     return $rc
 }
 
