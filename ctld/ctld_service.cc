@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 #include "gmcore/log.h"
 
@@ -16,66 +17,159 @@ std::string cpus(double n) {
   return buf;
 }
 
+std::string trim(std::string s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.erase(0, 1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+constexpr char kMungeScheme[] = "Munge ";
+
 }  // namespace
+
+Expected<SlurmAccess> parse_slurm_access(const std::string& show_config) {
+  SlurmAccess access;
+  bool user = false, private_data = false;
+  std::istringstream in(show_config);
+  for (std::string line; std::getline(in, line);) {
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    if (key == "SlurmUser") {
+      // "slurm(64030)"
+      size_t open = value.rfind('('), close = value.rfind(')');
+      std::string uid = open != std::string::npos && close > open ? value.substr(open + 1, close - open - 1) : "";
+      if (uid.empty() || uid.size() > 10 || uid.find_first_not_of("0123456789") != std::string::npos)
+        return Status::error("scontrol show config: SlurmUser: invalid value '" + value.substr(0, 80) + "': expected NAME(UID)");
+      access.slurm_user = static_cast<uid_t>(std::stoul(uid));
+      user = true;
+    } else if (key == "PrivateData") {
+      // "none", or a list: "jobs,usage,users"
+      access.private_jobs = false;
+      std::istringstream items(value);
+      for (std::string item; std::getline(items, item, ',');)
+        if (trim(item) == "jobs") access.private_jobs = true;
+      private_data = true;
+    }
+  }
+  if (!user) return Status::error("scontrol show config: no SlurmUser line");
+  if (!private_data) return Status::error("scontrol show config: no PrivateData line");
+  return access;
+}
+
+std::string view_credential_payload(const std::string& path) { return "goldminer-ctld GET " + path; }
 
 CtldService::CtldService(CtldSettings settings, CredentialService* credentials, OwnerLookup owner, SpareCpus spare_cpus,
                          Now now)
     : settings_(settings),
       credentials_(credentials),
-      owner_(std::move(owner)),
+      owners_cache_(settings.owner_lookups, std::move(owner)),
       spare_cpus_(std::move(spare_cpus)),
       now_(std::move(now)),
       registry_(std::max(0.0, settings.worker_cpus), settings.stale_after_s) {}
 
 HttpResponse CtldService::handle(const HttpRequest& request) {
-  const bool get = request.method == "GET";
   if (request.path == "/report") {
     if (request.method != "POST") return text(405, "/report takes POST");
     return report(request.body);
   }
   if (request.path == "/jobs" || request.path == "/top" || request.path == "/metrics") {
-    if (!get) return text(405, request.path + " takes GET");
-    std::lock_guard<std::mutex> lock(mu_);
-    registry_.set_worker_cpus(pool_cpus());
-    registry_.reallocate(now_());
-    if (request.path == "/jobs") return HttpResponse{200, "application/json", registry_.json() + "\n"};
-    if (request.path == "/top") return text(200, registry_.table());
-    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.prometheus()};
+    if (request.method != "GET") return text(405, request.path + " takes GET");
+    return view(request);
   }
   return text(404, "no such path: " + request.path.substr(0, 80) + " (/report, /jobs, /top, /metrics)");
 }
 
-Expected<uid_t> CtldService::owner_of(uint32_t job_id) {
+JobView CtldService::view_of(const Viewer& viewer, const JobEntry& e) const {
+  if (!viewer.authenticated) return JobView::kHidden;
+  if (viewer.uid == 0 || settings_.privileged_uids.count(viewer.uid) != 0 || e.uid == viewer.uid) return JobView::kFull;
+  return settings_.private_jobs ? JobView::kHidden : JobView::kFigures;
+}
+
+HttpResponse CtldService::view(const HttpRequest& request) {
+  Viewer viewer;
+  if (!request.authorization.empty()) {
+    if (request.authorization.rfind(kMungeScheme, 0) != 0)
+      return text(403, "not authenticated: Authorization must be 'Munge CREDENTIAL'");
+    auto verified = credentials_->decode(request.authorization.substr(sizeof kMungeScheme - 1));
+    if (!verified.ok()) return text(403, "not authenticated: " + verified.status().message());
+    if (verified->payload != view_credential_payload(request.path))
+      return text(403, "not authenticated: the credential is not for GET " + request.path.substr(0, 80));
+    viewer.authenticated = true;
+    viewer.uid = verified->uid;
+  }
+  refresh_spare();
+  const ViewOf shown = [this, viewer](const JobEntry& e) { return view_of(viewer, e); };
+  std::lock_guard<std::mutex> lock(mu_);
+  registry_.set_worker_cpus(pool_cpus());
+  registry_.reallocate(now_());
+  if (request.path == "/jobs") return HttpResponse{200, "application/json", registry_.json(shown) + "\n"};
+  if (request.path == "/top") return text(200, registry_.table(shown));
+  return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.prometheus(shown)};
+}
+
+Expected<uid_t> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused) {
+  const std::string job = "job " + std::to_string(job_id);
+  // Neither the owner nor the state goes back: only what the reporter knows.
+  *refused = text(403, "report refused: " + job + " is not a running job of uid " + std::to_string(asker));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = owners_.find(job_id);
     if (it != owners_.end()) return it->second;
   }
-  auto owner = owner_(job_id);
-  if (!owner.ok()) return Status::error("job " + std::to_string(job_id) + ": " + owner.status().message());
-  if (owner->state != "RUNNING")
-    return Status::error("job " + std::to_string(job_id) + " is " + (owner->state.empty() ? "unknown" : owner->state) +
-                         ", not running");
+  JobOwnerCache::Refusal refusal;
+  auto owner = owners_cache_.get(job_id, asker, now_(), &refusal);
+  if (refusal == JobOwnerCache::Refusal::kThrottled) {
+    const double wait = owners_cache_.retry_after_s(asker, now_());
+    log::verbose("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) +
+                 " refused: its lookups of jobs are spent");
+    *refused = text(429, "report refused: too many reports for jobs goldminer-ctld does not know from uid " +
+                             std::to_string(asker) + "; try again in " + cpus(std::ceil(wait)) + " s");
+    return Status::error("throttled");
+  }
+  if (refusal == JobOwnerCache::Refusal::kBusy) {
+    *refused = text(503, "busy: other lookups of jobs in hand; try again");
+    return Status::error("busy");
+  }
+  if (!owner.ok()) {
+    log::error("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) +
+               " refused: " + owner.status().message());
+    return Status::error(owner.status().message());
+  }
+  if (owner->state != "RUNNING") {
+    log::error("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) + " refused: it is " +
+               (owner->state.empty() ? "unknown" : owner->state) + ", not running");
+    return Status::error("not running");
+  }
   return owner->uid;
+}
+
+void CtldService::refresh_spare() {
+  if (settings_.worker_cpus >= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    if (refreshing_ || now_() - spare_at_ < settings_.pool_refresh_s) return;
+    refreshing_ = true;
+  }
+  auto spare = spare_cpus_();  // scontrol: no lock held
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  refreshing_ = false;
+  spare_at_ = now_();
+  if (spare.ok()) {
+    spare_ = *spare;
+    if (!spare_error_.empty()) log::info("goldminer-ctld: spare CPUs known again: " + cpus(spare_));
+    spare_error_.clear();
+  } else if (spare.status().message() != spare_error_) {
+    spare_error_ = spare.status().message();
+    log::error("goldminer-ctld: cannot find the spare CPUs (keeping " + cpus(spare_) + "): " + spare_error_);
+  }
 }
 
 double CtldService::pool_cpus() {
   if (settings_.worker_cpus >= 0) return settings_.worker_cpus;
-  const double now = now_();
-  if (now - spare_at_ >= settings_.pool_refresh_s) {
-    auto spare = spare_cpus_();
-    spare_at_ = now;
-    if (spare.ok()) {
-      spare_ = *spare;
-      if (!spare_error_.empty()) log::info("goldminer-ctld: spare CPUs known again: " + cpus(spare_));
-      spare_error_.clear();
-    } else if (spare.status().message() != spare_error_) {
-      spare_error_ = spare.status().message();
-      log::error("goldminer-ctld: cannot find the spare CPUs (keeping " + cpus(spare_) + "): " + spare_error_);
-    }
-  }
   double held = 0;
   for (const auto& [id, e] : registry_.jobs()) held += e.report.workers * e.report.cpus_per_dw;
+  std::lock_guard<std::mutex> lock(spare_mu_);
   return spare_ + held;
 }
 
@@ -90,11 +184,10 @@ HttpResponse CtldService::report(const std::string& body) {
     log::error("goldminer-ctld: report from uid " + std::to_string(verified->uid) + " refused: " + report.status().message());
     return text(400, report.status().message());
   }
-  auto owner = owner_of(report->job_id);
-  if (!owner.ok()) {
-    log::error("goldminer-ctld: report from uid " + std::to_string(verified->uid) + " refused: " + owner.status().message());
-    return text(403, "report refused: " + owner.status().message());
-  }
+  HttpResponse refused;
+  auto owner = owner_of(report->job_id, verified->uid, &refused);
+  if (!owner.ok()) return refused;
+  refresh_spare();
   TargetAnswer answer{report->job_id, report->nonce, 0};
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -104,7 +197,7 @@ HttpResponse CtldService::report(const std::string& body) {
     Status st = registry_.accept(*report, verified->uid, *owner, now);
     if (!st.ok()) {
       log::error("goldminer-ctld: " + st.message());
-      return text(403, "report refused: " + st.message());
+      return refused;
     }
     owners_[report->job_id] = *owner;
     registry_.set_worker_cpus(pool_cpus());

@@ -4,15 +4,26 @@
 //   POST /report   body: a credential (credential.h) whose payload is a
 //                  SessionReport (sched/worker_registry.h) -> 200 and a
 //                  credential, for the reporting uid only, of the
-//                  TargetAnswer; 403 naming why the report is refused
-//                  (credential invalid or replayed, the job not running,
-//                  the job another user's); 400 for a bad report.
+//                  TargetAnswer; 403 when refused (the credential's fault
+//                  named; for the job only "not a running job of uid U",
+//                  the reporter's own uid: neither owner nor state told);
+//                  429 when the uid's lookups of unknown jobs are spent;
+//                  400 for a bad report.
 //   GET /jobs      -> WorkerRegistry::json() (goldminer-top --json)
 //   GET /top       -> WorkerRegistry::table() (goldminer-top)
 //   GET /metrics   -> WorkerRegistry::prometheus()
 //
+// A GET sees what its viewer may (CtldService::view_of): with
+// "Authorization: Munge CRED" (payload "goldminer-ctld GET /jobs"), the
+// uid's own jobs in full; every job in full for root, the ctld's own uid
+// (SlurmUser) and the site's operators; other users' jobs not at all when
+// Slurm's PrivateData has "jobs", else their figures without uid, user or
+// hosts. Without a credential: the totals only (worker CPUs, CPUs held,
+// jobs registered), no job.
+//
 // Slurm-free: who owns a job and the spare CPUs come through the
-// functions it is given (the daemon runs squeue and scontrol for them).
+// functions it is given (the daemon runs squeue and scontrol for them),
+// never while the service's lock is held.
 #ifndef GOLDMINER_CTLD_CTLD_SERVICE_H_
 #define GOLDMINER_CTLD_CTLD_SERVICE_H_
 
@@ -21,19 +32,16 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
-#include "gmcore/credential.h"
 #include "ctld/http.h"
+#include "ctld/job_owner_cache.h"
+#include "gmcore/credential.h"
 #include "gmcore/status.h"
 #include "sched/worker_registry.h"
 
 namespace goldminer {
-
-struct JobOwner {
-  uid_t uid = 0;
-  std::string state;  // as squeue prints it: RUNNING, PENDING, ...
-};
 
 struct CtldSettings {
   // CPUs for data workers; < 0: the spare CPUs `spare_cpus` finds, plus
@@ -42,12 +50,29 @@ struct CtldSettings {
   double worker_cpus = -1;
   double pool_refresh_s = 2;
   double stale_after_s = 30;  // a job not heard from this long is dropped
+  // Who sees every job in full besides root: SlurmUser, operators.
+  std::set<uid_t> privileged_uids;
+  // Slurm's PrivateData has "jobs": another user's job is not shown at all.
+  bool private_jobs = true;
+  JobOwnerCacheLimits owner_lookups;
 };
+
+// What goldminer-ctld reads of `scontrol show config`: the uid of
+// SlurmUser and whether PrivateData has "jobs". An error names the line
+// that is missing or bad.
+struct SlurmAccess {
+  uid_t slurm_user = 0;
+  bool private_jobs = true;
+};
+Expected<SlurmAccess> parse_slurm_access(const std::string& show_config);
+
+// The payload of the credential a GET of `path` carries.
+std::string view_credential_payload(const std::string& path);
 
 // Thread-safe.
 class CtldService {
  public:
-  using OwnerLookup = std::function<Expected<JobOwner>(uint32_t job_id)>;
+  using OwnerLookup = JobOwnerCache::Lookup;
   using SpareCpus = std::function<Expected<double>()>;
   using Now = std::function<double()>;  // seconds, monotonic
 
@@ -55,21 +80,36 @@ class CtldService {
 
   HttpResponse handle(const HttpRequest& request);
 
+  // Lookups of a job's owner made (squeue runs).
+  size_t owner_lookups() const { return owners_cache_.lookups(); }
+
  private:
+  struct Viewer {
+    bool authenticated = false;
+    uid_t uid = 0;
+  };
   HttpResponse report(const std::string& body);
-  Expected<uid_t> owner_of(uint32_t job_id);
-  double pool_cpus();  // under mu_
+  HttpResponse view(const HttpRequest& request);
+  JobView view_of(const Viewer& viewer, const JobEntry& e) const;
+  // The job's owner, registered or looked up (at a cost to `asker`'s
+  // lookups); `refused` the response when there is none to take.
+  Expected<uid_t> owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused);
+  void refresh_spare();  // not under mu_: runs spare_cpus_ at most once at a time
+  double pool_cpus();    // under mu_
 
   const CtldSettings settings_;
   CredentialService* credentials_;
-  OwnerLookup owner_;
+  JobOwnerCache owners_cache_;
   SpareCpus spare_cpus_;
   Now now_;
 
   std::mutex mu_;
   WorkerRegistry registry_;
   std::map<uint32_t, uid_t> owners_;  // of registered jobs (a job's owner does not change)
+
+  std::mutex spare_mu_;  // after mu_ when both; never while spare_cpus_ runs
   double spare_ = 0, spare_at_ = -1e300;
+  bool refreshing_ = false;
   std::string spare_error_;  // the last lookup's failure, logged once
 };
 

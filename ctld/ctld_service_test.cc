@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <thread>
 
 #include "ctld/ctld_client.h"
@@ -25,25 +28,31 @@ SessionReport report(uint32_t job, int workers, double per_worker) {
 }
 
 // A ctld on a real loopback port; jobs 10 and 11 are uid 1000's, 12 is
-// pending; the service signs as uid 64030 (SlurmUser).
+// pending, 13 is uid 1001's; the service signs as uid 64030 (SlurmUser,
+// who sees every job). `private_jobs`: Slurm's PrivateData has "jobs".
 struct Ctld {
   FakeCredentials signer{64030};
   double clock = 0;
+  std::atomic<int> squeue_runs{0};
   CtldService service;
   std::unique_ptr<HttpServer> server;
   std::thread serving;
   std::string address;
-  explicit Ctld(double worker_cpus)
+  explicit Ctld(double worker_cpus, bool private_jobs = true)
       : service(
             [&] {
               CtldSettings s;
               s.worker_cpus = worker_cpus;
+              s.privileged_uids = {64030};
+              s.private_jobs = private_jobs;
               return s;
             }(),
             &signer,
-            [](uint32_t job) -> Expected<JobOwner> {
+            [this](uint32_t job) -> Expected<JobOwner> {
+              ++squeue_runs;
               if (job == 10 || job == 11) return JobOwner{1000, "RUNNING"};
               if (job == 12) return JobOwner{1000, "PENDING"};
+              if (job == 13) return JobOwner{1001, "RUNNING"};
               return Status::error("not known to Slurm");
             },
             [] { return Expected<double>(0.0); }, [this] { return clock; }) {
@@ -54,6 +63,12 @@ struct Ctld {
   ~Ctld() {
     server->stop();
     serving.join();
+  }
+  // GET `path` with a credential of `uid` (none when uid < 0).
+  HttpResponse get(const std::string& path, long uid) {
+    HttpRequest r{"GET", path, ""};
+    if (uid >= 0) r.authorization = "Munge " + *FakeCredentials(static_cast<uid_t>(uid)).encode(view_credential_payload(path), nullptr);
+    return std::move(http_call(address, r, 2)).value();
   }
 };
 
@@ -73,17 +88,14 @@ TEST(CtldServiceTest, JobsShareWorkerCpusThroughReportsAndAnswers) {
   ASSERT_TRUE(a2.ok());
   EXPECT_EQ(*a2, 2) << "job 10 now shares: it drains to 2";
 
-  auto jobs = http_call(ctld.address, HttpRequest{"GET", "/jobs", ""}, 2);
-  ASSERT_TRUE(jobs.ok());
-  EXPECT_EQ(jobs->content_type, "application/json");
-  EXPECT_NE(jobs->body.find("\"job\": 10, \"uid\": 1000, \"workers\": 4, \"target\": 2"), std::string::npos) << jobs->body;
-  EXPECT_NE(jobs->body.find("\"job\": 11, \"uid\": 1000, \"workers\": 1, \"target\": 3"), std::string::npos) << jobs->body;
-  auto metrics = http_call(ctld.address, HttpRequest{"GET", "/metrics", ""}, 2);
-  ASSERT_TRUE(metrics.ok());
-  EXPECT_NE(metrics->body.find("goldminer_job_worker_target{job=\"11\"} 3\n"), std::string::npos) << metrics->body;
-  auto top = http_call(ctld.address, HttpRequest{"GET", "/top", ""}, 2);
-  ASSERT_TRUE(top.ok());
-  EXPECT_EQ(top->body.rfind("worker CPUs: 5, held by 2 jobs' workers: 5\n", 0), 0u) << top->body;
+  HttpResponse jobs = ctld.get("/jobs", 1000);
+  EXPECT_EQ(jobs.content_type, "application/json");
+  EXPECT_NE(jobs.body.find("\"job\": 10, \"uid\": 1000, \"workers\": 4, \"target\": 2"), std::string::npos) << jobs.body;
+  EXPECT_NE(jobs.body.find("\"job\": 11, \"uid\": 1000, \"workers\": 1, \"target\": 3"), std::string::npos) << jobs.body;
+  HttpResponse metrics = ctld.get("/metrics", 1000);
+  EXPECT_NE(metrics.body.find("goldminer_job_worker_target{job=\"11\"} 3\n"), std::string::npos) << metrics.body;
+  HttpResponse top = ctld.get("/top", 1000);
+  EXPECT_EQ(top.body.rfind("worker CPUs: 5, held by 2 jobs' workers: 5\n", 0), 0u) << top.body;
 
   // Silent for stale_after_s: dropped, and the other gets the CPUs.
   ctld.clock = 31;
@@ -97,20 +109,18 @@ TEST(CtldServiceTest, AReportForAnotherUsersJobIsRefused) {
   CtldClient mallory(ctld.address, std::make_shared<FakeCredentials>(1001), 64030);
   auto r = mallory.report(report(10, 1, 10));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), ctld.address +
-                                       " answered 403: report refused: job 10: report from uid 1001 refused: the "
-                                       "job is uid 1000's");
+  // Neither the owner nor the state is told: the same words for another
+  // user's job, a pending one and one Slurm does not know.
+  EXPECT_EQ(r.status().message(), ctld.address + " answered 403: report refused: job 10 is not a running job of uid 1001");
   CtldClient owner(ctld.address, std::make_shared<FakeCredentials>(1000), 64030);
   auto pending = owner.report(report(12, 0, 0));
   ASSERT_FALSE(pending.ok());
-  EXPECT_NE(pending.status().message().find("job 12 is PENDING, not running"), std::string::npos);
+  EXPECT_EQ(pending.status().message(), ctld.address + " answered 403: report refused: job 12 is not a running job of uid 1000");
   auto unknown = owner.report(report(99, 0, 0));
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("job 99: not known to Slurm"), std::string::npos);
+  EXPECT_EQ(unknown.status().message(), ctld.address + " answered 403: report refused: job 99 is not a running job of uid 1000");
   // Nothing was registered by any of them.
-  auto jobs = http_call(ctld.address, HttpRequest{"GET", "/jobs", ""}, 2);
-  ASSERT_TRUE(jobs.ok());
-  EXPECT_NE(jobs->body.find("\"jobs\": []"), std::string::npos) << jobs->body;
+  EXPECT_NE(ctld.get("/jobs", 64030).body.find("\"jobs\": []"), std::string::npos);
 }
 
 TEST(CtldServiceTest, ForgedOrReplayedCredentialsAndBadRequestsAreRefused) {
@@ -164,8 +174,159 @@ TEST(CtldServiceTest, TheSpareCpusComeFromTheNodesPlusThoseWorkersHold) {
   FakeCredentials user(0);
   HttpResponse r = service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(report(10, 2, 10)), nullptr)});
   ASSERT_EQ(r.status, 200) << r.body;
-  auto jobs = service.handle(HttpRequest{"GET", "/jobs", ""});
+  auto jobs = service.handle(HttpRequest{"GET", "/jobs", ""});  // the totals: no credential needed
   EXPECT_EQ(jobs.body.rfind("{\"worker_cpus\": 5, \"worker_cpus_held\": 2,", 0), 0u) << jobs.body;
+}
+
+// Injected: job 10 of uid 1000 registered (worker host c1), job 13 of uid
+// 1001 (host c7); GETs of /jobs, /top and /metrics by uid 1001, by nobody
+// (no credential), with a bad credential and by SlurmUser. Checked: 1001
+// sees no uid, user name or host of 1000's job (not the job at all when
+// PrivateData has jobs), nobody sees only the totals.
+TEST(CtldServiceTest, ANonOwnerSeesNoOtherUsersUidNameOrHost) {
+  for (bool private_jobs : {true, false}) {
+    SCOPED_TRACE(private_jobs ? "PrivateData=jobs" : "PrivateData=none");
+    Ctld ctld(8, private_jobs);
+    ASSERT_TRUE(CtldClient(ctld.address, std::make_shared<FakeCredentials>(1000), 64030).report(report(10, 2, 10)).ok());
+    SessionReport other = report(13, 1, 10);
+    other.worker_hosts = {"c7"};
+    ASSERT_TRUE(CtldClient(ctld.address, std::make_shared<FakeCredentials>(1001), 64030).report(other).ok());
+
+    HttpResponse jobs = ctld.get("/jobs", 1001);
+    ASSERT_EQ(jobs.status, 200) << jobs.body;
+    EXPECT_NE(jobs.body.find("{\"job\": 13, \"uid\": 1001,"), std::string::npos) << "its own job in full: " << jobs.body;
+    EXPECT_NE(jobs.body.find("\"hosts\": [\"c7\"]"), std::string::npos) << jobs.body;
+    EXPECT_EQ(jobs.body.find("1000"), std::string::npos) << jobs.body;
+    EXPECT_EQ(jobs.body.find("c1"), std::string::npos) << jobs.body;
+    if (private_jobs) {
+      EXPECT_EQ(jobs.body.find("\"job\": 10"), std::string::npos) << jobs.body;
+    } else {
+      EXPECT_NE(jobs.body.find("{\"job\": 10, \"uid\": null, \"workers\": 2,"), std::string::npos) << jobs.body;
+      EXPECT_NE(jobs.body.find("\"hosts\": null}"), std::string::npos) << jobs.body;
+    }
+    HttpResponse top = ctld.get("/top", 1001);
+    EXPECT_EQ(top.body.find("c1"), std::string::npos) << top.body;
+    EXPECT_EQ(top.body.find("1000"), std::string::npos) << top.body;
+    EXPECT_EQ(top.body.find("\n10 ") == std::string::npos, private_jobs) << top.body;
+    HttpResponse metrics = ctld.get("/metrics", 1001);
+    EXPECT_EQ(metrics.body.find("{job=\"10\"}") == std::string::npos, private_jobs) << metrics.body;
+
+    // Nobody: the totals, no job.
+    HttpResponse anonymous = ctld.get("/jobs", -1);
+    EXPECT_EQ(anonymous.body, "{\"worker_cpus\": 8, \"worker_cpus_held\": 3, \"jobs\": []}\n");
+    HttpResponse anonymous_top = ctld.get("/top", -1);
+    EXPECT_EQ(anonymous_top.body.find("\n10 "), std::string::npos) << anonymous_top.body;
+    EXPECT_EQ(anonymous_top.body.find("\n13 "), std::string::npos) << anonymous_top.body;
+    HttpResponse anonymous_metrics = ctld.get("/metrics", -1);
+    EXPECT_NE(anonymous_metrics.body.find("goldminer_jobs 2\n"), std::string::npos) << anonymous_metrics.body;
+    EXPECT_EQ(anonymous_metrics.body.find("{job="), std::string::npos) << anonymous_metrics.body;
+
+    // SlurmUser sees both in full.
+    HttpResponse admin = ctld.get("/jobs", 64030);
+    EXPECT_NE(admin.body.find("{\"job\": 10, \"uid\": 1000,"), std::string::npos) << admin.body;
+    EXPECT_NE(admin.body.find("\"hosts\": [\"c1\"]"), std::string::npos) << admin.body;
+  }
+}
+
+TEST(CtldServiceTest, AGetWithABadReplayedOrMisdirectedCredentialIsRefused) {
+  Ctld ctld(8);
+  auto get = [&](const std::string& path, const std::string& authorization) {
+    return std::move(http_call(ctld.address, HttpRequest{"GET", path, "", authorization}, 2)).value();
+  };
+  HttpResponse forged = get("/jobs", "Munge not a credential");
+  EXPECT_EQ(forged.status, 403);
+  EXPECT_EQ(forged.body, "not authenticated: munge: credential refused: Invalid credential format\n");
+  EXPECT_EQ(get("/jobs", "Basic dXNlcjpwYXNz").body, "not authenticated: Authorization must be 'Munge CREDENTIAL'\n");
+  const std::string for_top = "Munge " + *FakeCredentials(1000).encode(view_credential_payload("/top"), nullptr);
+  EXPECT_EQ(get("/jobs", for_top).body, "not authenticated: the credential is not for GET /jobs\n");
+  const std::string cred = "Munge " + *FakeCredentials(1000).encode(view_credential_payload("/jobs"), nullptr);
+  EXPECT_EQ(get("/jobs", cred).status, 200);
+  HttpResponse replay = get("/jobs", cred);
+  EXPECT_EQ(replay.status, 403);
+  EXPECT_EQ(replay.body, "not authenticated: munge: credential refused: Replayed credential\n");
+}
+
+// Injected: 1,000 reports by uid 1000 for 1,000 jobs Slurm does not know,
+// then 1,000 for one such job, the clock still. Checked: squeue ran at most
+// the burst (10) times, the rest answered 429; uid 1001's report for its
+// own job is taken meanwhile.
+TEST(CtldServiceTest, AThousandReportsForUnknownJobsCostABoundedNumberOfSqueueRuns) {
+  Ctld ctld(8);
+  FakeCredentials user(1000);
+  int refused = 0, throttled = 0;
+  for (uint32_t job = 100000; job < 101000; ++job) {
+    HttpResponse r = ctld.service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(report(job, 0, 0)), nullptr)});
+    refused += r.status == 403;
+    throttled += r.status == 429;
+  }
+  EXPECT_EQ(ctld.squeue_runs, 10);
+  EXPECT_EQ(ctld.service.owner_lookups(), 10u);
+  EXPECT_EQ(refused, 10);
+  EXPECT_EQ(throttled, 990);
+  SessionReport again = report(100000, 0, 0);
+  again.nonce = 1;  // a fresh credential
+  HttpResponse last = ctld.service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(again), nullptr)});
+  EXPECT_EQ(last.body, "report refused: job 100000 is not a running job of uid 1000\n") << "cached: no squeue, no token";
+  EXPECT_EQ(ctld.squeue_runs, 10);
+  HttpResponse spent = ctld.service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(report(200000, 0, 0)), nullptr)});
+  EXPECT_EQ(spent.status, 429);
+  EXPECT_EQ(spent.body, "report refused: too many reports for jobs goldminer-ctld does not know from uid 1000; try again in 2 s\n");
+  FakeCredentials other(1001);
+  HttpResponse own = ctld.service.handle(HttpRequest{"POST", "/report", *other.encode(encode_report(report(13, 1, 10)), nullptr)});
+  EXPECT_EQ(own.status, 200) << own.body;
+  EXPECT_EQ(ctld.squeue_runs, 11);
+}
+
+// Injected: a spare-CPU lookup (scontrol show node) that hangs until
+// released. Checked: while it hangs, a report is answered and so is another
+// GET (with the CPUs known before): no subprocess runs under the lock.
+TEST(CtldServiceTest, AHangingScontrolHoldsUpNoReportAndNoOtherView) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> scontrol_runs{0};
+  FakeCredentials signer(64030);
+  CtldSettings s;  // worker_cpus < 0: from the nodes
+  s.pool_refresh_s = 0;
+  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{1000, "RUNNING"}); },
+                      [&]() -> Expected<double> {
+                        if (scontrol_runs++ > 0) released.wait();
+                        return 4.0;
+                      },
+                      [] { return 0.0; });
+  FakeCredentials user(1000);
+  ASSERT_EQ(service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(report(10, 1, 10)), nullptr)}).status, 200);
+  auto hanging = std::async(std::launch::async, [&] { return service.handle(HttpRequest{"GET", "/jobs", ""}); });
+  while (scontrol_runs < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto start = std::chrono::steady_clock::now();
+  SessionReport second = report(10, 1, 10);
+  second.nonce = 2;
+  HttpResponse r = service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(second), nullptr)});
+  HttpResponse view = service.handle(HttpRequest{"GET", "/jobs", ""});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(view.body.rfind("{\"worker_cpus\": 5, ", 0), 0u) << "the spare CPUs found before, plus 1 held: " << view.body;
+  EXPECT_LT(took, 1.0);
+  EXPECT_EQ(hanging.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout) << "scontrol still hangs";
+  release.set_value();
+  EXPECT_EQ(hanging.get().status, 200);
+  EXPECT_EQ(scontrol_runs, 2) << "one lookup at a time";
+}
+
+TEST(CtldServiceTest, SlurmUserAndPrivateDataComeFromScontrolShowConfig) {
+  auto a = parse_slurm_access("Configuration data as of 2026-11-27T01:00:00\nPrivateData             = jobs,usage\n"
+                              "SlurmUser               = slurm(64030)\n");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->slurm_user, 64030u);
+  EXPECT_TRUE(a->private_jobs);
+  auto b = parse_slurm_access("PrivateData = none\nSlurmUser = root(0)\n");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->slurm_user, 0u);
+  EXPECT_FALSE(b->private_jobs);
+  EXPECT_FALSE(parse_slurm_access("PrivateData = users\nSlurmUser = root(0)\n")->private_jobs);
+  EXPECT_EQ(parse_slurm_access("PrivateData = none\n").status().message(), "scontrol show config: no SlurmUser line");
+  EXPECT_EQ(parse_slurm_access("SlurmUser = root(0)\n").status().message(), "scontrol show config: no PrivateData line");
+  EXPECT_EQ(parse_slurm_access("PrivateData = none\nSlurmUser = slurm\n").status().message(),
+            "scontrol show config: SlurmUser: invalid value 'slurm': expected NAME(UID)");
 }
 
 }  // namespace

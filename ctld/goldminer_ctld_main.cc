@@ -1,7 +1,9 @@
 // goldminer-ctld: shares data workers across the cluster's goldminer jobs
 // (ctld/ctld_service.h). Runs as SlurmUser next to slurmctld; asks Slurm
-// who owns a job (squeue) and how many CPUs are spare (scontrol), and
-// nothing else of it. See goldminer-ctld(8).
+// who owns a job (squeue), how many CPUs are spare (scontrol show node),
+// SlurmUser and PrivateData (scontrol show config, once), and nothing else
+// of it. See goldminer-ctld(8).
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -72,6 +75,28 @@ Expected<JobOwner> job_owner(uint32_t job_id) {
   return owner;
 }
 
+// Slurm's SlurmUser and PrivateData; on failure private jobs, and the
+// daemon's own uid as SlurmUser.
+SlurmAccess slurm_access() {
+  auto out = slurm("scontrol", {"show", "config"});
+  auto access = out.ok() ? parse_slurm_access(*out) : Expected<SlurmAccess>(out.status());
+  if (access.ok()) return *access;
+  log::error("goldminer-ctld: cannot read Slurm's PrivateData and SlurmUser (taking other users' jobs as private): " +
+             access.status().message());
+  return SlurmAccess{::geteuid(), true};
+}
+
+// A user name or uid of --operators.
+Expected<uid_t> user_id(const std::string& user) {
+  if (!user.empty() && user.size() <= 10 && user.find_first_not_of("0123456789") == std::string::npos)
+    return static_cast<uid_t>(std::stoul(user));
+  passwd pw{}, *found = nullptr;
+  char buf[4096];
+  if (getpwnam_r(user.c_str(), &pw, buf, sizeof buf, &found) != 0 || found == nullptr)
+    return Status::error("--operators: invalid value '" + user.substr(0, 80) + "': no such user");
+  return pw.pw_uid;
+}
+
 std::string timestamp() {
   char buf[32];
   std::time_t t = std::time(nullptr);
@@ -84,8 +109,9 @@ std::string timestamp() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen, partition, munge_socket, pid_file, slurm_conf;
-  double worker_cpus = -1, stale_after = 30, reserve = -1;
+  std::string listen, partition, munge_socket, pid_file, slurm_conf, operators;
+  double worker_cpus = -1, stale_after = 30, reserve = -1, lookups_per_s = 0.5, lookup_burst = 10;
+  HttpServeLimits limits;
   bool verbose = false;
   po::options_description desc(
       "Usage: goldminer-ctld [OPTION]...\n"
@@ -101,6 +127,18 @@ int main(int argc, char** argv) {
       ("reserve-cpus-per-gpu", po::value(&reserve), "CPUs kept next to each free GPU (default: goldminer.conf's "
        "reserve_cpus_per_gpu)")
       ("stale-after", po::value(&stale_after)->default_value(30), "seconds after which a silent job is dropped")
+      ("operators", po::value(&operators), "users (names or uids, comma-separated) who see every job in full, as "
+       "root and SlurmUser do")
+      ("max-connections", po::value(&limits.max_connections)->default_value(limits.max_connections),
+       "connections in hand at once")
+      ("max-connections-per-peer", po::value(&limits.max_per_peer)->default_value(limits.max_per_peer),
+       "connections in hand at once from one address")
+      ("request-timeout", po::value(&limits.timeout_s)->default_value(limits.timeout_s),
+       "seconds a connection has to send its whole request")
+      ("lookups-per-uid", po::value(&lookups_per_s)->default_value(lookups_per_s),
+       "squeue lookups of jobs it does not know a uid earns per second")
+      ("lookup-burst", po::value(&lookup_burst)->default_value(lookup_burst),
+       "squeue lookups of jobs it does not know a uid may make at once")
       ("munge-socket", po::value(&munge_socket), "munged's socket (default: munge's own)")
       ("pid-file", po::value(&pid_file), "write the daemon's PID to this file")
       ("verbose,v", po::bool_switch(&verbose), "log every report");
@@ -118,6 +156,23 @@ int main(int argc, char** argv) {
   if (vm.count("worker-cpus") && !(worker_cpus >= 0 && worker_cpus <= 1e7))
     return fail("--worker-cpus: must be 0 to 10000000", 2);
   if (!(stale_after > 0 && stale_after <= 86400)) return fail("--stale-after: must be 0 to 86400 seconds", 2);
+  if (!(limits.max_connections >= 1 && limits.max_connections <= 4096))
+    return fail("--max-connections: must be 1 to 4096", 2);
+  if (!(limits.max_per_peer >= 1 && limits.max_per_peer <= limits.max_connections))
+    return fail("--max-connections-per-peer: must be 1 to --max-connections", 2);
+  if (!(limits.timeout_s >= 0.1 && limits.timeout_s <= 60)) return fail("--request-timeout: must be 0.1 to 60 seconds", 2);
+  if (!(lookups_per_s >= 0 && lookups_per_s <= 1000)) return fail("--lookups-per-uid: must be 0 to 1000", 2);
+  if (!(lookup_burst >= 1 && lookup_burst <= 10000)) return fail("--lookup-burst: must be 1 to 10000", 2);
+  std::set<uid_t> privileged;
+  for (size_t start = 0; start < operators.size();) {
+    size_t comma = operators.find(',', start);
+    std::string user = operators.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? operators.size() : comma + 1;
+    if (user.empty()) continue;
+    auto uid = user_id(user);
+    if (!uid.ok()) return fail(uid.status().message(), 2);
+    privileged.insert(*uid);
+  }
   if (vm.count("reserve-cpus-per-gpu") && !(reserve >= 0 && reserve <= 1024))
     return fail("--reserve-cpus-per-gpu: must be 0 to 1024", 2);
   if (!vm.count("reserve-cpus-per-gpu")) {
@@ -150,9 +205,16 @@ int main(int argc, char** argv) {
   };
   const auto start = std::chrono::steady_clock::now();
   auto now = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const SlurmAccess access = slurm_access();
+  privileged.insert(access.slurm_user);
+  privileged.insert(::geteuid());
   CtldSettings settings;
   settings.worker_cpus = worker_cpus;
   settings.stale_after_s = stale_after;
+  settings.privileged_uids = privileged;
+  settings.private_jobs = access.private_jobs;
+  settings.owner_lookups.per_uid_per_s = lookups_per_s;
+  settings.owner_lookups.burst = lookup_burst;
   CtldService service(settings, credentials.get(), job_owner, spare, now);
 
   if (!pid_file.empty()) {
@@ -166,14 +228,17 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  char figures[160];
-  std::snprintf(figures, sizeof figures, "worker CPUs %s, %g CPUs kept per free GPU",
+  char figures[320];
+  std::snprintf(figures, sizeof figures,
+                "worker CPUs %s, %g CPUs kept per free GPU; other users' jobs %s (PrivateData), %zu uids see all; "
+                "%d connections, %d per peer, %g s per request",
                 worker_cpus >= 0 ? std::to_string(static_cast<long long>(worker_cpus)).c_str()
                                  : ("from the nodes of " + (partition.empty() ? std::string("every partition")
                                                                              : "partition " + partition)).c_str(),
-                reserve);
+                reserve, access.private_jobs ? "hidden" : "shown without uid, user or hosts", privileged.size(),
+                limits.max_connections, limits.max_per_peer, limits.timeout_s);
   log::info("goldminer-ctld: serving on " + listen + " (port " + std::to_string((*server)->port()) + "), " + figures);
-  (*server)->serve([&service](const HttpRequest& r) { return service.handle(r); });
+  (*server)->serve([&service](const HttpRequest& r) { return service.handle(r); }, limits);
   log::info("goldminer-ctld: stopped");
   g_server = nullptr;
   if (!pid_file.empty()) ::unlink(pid_file.c_str());

@@ -1,6 +1,9 @@
 // goldminer-top: goldminer-ctld's view of the cluster's data workers, per
 // job: workers and where they run, target, trainer wait, queue fill,
 // samples/s; refreshed like top, or once (--once; --json for scripts).
+// Each request carries a munge credential of the user: goldminer-ctld
+// shows the user's own jobs in full (every job to root, SlurmUser and
+// operators), and without a credential only the totals.
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,10 +13,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "ctld/ctld_service.h"
 #include "ctld/http.h"
+#include "gmcore/credential.h"
 
 namespace po = boost::program_options;
 using namespace goldminer;
@@ -28,8 +34,20 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
-Expected<std::string> fetch(const std::string& ctld, const std::string& path) {
-  auto r = http_call(ctld, HttpRequest{"GET", path, ""}, 5);
+// GETs `path`, authenticated by a fresh credential (each decodes once);
+// without one when munge cannot make it (said once on stderr).
+Expected<std::string> fetch(const std::string& ctld, const std::string& path, CredentialService* munge) {
+  static bool warned = false;
+  HttpRequest request{"GET", path, ""};
+  auto cred = munge->encode(view_credential_payload(path), nullptr);
+  if (cred.ok()) {
+    request.authorization = "Munge " + *cred;
+  } else if (!warned) {
+    warned = true;
+    std::fprintf(stderr, "goldminer-top: not authenticated (%s): goldminer-ctld shows totals only\n",
+                 cred.status().message().c_str());
+  }
+  auto r = http_call(ctld, request, 5);
   if (!r.ok()) return r.status();
   if (r->status != 200) return Status::error(ctld + path + " answered " + std::to_string(r->status) + ": " + r->body);
   return r->body;
@@ -38,7 +56,7 @@ Expected<std::string> fetch(const std::string& ctld, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string ctld;
+  std::string ctld, munge_socket;
   double interval = 2;
   bool once = false, json = false;
   po::options_description desc(
@@ -48,6 +66,7 @@ int main(int argc, char** argv) {
   desc.add_options()
       ("help", "print this help and exit")
       ("ctld", po::value(&ctld), "goldminer-ctld's HOST:PORT (default: $GOLDMINER_CTLD, else localhost:6830)")
+      ("munge-socket", po::value(&munge_socket), "munged's socket (default: munge's own)")
       ("once", po::bool_switch(&once), "print once and exit")
       ("json", po::bool_switch(&json), "print JSON (implies --once)")
       ("interval", po::value(&interval)->default_value(2), "seconds between refreshes");
@@ -68,8 +87,9 @@ int main(int argc, char** argv) {
     ctld = env != nullptr && *env != '\0' ? env : "localhost:6830";
   }
   if (auto hp = parse_host_port(ctld, "--ctld"); !hp.ok()) return fail(hp.status().message(), 2);
+  std::unique_ptr<CredentialService> munge = munge_credentials(munge_socket);
   if (json || once) {
-    auto body = fetch(ctld, json ? "/jobs" : "/top");
+    auto body = fetch(ctld, json ? "/jobs" : "/top", munge.get());
     if (!body.ok()) return fail(body.status().message(), 1);
     std::fputs(body->c_str(), stdout);
     return 0;
@@ -79,7 +99,7 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   while (!g_stop) {
-    auto body = fetch(ctld, "/top");
+    auto body = fetch(ctld, "/top", munge.get());
     char when[32];
     std::time_t t = std::time(nullptr);
     std::tm tm{};

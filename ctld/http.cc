@@ -31,24 +31,35 @@ size_t head_end(const std::string& data) {
   return p == std::string::npos ? p : p + 4;
 }
 
-// Content-Length of a head (0 when absent); an error when it is bad.
-Expected<size_t> content_length(const std::string& head) {
+// The value of header `name` (lowercase) in a head, trimmed; npos-free:
+// `found` says whether it is there.
+std::string header_value(const std::string& head, const std::string& name, bool* found) {
+  *found = false;
   size_t pos = 0;
   while ((pos = head.find("\r\n", pos)) != std::string::npos) {
     pos += 2;
     size_t colon = head.find(':', pos), eol = head.find("\r\n", pos);
     if (colon == std::string::npos || eol == std::string::npos || colon > eol) continue;
-    if (lower(head.substr(pos, colon - pos)) != "content-length") continue;
+    if (lower(head.substr(pos, colon - pos)) != name) continue;
     std::string v = head.substr(colon + 1, eol - colon - 1);
-    while (!v.empty() && v.front() == ' ') v.erase(0, 1);
-    while (!v.empty() && v.back() == ' ') v.pop_back();
-    if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
-      return Status::error("http: bad Content-Length '" + v + "'");
-    size_t n = std::stoul(v);
-    if (n > kMaxHttpBody) return Status::error("http: body of " + v + " bytes is over " + std::to_string(kMaxHttpBody));
-    return n;
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+    *found = true;
+    return v;
   }
-  return size_t{0};
+  return "";
+}
+
+// Content-Length of a head (0 when absent); an error when it is bad.
+Expected<size_t> content_length(const std::string& head) {
+  bool found = false;
+  std::string v = header_value(head, "content-length", &found);
+  if (!found) return size_t{0};
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
+    return Status::error("http: bad Content-Length '" + v.substr(0, 40) + "'");
+  size_t n = std::stoul(v);
+  if (n > kMaxHttpBody) return Status::error("http: body of " + v + " bytes is over " + std::to_string(kMaxHttpBody));
+  return n;
 }
 
 double left_s(Clock::time_point deadline) {
@@ -159,17 +170,21 @@ Expected<HttpRequest> parse_http_request(const std::string& data) {
   r.path = line.substr(s1 + 1, s2 - s1 - 1);
   if (r.path.empty() || r.path[0] != '/') return Status::error("http: bad request path '" + r.path.substr(0, 80) + "'");
   r.body = data.substr(end, *size - end);
+  bool found = false;
+  r.authorization = header_value(data.substr(0, end), "authorization", &found);
   return r;
 }
 
 std::string format_http_request(const HttpRequest& r, const std::string& host) {
-  return r.method + " " + r.path + " HTTP/1.0\r\nHost: " + host + "\r\nContent-Length: " +
+  return r.method + " " + r.path + " HTTP/1.0\r\nHost: " + host + "\r\n" +
+         (r.authorization.empty() ? "" : "Authorization: " + r.authorization + "\r\n") + "Content-Length: " +
          std::to_string(r.body.size()) + "\r\nConnection: close\r\n\r\n" + r.body;
 }
 
 std::string format_http_response(const HttpResponse& r) {
   const char* reason = r.status == 200 ? "OK" : r.status == 400 ? "Bad Request" : r.status == 403 ? "Forbidden"
                      : r.status == 404 ? "Not Found" : r.status == 405 ? "Method Not Allowed"
+                     : r.status == 408 ? "Request Timeout" : r.status == 429 ? "Too Many Requests"
                      : r.status == 503 ? "Service Unavailable" : "Error";
   return "HTTP/1.0 " + std::to_string(r.status) + " " + reason + "\r\nContent-Type: " + r.content_type +
          "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\nConnection: close\r\n\r\n" + r.body;
@@ -296,24 +311,48 @@ void HttpServer::stop() {
   (void)ignored;
 }
 
-void HttpServer::answer(int fd, const Handler& handler, double timeout_s) {
+void HttpServer::answer(int fd, const std::string& peer, const Handler& handler, double timeout_s) {
   Fd s(fd);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto after = [timeout_s] {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  };
   HttpResponse response;
-  auto data = read_until(s.fd, deadline, kMaxHttpHead + kMaxHttpBody,
+  auto data = read_until(s.fd, after(), kMaxHttpHead + kMaxHttpBody,
                          [](const std::string& d, bool) { return http_request_size(d); });
   auto request = data.ok() ? parse_http_request(*data) : Expected<HttpRequest>(data.status());
   if (!request.ok()) {
-    response.status = 400;
+    const bool late = request.status().message().find("timed out") != std::string::npos;
+    response.status = late ? 408 : 400;
     response.body = request.status().message() + "\n";
   } else {
+    request->peer = peer;
     response = handler(*request);
   }
-  (void)write_all(s.fd, format_http_response(response), deadline);
+  (void)write_all(s.fd, format_http_response(response), after());
   ::shutdown(s.fd, SHUT_WR);
 }
 
-void HttpServer::serve(const Handler& handler, int max_connections, double timeout_s) {
+namespace {
+
+// The numeric address of a peer ("" when it has none).
+std::string peer_address(const sockaddr_storage& ss) {
+  char host[NI_MAXHOST] = "";
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), sizeof ss, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return "";
+  return host;
+}
+
+// Answers a connection over the limits at once: one send that never
+// waits (the socket's buffer takes it), then close.
+void refuse(int fd, const std::string& why) {
+  const std::string busy = format_http_response(HttpResponse{503, "text/plain; charset=utf-8", "busy: " + why + "\n"});
+  (void)::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
+}
+
+}  // namespace
+
+void HttpServer::serve(const Handler& handler, HttpServeLimits limits) {
   for (;;) {
     pollfd p[2] = {{fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
     if (::poll(p, 2, -1) < 0) {
@@ -322,21 +361,31 @@ void HttpServer::serve(const Handler& handler, int max_connections, double timeo
     }
     if (p[1].revents != 0) break;
     if ((p[0].revents & POLLIN) == 0) continue;
-    int c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (c < 0) continue;
+    const std::string peer = peer_address(ss);
     std::unique_lock<std::mutex> lock(mu_);
-    if (active_ >= max_connections) {
+    if (active_ >= limits.max_connections) {
       lock.unlock();
-      HttpResponse busy{503, "text/plain; charset=utf-8", "busy: " + std::to_string(max_connections) + " connections in hand\n"};
-      (void)write_all(c, format_http_response(busy), Clock::now() + std::chrono::seconds(1));
-      ::close(c);
+      refuse(c, std::to_string(limits.max_connections) + " connections in hand");
       continue;
     }
+    int& mine = per_peer_[peer];
+    if (mine >= limits.max_per_peer) {
+      lock.unlock();
+      refuse(c, std::to_string(limits.max_per_peer) + " connections from " + peer + " in hand");
+      continue;
+    }
+    ++mine;
     ++active_;
     lock.unlock();
-    std::thread([this, c, &handler, timeout_s] {
-      answer(c, handler, timeout_s);
+    std::thread([this, c, peer, &handler, timeout_s = limits.timeout_s] {
+      answer(c, peer, handler, timeout_s);
       std::lock_guard<std::mutex> l(mu_);
+      auto it = per_peer_.find(peer);
+      if (--it->second == 0) per_peer_.erase(it);
       if (--active_ == 0) idle_.notify_all();
     }).detach();
   }

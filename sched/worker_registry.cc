@@ -198,29 +198,41 @@ int WorkerRegistry::target(uint32_t job_id) const {
   return it == jobs_.end() ? -1 : it->second.target;
 }
 
-std::string WorkerRegistry::json() const {
+namespace {
+JobView view_of(const ViewOf& view, const JobEntry& e) { return view ? view(e) : JobView::kFull; }
+}  // namespace
+
+std::string WorkerRegistry::json(const ViewOf& view) const {
   double held = 0;
   for (const auto& [id, e] : jobs_) held += e.report.workers * e.report.cpus_per_dw;
   std::string out = "{\"worker_cpus\": " + shown(worker_cpus_) + ", \"worker_cpus_held\": " + shown(held) +
                     ", \"jobs\": [";
   bool first = true;
   for (const auto& [id, e] : jobs_) {
+    const JobView v = view_of(view, e);
+    if (v == JobView::kHidden) continue;
+    const bool full = v == JobView::kFull;
     const SessionReport& r = e.report;
     out += first ? "" : ", ";
     first = false;
-    out += "{\"job\": " + std::to_string(id) + ", \"uid\": " + std::to_string(e.uid) +
+    out += "{\"job\": " + std::to_string(id) + ", \"uid\": " + (full ? std::to_string(e.uid) : "null") +
            ", \"workers\": " + std::to_string(r.workers) + ", \"target\": " + std::to_string(e.target) +
            ", \"dw_max\": " + std::to_string(r.dw_max) + ", \"cpus_per_dw\": " + shown(r.cpus_per_dw) +
            ", \"trainer_wait_fraction\": " + shown(r.trainer_wait_fraction) +
            ", \"queue_fill\": " + shown(r.queue_fill) + ", \"samples_per_s\": " + shown(r.samples_per_s) +
-           ", \"hosts\": [";
+           ", \"hosts\": ";
+    if (!full) {
+      out += "null}";
+      continue;
+    }
+    out += "[";
     for (size_t h = 0; h < r.worker_hosts.size(); ++h) out += (h ? ", " : "") + json_string(r.worker_hosts[h]);
     out += "]}";
   }
   return out + "]}";
 }
 
-std::string WorkerRegistry::table() const {
+std::string WorkerRegistry::table(const ViewOf& view) const {
   double held = 0;
   for (const auto& [id, e] : jobs_) held += e.report.workers * e.report.cpus_per_dw;
   char line[256];
@@ -231,7 +243,15 @@ std::string WorkerRegistry::table() const {
                 "DW-MAX", "WAIT%", "FILL%", "SAMPLES/S", "WORKER HOSTS");
   out += line;
   for (const auto& [id, e] : jobs_) {
+    const JobView v = view_of(view, e);
+    if (v == JobView::kHidden) continue;
     const SessionReport& r = e.report;
+    if (v == JobView::kFigures) {
+      std::snprintf(line, sizeof line, "%-10u %-10.10s %7d %6d %6d %5.0f %5.0f %11.0f  %s\n", id, "-", r.workers,
+                    e.target, r.dw_max, 100 * r.trainer_wait_fraction, 100 * r.queue_fill, r.samples_per_s, "-");
+      out += line;
+      continue;
+    }
     std::map<std::string, int> per_host;
     for (const std::string& h : r.worker_hosts) ++per_host[h];
     std::string hosts;
@@ -248,7 +268,7 @@ std::string WorkerRegistry::table() const {
   return out;
 }
 
-std::string WorkerRegistry::prometheus() const {
+std::string WorkerRegistry::prometheus(const ViewOf& view) const {
   struct Gauge {
     const char* name;
     const char* help;
@@ -267,10 +287,14 @@ std::string WorkerRegistry::prometheus() const {
        [](const JobEntry& e) { return e.report.samples_per_s; }},
   };
   std::string out = "# HELP goldminer_worker_cpus CPUs the cluster has for data workers.\n"
-                    "# TYPE goldminer_worker_cpus gauge\ngoldminer_worker_cpus " + shown(worker_cpus_) + "\n";
+                    "# TYPE goldminer_worker_cpus gauge\ngoldminer_worker_cpus " + shown(worker_cpus_) + "\n" +
+                    "# HELP goldminer_jobs Jobs registered with goldminer-ctld (all users').\n"
+                    "# TYPE goldminer_jobs gauge\ngoldminer_jobs " + std::to_string(jobs_.size()) + "\n";
   for (const Gauge& g : kGauges) {
     out += std::string("# HELP ") + g.name + " " + g.help + "\n# TYPE " + g.name + " gauge\n";
-    for (const auto& [id, e] : jobs_) out += std::string(g.name) + "{job=\"" + std::to_string(id) + "\"} " + shown(g.value(e)) + "\n";
+    for (const auto& [id, e] : jobs_)
+      if (view_of(view, e) != JobView::kHidden)
+        out += std::string(g.name) + "{job=\"" + std::to_string(id) + "\"} " + shown(g.value(e)) + "\n";
   }
   return out;
 }

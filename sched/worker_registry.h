@@ -20,6 +20,7 @@
 #define GOLDMINER_SCHED_WORKER_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -68,6 +69,12 @@ struct JobEntry {
   int target = 0;         // workers it should have
 };
 
+// How much of a job one viewer of json(), table() or prometheus() sees
+// (goldminer-ctld decides: the owner, Slurm's PrivateData): all of it; its
+// figures only (no uid, user or hosts); nothing (still in the totals).
+enum class JobView { kFull, kFigures, kHidden };
+using ViewOf = std::function<JobView(const JobEntry&)>;
+
 class WorkerRegistry {
  public:
   // `worker_cpus`: CPUs the cluster has for data workers; a job silent for
@@ -89,12 +96,13 @@ class WorkerRegistry {
   const std::map<uint32_t, JobEntry>& jobs() const { return jobs_; }
 
   // goldminer-top --json: {"worker_cpus": C, "worker_cpus_held": H,
-  // "jobs": [{"job": J, "uid": U, "workers": N, "target": T, ...}, ...]}.
-  std::string json() const;
+  // "jobs": [{"job": J, "uid": U, "workers": N, "target": T, ...}, ...]}
+  // ("uid" and "hosts" null in a kFigures row). `view` null: all kFull.
+  std::string json(const ViewOf& view = nullptr) const;
   // Prometheus text exposition (goldminer_* gauges, one series per job).
-  std::string prometheus() const;
+  std::string prometheus(const ViewOf& view = nullptr) const;
   // goldminer-top's screen: the cluster's worker CPUs, then a row per job.
-  std::string table() const;
+  std::string table(const ViewOf& view = nullptr) const;
 
  private:
   double worker_cpus_;

@@ -3,7 +3,12 @@
 # them. Sourced by run.sh (globals: work, state, devcluster).
 
 ctld_address() { sed -n 's/.* ctld=\([^ ]*\).*/\1/p' "$state/etc/plugstack.conf"; }
-ctld_top() { "$(dirname "$devcluster")/goldminer-top" --ctld "$(ctld_address)" "$@"; }
+ctld_top() { "$(dirname "$devcluster")/goldminer-top" --ctld "$(ctld_address)" --munge-socket "$state/munge/munge.socket" "$@"; }
+# The same as user nobody (a second user of the cluster).
+ctld_top_as_nobody() {
+    setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        "$(dirname "$devcluster")/goldminer-top" --ctld "$(ctld_address)" --munge-socket "$state/munge/munge.socket" "$@"
+}
 
 # JOB's FIELD in goldminer-top --json ("" while the job is not listed).
 ctld_job_field() {
@@ -89,7 +94,8 @@ test_ctld_refuses_a_report_from_another_user_and_a_replay() {
     cred=$(setpriv --reuid=nobody --regid=nogroup --clear-groups munge -S "$state/munge/munge.socket" -s "$report") ||
         { echo "munge as nobody failed: $cred"; scancel "$job"; return 1; }
     out=$(curl -s -w ' %{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
-    expect_eq "forged report" "$out" "report refused: job $job: report from uid $(id -u nobody) refused: the job is uid 0's
+    # The answer tells neither the owner nor the state (the log does).
+    expect_eq "forged report" "$out" "report refused: job $job is not a running job of uid $(id -u nobody)
  403" || { scancel "$job"; return 1; }
     # root's own report is taken once; the same credential again is not.
     cred=$(munge -S "$state/munge/munge.socket" -s "$report")
@@ -129,4 +135,103 @@ test_ctld_restart_mid_epoch_loses_no_sample_and_keeps_the_workers() {
     expect_contains "sized itself meanwhile" "$out" "sizing the workers by itself until it answers" || return 1
     expect_eq "ctld answers, twice" "$(echo "$out" | grep -c 'goldminer-ctld at .* gives the worker target')" 2 || return 1
     if echo "$out" | grep -q "draining"; then echo "workers drained: $out"; return 1; fi
+}
+
+# goldminer-ctld stopped and started again with ARGS... added to its own
+# and ENV (NAME=VALUE ...) in its environment.
+ctld_restart() {
+    local pid args
+    pid=$(cat "$state/run/goldminer-ctld.pid")
+    args=$(tr '\0' '\n' <"/proc/$pid/cmdline" | tail -n +2 | tr '\n' ' ')
+    kill -TERM "$pid"
+    wait_for 10 pid_gone "$pid" || { echo "goldminer-ctld $pid did not stop"; return 1; }
+    # shellcheck disable=SC2086  # its arguments, one word each
+    setsid env SLURM_CONF="$state/etc/slurm.conf" "$@" "$(dirname "$devcluster")/goldminer-ctld" $args \
+        </dev/null >>"$state/log/goldminer-ctld.log" 2>&1 &
+    wait_for 10 curl -sf -o /dev/null "http://$(ctld_address)/metrics" || { echo "goldminer-ctld did not come back"; return 1; }
+}
+
+# A running job of root's registered with worker host "secret-host-7";
+# then goldminer-top run by user nobody (munge-authenticated), and a GET
+# without a credential. Checked: nobody's view has no uid, user name or
+# host of root's job (the devcluster's PrivateData has no "jobs": the
+# job's figures are shown, with uid and hosts null); without a credential
+# only the totals; root sees the job in full.
+test_ctld_a_non_owner_sees_no_other_users_uid_name_or_host() {
+    local job report cred out row
+    job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; return 1; }
+    wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; return 1; }
+    report=$(printf 'job=%s\nnonce=9\nworkers=1\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=secret-host-7\n' "$job")
+    cred=$(munge -S "$state/munge/munge.socket" -s "$report")
+    out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
+    expect_eq "root's report" "$out" 200 || { scancel "$job"; return 1; }
+    row=$(ctld_top --json | jq -c --argjson j "$job" '.jobs[] | select(.job == $j) | [.uid, .hosts]')
+    expect_eq "root's view" "$row" '[0,["secret-host-7"]]' || { scancel "$job"; return 1; }
+    out=$(ctld_top_as_nobody --json 2>&1) || { echo "goldminer-top as nobody: $out"; scancel "$job"; return 1; }
+    row=$(echo "$out" | jq -c --argjson j "$job" '.jobs[] | select(.job == $j) | [.uid, .hosts]')
+    expect_eq "nobody's view of root's job" "$row" '[null,null]' || { echo "$out"; scancel "$job"; return 1; }
+    if echo "$out" | grep -q -e secret-host -e '"uid": 0'; then echo "nobody sees: $out"; scancel "$job"; return 1; fi
+    out=$(ctld_top_as_nobody --once 2>&1)
+    if echo "$out" | grep -q -e secret-host -e root; then echo "nobody's table: $out"; scancel "$job"; return 1; fi
+    out=$(curl -s "http://$(ctld_address)/jobs")
+    scancel "$job"
+    expect_eq "jobs without a credential" "$(echo "$out" | jq -c .jobs)" '[]' || { echo "$out"; return 1; }
+}
+
+# goldminer-ctld restarted with a stand-in squeue first on its PATH that
+# counts its runs (and runs Slurm's); then 1,000 reports by user nobody,
+# each for a job Slurm does not know. Checked: squeue ran at most the
+# burst (10) plus what 0.5 lookups/s earn in the time taken; the rest were
+# answered 429; no answer names an owner or a state; root's report for
+# its running job is still taken.
+test_ctld_a_thousand_reports_for_unknown_jobs_run_squeue_a_bounded_number_of_times() {
+    local standin calls creds start took n bound job report codes out
+    standin=$work/ctld-standin
+    calls=$work/ctld-squeue-calls
+    mkdir -p "$standin"
+    : >"$calls"
+    printf '#!/bin/sh\n# stand-in squeue: counts goldminer-ctld'"'"'s runs, then runs Slurm'"'"'s.\necho "$*" >>%s\nexec %s "$@"\n' \
+        "$calls" "$(command -v squeue)" >"$standin/squeue"
+    chmod 755 "$standin/squeue"
+    ctld_restart PATH="$standin:$PATH" || return 1
+    creds=$work/ctld-creds
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c '
+        for i in $(seq 1 1000); do
+            printf "job=%s\nnonce=%s\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\n" \
+                $((3000000 + i)) "$i" | munge -S "$1" || exit 1
+        done' sh "$state/munge/munge.socket" >"$creds" || { echo "munge as nobody failed"; ctld_restart; return 1; }
+    start=$SECONDS
+    codes=$(/usr/bin/python3 - "$(ctld_address)" "$creds" <<'PY'
+import collections, http.client, re, sys
+host, port = sys.argv[1].rsplit(":", 1)
+codes, bodies = collections.Counter(), set()
+for cred in open(sys.argv[2]).read().split():
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    c.request("POST", "/report", body=cred)
+    r = c.getresponse()
+    codes[r.status] += 1
+    bodies.add(re.sub(r"[0-9]+", "N", r.read().decode().strip()))
+    c.close()
+print(" ".join("%d:%d" % kv for kv in sorted(codes.items())))
+for b in sorted(bodies)[:5]: print("  body: " + b[:160])
+PY
+)
+    took=$((SECONDS - start + 1))
+    n=$(wc -l <"$calls")
+    bound=$((10 + took / 2 + 1))
+    echo "  1000 reports in ${took}s: answers $(echo "$codes" | head -1), squeue ran $n times (bound $bound)"
+    echo "$codes" | tail -n +2
+    if echo "$codes" | grep -q -e RUNNING -e PENDING -e "uid 0"; then echo "$codes"; ctld_restart; return 1; fi
+    [ "$n" -ge 1 ] && [ "$n" -le "$bound" ] || { echo "squeue ran $n times: $(head -3 "$calls")"; ctld_restart; return 1; }
+    expect_contains "answers" "$(echo "$codes" | head -1)" "429:" || { ctld_restart; return 1; }
+    # Root's own report is taken: nobody's storm spent only nobody's lookups.
+    job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; ctld_restart; return 1; }
+    wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; ctld_restart; return 1; }
+    report=$(printf 'job=%s\nnonce=11\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\n' "$job")
+    out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
+        "http://$(ctld_address)/report")
+    scancel "$job"
+    ctld_restart || return 1
+    expect_eq "root's report" "$out" 200 || return 1
 }
