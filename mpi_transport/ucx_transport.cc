@@ -529,8 +529,9 @@ ucs_status_t UcxEndpoint::on_am(void* arg, const void* header, size_t header_len
     return UCS_OK;
   }
   if (!preauth && self->pool_->beyond_budget(length)) {
-    self->refused_.emplace_back(peer, "message of " + std::to_string(length) + " bytes refused (more than the whole "
-                                          "receive budget, " + std::to_string(self->options_.receive_budget) + " bytes)");
+    self->refused_.emplace_back(peer, "message of " + std::to_string(length) +
+                                          " bytes refused (more than the whole receive budget, " +
+                                          std::to_string(self->options_.receive_budget) + " bytes)");
     return UCS_OK;
   }
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {

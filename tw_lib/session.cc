@@ -366,7 +366,8 @@ Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {
   if (o.secret.empty() && !o.munge)
     return Status::error("session: no job secret (set GOLDMINER_SECRET or a secret file) and no GOLDMINER_AUTH=munge");
   if (o.batch_size == 0) return Status::error("session: batch size must be at least 1");
-  if (o.receive_budget_bytes < (uint64_t{1} << 20)) return Status::error("session: receive budget must be at least 1 MiB");
+  if (o.receive_budget_bytes < (uint64_t{1} << 20))
+    return Status::error("session: receive budget must be at least 1 MiB");
   auto spec = readers::parse_input_spec(o.input);
   if (!spec.ok()) return spec.status();
   readers::ReaderOptions ro;
