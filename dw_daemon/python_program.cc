@@ -33,6 +33,9 @@ constexpr const char* kWhat = "python dataset";
 // Replies from the child (_dw_child.py).
 constexpr uint8_t kReplyTensors = 0;
 constexpr uint8_t kReplyError = 1;
+// The dataset raised an error of the machine, not the data (MemoryError,
+// an OSError such as EIO: _dw_child.py's _of_environment).
+constexpr uint8_t kReplyEnvironmentError = 2;
 constexpr uint8_t kReplyEnd = 3;  // an iterable shard has no batch of that index
 constexpr uint32_t kMaxTensors = 4096;
 constexpr uint32_t kMaxDims = 16;
@@ -233,12 +236,12 @@ class Child {
     uint8_t kind = 0;
     if (!read_value(from_, &kind)) return Status::environment_error(ended("before it answered"));
     if (kind == kReplyEnd && end_allowed) return std::unique_ptr<Output>();
-    if (kind == kReplyError) {
+    if (kind == kReplyError || kind == kReplyEnvironmentError) {
       uint64_t len = 0;
       if (!read_value(from_, &len) || len > (64u << 20)) return Status::environment_error(ended("in the middle of its error"));
       std::string message(len, '\0');
       if (!read_all(from_, message.data(), len)) return Status::environment_error(ended("in the middle of its error"));
-      return Status::error(message);
+      return kind == kReplyEnvironmentError ? Status::environment_error(message) : Status::error(message);
     }
     if (kind != kReplyTensors) return Status::error(protocol("reply kind " + std::to_string(kind)));
     uint32_t count = 0;

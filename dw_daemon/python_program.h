@@ -20,6 +20,12 @@
 // batch as tensors, the first one a pickle of its structure. A child serves
 // one batch at a time: its output's tensors stay valid (in its memory)
 // until the worker drops the output, which hands the child back.
+//
+// Errors: the dataset's own (an exception it raises) are the input's; a
+// child that died (killed by the OOM killer, say) or an error of the
+// machine the dataset raised (MemoryError, an OSError such as EIO) are
+// environment errors (Status::environment_error): the worker gives the
+// split back to be re-run and goes on, a new child replacing a dead one.
 #ifndef GOLDMINER_DW_DAEMON_PYTHON_PROGRAM_H_
 #define GOLDMINER_DW_DAEMON_PYTHON_PROGRAM_H_
 

@@ -1,7 +1,9 @@
 // Fault tests of a split that fails on a worker through the worker's
 // environment, not its input (Status::environment_error): a read error of
 // the OS, a Python dataset process killed with SIGKILL (as the kernel's OOM
-// killer does) in the middle of a split. The split is given back failed,
+// killer does) in the middle of a split, an EIO raised in a Python
+// dataset; and, for contrast, a dataset's own error, which still ends the
+// run at once. The split is given back failed,
 // re-leased from its first batch not delivered, the epoch stays exactly
 // once and the worker goes on; past SessionOptions::split_retries the
 // session fails naming the split's file, records and first byte and each
@@ -15,10 +17,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <regex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -213,6 +216,7 @@ TEST(SplitFailureTest, ASplitFailingPastItsRetriesFailsTheSessionNamingFileRecor
                       "split_retries \\(2\\) allows: " + cause + "; " + cause + "; " + cause + "$");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(e, m, re)) << e;
+  std::cerr << "the session's error: " << e << "\n";
   const int split = std::stoi(m[1]);
   EXPECT_EQ(std::stoi(m[2]), 200 * split);
   EXPECT_EQ(std::stoi(m[3]), 200 * split + 200);
@@ -224,97 +228,169 @@ TEST(SplitFailureTest, ASplitFailingPastItsRetriesFailsTheSessionNamingFileRecor
   workers.join();
 }
 
-// Injected: a Python dataset whose item 250 sends SIGKILL to its own
-// process the first time it is read (a marker file says which time): the
-// kernel's OOM killer does the same to a process mid-batch. 600 items in
-// batches of 10, 100 per split: item 250 is batch 5 of split 2, mid-split.
+// A Python dataset of items 0 .. 599 (goldminer.DataLoader's program: a
+// map-style dataset over "index:600", batches of 10, 100 items a split,
+// so item 250 is batch 5 of split 2, mid-split) whose item 250 runs
+// `fault` (Python statements) the first time it is read: a marker file
+// says whether it was. Two workers as threads of this process.
+class PythonDatasetFault {
+ public:
+  // Empty: the run could not be set up (the reason in skip_reason()).
+  explicit PythonDatasetFault(const std::string& fault) {
+    const char* python_env = std::getenv("PYTHON");
+    python_ = python_env != nullptr && *python_env != '\0' ? python_env : "/usr/bin/python3";
+    if (std::getenv("PYTHONPATH") == nullptr) {  // the staged goldminer package (make check sets it)
+      skip_ = "PYTHONPATH (the staged goldminer package) not set";
+      return;
+    }
+    if (std::system((python_ + " -c 'import torch, goldminer._dw_child' 2>/dev/null").c_str()) != 0) {
+      skip_ = python_ + " cannot import torch and goldminer._dw_child";
+      return;
+    }
+    marker_ = d_ / "fault-once";
+    std::ofstream(marker_) << "item 250 runs its fault while this file exists\n";
+    std::ofstream(d_ / "faulty.py") << "import errno\nimport os\nimport signal\n\n\n"
+                                    << "class FaultOnce:\n"
+                                    << "    def __init__(self, n, at, marker):\n"
+                                    << "        self.n, self.at, self.marker = n, at, marker\n\n"
+                                    << "    def __len__(self):\n        return self.n\n\n"
+                                    << "    def __getitem__(self, i):\n"
+                                    << "        if i == self.at and os.path.exists(self.marker):\n"
+                                    << "            os.unlink(self.marker)\n"
+                                    << "            " << fault << "\n"
+                                    << "        return i\n";
+    // The program bytes goldminer.DataLoader would send (python_program.h).
+    std::ofstream(d_ / "make.py")
+        << "import pickle, sys\nsys.path.insert(0, sys.argv[1])\nfrom faulty import FaultOnce\n"
+        << "settings = {'dataset': FaultOnce(600, 250, sys.argv[2]), 'collate_fn': None, 'sampler': None,\n"
+        << "            'shuffle': False, 'seed': 0, 'length': 600, 'worker_init_fn': None, 'program': None,\n"
+        << "            'iterable': False, 'shards': 1, 'batch_size': 10, 'drop_last': False}\n"
+        << "sys.stdout.buffer.write(pickle.dumps(settings))\n";
+    const std::string pickle_file = d_ / "settings.pickle";
+    if (std::system((python_ + " " + (d_ / "make.py") + " " + (d_ / "") + " " + marker_ + " > " + pickle_file).c_str()) !=
+        0) {
+      skip_ = "cannot pickle the dataset";
+      return;
+    }
+    std::ifstream in(pickle_file, std::ios::binary);
+    pickle_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string& skip_reason() const { return skip_; }
+  bool fault_ran() const { return !marker_.empty() && !fs::exists(marker_); }
+
+  // Runs one epoch with two workers; the records seen (each item's value
+  // checked against its sample id) and the session's status and metrics.
+  struct Run {
+    std::map<int64_t, int> seen;
+    Status status;
+    SessionMetrics metrics;
+    uint64_t worker_splits_failed = 0;
+    std::vector<std::string> worker_errors;
+  };
+  Run run(const std::string& listen) {
+    Run r;
+    SessionOptions o;
+    o.listen = listen;
+    o.secret = "x";
+    o.input = "index:600";
+    o.batch_size = 10;
+    o.records_per_split = 100;
+    o.shuffle_splits = false;
+    o.program = std::string(dw::kPythonProgramMagic) + "python=" + python_ + "\nmode=map\npath=" + (d_ / "") + "\n\n" + pickle_;
+    auto s = Session::create(o);
+    if (!s.ok()) {
+      r.status = s.status();
+      return r;
+    }
+    Workers workers;
+    workers.start(listen, 2, [](const std::string& bytes) { return dw::load_python_program(bytes); });
+    for (const SessionBatch& b : (*s)->epoch()) {
+      const auto& items = b.tensors.back();  // the collated items (after the structure's pickle)
+      if (items.dtype != wire::DType::kInt64 || items.nbytes != 8u * b.samples) {
+        r.status = Status::error("a batch without its int64 items");
+        break;
+      }
+      const auto* v = reinterpret_cast<const int64_t*>(items.data);
+      for (uint32_t i = 0; i < b.samples; ++i) {
+        EXPECT_EQ(v[i], b.sample_ids[2 * i + 1]) << "item and sample id agree";
+        ++r.seen[b.sample_ids[2 * i + 1]];
+      }
+    }
+    if (r.status.ok()) r.status = (*s)->status();
+    r.metrics = (*s)->metrics();
+    s->reset();
+    workers.join();
+    r.worker_splits_failed = workers.splits_failed();
+    r.worker_errors = workers.errors();
+    return r;
+  }
+
+ private:
+  TempDir d_;
+  std::string python_, marker_, pickle_, skip_;
+};
+
+// Injected: item 250 sends SIGKILL to its own Python process the first
+// time it is read, as the kernel's OOM killer does to a process mid-batch.
 // Checked: the worker gives the split back failed with the cause ("killed
 // by signal 9") and goes on with a new Python process, the split is
 // re-leased and re-run from its first batch not delivered, every item
 // arrives exactly once with its value, no worker is lost.
 TEST(SplitFailureTest, APythonProcessKilledMidSplitCostsAReLeaseNotTheRun) {
-  const char* python_env = std::getenv("PYTHON");
-  const std::string python = python_env != nullptr && *python_env != '\0' ? python_env : "/usr/bin/python3";
-  const char* path = std::getenv("PYTHONPATH");  // the staged goldminer package (make check sets it)
-  if (path == nullptr) GTEST_SKIP() << "PYTHONPATH (the staged goldminer package) not set";
-  if (std::system((python + " -c 'import torch, goldminer._dw_child' 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << python << " cannot import torch and goldminer._dw_child";
-  TempDir d;
-  const std::string marker = d / "kill-once";
-  std::ofstream(marker) << "item 250 kills its process while this file exists\n";
-  std::ofstream(d / "killer.py") << R"(import os
-import signal
-
-
-class KillsItselfOnce:
-    """Items 0 .. n-1; reading item `at` while `marker` exists removes it and
-    sends SIGKILL to this process, as the OOM killer would."""
-
-    def __init__(self, n, at, marker):
-        self.n, self.at, self.marker = n, at, marker
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i == self.at and os.path.exists(self.marker):
-            os.unlink(self.marker)
-            os.kill(os.getpid(), signal.SIGKILL)
-        return i
-)";
-  // The program bytes goldminer.DataLoader would send (python_program.h).
-  std::ofstream(d / "make.py") << "import pickle, sys\nsys.path.insert(0, sys.argv[1])\nfrom killer import KillsItselfOnce\n"
-                               << "settings = {'dataset': KillsItselfOnce(600, 250, sys.argv[2]), 'collate_fn': None,\n"
-                               << "            'sampler': None, 'shuffle': False, 'seed': 0, 'length': 600,\n"
-                               << "            'worker_init_fn': None, 'program': None, 'iterable': False, 'shards': 1,\n"
-                               << "            'batch_size': 10, 'drop_last': False}\n"
-                               << "sys.stdout.buffer.write(pickle.dumps(settings))\n";
-  const std::string pickle_file = d / "settings.pickle";
-  ASSERT_EQ(std::system((python + " " + (d / "make.py") + " " + (d / "") + " " + marker + " > " + pickle_file).c_str()), 0);
-  std::ifstream in(pickle_file, std::ios::binary);
-  const std::string pickle((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_FALSE(pickle.empty());
+  PythonDatasetFault dataset("os.kill(os.getpid(), signal.SIGKILL)");
+  if (!dataset.skip_reason().empty()) GTEST_SKIP() << dataset.skip_reason();
   LogCapture logs;
-  SessionOptions o;
-  o.listen = "local://split-failure-python";
-  o.secret = "x";
-  o.input = "index:600";
-  o.batch_size = 10;
-  o.records_per_split = 100;
-  o.shuffle_splits = false;
-  o.program = std::string(dw::kPythonProgramMagic) + "python=" + python + "\nmode=map\npath=" + (d / "") + "\n\n" + pickle;
-  auto s = Session::create(o);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  Workers workers;
-  workers.start(o.listen, 2, [](const std::string& bytes) { return dw::load_python_program(bytes); });
-  std::map<int64_t, int> seen;
-  for (const SessionBatch& b : (*s)->epoch()) {
-    ASSERT_GE(b.tensors.size(), 1u);
-    const auto& items = b.tensors.back();  // the collated items (after the structure's pickle)
-    ASSERT_EQ(items.dtype, wire::DType::kInt64);
-    ASSERT_EQ(items.nbytes, 8u * b.samples);
-    const auto* v = reinterpret_cast<const int64_t*>(items.data);
-    for (uint32_t i = 0; i < b.samples; ++i) {
-      EXPECT_EQ(v[i], b.sample_ids[2 * i + 1]) << "item and sample id agree";
-      ++seen[b.sample_ids[2 * i + 1]];
-    }
-  }
-  ASSERT_TRUE((*s)->status().ok()) << (*s)->status().message() << "\n" << logs.text();
-  expect_exactly_once(seen, 600);
-  EXPECT_FALSE(fs::exists(marker)) << "item 250 killed its process";
-  const SessionMetrics m = (*s)->metrics();
-  EXPECT_EQ(m.splits_failed, 1u) << logs.text();
-  EXPECT_EQ(m.workers_lost, 0u) << "the worker went on";
-  EXPECT_EQ(m.workers, 2u);
+  const auto r = dataset.run("local://split-failure-python-kill");
+  ASSERT_TRUE(r.status.ok()) << r.status.message() << "\n" << logs.text();
+  expect_exactly_once(r.seen, 600);
+  EXPECT_TRUE(dataset.fault_ran()) << "item 250 killed its process";
+  EXPECT_EQ(r.metrics.splits_failed, 1u) << logs.text();
+  EXPECT_EQ(r.metrics.workers_lost, 0u) << "the worker went on";
+  EXPECT_EQ(r.metrics.workers, 2u);
   EXPECT_EQ(logs.count("failed split 2 of "), 1u) << logs.text();
   EXPECT_EQ(logs.count(" (records 200 to 300, from byte 0): python dataset: "), 1u) << logs.text();
   EXPECT_EQ(logs.count("the Python process was killed by signal 9 before it answered"), 2u)
       << "once on the worker, once on the trainer\n" << logs.text();
   EXPECT_EQ(logs.count("python dataset: starting a Python process (1 ended or broke so far)"), 1u) << logs.text();
-  s->reset();
-  workers.join();
-  EXPECT_EQ(workers.splits_failed(), 1u);
-  EXPECT_TRUE(workers.errors().empty()) << workers.errors()[0];
+  EXPECT_EQ(r.worker_splits_failed, 1u);
+  EXPECT_TRUE(r.worker_errors.empty()) << r.worker_errors[0];
+}
+
+// Injected: item 250 raises OSError(EIO) the first time it is read, as a
+// read of a flaky network file system would (one EIO). Checked: an error
+// of the machine, not the data: the split is re-leased and the epoch is
+// exactly once, with the child kept (no new Python process).
+TEST(SplitFailureTest, AnEioInAPythonDatasetCostsAReLeaseNotTheRun) {
+  PythonDatasetFault dataset("raise OSError(errno.EIO, os.strerror(errno.EIO), '/data/item-250.jpg')");
+  if (!dataset.skip_reason().empty()) GTEST_SKIP() << dataset.skip_reason();
+  LogCapture logs;
+  const auto r = dataset.run("local://split-failure-python-eio");
+  ASSERT_TRUE(r.status.ok()) << r.status.message() << "\n" << logs.text();
+  expect_exactly_once(r.seen, 600);
+  EXPECT_TRUE(dataset.fault_ran());
+  EXPECT_EQ(r.metrics.splits_failed, 1u) << logs.text();
+  EXPECT_EQ(r.metrics.workers_lost, 0u);
+  EXPECT_EQ(logs.count("dataset[250] (position 250 of epoch 0) raised OSError: [Errno 5] Input/output error: "
+                       "'/data/item-250.jpg'"),
+            2u)
+      << "once on the worker, once on the trainer\n" << logs.text();
+  EXPECT_EQ(logs.count("starting a Python process"), 0u) << "the child is kept\n" << logs.text();
+  EXPECT_EQ(r.worker_splits_failed, 1u);
+}
+
+// Injected: item 250 raises ValueError (the data's own error). Checked:
+// it is not re-leased: the session fails at once with the dataset's error
+// naming the index, as before, and no split counts as failed.
+TEST(SplitFailureTest, APythonDatasetsOwnErrorStillFailsTheRunAtOnce) {
+  PythonDatasetFault dataset("raise ValueError('item 250 is broken')");
+  if (!dataset.skip_reason().empty()) GTEST_SKIP() << dataset.skip_reason();
+  LogCapture logs;
+  const auto r = dataset.run("local://split-failure-python-value");
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("dataset[250] (position 250 of epoch 0) raised ValueError: item 250 is broken"),
+            std::string::npos)
+      << r.status.message();
+  EXPECT_EQ(r.metrics.splits_failed, 0u);
 }
 
 }  // namespace

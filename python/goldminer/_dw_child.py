@@ -20,10 +20,14 @@ training script when the dataset's pickle refers to it. Pipe protocol
            until the next request; the first tensor (uint8) is the pickle of the
            batch's structure (goldminer._tree)
            or u8 1, u64 length, the error (UTF-8), naming the dataset index
-           and holding the traceback
+           and holding the traceback; u8 2 instead of 1 for an error of the
+           machine rather than the data (MemoryError, an OSError of errno
+           EIO, ENOMEM, ESTALE or ETIMEDOUT: _of_environment), whose split the
+           worker gives back for another worker to re-run
 Anything the dataset prints goes to stderr, which is the worker's.
 """
 
+import errno
 import os
 import pickle
 import random
@@ -129,7 +133,7 @@ class Child:
                 items.append(self.dataset[index])
             except Exception as e:
                 raise _DatasetError("dataset[%r] (position %d of epoch %d) raised %s: %s\n%s" % (
-                    index, p, epoch, type(e).__name__, e, traceback.format_exc())) from None
+                    index, p, epoch, type(e).__name__, e, traceback.format_exc()), e) from None
         return self.finish(items, [order[p] if order is not None else p for p in positions])
 
     def shard_batch(self, epoch, shard, seed, index):
@@ -150,8 +154,9 @@ class Child:
             try:
                 items = list(itertools.islice(state[1], self.batch_size))
             except Exception as e:
+                self.shard = None  # an iterator that raised is done: a re-run of the shard starts it again
                 raise _DatasetError("the IterableDataset's shard %d of %d (item %d, epoch %d) raised %s: %s\n%s" % (
-                    shard, self.shards, state[3], epoch, type(e).__name__, e, traceback.format_exc())) from None
+                    shard, self.shards, state[3], epoch, type(e).__name__, e, traceback.format_exc()), e) from None
             if not items or (self.drop_last and len(items) < self.batch_size):
                 return None
             first = state[3]
@@ -166,7 +171,7 @@ class Child:
             batch = self.collate(items)
         except Exception as e:
             raise _DatasetError("collate_fn raised %s: %s on the batch of dataset indices %s\n%s" % (
-                type(e).__name__, e, indices[:16], traceback.format_exc())) from None
+                type(e).__name__, e, indices[:16], traceback.format_exc()), e) from None
         if self.program is None:
             return batch
         try:
@@ -174,17 +179,32 @@ class Child:
                 out = self.program(*batch) if isinstance(batch, (tuple, list)) else self.program(batch)
         except Exception as e:
             raise _DatasetError("the model's worker part raised %s: %s\n%s" % (
-                type(e).__name__, e, traceback.format_exc())) from None
+                type(e).__name__, e, traceback.format_exc()), e) from None
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
+# OSErrors of the machine (its disk, memory, network file system), not of
+# the data: another worker may read the same item.
+_ENVIRONMENT_ERRNOS = frozenset((errno.EIO, errno.ENOMEM, errno.ESTALE, errno.ETIMEDOUT))
+
+
+def _of_environment(e):
+    """Whether exception `e` is the machine's fault rather than the data's."""
+    return isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS)
+
+
 class _DatasetError(RuntimeError):
-    """A dataset or collate_fn that raised: the message names the index and holds the traceback."""
+    """A dataset or collate_fn that raised: the message names the index and holds the traceback;
+    `environment` says whether the cause was the machine's (_of_environment)."""
+
+    def __init__(self, message, cause=None):
+        super().__init__(message)
+        self.environment = cause is not None and _of_environment(cause)
 
 
-def _reply_error(out, message):
+def _reply_error(out, message, environment=False):
     data = message.encode("utf-8", "replace")
-    out.write(b"\x01" + struct.pack("<Q", len(data)) + data)
+    out.write((b"\x02" if environment else b"\x01") + struct.pack("<Q", len(data)) + data)
     out.flush()
 
 
@@ -288,11 +308,11 @@ def main():
                                         dtype=torch.uint8)
                 _reply_tensors(replies, head + [spec] + tensors, shared)
             except _DatasetError as e:
-                _reply_error(replies, str(e))
+                _reply_error(replies, str(e), e.environment)
             except (BrokenPipeError, EOFError):
                 raise
             except Exception as e:
-                _reply_error(replies, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()))
+                _reply_error(replies, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()), _of_environment(e))
         except BrokenPipeError:  # the worker is gone (stopped or killed): so is its batch
             return 0
 
