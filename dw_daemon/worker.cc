@@ -16,9 +16,9 @@
 #include <variant>
 #include <vector>
 
-#include "gmcore/auth.h"
 #include "gmcore/lease_table.h"
 #include "gmcore/log.h"
+#include "gmcore/peer_auth.h"
 #include "gmcore/stream_config.h"
 #include "mpi_transport/transport.h"
 
@@ -405,7 +405,10 @@ class Connection {
   Status handshake() {
     auto nonce = auth::random_nonce();
     if (!nonce.ok()) return nonce.status();
-    Status s = send(wire::Hello{o_.id, o_.threads, *nonce});
+    // Both proofs name the address dialed: a relay at another gains nothing.
+    auto target = auth::dialed_address(trainer_);
+    if (!target.ok()) return target.status();
+    Status s = send(wire::Hello{o_.id, o_.threads, *nonce, wire::PeerRole::kWorker, *target});
     if (!s.ok()) return Status::error("cannot reach the trainer at " + trainer_ + ": " + s.message());
     std::shared_ptr<const transport::Frame> keep;
     auto m = receive(std::min(5.0, o_.connect_timeout_s), &keep);
@@ -413,7 +416,9 @@ class Connection {
     auto* c = std::get_if<wire::Challenge>(&*m);
     if (c == nullptr) return Status::error("the trainer sent no challenge");
     reached_ = true;  // from here on, failures are final
-    auto answer = auth::answer(auth::PeerAuth{o_.secret, o_.munge}, *nonce, *c);
+    // The trainer proves the job first; a trainer that does not gets no
+    // proof from this worker, and its Program (or pickle) is never read.
+    auto answer = auth::answer(auth::PeerAuth{o_.secret, o_.munge}, *nonce, *target, *c);
     if (!answer.ok()) {
       send(wire::Error{1, "the worker refuses this trainer: " + answer.status().message()});
       return Status::error("authentication: " + answer.status().message());

@@ -1,6 +1,5 @@
-// Worker authentication for a trainer session: the trainer sends a random
-// 32-byte nonce, the worker answers HMAC-SHA256(job secret, nonce). The
-// secret reaches workers through the job environment or a file readable by
+// The primitives of the handshake's proofs (gmcore/peer_auth.h): SHA-256,
+// HMAC-SHA256, nonces and the job secret. The secret reaches workers through the job environment or a file readable by
 // its owner only, never a command line (other users can read those in
 // /proc). SHA-256 and HMAC are implemented here (FIPS 180-4, RFC 2104) so
 // the core needs no crypto library; tests use the published vectors.
@@ -24,10 +23,9 @@ Digest hmac_sha256(const std::string& key, const uint8_t* data, size_t size);
 // 32 bytes from the kernel's CSPRNG (getrandom).
 Expected<Digest> random_nonce();
 
-// The worker's answer to `nonce`.
-Digest answer(const std::string& secret, const Digest& nonce);
-// Whether `mac` answers `nonce` for `secret`; compares in constant time.
-bool verify(const std::string& secret, const Digest& nonce, const Digest& mac);
+// Whether two MACs are equal; in constant time (no early exit that would
+// tell a forger how many leading bytes it got right).
+bool same_mac(const Digest& a, const Digest& b);
 
 // The job secret: the value of GOLDMINER_SECRET when set (passed in by the
 // caller, which reads the environment), else the contents of `path`, which

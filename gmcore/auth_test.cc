@@ -37,15 +37,18 @@ TEST(AuthTest, HmacMatchesRfc4231Vectors) {
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
-TEST(AuthTest, ChallengeResponse) {
+TEST(AuthTest, NoncesDifferAndMacsCompareWhole) {
   auto nonce = random_nonce();
   ASSERT_TRUE(nonce.ok()) << nonce.status().message();
   auto other = random_nonce();
   EXPECT_NE(*nonce, *other);
-  Digest mac = answer("job-secret", *nonce);
-  EXPECT_TRUE(verify("job-secret", *nonce, mac));
-  EXPECT_FALSE(verify("other-secret", *nonce, mac)) << "a worker without the secret is refused";
-  EXPECT_FALSE(verify("job-secret", *other, mac)) << "an answer to another nonce is refused (replay)";
+  Digest mac = hmac_sha256("job-secret", nonce->data(), nonce->size());
+  EXPECT_TRUE(same_mac(mac, hmac_sha256("job-secret", nonce->data(), nonce->size())));
+  EXPECT_FALSE(same_mac(mac, hmac_sha256("other-secret", nonce->data(), nonce->size()))) << "another secret";
+  EXPECT_FALSE(same_mac(mac, hmac_sha256("job-secret", other->data(), other->size()))) << "another nonce";
+  Digest last = mac;
+  last[31] ^= 1;  // only the last byte differs
+  EXPECT_FALSE(same_mac(mac, last));
 }
 
 class SecretFileTest : public ::testing::Test {

@@ -279,6 +279,7 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
       const uint8_t role = r.get<uint8_t>("role");
       if (r.ok() && role > static_cast<uint8_t>(PeerRole::kRank)) r.fail("role", "unknown role " + std::to_string(role), r.pos() - 1);
       h.role = static_cast<PeerRole>(role);
+      h.target = r.str("target");
       m = std::move(h);
       break;
     }
@@ -291,6 +292,7 @@ Expected<Message> decode_payload(MessageType type, const uint8_t* data, size_t s
         r.fail("method", "unknown authentication method " + std::to_string(method), r.pos() - 1);
       c.method = static_cast<AuthMethod>(method);
       c.credential = r.str("credential");
+      c.mac = r.bytes<32>("mac");
       m = std::move(c);
       break;
     }
@@ -406,11 +408,13 @@ std::vector<uint8_t> encode(const Message& message) {
           body.put<uint32_t>(m.threads);
           body.bytes(m.nonce);
           body.put<uint8_t>(static_cast<uint8_t>(m.role));
+          body.str(m.target);
         } else if constexpr (std::is_same_v<T, Challenge>) {
           type = MessageType::kChallenge;
           body.bytes(m.nonce);
           body.put<uint8_t>(static_cast<uint8_t>(m.method));
           body.str(m.credential);
+          body.bytes(m.mac);
         } else if constexpr (std::is_same_v<T, Auth>) {
           type = MessageType::kAuth;
           body.bytes(m.mac);

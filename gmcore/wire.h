@@ -29,9 +29,10 @@
 namespace goldminer::wire {
 
 constexpr uint32_t kMagic = 0x31574d47;  // "GMW1" read as little-endian u32
-constexpr uint16_t kVersion = 6;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake;
+constexpr uint16_t kVersion = 7;  // 2: LeaseGrant::rank; 3: munge credentials in the handshake;
                                   // 4: LeaseGrant::batches and skip; 5: ranks (Hello::role,
-                                  // RankJoin, Redirect, RankStatus); 6: LeaseReturn::failed
+                                  // RankJoin, Redirect, RankStatus); 6: LeaseReturn::failed;
+                                  // 7: mutual authentication (Hello::target, Challenge::mac)
 constexpr size_t kFrameHeaderSize = 16;
 constexpr size_t kDataAlignment = 64;
 constexpr int kMaxDims = 8;
@@ -76,18 +77,23 @@ enum class PeerRole : uint8_t { kWorker = 0, kRank = 1 };
 struct Hello {
   std::string worker_id;
   uint32_t threads = 0;
-  std::array<uint8_t, 32> nonce{};  // the trainer's proof must name it (munge)
+  std::array<uint8_t, 32> nonce{};  // the trainer's proof must name it
   PeerRole role = PeerRole::kWorker;
+  // The trainer's address as this worker dialed it, numeric
+  // (auth::dialed_address): both proofs name it, and the trainer refuses
+  // one that is not its own (a handshake relayed through another address).
+  std::string target;
 };
 // How the trainer asks its workers to prove themselves (gmcore/peer_auth.h).
 enum class AuthMethod : uint8_t { kSecret = 1, kMunge = 2 };
 struct Challenge {
   std::array<uint8_t, 32> nonce{};
   AuthMethod method = AuthMethod::kSecret;
-  std::string credential;  // munge: the trainer's proof; empty otherwise
+  std::string credential;          // munge: the trainer's proof; empty otherwise
+  std::array<uint8_t, 32> mac{};   // secret: the trainer's proof (gmcore/peer_auth.h)
 };
 struct Auth {
-  std::array<uint8_t, 32> mac{};  // secret: HMAC-SHA256(secret, nonce)
+  std::array<uint8_t, 32> mac{};  // secret: the worker's proof (gmcore/peer_auth.h)
   std::string credential;         // munge: the worker's proof
 };
 struct Program {

@@ -29,6 +29,8 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   hello.nonce.fill(0x5a);
   EXPECT_EQ(round_trip(hello).worker_id, "c1:4242");
   EXPECT_EQ(round_trip(hello).nonce, hello.nonce);
+  hello.target = "ucx://[fd00::1]:4000";
+  EXPECT_EQ(round_trip(hello).target, hello.target) << "the address the worker dialed (both proofs name it)";
   Challenge c;
   for (int i = 0; i < 32; ++i) c.nonce[i] = static_cast<uint8_t>(i * 7);
   c.method = AuthMethod::kMunge;
@@ -36,6 +38,8 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(round_trip(c).nonce, c.nonce);
   EXPECT_EQ(round_trip(c).method, AuthMethod::kMunge);
   EXPECT_EQ(round_trip(c).credential, c.credential);
+  c.mac.fill(9);
+  EXPECT_EQ(round_trip(c).mac, c.mac) << "the trainer's proof (secret method)";
   Auth a;
   a.mac.fill(3);
   a.credential = "MUNGE:xyz:";
@@ -112,7 +116,9 @@ TEST(WireTest, HeaderErrorsNameFieldAndByte) {
   EXPECT_EQ(refusal(bad), "wire: frame: magic at byte 0: not a GoldMiner frame");
   bad = f;
   bad[4] = 1;  // before LeaseGrant::rank
-  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 6");
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 1, this side speaks 7");
+  bad[4] = 6;  // a peer from before mutual authentication (Hello::target, Challenge::mac)
+  EXPECT_EQ(refusal(bad), "wire: frame: version at byte 4: version 6, this side speaks 7");
   bad = f;
   bad[6] = 99;
   EXPECT_EQ(refusal(bad), "wire: frame: type at byte 6: unknown message type 99");
@@ -138,7 +144,7 @@ TEST(WireTest, PayloadErrors) {
   std::vector<uint8_t> hello = encode(Message(Hello{"w", 1, {}}));
   hello[16] = 0xff;  // worker_id length 255, 38 bytes left
   hello[17] = 0;
-  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 4: needs 255 bytes, 38 left");
+  EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 4: needs 255 bytes, 42 left");
   hello[19] = 0x7f;  // length over kMaxString
   EXPECT_EQ(refusal(hello), "wire: hello: worker_id at payload byte 0: length 2130706687 exceeds 1048576");
   std::vector<uint8_t> challenge = encode(Message(Challenge{}));

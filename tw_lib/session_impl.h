@@ -90,7 +90,7 @@ class Session::Impl {
   struct Worker {
     Phase phase = Phase::kHello;
     wire::PeerRole role = wire::PeerRole::kWorker;
-    auth::Digest nonce{};
+    auth::Handshake handshake;  // its nonces and the address it dialed (gmcore/peer_auth.h)
     std::string id;
     Clock::time_point connected = Clock::now();
     uint32_t wants = 0;        // lease requests not yet granted

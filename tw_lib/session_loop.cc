@@ -5,7 +5,7 @@
 // queue has.
 //
 // Worker protocol, trainer side:
-//   connected -> Hello -> Challenge(nonce) -> Auth(mac) verified ->
+//   connected -> Hello -> Challenge(nonce, proof) -> Auth(proof) verified ->
 //   Program + Credit(credits_per_worker) -> LeaseRequest* / Batch* /
 //   LeaseReturn* / Heartbeat* ... -> disconnected. The session sends each
 //   ready worker a Heartbeat every kSessionHeartbeatS besides.
@@ -197,8 +197,9 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       w.role = hello->role;
       auto nonce = auth::random_nonce();
       if (!nonce.ok()) return drop(peer, nonce.status().message(), false);
-      w.nonce = *nonce;
-      auto c = auth::challenge(peer_auth_, hello->nonce, w.nonce);
+      w.handshake = auth::Handshake{hello->nonce, *nonce, hello->target};
+      // Refuses a target that is not this session's before proving anything.
+      auto c = auth::challenge(peer_auth_, w.handshake, address_);
       if (!c.ok()) {
         send(peer, wire::Error{1, "the trainer cannot authenticate: " + c.status().message()});
         return drop(peer, "cannot authenticate to it: " + c.status().message(), true);
@@ -211,7 +212,7 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       auto* a = std::get_if<wire::Auth>(&m);
       if (auto* e = std::get_if<wire::Error>(&m)) return drop(peer, transport::peer_text(e->message), true);
       if (a == nullptr) return drop(peer, "expected auth", true);
-      Status ok = auth::check_answer(peer_auth_, w.nonce, *a);
+      Status ok = auth::check_answer(peer_auth_, w.handshake, *a);
       if (!ok.ok()) {
         send(peer, wire::Error{1, "authentication failed: " + ok.message()});
         return drop(peer, "authentication failed (" + ok.message() + ")", true);

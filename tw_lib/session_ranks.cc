@@ -170,12 +170,14 @@ void Session::Impl::rank_link() {
   auto join = [&]() -> Status {
     auto nonce = auth::random_nonce();
     if (!nonce.ok()) return nonce.status();
-    Status s = send_to(wire::Hello{me + " (" + address_ + ")", 0, *nonce, wire::PeerRole::kRank});
+    auto target = auth::dialed_address(o_.rank0);
+    if (!target.ok()) return target.status();
+    Status s = send_to(wire::Hello{me + " (" + address_ + ")", 0, *nonce, wire::PeerRole::kRank, *target});
     if (!s.ok()) return s;
     auto c = receive(10);
     if (!c.ok()) return c.status();
     if (!*c || !std::holds_alternative<wire::Challenge>(**c)) return Status::error("rank 0 sent no challenge");
-    auto answer = auth::answer(peer_auth_, *nonce, std::get<wire::Challenge>(**c));
+    auto answer = auth::answer(peer_auth_, *nonce, *target, std::get<wire::Challenge>(**c));
     if (!answer.ok()) return Status::error("rank 0 did not prove the job: " + answer.status().message());
     s = send_to(*answer);
     if (!s.ok()) return s;

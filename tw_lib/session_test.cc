@@ -395,10 +395,14 @@ TEST(SessionTest, ARefusedBatchIsReRunNotSkipped) {
     ADD_FAILURE() << "no message from the session";
     return wire::Drain{};
   };
-  send(wire::Hello{"hand-made", 1});
+  const auth::Digest hello_nonce{};
+  send(wire::Hello{"hand-made", 1, hello_nonce, wire::PeerRole::kWorker, "local://session-refused"});
   auto challenge = receive();
   ASSERT_TRUE(std::holds_alternative<wire::Challenge>(challenge));
-  send(wire::Auth{auth::answer("x", std::get<wire::Challenge>(challenge).nonce), ""});
+  auto proof = auth::answer(auth::PeerAuth{"x", {}}, hello_nonce, "local://session-refused",
+                            std::get<wire::Challenge>(challenge));
+  ASSERT_TRUE(proof.ok()) << proof.status().message();
+  send(*proof);
   send(wire::LeaseRequest{1});
   std::optional<wire::LeaseGrant> grant;
   for (int i = 0; i < 5 && !grant; ++i)
