@@ -26,3 +26,31 @@ for line in sys.stdin:
 ')" "epoch 0: 500 items, 500 distinct, len 32, loaded by ['goldminer-dw']
 epoch 1: 500 items, 500 distinct, len 32, loaded by ['goldminer-dw']" || { echo "$out" | tail -20; return 1; }
 }
+
+# Injected: the dataset's item 250 of 500 sends SIGKILL to the Python
+# process of the companion worker that reads it, once (a marker file), as
+# the kernel's OOM killer would mid-split. Checked (issue 34): the worker
+# gives the split back failed and goes on (no worker lost), the trainer
+# re-leases it (one split failed), both epochs every item once.
+test_dataloader_a_python_process_killed_mid_split_costs_a_re_lease() {
+    local job out bin marker="$work/kill-once"
+    bin=$(dirname "$devcluster")
+    echo "item 250 kills its process while this file exists" >"$marker"
+    job=$(
+        export PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH}
+        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
+        timeout 200 sbatch --parsable --wait --time=3 -J dlkill -o "$work/dlkill.%j" --goldminer=dw=2,cpus-per-dw=1 \
+            -p gpu --gpus=1 --wrap "/usr/bin/python3 $dataloader_top/tests/integration/dataloader_job.py 500 $marker"
+    ) || { echo "sbatch: $job"; tail -20 "$work"/dlkill.* 2>/dev/null; return 1; }
+    out=$(cat "$work/dlkill.${job%%;*}")
+    expect_eq "the marker removed by the kill" "$([ -e "$marker" ] && echo present || echo gone)" gone || return 1
+    expect_eq "epochs through the kill" "$(echo "$out" | /usr/bin/python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{\"epoch\""):
+        e = json.loads(line)
+        print("epoch %d: %d items, %d distinct, splits failed %d, workers lost %d" % (
+            e["epoch"], e["items"], e["distinct"], e["splits_failed"], e["workers_lost"]))
+')" "epoch 0: 500 items, 500 distinct, splits failed 1, workers lost 0
+epoch 1: 500 items, 500 distinct, splits failed 1, workers lost 0" || { echo "$out" | tail -20; return 1; }
+}
