@@ -17,7 +17,8 @@
 // documents the protocol): requests and replies over a pipe, the batches'
 // bytes in a memfd both map. Each batch of the "index" reader is a list of
 // positions in the epoch's sampler order; the child returns the collated
-// batch as tensors, the first one a pickle of its structure. A child serves
+// batch as tensors, the first one its structure as JSON (goldminer/_tree.py
+// to_wire: the trainer never unpickles what a worker sends). A child serves
 // one batch at a time: its output's tensors stay valid (in its memory)
 // until the worker drops the output, which hands the child back.
 //

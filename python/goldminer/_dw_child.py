@@ -7,7 +7,8 @@ PYTHONPATH set to the trainer's sys.path and GOLDMINER_PY_MAIN to the
 training script when the dataset's pickle refers to it. Pipe protocol
 (little-endian), requests on stdin, replies on stdout:
 
-  start:   u64 length, the pickle of the loader's settings
+  start:   u64 length, the pickle of the loader's settings (from the
+           trainer, which the worker has authenticated first: gmcore/peer_auth.h)
            -> reply with no tensors (ready) or an error
   batch:   u32 epoch, u64 seed, u32 n, u64 position[n]
            -> reply: the collated batch
@@ -17,8 +18,9 @@ training script when the dataset's pickle refers to it. Pipe protocol
   reply:   u8 0, u32 count, then per tensor u8 dtype, u8 ndim, i64 shape[ndim],
            u64 nbytes, u64 offset: its bytes are at that offset of the shared
            memory on fd 3 (a memfd the worker maps; this process grows it), valid
-           until the next request; the first tensor (uint8) is the pickle of the
-           batch's structure (goldminer._tree)
+           until the next request; the first tensor (uint8) is the JSON of the
+           batch's structure (goldminer._tree.to_wire; the trainer never
+           unpickles what a worker sends)
            or u8 1, u64 length, the error (UTF-8), naming the dataset index
            and holding the traceback; u8 2 instead of 1 for an error of the
            machine rather than the data (MemoryError, an OSError of errno
@@ -303,9 +305,8 @@ def main():
                 else:
                     batch = child.batch(epoch, seed, positions)
                 tensors = []
-                desc = _tree.flatten(batch, tensors)
-                spec = torch.frombuffer(bytearray(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL)),
-                                        dtype=torch.uint8)
+                # JSON the trainer reads strictly (goldminer/_tree.py), not a pickle.
+                spec = torch.frombuffer(bytearray(_tree.to_wire(batch, tensors)), dtype=torch.uint8)
                 _reply_tensors(replies, head + [spec] + tensors, shared)
             except _DatasetError as e:
                 _reply_error(replies, str(e), e.environment)

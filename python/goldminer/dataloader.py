@@ -317,8 +317,9 @@ class DataLoader:
     def _received(self):
         """The next batch from the session, rebuilt; StopIteration at the epoch's end."""
         received = next(self.session)
-        desc = pickle.loads(received[0].numpy().tobytes())
-        return _tree.unflatten(desc, received[1:])
+        # The batch's structure as the worker described it: JSON read
+        # strictly (goldminer/_tree.py), never unpickled.
+        return _tree.from_wire(received[0].numpy().tobytes(), received[1:])
 
     def __iter__(self):
         if self._loads_here():

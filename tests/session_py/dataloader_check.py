@@ -18,13 +18,19 @@ CHECK is one of
                reads a share, the shares disjoint and complete, as many batches each
     model      model=: the split moves the model's stateless head to the workers;
                loader.model(*batch) equals the model on torch's batch, and trains
+    wire       batches of namedtuples (of this script), OrderedDicts, bytes and
+               float16 tensors arrive as torch collates them, their structure sent
+               as JSON; a pickle or a class outside the forms, as a worker's
+               description, is refused and runs nothing
 
 It prints what it measured, one fact a line, and exits non-zero on the first
 failure (with the reason on stderr)."""
 
+import collections
 import os
 import signal
 import sys
+import tempfile
 import time
 
 import torch
@@ -320,10 +326,53 @@ def check_ranks():
     print("OK")
 
 
+Sample = collections.namedtuple("Sample", "id tag")  # the workers see it as __mp_main__.Sample
+
+
+class Varied(torch.utils.data.Dataset):
+    """Items of the forms a batch description carries besides plain tensors."""
+
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        return {"id": i, "half": torch.full((2,), i, dtype=torch.float16), "sample": Sample(i, "s%d" % i),
+                "raw": bytes([i]), "ordered": collections.OrderedDict(a=i, b=-i)}
+
+
+def check_wire():
+    from goldminer import _tree
+    ds = Varied()
+    loader = goldminer.DataLoader(ds, batch_size=16, num_workers=1)
+    ids = run_epoch(loader, ds)
+    print("varied batches: %d items, each as torch collates it: True" % len(ids))
+    check(sorted(ids) == list(range(len(ds))), "not every item once")
+    loader.close()
+    # What a worker (or whoever poses as one) could send as the description.
+    with tempfile.TemporaryDirectory() as d:
+        marker = os.path.join(d, "the-pickle-ran")
+        hostile = {"a pickle": b"cbuiltins\nopen\n(V" + marker.encode() + b"\nVw\ntR.",
+                   "os.system as a namedtuple": b'[1,["n","os:system",[["v","touch ' + marker.encode() + b'"]]]]',
+                   "eval as a dict class": b'[1,["d","builtins:eval",[]]]',
+                   "a module not imported": b'[1,["n","antigravity:x",[]]]',
+                   "a dunder path": b'[1,["n","collections:OrderedDict.__init__.__globals__",[]]]'}
+        for what, data in hostile.items():
+            try:
+                _tree.from_wire(data, [])
+                fail("%s was accepted as a batch description" % what)
+            except _tree.BatchError as e:
+                print("%s: refused (%s)" % (what, str(e)[:60]))
+        ran = os.path.exists(marker)
+        print("the hostile descriptions ran code: %s" % ran)
+        check(not ran, "a hostile description ran code")
+        check("antigravity" not in sys.modules, "a description imported a module")
+    print("OK")
+
+
 def main(argv):
     checks = {"epochs": check_epochs, "kill": check_kill, "resume": check_resume, "errors": check_errors,
               "inprocess": check_inprocess, "model": check_model,
-              "ranks": check_ranks, "iterable": check_iterable}
+              "ranks": check_ranks, "iterable": check_iterable, "wire": check_wire}
     if len(argv) != 2 or argv[1] not in checks:
         fail(__doc__)
     checks[argv[1]]()

@@ -220,6 +220,24 @@ TEST(DataLoaderPy, EveryItemOncePerEpochInANewOrderCollatedAsTorchDoes) {
   EXPECT_PRINTS(r, "\nOK");
 }
 
+// Injects batches of namedtuples, OrderedDicts, bytes and float16 tensors
+// through real workers, then hostile descriptions (a pickle that would
+// create a file, os.system as a namedtuple class, eval as a dict class, a
+// module not imported, a dunder path). Checks: the batches equal torch's
+// collate; each hostile one is refused, no file created, nothing imported.
+TEST(DataLoaderPy, BatchStructuresTravelAsStrictJsonNeverAsAPickle) {
+  Result r = dataloader("wire");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_PRINTS(r, "varied batches: 100 items, each as torch collates it: True");
+  EXPECT_PRINTS(r, "a pickle: refused (batch description is not JSON");
+  EXPECT_PRINTS(r, "os.system as a namedtuple: refused (namedtuple class 'os:system': not a tuple class)");
+  EXPECT_PRINTS(r, "eval as a dict class: refused (dict class 'builtins:eval': not a dict class)");
+  EXPECT_PRINTS(r, "a module not imported: refused (namedtuple class 'antigravity:x': not a class of a mod");
+  EXPECT_PRINTS(r, "a dunder path: refused (namedtuple class 'collections:OrderedDict.__init__.__glob");
+  EXPECT_PRINTS(r, "the hostile descriptions ran code: False");
+  EXPECT_PRINTS(r, "\nOK");
+}
+
 TEST(DataLoaderPy, AWorkerKilledMidEpochLosesAndRepeatsNothing) {
   Result r = dataloader("kill");
   ASSERT_EQ(r.status, 0) << r.out;
