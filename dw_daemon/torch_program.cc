@@ -14,6 +14,19 @@
 namespace goldminer::dw {
 namespace {
 
+// The line of a torch exception's text that says what went wrong: its
+// first, or for an error the TorchScript interpreter wraps ("The following
+// operation failed in the TorchScript interpreter." and a traceback) its
+// last, the error itself.
+std::string cause_of(const std::string& what) {
+  const std::string first = what.substr(0, what.find('\n'));
+  if (first.rfind("The following operation failed in the TorchScript interpreter", 0) != 0) return first;
+  size_t end = what.find_last_not_of('\n');
+  if (end == std::string::npos) return first;
+  const size_t begin = what.rfind('\n', end);
+  return what.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+}
+
 Expected<torch::ScalarType> to_torch(wire::DType d) {
   switch (d) {
     case wire::DType::kUInt8: return torch::kUInt8;
@@ -147,9 +160,16 @@ class TorchProgram final : public WorkerProgram {
         result->keep.push_back(t);
       }
       return std::unique_ptr<ProgramOutput>(std::move(result));
+    } catch (const std::bad_alloc& e) {  // memory is the machine's: another worker may run the batch
+      return Status::environment_error(std::string("program: forward ran out of memory: ") + e.what());
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      return Status::error("program: forward failed: " + what.substr(0, what.find('\n')));
+      const std::string what = e.what();
+      // torch's CPU allocator reports a failed allocation as a plain
+      // c10::Error, which the interpreter wraps like any other.
+      if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+          what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos)
+        return Status::environment_error("program: forward ran out of memory: " + cause_of(what));
+      return Status::error("program: forward failed: " + cause_of(what));
     }
   }
 

@@ -88,5 +88,28 @@ TEST(TorchProgramTest, ConcurrentCallsGiveWhatLoneCallsGive) {
   EXPECT_NE(first_output(seeded.get(), batch_of(0), 1), first_output(seeded.get(), batch_of(0), 2));
 }
 
+// Injected: a forward that asks for a petabyte. Checked: the failure is
+// the machine's (Status::environment_error: the worker gives the split
+// back to be re-run elsewhere, issue 34); a forward that fails on its
+// batch (a bad shape) is the program's own error, as before; both say the
+// cause, not the interpreter's "The following operation failed" line.
+TEST(TorchProgramTest, OutOfMemoryIsAnEnvironmentErrorABadShapeIsNot) {
+  auto oom = load("def forward(self, x):\n  return x.new_empty([1 << 50])\n");
+  ASSERT_NE(oom, nullptr);
+  auto r = oom->run(batch_of(0), 1, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().is_environment_error()) << r.status().message();
+  EXPECT_EQ(r.status().message().rfind("program: forward ran out of memory: ", 0), 0u) << r.status().message();
+  EXPECT_NE(r.status().message().find("you tried to allocate 4503599627370496 bytes"), std::string::npos)
+      << "the cause, not the interpreter's first line: " << r.status().message();
+  auto bad_shape = load("def forward(self, x):\n  return x.view([-1, 7])\n");  // 16 values
+  ASSERT_NE(bad_shape, nullptr);
+  r = bad_shape->run(batch_of(0), 1, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(r.status().is_environment_error()) << r.status().message();
+  EXPECT_EQ(r.status().message().rfind("program: forward failed: RuntimeError: shape '[-1, 7]' is invalid", 0), 0u)
+      << r.status().message();
+}
+
 }  // namespace
 }  // namespace goldminer::dw
