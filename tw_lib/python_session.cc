@@ -50,7 +50,7 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
         listen=None, seed=None, shuffle_buffer=0, deterministic=False, shuffle_splits=True,
         records_per_split=0, max_bad_records=0, jpeg_decode="full", queue_batches=64, timeout=0,
         resume=None, secret=None, first_worker_timeout=1800, rank=None, world_size=None,
-        drop_last=False, pad=False)
+        drop_last=False, pad=False, split_retries=3)
 
   input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text,
                    or "index:N" (the integers 0 .. N-1: goldminer.DataLoader's positions).
@@ -81,7 +81,10 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    "crop:S" (only a RandomResizedCrop box, DCT-scaled while >= S) or
                    "resized-crop:S" (that box resized to S x S: RandomResizedCrop whole): see
                    goldminer-consume(1) --jpeg-decode and readers/README.md (PSNR).
-  records_per_split, max_bad_records, queue_batches: as goldminer-consume(1).
+  records_per_split, max_bad_records, queue_batches, split_retries: as goldminer-consume(1)
+                   (split_retries: times a split that failed on a worker through its
+                   environment, its Python process killed or a read error, is leased
+                   again in an epoch before the session fails).
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it
                    takes (workers may join later). The session goes on after it.
@@ -370,7 +373,7 @@ class PySession {
             uint64_t max_bad_records, const std::string& jpeg_decode,
             uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
             double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last,
-            bool pad, bool pin_memory, const py::object& numa_node, int cuda_device) {
+            bool pad, bool pin_memory, const py::object& numa_node, int cuda_device, uint32_t split_retries) {
     if (transport != "ucx" && transport != "local")
       throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
     if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
@@ -397,6 +400,7 @@ class PySession {
     o.queue_batches = queue_batches;
     o.timeout_s = timeout;
     o.first_worker_timeout_s = first_worker_timeout;
+    o.split_retries = split_retries;
     if (!resume.is_none()) o.resume = position_from(resume);
     const uint32_t task_rank = o.rank;  // as the environment says
     if (!world_size.is_none()) {
@@ -713,7 +717,7 @@ PYBIND11_MODULE(_session, m) {
                     const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,
                     uint32_t, double,
                     const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool, bool,
-                    const py::object&, int>(),
+                    const py::object&, int, uint32_t>(),
            py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
@@ -722,7 +726,8 @@ PYBIND11_MODULE(_session, m) {
            py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
            py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0, py::arg("rank") = py::none(),
            py::arg("world_size") = py::none(), py::arg("drop_last") = false, py::arg("pad") = false,
-           py::arg("pin_memory") = false, py::arg("numa_node") = py::none(), py::arg("cuda_device") = -1)
+           py::arg("pin_memory") = false, py::arg("numa_node") = py::none(), py::arg("cuda_device") = -1,
+           py::arg("split_retries") = 3)
       .def("__iter__", [](py::object self) { return self; })
       .def("__len__", &gm::PySession::batches_per_epoch,
            "Batches in this epoch (this rank's; fewer when corrupt records are skipped).")

@@ -183,8 +183,8 @@ TEST(SessionPy, MetricsDrainAndWorkerLifetime) {
   Result r = check("metrics");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_PRINTS(r, "metrics keys: arrival_rate bad_records consumption_rate duplicates_dropped epoch held_batches "
-                   "per_worker queue_batches queue_bytes queue_fill trainer_wait_fraction workers workers_lost "
-                   "workers_rejected");
+                   "per_worker queue_batches queue_bytes queue_fill splits_failed trainer_wait_fraction workers "
+                   "workers_lost workers_rejected");
   EXPECT_PRINTS(r, "workers 2");
   EXPECT_PRINTS(r, "wait_for_workers(2) -> 2");
   EXPECT_PRINTS(r, "wait_for_workers(3): RuntimeError: goldminer.Session: only 2 of 3 workers joined within 0.2 s");
