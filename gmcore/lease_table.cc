@@ -163,7 +163,8 @@ std::optional<Lease> LeaseTable::grant(uint64_t worker, double now, const std::v
   auto next = std::find_if(pending_.begin(), pending_.end(), [&](size_t i) {
     const auto& on = splits_[i].failed_on;
     auto failed = [&](uint64_t w) { return std::find(on.begin(), on.end(), w) != on.end(); };
-    return !failed(worker) || std::all_of(others.begin(), others.end(), failed);
+    return on.empty() || !failed(worker) ||
+           std::all_of(others.begin(), others.end(), [&](uint64_t w) { return w == worker || failed(w); });
   });
   if (next == pending_.end()) return std::nullopt;
   size_t i = *next;

@@ -102,9 +102,9 @@ class LeaseTable {
   Status resume(const LeasePosition& position);
 
   // The next pending split for `worker`, or nothing when none is pending.
-  // `others`: the other workers that may take splits now; a split that
-  // failed on `worker` this epoch (fail()) is left to them while one of
-  // them has not failed on it too.
+  // `others`: the workers that may take splits now (`worker` among them
+  // or not); a split that failed on `worker` this epoch (fail()) is left
+  // to them while one of them has not failed on it too.
   std::optional<Lease> grant(uint64_t worker, double now, const std::vector<uint64_t>& others = {});
   // A batch `sequence` of `split_id` from `worker` (renews its lease).
   // Errors: unknown split, or a sequence beyond the next expected one.
@@ -166,8 +166,8 @@ class LeaseTable {
     uint64_t skip = 0;       // records before this rank's part of the split
     uint64_t keep = 0;       // records of that part
     // This epoch's failures (fail()): the workers it failed on, the causes.
-    std::vector<uint64_t> failed_on;
-    std::vector<std::string> causes;
+    std::vector<uint64_t> failed_on{};
+    std::vector<std::string> causes{};
   };
 
   LeaseTable(std::vector<InputSplit> splits, LeaseConfig config);

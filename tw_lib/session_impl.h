@@ -119,7 +119,7 @@ class Session::Impl {
   // While no worker has joined: logs where the companion job stands every
   // minute, and fails the session after first_worker_timeout_s.
   void check_first_worker();
-  // `others`: the other workers that may take splits (LeaseTable::grant).
+  // `others`: the workers that may take splits (LeaseTable::grant).
   bool grant_lease(PeerId peer, Worker* w, const std::vector<PeerId>& others = {});
   // A worker gave `split_id` back failed (wire::LeaseReturn::failed):
   // re-leased, or the session fails past split_retries.

@@ -375,16 +375,13 @@ void Session::Impl::grant_leases() {
   // A split that failed on a worker goes to another while one it has not
   // failed on may take it (LeaseTable::grant); else to one it failed on.
   std::vector<PeerId> ready;
-  for (const auto& [peer, w] : workers_)
-    if (w.phase == Phase::kReady && !w.draining) ready.push_back(peer);
-  for (auto& [peer, w] : workers_) {
-    if (w.phase != Phase::kReady || w.draining || w.wants == 0 || peer == hold_back) continue;
-    std::vector<PeerId> others;
-    for (PeerId p : ready)
-      if (p != peer) others.push_back(p);
-    while (w.wants > 0 && grant_lease(peer, &w, others)) {
+  if (table_.pending() > 0)
+    for (const auto& [peer, w] : workers_)
+      if (w.phase == Phase::kReady && !w.draining) ready.push_back(peer);
+  for (auto& [peer, w] : workers_)
+    while (table_.pending() > 0 && w.phase == Phase::kReady && !w.draining && w.wants > 0 && peer != hold_back &&
+           grant_lease(peer, &w, ready)) {
     }
-  }
   // Deterministic order: the split every later batch waits for is leased
   // even when no worker asks for more (all may be held back, their room
   // full of batches that wait for it). It is the first pending split
