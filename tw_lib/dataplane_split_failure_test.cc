@@ -88,7 +88,8 @@ class Workers {
         else errors_.push_back(id + ": " + r.status().message());
       });
   }
-  // Stops them (call after the session is gone or drained them).
+  // Stops them: each drains (SIGTERM's path) and returns its report. Done
+  // while the session is still there, so that none sees it vanish mid-drain.
   void join() {
     stop_ = true;
     for (auto& t : threads_) t.join();
@@ -186,8 +187,8 @@ TEST(SplitFailureTest, AReadErrorOnAWorkerReLeasesItsSplitAndTheEpochStaysExactl
   EXPECT_EQ(logs.count("goldminer: session: worker w0 failed split "), 1u) << logs.text();
   EXPECT_EQ(logs.count("text: " + input.link + ": "), 2u) << "the cause, on the worker and on the trainer\n"
                                                           << logs.text();
-  s->reset();
   workers.join();
+  s->reset();
   EXPECT_EQ(workers.splits_failed(), 1u);
   EXPECT_TRUE(workers.errors().empty()) << workers.errors()[0];
 }
@@ -224,8 +225,8 @@ TEST(SplitFailureTest, ASplitFailingPastItsRetriesFailsTheSessionNamingFileRecor
   uint64_t offset = 0;
   for (int i = 0; i < 200 * split; ++i) offset += ("sample " + std::to_string(i) + " ").size() + i % 37 + 1;
   EXPECT_EQ(std::stoull(m[4]), offset);
-  s->reset();
   workers.join();
+  s->reset();
 }
 
 // A Python dataset of items 0 .. 599 (goldminer.DataLoader's program: a
@@ -318,8 +319,8 @@ class PythonDatasetFault {
     }
     if (r.status.ok()) r.status = (*s)->status();
     r.metrics = (*s)->metrics();
-    s->reset();
     workers.join();
+    s->reset();
     r.worker_splits_failed = workers.splits_failed();
     r.worker_errors = workers.errors();
     return r;
