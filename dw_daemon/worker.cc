@@ -33,6 +33,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // How long a draining worker waits for grants of leases it asked for.
 constexpr double kGrantGrace_s = 1.0;
 
+// The most of a failed split's cause sent to the trainer (bytes).
+constexpr size_t kMaxFailureText = 4096;
+
 uint64_t batch_seed(uint64_t split_seed, uint32_t sequence) {
   return LeaseTable::split_seed(split_seed, sequence, 0x5eed);
 }
@@ -133,7 +136,7 @@ class Producer {
           Outgoing r;
           r.kind = Outgoing::Kind::kReturn;
           r.split_id = lease.split_id;
-          r.message = st.message();
+          r.message = st.message().substr(0, kMaxFailureText);  // a Python traceback may be long
           r.failed = true;
           s_->outbox.push_back(std::move(r));
         } else if (!st.ok()) {

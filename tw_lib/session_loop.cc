@@ -264,7 +264,8 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
 void Session::Impl::on_split_failed(PeerId peer, const Worker& w, uint64_t split_id, const std::string& cause) {
   const std::string who = "worker " + w.id;
   // Re-leased from its first batch not delivered, as for a lost worker.
-  auto failures = table_.fail(peer, split_id, who + ": " + cause);
+  // The cause as the worker gave it, bounded: it is kept for the epoch.
+  auto failures = table_.fail(peer, split_id, who + ": " + cause.substr(0, 4096));
   if (!failures.ok()) {  // its lease had expired, say: already pending again
     log::verbose("goldminer: session: " + failures.status().message());
     return;
