@@ -306,7 +306,7 @@ class PythonDatasetFault {
     Workers workers;
     workers.start(listen, 2, [](const std::string& bytes) { return dw::load_python_program(bytes); });
     for (const SessionBatch& b : (*s)->epoch()) {
-      const auto& items = b.tensors.back();  // the collated items (after the structure's pickle)
+      const auto& items = b.tensors.back();  // the collated items (after the batch structure's description)
       if (items.dtype != wire::DType::kInt64 || items.nbytes != 8u * b.samples) {
         r.status = Status::error("a batch without its int64 items");
         break;
