@@ -344,6 +344,7 @@ class Connection {
     for (;;) {
       transport::Options options;
       options.shm_arena_bytes = size_t{o_.shm_mb} << 20;
+      options.verify_trainer = true;  // small frames only until the trainer has proved the job
       auto ep = transport::connect(trainer_, options);
       Status s = ep.ok() ? Status() : ep.status();
       if (ep.ok()) {
@@ -426,6 +427,7 @@ class Connection {
       send(wire::Error{1, "the worker refuses this trainer: " + answer.status().message()});
       return Status::error("authentication: " + answer.status().message());
     }
+    ep_->authenticated(0);  // the trainer proved the job: its Program may be large
     s = send(*answer);
     if (!s.ok()) return s;
     m = receive(o_.connect_timeout_s, &keep);

@@ -97,7 +97,9 @@ class Endpoint {
   // pre-authentication limits of Options (small frames, few of them, no
   // shared-memory arena, pageable memory only, and at most
   // max_pending_peers such peers); afterwards to max_message and the
-  // receive budget. Calling it again, or for a peer that is gone, does
+  // receive budget. Client (ucx, with Options::verify_trainer): the same
+  // for the trainer (`peer` 0), once the worker has checked the trainer's
+  // proof. Calling it again, or for a peer that is gone, does
   // nothing. local:// (threads of this process) and mpi:// (ranks mpirun
   // started together) have no strangers: there it does nothing.
   virtual void authenticated(PeerId /*peer*/) {}
@@ -150,6 +152,12 @@ struct Options {
   // tests and benchmarks of the transport alone, whose owner has no
   // handshake). Never for a listener others can reach.
   bool trust_on_connect = false;
+  // ucx client: the trainer is held to preauth_max_message and
+  // preauth_max_frames (its frames into a small pageable pool) until the
+  // owner calls authenticated(0). goldminer-dw sets it: whoever listens at
+  // a worker's trainer address before the trainer does gets no buffer of a
+  // size it announces before it has proved the job.
+  bool verify_trainer = false;
   // ucx server: the most bytes the receive pool holds (frames delivered and
   // not yet dropped by their holders, plus cached free buffers; pinned
   // memory with pin_memory). A rendezvous frame that does not fit waits,

@@ -168,8 +168,9 @@ class UcxEndpoint final : public Endpoint {
     uint64_t token = 0;          // trainer: names the peer in the header of its bulk messages
     std::shared_ptr<ShmMapping> shm;  // trainer: the worker's arena, once mapped
     std::string client;               // trainer: the worker's address on the listener, "IP:PORT"
-    bool authenticated = false;       // trainer: authenticated() was called (or trust_on_connect)
-    uint32_t preauth_frames = 0;      // trainer: frames taken before that
+    bool authenticated = false;       // authenticated() was called (trainer: or trust_on_connect;
+                                      // worker: or no verify_trainer)
+    uint32_t preauth_frames = 0;      // frames taken before that
     bool shm_offered = false;         // trainer: an offer came (only the first counts)
     std::vector<uint8_t> shm_offer;   // trainer: that offer, kept until authenticated
   };
@@ -257,7 +258,7 @@ class UcxEndpoint final : public Endpoint {
   const uint64_t network_namespace_ = network_namespace_id();  // bind message: same network namespace?
   std::optional<Bind> bind_;             // worker: the trainer's bind message
   std::shared_ptr<BufferPool> pool_ = BufferPool::create(size_t{1} << 30, options_.memory, options_.receive_budget);
-  // Trainer: frames of peers not yet authenticated, pageable whatever
+  // Frames of peers not yet authenticated, pageable whatever
   // options_.memory is (nothing is registered with CUDA for a stranger);
   // bounded by max_pending_peers x preauth_max_frames x preauth_max_message.
   std::shared_ptr<BufferPool> preauth_pool_ = BufferPool::create(size_t{1} << 20, pageable_memory());

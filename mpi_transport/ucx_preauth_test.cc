@@ -92,8 +92,7 @@ TEST(UcxPreauthTest, AFrameOverTheCapDropsThePeerAndAllocatesNothing) {
   ASSERT_TRUE((*stranger)->send_async(0, big.data(), big.size(), [](Status) {}).ok());
   Event d = wait_for(server->get(), Event::Kind::kDisconnected);
   EXPECT_EQ(d.peer, peer);
-  EXPECT_EQ(d.reason, "a frame of 1048576 bytes before authentication (limit 16384 until the session has verified "
-                      "the peer)");
+  EXPECT_EQ(d.reason, "a frame of 1048576 bytes before authentication (limit 16384 until the peer is verified)");
   EXPECT_EQ(memory->allocations(), 0u) << "nothing taken from the receive memory for a stranger";
 
   auto worker = connect((*server)->address(), without_arena());
@@ -105,6 +104,51 @@ TEST(UcxPreauthTest, AFrameOverTheCapDropsThePeerAndAllocatesNothing) {
   ASSERT_EQ(m.frame->size(), big.size());
   EXPECT_EQ(std::memcmp(m.frame->data(), big.data(), big.size()), 0);
   EXPECT_TRUE(memory->owns(m.frame->data(), m.frame->size()));
+}
+
+// Polls `server` and `client` in turns until `client` sees an event
+// other than kConnected (the frame `server` sends it, or its drop).
+Event next_at_client(Endpoint* server, Endpoint* client) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    (void)server->poll(1);
+    auto e = client->poll(10);
+    EXPECT_TRUE(e.ok());
+    if (e.ok() && e->has_value() && (*e)->kind != Event::Kind::kConnected) return std::move(**e);
+  }
+  ADD_FAILURE() << "no event at the client within 20 s";
+  return {};
+}
+
+// Injects, from a fake trainer (a server that trusts anyone) to a worker's
+// endpoint that has not yet verified its trainer (verify_trainer, as
+// goldminer-dw connects), a 1 MiB frame; checks the worker drops the
+// trainer with the cap's reason rather than receiving it, and that once
+// the worker has called authenticated(0) the same frame arrives whole.
+TEST(UcxPreauthTest, AWorkerHoldsItsUnverifiedTrainerToTheCap) {
+  auto server = serve(trusting());
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  Options co = without_arena();
+  co.verify_trainer = true;
+  auto big = pattern(1 << 20, 7);
+  {
+    auto worker = connect((*server)->address(), co);
+    ASSERT_TRUE(worker.ok()) << worker.status().message();
+    const PeerId peer = accept(server->get(), worker->get());
+    ASSERT_TRUE((*server)->send_async(peer, big.data(), big.size(), [](Status) {}).ok());
+    Event e = next_at_client(server->get(), worker->get());
+    EXPECT_EQ(e.kind, Event::Kind::kDisconnected);
+    EXPECT_EQ(e.reason, "a frame of 1048576 bytes before authentication (limit 16384 until the peer is verified)");
+  }
+  auto worker = connect((*server)->address(), co);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  const PeerId peer = accept(server->get(), worker->get());
+  (*worker)->authenticated(0);
+  ASSERT_TRUE((*server)->send_async(peer, big.data(), big.size(), [](Status) {}).ok());
+  Event m = next_at_client(server->get(), worker->get());
+  ASSERT_EQ(m.kind, Event::Kind::kMessage) << m.reason;
+  ASSERT_EQ(m.frame->size(), big.size());
+  EXPECT_EQ(std::memcmp(m.frame->data(), big.data(), big.size()), 0);
 }
 
 // Injects 9 small frames from a peer not yet authenticated (the handshake

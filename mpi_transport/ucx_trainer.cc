@@ -96,7 +96,7 @@ std::optional<PeerId> UcxEndpoint::sender(const void* header, size_t header_leng
 // the owner sends it next (the same control endpoint keeps the order).
 void UcxEndpoint::authenticated(PeerId peer) {
   auto it = peers_.find(peer);
-  if (!server_ || it == peers_.end() || it->second.authenticated) return;
+  if (it == peers_.end() || it->second.authenticated) return;
   it->second.authenticated = true;
   unauthenticated_.erase(peer);
   if (!it->second.shm_offer.empty()) send_owned(it->second.control, kShmAckAmId, answer_shm_offer(&it->second), false);
@@ -112,12 +112,12 @@ void UcxEndpoint::make_room_for_a_peer() {
                      " connections were waiting to authenticate (max_pending_peers), this one the longest");
 }
 
-// Trainer: why a frame of `length` bytes from `p`, not yet authenticated,
+// Why a frame of `length` bytes from `p`, not yet authenticated,
 // is refused; nothing if it is taken (and counted).
 std::optional<std::string> UcxEndpoint::preauth_refusal(Peer* p, size_t length) const {
   if (length > options_.preauth_max_message)
     return "a frame of " + std::to_string(length) + " bytes before authentication (limit " +
-           std::to_string(options_.preauth_max_message) + " until the session has verified the peer)";
+           std::to_string(options_.preauth_max_message) + " until the peer is verified)";
   if (++p->preauth_frames > options_.preauth_max_frames)
     return "more than " + std::to_string(options_.preauth_max_frames) + " frames before authentication";
   return std::nullopt;

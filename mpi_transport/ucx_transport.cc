@@ -235,7 +235,7 @@ void UcxEndpoint::add_peer(PeerId peer, ucp_ep_h control, uint64_t token) {
   peers_[peer] = Peer{};
   peers_[peer].control = control;
   peers_[peer].token = token;
-  peers_[peer].authenticated = !server_;
+  peers_[peer].authenticated = !server_ && !options_.verify_trainer;
   peer_of_[control] = peer;
   if (server_) peer_of_token_[token] = peer;
 }
@@ -523,6 +523,13 @@ ucs_status_t UcxEndpoint::on_am(void* arg, const void* header, size_t header_len
       }
     }
     ++self->stats_.copied;
+  } else if (auto it = self->peers_.find(peer); it != self->peers_.end() && !it->second.authenticated) {
+    // A worker's trainer before it has proved the job (verify_trainer).
+    preauth = true;
+    if (auto why = self->preauth_refusal(&it->second, length)) {
+      self->refused_.emplace_back(peer, *why);  // closed outside the callback
+      return UCS_OK;
+    }
   }
   if (length > self->options_.max_message) {
     self->refused_.emplace_back(peer, self->too_large(length));  // closed outside the callback

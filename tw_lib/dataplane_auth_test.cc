@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "dw_daemon/python_program.h"
 #include "gm_config.h"
 #include "dw_daemon/worker.h"
+#include "gmcore/log.h"
 #include "gmcore/peer_auth.h"
 #include "gmcore/stream_config.h"
 #include "gmcore/wire.h"
@@ -173,14 +175,27 @@ TEST(WorkerAuthTest, TheSamePickleFromATrainerHoldingTheSecretRuns) {
 // A relay at another address between a worker and a real session: it
 // forwards every frame both ways, and (`rewrite_target`) rewrites the
 // Hello's target to the session's own address. Checks: no worker joins
-// and no Program passes the relay; returns the worker's error.
-std::string relay(bool rewrite_target, const std::string& name) {
+// and no Program passes the relay; returns the worker's error and what
+// the session logged.
+struct RelayOutcome {
+  std::string worker_error, session_log;
+};
+RelayOutcome relay(bool rewrite_target, const std::string& name) {
+  std::mutex log_mu;
+  std::string session_log;
+  struct SinkGuard {  // declared before the session: restored after it ends
+    log::Sink previous;
+    ~SinkGuard() { log::set_sink(previous); }
+  } guard{log::set_sink([&](log::Level, const std::string& line) {
+    std::lock_guard<std::mutex> l(log_mu);
+    session_log += line + "\n";
+  })};
   testing::TempDir d;
   SessionOptions o = testing::text_session(d, 100, "local://" + name + "-real");
   auto s = Session::create(o);
-  if (!s.ok()) return "session: " + s.status().message();
+  if (!s.ok()) return {"session: " + s.status().message(), ""};
   auto relay_ep = transport::listen("local://" + name + "-relay", transport::Options{});
-  if (!relay_ep.ok()) return "relay: " + relay_ep.status().message();
+  if (!relay_ep.ok()) return {"relay: " + relay_ep.status().message(), ""};
   std::atomic<bool> done{false};
   std::string worker_error;
   std::thread worker([&] {
@@ -197,7 +212,9 @@ std::string relay(bool rewrite_target, const std::string& name) {
   std::unique_ptr<transport::Endpoint> up;  // the relay's connection to the session
   transport::PeerId down = 0;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // watchdog
-  while (!done && std::chrono::steady_clock::now() < end) {
+  // Until the worker has ended and the session has seen its refusal (the
+  // worker's last frame may still be on its way through the relay).
+  while (!(done && (*s)->metrics().workers_rejected >= 1) && std::chrono::steady_clock::now() < end) {
     auto e = (*relay_ep)->poll(5);
     if (e.ok() && e->has_value()) {
       Event& ev = **e;
@@ -230,24 +247,30 @@ std::string relay(bool rewrite_target, const std::string& name) {
   worker.join();
   EXPECT_GE((*s)->metrics().workers_rejected, 1u);
   EXPECT_EQ((*s)->metrics().workers, 0u) << "a relayed worker joined";
-  return worker_error;
+  (*s).reset();  // its last log lines are in
+  std::lock_guard<std::mutex> l(log_mu);
+  return {worker_error, session_log};
 }
 
 // Injects: a relay that forwards the worker's Hello as it is. Checks: the
 // session refuses it before it proves anything (the worker dialed the
-// relay's address, not the session's) and the worker does not join.
+// relay's address, not the session's) and the worker does not join; the
+// reason is in the session's log, and the stranger learns none of it.
 TEST(WorkerAuthTest, ARelayedHandshakeIsRefusedByTheSession) {
-  const std::string e = relay(false, "relay-as-is");
-  EXPECT_NE(e.find("the worker dialed 'local://relay-as-is-relay', not this session (local://relay-as-is-real)"),
+  const RelayOutcome r = relay(false, "relay-as-is");
+  EXPECT_NE(r.session_log.find(
+                "the worker dialed 'local://relay-as-is-relay', not this session (local://relay-as-is-real)"),
             std::string::npos)
-      << e;
+      << r.session_log;
+  EXPECT_EQ(r.worker_error,
+            "the trainer refused: the trainer cannot authenticate this connection (its log says why)");
 }
 
 // Injects: a relay that rewrites the Hello's target to the session's own
 // address. Checks: the worker refuses the session's proof, made for an
 // address it did not dial; it sends no proof and does not join.
 TEST(WorkerAuthTest, ARelayThatRewritesTheAddressIsRefusedByTheWorker) {
-  const std::string e = relay(true, "relay-rewrites");
+  const std::string e = relay(true, "relay-rewrites").worker_error;
   EXPECT_EQ(e.rfind("authentication: the trainer does not prove this job's secret for this handshake (another "
                     "secret, or a handshake relayed from another address than local://relay-rewrites-relay)",
                     0),

@@ -124,7 +124,7 @@ std::vector<Epoch> kill_nine_repeatedly(const std::string& batch, const std::str
   double lost = 0;
   for (const Epoch& e : got) lost += e.v.at("workers_lost");
   EXPECT_GT(kills, 3);
-  EXPECT_GT(lost, 0) << "some kill hit a worker holding splits";
+  EXPECT_GT(lost, 0) << "some kill hit a worker holding splits; the trainer's log:\n" << p.err();
   std::cerr << "kills " << kills << ", workers lost with splits " << lost << ", joins " << joined.size() << "\n";
   uint64_t through_arena = 0, built_there = 0;
   const std::regex re("([0-9]+) frames through shared memory, ([0-9]+) built there \\(in use\\)");

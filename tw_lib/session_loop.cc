@@ -201,7 +201,8 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       // Refuses a target that is not this session's before proving anything.
       auto c = auth::challenge(peer_auth_, w.handshake, address_);
       if (!c.ok()) {
-        send(peer, wire::Error{1, "the trainer cannot authenticate: " + c.status().message()});
+        // The peer is a stranger yet: the reason stays in this log.
+        send(peer, wire::Error{1, "the trainer cannot authenticate this connection (its log says why)"});
         return drop(peer, "cannot authenticate to it: " + c.status().message(), true);
       }
       w.phase = Phase::kAuth;
@@ -214,7 +215,7 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       if (a == nullptr) return drop(peer, "expected auth", true);
       Status ok = auth::check_answer(peer_auth_, w.handshake, *a);
       if (!ok.ok()) {
-        send(peer, wire::Error{1, "authentication failed: " + ok.message()});
+        send(peer, wire::Error{1, "authentication failed (the trainer's log says why)"});
         return drop(peer, "authentication failed (" + ok.message() + ")", true);
       }
       ep_->authenticated(peer);  // the transport's pre-authentication limits end (transport.h)
