@@ -111,13 +111,15 @@ bool close_inherited_fds(int keep) {
 
 // Every signal's disposition back to SIG_DFL, then an empty mask. The
 // parent blocked every signal around the fork (block_all_signals), so no
-// handler of the parent's runs in the child before this.
+// handler of the parent's runs in the child before this. By the system
+// call: glibc's sigaction() refuses its own signals (32 and 33), and an
+// ignored one stays ignored across exec (slurmstepd's, or make's, were
+// seen so). The kernel's struct sigaction all zero is SIG_DFL, no flags
+// and an empty mask, whatever the architecture's field order.
 void reset_signals() {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);  // glibc's own signals: EINVAL, fine
+  const unsigned long dfl[4] = {0, 0, 0, 0};
+  for (int sig = 1; sig <= 64; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) syscall(SYS_rt_sigaction, sig, dfl, nullptr, sizeof(unsigned long));
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
