@@ -99,7 +99,7 @@ test_dataplane_sigterm_to_the_worker_step_drains_and_new_workers_finish() {
     n=$(echo "$out" | grep -c "^{\"epoch\": [012], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0, .*\"workers_lost\": 0,")
     expect_eq "clean epochs, no worker lost" "$n" 3 || { echo "$out" | grep '^{'; return 1; }
     # The signal came mid-epoch: the first workers gave back leases in hand.
-    returned=$(echo "$out" | sed -n 's/^goldminer-dw: [^ ]*: sent [0-9]* batches, finished [0-9]* splits, returned \([0-9]*\);.*/\1/p' |
+    returned=$(echo "$out" | sed -n 's/^goldminer-dw: [^ ]*: sent [0-9]* batches, finished [0-9]* splits, returned \([0-9]*\)[,;].*/\1/p' |
                head -2 | awk '{ n += $1 } END { print n + 0 }')
     [ "${returned:-0}" -ge 1 ] || { echo "no lease returned by the drained workers: $out"; return 1; }
     expect_eq "drained workers" "$(echo "$out" | grep -c '^goldminer-dw: draining')" 4

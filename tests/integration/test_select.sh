@@ -215,7 +215,7 @@ test_select_preempted_workers_drain_and_the_epoch_stays_exactly_once() {
     expect_eq "drained workers' leaving" "$(echo "$out" | grep -Ec 'session: worker g2:[0-9]* left (after draining|with nothing in hand)')" "$n" ||
         { echo "$out" | grep -E 'joined|left'; return 1; }
     # Mid-epoch: they gave back the leases they held.
-    n=$(sed -n 's/^goldminer-dw: g2:[0-9]*: sent .* returned \([0-9]*\);.*/\1/p' "$work/goldminer-dw-$dw.out" |
+    n=$(sed -n 's/^goldminer-dw: g2:[0-9]*: sent .* returned \([0-9]*\)[,;].*/\1/p' "$work/goldminer-dw-$dw.out" |
         awk '{ n += $1 } END { print n + 0 }')
     [ "$n" -ge 1 ] || { echo "no lease returned by the preempted workers: $(cat "$work/goldminer-dw-$dw.out")"; return 1; }
     # Their replacements: worker jobs off g2 (now all the GPU job's), on
