@@ -1,13 +1,9 @@
 #include "gmcore/admin_config.h"
 
-// Where `make install` puts goldminer-dw (Makefile.am defines it).
-#ifndef GOLDMINER_BINDIR
-#define GOLDMINER_BINDIR "/usr/local/bin"
-#endif
-// Where configure found Slurm's commands (--with-slurm=PREFIX: PREFIX/bin).
-#ifndef GOLDMINER_SLURM_BINDIR
-#define GOLDMINER_SLURM_BINDIR "/usr/bin"
-#endif
+// GOLDMINER_BINDIR: where `make install` puts goldminer-dw;
+// GOLDMINER_SLURM_BINDIR: where configure found Slurm's commands
+// (--with-slurm=PREFIX: PREFIX/bin). Written by Makefile.am.
+#include "gm_paths.h"
 
 namespace goldminer {
 

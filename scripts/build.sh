@@ -8,6 +8,7 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$top/build}
+. "$top/scripts/compiler-cache"
 [ $# -eq 0 ] || shift
 
 cd "$top"

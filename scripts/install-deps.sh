@@ -50,7 +50,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages="
- build-essential autoconf automake libtool pkg-config dpkg-dev
+ build-essential autoconf automake libtool pkg-config dpkg-dev ccache
  slurm-wlm slurmctld slurmd slurm-client libslurm-dev
  munge libmunge-dev libpam0g-dev libpmix-dev
  openmpi-bin libopenmpi-dev libucx-dev ucx-utils libhwloc-dev
