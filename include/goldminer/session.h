@@ -112,7 +112,7 @@ struct SessionOptions {
   // DistributedSampler(drop_last=True / False) does (not both).
   uint32_t rank = 0, world_size = 1;
   bool drop_last = false, pad = false;
-  // Receive buffers (tw_lib/receive_memory.h): pinned for the GPU, so
+  // Receive buffers (tw_lib/session/receive_memory.h): pinned for the GPU, so
   // that a host-to-device copy of a batch runs asynchronously (a build
   // --with-cuda and a GPU; without either a warning, and pageable), and
   // on the NUMA node nearest the trainer's GPU `cuda_device` (-1: the

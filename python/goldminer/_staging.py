@@ -3,7 +3,7 @@ host-to-device on a side CUDA stream while the trainer still works on the
 batch before it (goldminer.Session(device=...), goldminer.DataLoader(device=...)).
 
 The copies read the session's receive buffers in place: with pin_memory
-those are pinned (registered with CUDA by the session, tw_lib/receive_memory.h),
+those are pinned (registered with CUDA by the session, tw_lib/session/receive_memory.h),
 so each copy runs asynchronously and no host copy is made. The trainer's
 stream waits for a batch's copy when next() hands it over (an event, not a
 host wait), and each tensor is recorded on that stream, so its memory is

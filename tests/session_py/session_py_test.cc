@@ -1,4 +1,4 @@
-// The Python goldminer.Session (tw_lib/python_session.cc) end to end: each
+// The Python goldminer.Session (tw_lib/python/python_session.cc) end to end: each
 // case runs one check of tests/session_py/session_check.py with the staged
 // package ($PYTHONPATH) and the built goldminer-dw, and asserts its exit
 // status and the facts it prints.

@@ -23,7 +23,7 @@
 #include "gmcore/wire.h"
 #include "mpi_transport/transport.h"
 #include "readers/reader.h"
-#include "tw_lib/dataplane_test_util.h"
+#include "tw_lib/session/dataplane_test_util.h"
 
 namespace goldminer {
 namespace {

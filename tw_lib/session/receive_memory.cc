@@ -1,4 +1,4 @@
-#include "tw_lib/receive_memory.h"
+#include "tw_lib/session/receive_memory.h"
 
 #include <hwloc.h>
 

@@ -25,8 +25,8 @@
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
 #include "goldminer/session.h"
-#include "tw_lib/receive_memory.h"
-#include "tw_lib/worker_processes.h"
+#include "tw_lib/session/receive_memory.h"
+#include "tw_lib/session/worker_processes.h"
 
 namespace po = boost::program_options;
 using namespace goldminer;

@@ -1,9 +1,9 @@
 // The trainer session's elastic thread (SessionOptions::elastic;
-// tw_lib/session_impl.h).
+// tw_lib/session/session_impl.h).
 #include <cstdio>
 
 #include "gmcore/log.h"
-#include "tw_lib/session_impl.h"
+#include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
 

@@ -4,7 +4,7 @@
 // buffers are registered with CUDA, and a session receives its batches
 // into that memory. The GPU tests skip, saying so, where CUDA sees no GPU;
 // they run on the device machine (bench/device/cuda_checks.sh).
-#include "tw_lib/receive_memory.h"
+#include "tw_lib/session/receive_memory.h"
 
 #include <gtest/gtest.h>
 #include <hwloc.h>
@@ -15,7 +15,7 @@
 
 #include "gm_config.h"
 #include "goldminer/session.h"
-#include "tw_lib/dataplane_test_util.h"
+#include "tw_lib/session/dataplane_test_util.h"
 
 #ifdef GOLDMINER_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -27,7 +27,7 @@
 #include "mpi_transport/transport.h"
 #include "readers/image_resize.h"
 #include "readers/test_util.h"
-#include "tw_lib/dataplane_test_util.h"
+#include "tw_lib/session/dataplane_test_util.h"
 
 namespace goldminer {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "gm_config.h"
 #include "mpi_transport/test_util.h"
-#include "tw_lib/dataplane_test_util.h"
+#include "tw_lib/session/dataplane_test_util.h"
 
 namespace goldminer {
 namespace {

@@ -20,8 +20,8 @@
 #include "dw_daemon/worker.h"
 #include "ctld/ctld_client.h"
 #include "ctld/http.h"
-#include "tw_lib/receive_memory.h"
-#include "tw_lib/session_impl.h"
+#include "tw_lib/session/receive_memory.h"
+#include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
 

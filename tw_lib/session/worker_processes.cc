@@ -1,4 +1,4 @@
-#include "tw_lib/worker_processes.h"
+#include "tw_lib/session/worker_processes.h"
 
 #include <signal.h>
 #include <sys/wait.h>

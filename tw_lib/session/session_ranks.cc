@@ -18,7 +18,7 @@
 
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
-#include "tw_lib/session_impl.h"
+#include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
 namespace {

@@ -1,4 +1,4 @@
-// The trainer session's loop thread (tw_lib/session_impl.h): it owns the
+// The trainer session's loop thread (tw_lib/session/session_impl.h): it owns the
 // endpoint, admits workers (hello, challenge, auth, program), leases them
 // splits, takes their batches into the queue (or, deterministic order,
 // holds them until it is their turn) and grants credits for the room the
@@ -13,7 +13,7 @@
 #include <cstdio>
 
 #include "gmcore/log.h"
-#include "tw_lib/session_impl.h"
+#include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
 namespace {

@@ -30,8 +30,8 @@
 #include "dw_daemon/python_program.h"
 #include "gmcore/auth.h"
 #include "goldminer/session.h"
-#include "tw_lib/python_session_doc.h"
-#include "tw_lib/worker_processes.h"
+#include "tw_lib/python/python_session_doc.h"
+#include "tw_lib/session/worker_processes.h"
 
 namespace py = pybind11;
 

@@ -30,7 +30,7 @@
 #include "dw_daemon/worker.h"
 #include "gmcore/log.h"
 #include "goldminer/session.h"
-#include "tw_lib/dataplane_test_util.h"
+#include "tw_lib/session/dataplane_test_util.h"
 
 namespace goldminer {
 namespace {

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "tw_lib/dataplane_test_util.h"
+#include "tw_lib/session/dataplane_test_util.h"
 
 namespace goldminer {
 namespace {

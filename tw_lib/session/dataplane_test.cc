@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "goldminer/session.h"
-#include "tw_lib/dataplane_test_util.h"
+#include "tw_lib/session/dataplane_test_util.h"
 
 namespace goldminer {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "gmcore/auth.h"
-#include "tw_lib/worker_processes.h"
+#include "tw_lib/session/worker_processes.h"
 
 namespace po = boost::program_options;
 using namespace goldminer;
