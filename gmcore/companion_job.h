@@ -26,16 +26,14 @@
 #define GOLDMINER_GMCORE_COMPANION_JOB_H_
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gmcore/admin_config.h"
 #include "gmcore/job_options.h"
+#include "gmcore/slurm_command.h"
 #include "gmcore/status.h"
-#include "gmcore/subprocess.h"
 
 namespace goldminer {
 
@@ -60,14 +58,6 @@ struct BatchJob {
   // (the batch node lost with its slurmstepd).
   std::string time_left;
 };
-
-// Where workers reach this node: with `interface` "" its first IPv4
-// address that is up and not loopback (what `hostname -I` prints first),
-// else 127.0.0.1; else that interface's (the site's dw_network, e.g. the
-// one fast network of several) first IPv4 address, else its first IPv6
-// address that is not link-local (without brackets), and an error naming
-// it when it has neither.
-Expected<std::string> node_address(const std::string& interface);
 
 // "" when the job's workers start as a companion job; else why not, in
 // words for the log (dw=0; transport=mpi, whose workers share the
@@ -98,14 +88,6 @@ struct CompanionJob {
   std::string work_dir;
 };
 
-// Whether trainer job `job` has ended, from `squeue --noheader
-// --states=all --jobs=JOB --format=%T` (its exit code and output): why, in
-// words ("job 12 is NODE_FAIL", "job 12 is no longer known to Slurm"), or
-// "" while it may still run (pending, running, suspended, requeued), and
-// when squeue fails otherwise (slurmctld restarting must not end workers).
-// goldminer-dw --trainer-job asks it while its trainer is out of reach.
-std::string trainer_job_ended(uint32_t job, int squeue_exit_code, const std::string& squeue_output);
-
 // The companion jobs' name: goldminer-dw.JOB.
 std::string companion_job_name(uint32_t job_id);
 
@@ -117,37 +99,17 @@ std::vector<std::string> companion_job_env(const std::vector<std::string>& env, 
 
 CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& admin, const BatchJob& job);
 
-// The job id in `sbatch --parsable` output ("J" or "J;CLUSTER" on its last
-// line, after any warnings); an error quoting the output otherwise.
-Expected<uint32_t> parse_submitted_job_id(const std::string& output);
-
-// Where a companion job stands when the batch step ends, from its state as
-// `squeue -o %T` prints it (exit code and output).
-// kRunning: the plugin gives it kCompanionSelfEndS to end by itself (a
-//   session that ended has drained its workers), then sends SIGTERM
-//   (goldminer-dw drains and exits 0, so the job ends COMPLETED), waits up
-//   to kCompanionDrainGraceS, and cancels what is left;
-// kWaiting (pending, suspended, ...): cancelled at once;
-// kGone: nothing to do.
-enum class CompanionState { kGone, kWaiting, kRunning };
-CompanionState parse_companion_state(int squeue_exit_code, const std::string& squeue_output);
+// How long end_companion_jobs gives running workers to end by themselves
+// (a session that ended has drained its workers) before their SIGTERM,
+// and then to drain after it (goldminer-dw drains and exits 0, so the job
+// ends COMPLETED) before what is left is cancelled.
 constexpr double kCompanionSelfEndS = 3;
-
-// Job id -> state from `squeue --noheader --format="%i %T"` output; lines
-// that are not "ID STATE" are skipped.
-std::map<uint32_t, CompanionState> parse_job_states(const std::string& squeue_output);
-
-// "7,8,9": job ids as squeue --jobs and scancel take them.
-std::string job_list(const std::vector<uint32_t>& ids);
 constexpr double kCompanionDrainGraceS = 10;
-
-// Runs Slurm command NAME (squeue, scancel) with ARGS as the job's user.
-using SlurmCommand =
-    std::function<Expected<CommandResult>(const std::string& name, const std::vector<std::string>& args)>;
 
 // Ends the companion jobs of batch job `job_id` (all of them: the first
 // and those an elastic session added, found by name among user `uid`'s
-// jobs) as CompanionState says, waiting up to `self_end_s`, then
+// jobs) as their JobState says (kRunning: waited for, then SIGTERM, then
+// cancelled; kWaiting: cancelled at once), waiting up to `self_end_s`, then
 // `drain_grace_s`, in steps of `poll_s`. When squeue cannot list them,
 // cancels by name. A command that returns an error (it could not run, or
 // overran its time: slurmctld is slow) ends the waiting: only the final
@@ -157,32 +119,6 @@ using SlurmCommand =
 Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run,
                           double self_end_s = kCompanionSelfEndS, double drain_grace_s = kCompanionDrainGraceS,
                           double poll_s = 0.25);
-
-// The environment for the plugin's squeue and scancel: the job's PATH and
-// SLURM_CONF (which a configless site sets in the job), nothing else: no
-// loader variable (LD_PRELOAD, ...) and none of the SQUEUE_*/SLURM_*
-// settings that would change the output the plugin reads. (The programs
-// themselves come from the configuration: gmcore/subprocess.h command_in.)
-std::vector<std::string> slurm_command_env(const std::vector<std::string>& job_env);
-
-// The soft limits the job's tasks get, from the SLURM_RLIMIT_<NAME>
-// variables sbatch, salloc or srun put in the job's environment for each
-// limit PropagateResourceLimits propagates ("U" first when the user asked
-// with --propagate): CPU, FSIZE, DATA, STACK, CORE, RSS, NPROC, NOFILE,
-// MEMLOCK, AS. The plugin's commands run with them, so that sbatch and
-// srun, which propagate their own limits, give the workers the job's
-// limits, not slurmstepd's. A value that is not a number is skipped.
-std::vector<SoftLimit> job_soft_limits(const std::vector<std::string>& job_env);
-
-// Shell words: `quote_words` joins them so that `split_words` gives them
-// back (single quotes where needed); split_words takes plain words, '...'
-// and "..." (with \" \\ \$ \` inside) and backslash escapes, and refuses
-// an unterminated quote.
-std::string quote_words(const std::vector<std::string>& words);
-Expected<std::vector<std::string>> split_words(const std::string& text);
-
-// The value of NAME in an environment of "NAME=value" strings; "" if unset.
-std::string env_value(const std::vector<std::string>& env, const std::string& name);
 
 }  // namespace goldminer
 

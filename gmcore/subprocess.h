@@ -65,7 +65,7 @@ struct CommandSpec {
   // most 1024 first.
   bool daemon_limits = false;
   // Set after that cap, so they may raise it back: the SPANK plugin gives
-  // the job's own (companion_job.h job_soft_limits).
+  // the job's own (slurm_command.h job_soft_limits).
   std::vector<SoftLimit> soft_limits;
 };
 

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <utility>
 
+#include "gmcore/companion_job.h"
+#include "gmcore/shell_quote.h"
+
 namespace goldminer {
 namespace {
 
@@ -149,33 +152,33 @@ int SlurmWorkerLauncher::start(int n, std::string* error) {
   return started;
 }
 
-std::map<uint32_t, CompanionState> SlurmWorkerLauncher::states() {
+std::map<uint32_t, JobState> SlurmWorkerLauncher::states() {
   std::vector<uint32_t> live;
   for (uint32_t id : jobs_)
     if (std::find(gone_.begin(), gone_.end(), id) == gone_.end()) live.push_back(id);
-  std::map<uint32_t, CompanionState> out;
+  std::map<uint32_t, JobState> out;
   if (live.empty()) return out;
   auto r = run_("squeue", {"--noheader", "--format=%i %T", "--jobs=" + job_list(live)});
   // squeue fails ("Invalid job id specified") when it knows none of them.
   const bool listed = r.ok() && (r->exit_code == 0 || r->output.find("Invalid job id") != std::string::npos);
-  for (uint32_t id : live) out[id] = listed ? CompanionState::kGone : CompanionState::kWaiting;
+  for (uint32_t id : live) out[id] = listed ? JobState::kGone : JobState::kWaiting;
   if (!listed) return out;  // not knowing: as if they wait (growth holds, cancels are --state=PENDING)
   for (const auto& [id, state] : parse_job_states(r->output))
     if (out.count(id) != 0) out[id] = state;
   for (const auto& [id, state] : out)
-    if (state == CompanionState::kGone) gone_.push_back(id);
+    if (state == JobState::kGone) gone_.push_back(id);
   return out;
 }
 
 int SlurmWorkerLauncher::waiting() {
   int n = 0;
-  for (const auto& [id, state] : states()) n += state == CompanionState::kWaiting;
+  for (const auto& [id, state] : states()) n += state == JobState::kWaiting;
   return n;
 }
 
 int SlurmWorkerLauncher::live() {
   int n = 0;
-  for (const auto& [id, state] : states()) n += state != CompanionState::kGone;
+  for (const auto& [id, state] : states()) n += state != JobState::kGone;
   return n;
 }
 
@@ -184,7 +187,7 @@ int SlurmWorkerLauncher::cancel_waiting(int n) {
   const auto now = states();
   for (auto it = jobs_.rbegin(); it != jobs_.rend() && static_cast<int>(cancel.size()) < n; ++it) {
     auto s = now.find(*it);
-    if (s != now.end() && s->second == CompanionState::kWaiting) cancel.push_back(*it);
+    if (s != now.end() && s->second == JobState::kWaiting) cancel.push_back(*it);
   }
   if (cancel.empty()) return 0;
   // --state=PENDING: one that started meanwhile is left to run (and join).
@@ -199,8 +202,8 @@ void SlurmWorkerLauncher::end() {
   ended_ = true;
   std::vector<uint32_t> waiting, running;
   for (const auto& [id, state] : states()) {
-    if (state == CompanionState::kWaiting) waiting.push_back(id);
-    if (state == CompanionState::kRunning) running.push_back(id);
+    if (state == JobState::kWaiting) waiting.push_back(id);
+    if (state == JobState::kRunning) running.push_back(id);
   }
   if (!waiting.empty()) (void)run_("scancel", {"--quiet", "--state=PENDING", job_list(waiting)});
   // goldminer-dw drains on SIGTERM (also one still trying to reach the

@@ -6,7 +6,7 @@
 // cancels workers still waiting in Slurm's queue, then has the session
 // drain connected ones (they finish the batch in hand, return their leases
 // and exit 0). Slurm-free: the launcher runs sbatch, squeue and scancel
-// through a SlurmCommand (companion_job.h).
+// through a SlurmCommand (gmcore/slurm_command.h).
 //
 //   session (every interval_s)      ElasticController       SlurmWorkerLauncher
 //   window QueueMetrics ----------> observe() -- start(n) -> sbatch x n
@@ -25,7 +25,7 @@
 
 #include "sched/autosizer.h"
 #include "sched/worker_registry.h"
-#include "gmcore/companion_job.h"
+#include "gmcore/slurm_command.h"
 #include "gmcore/status.h"
 #include "gmcore/subprocess.h"
 
@@ -130,7 +130,7 @@ class SlurmWorkerLauncher : public WorkerLauncher {
   const std::vector<uint32_t>& jobs() const { return jobs_; }
 
  private:
-  std::map<uint32_t, CompanionState> states();  // of jobs_ not known gone
+  std::map<uint32_t, JobState> states();  // of jobs_ not known gone
   std::vector<std::string> sbatch_args_;
   SlurmCommand run_;
   std::vector<uint32_t> jobs_;

@@ -37,7 +37,9 @@ extern "C" {
 #include "gmcore/job_options.h"
 #include "gmcore/job_settings.h"
 #include "gmcore/log.h"
+#include "gmcore/node_address.h"
 #include "gmcore/port_registry.h"
+#include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
 
 // SPANK_PLUGIN() defines these; in C++ they need C linkage declared first.
@@ -328,7 +330,7 @@ int start_workers(spank_t sp, bool batch_step) {
 }
 
 // Exit of the step that started workers: the workers' step and jobs end
-// with it (gmcore/companion_job.h, CompanionState).
+// with it (gmcore/companion_job.h end_companion_jobs).
 int end_companion_jobs(spank_t sp) {
   if (companion.worker_step >= 0 && !goldminer::stop_detached(companion.worker_step, goldminer::kCompanionSelfEndS,
                                                                goldminer::kCompanionDrainGraceS))

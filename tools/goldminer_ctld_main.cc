@@ -21,8 +21,8 @@
 
 #include "ctld/ctld_service.h"
 #include "ctld/http.h"
-#include "gmcore/companion_job.h"
 #include "gmcore/log.h"
+#include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
 #include "sched/select_config.h"
 #include "sched/worker_pool.h"

@@ -17,9 +17,9 @@
 #include "dw_daemon/cpu_binding.h"
 #include "dw_daemon/python_program.h"
 #include "dw_daemon/worker.h"
-#include "gmcore/companion_job.h"
 #include "gmcore/log.h"
 #include "gmcore/peer_auth.h"
+#include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
 #include "gmcore/wire.h"
 

@@ -12,9 +12,9 @@
 #include <future>
 
 #include "gmcore/auth.h"
-#include "gmcore/companion_job.h"
 #include "gmcore/host_port.h"
 #include "gmcore/log.h"
+#include "gmcore/slurm_command.h"
 #include "gmcore/stream_config.h"
 #include "gmcore/subprocess.h"
 #include "dw_daemon/worker.h"
