@@ -57,8 +57,6 @@ Expected<SlurmAccess> parse_slurm_access(const std::string& show_config) {
   return access;
 }
 
-std::string view_credential_payload(const std::string& path) { return "goldminer-ctld GET " + path; }
-
 CtldService::CtldService(CtldSettings settings, CredentialService* credentials, OwnerLookup owner, SpareCpus spare_cpus,
                          Now now)
     : settings_(settings),

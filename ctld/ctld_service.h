@@ -1,5 +1,5 @@
-// goldminer-ctld's requests (the daemon, goldminer_ctld_main.cc, serves
-// them over ctld/http.h):
+// goldminer-ctld's requests (the daemon, tools/goldminer_ctld_main.cc,
+// serves them over ctld/http_server.h; clients: ctld/client/):
 //
 //   POST /report   body: a credential (credential.h) whose payload is a
 //                  SessionReport (sched/worker_registry.h) -> 200 and a
@@ -14,7 +14,8 @@
 //   GET /metrics   -> WorkerRegistry::prometheus()
 //
 // A GET sees what its viewer may (CtldService::view_of): with
-// "Authorization: Munge CRED" (payload "goldminer-ctld GET /jobs"), the
+// "Authorization: Munge CRED" (payload "goldminer-ctld GET /jobs":
+// view_credential_payload, ctld/client/ctld_client.h), the
 // uid's own jobs in full; every job in full for root, the ctld's own uid
 // (SlurmUser) and the site's operators; other users' jobs not at all when
 // Slurm's PrivateData has "jobs", else their figures without uid, user or
@@ -35,7 +36,8 @@
 #include <set>
 #include <string>
 
-#include "ctld/http.h"
+#include "ctld/client/ctld_client.h"
+#include "ctld/client/http.h"
 #include "ctld/job_owner_cache.h"
 #include "gmcore/credential.h"
 #include "gmcore/status.h"
@@ -65,9 +67,6 @@ struct SlurmAccess {
   bool private_jobs = true;
 };
 Expected<SlurmAccess> parse_slurm_access(const std::string& show_config);
-
-// The payload of the credential a GET of `path` carries.
-std::string view_credential_payload(const std::string& path);
 
 // Thread-safe.
 class CtldService {

@@ -7,7 +7,8 @@
 #include <future>
 #include <thread>
 
-#include "ctld/ctld_client.h"
+#include "ctld/client/ctld_client.h"
+#include "ctld/http_server.h"
 #include "gmcore/fake_credentials.h"
 
 namespace goldminer {

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "ctld/ctld_service.h"
-#include "ctld/http.h"
+#include "ctld/http_server.h"
 #include "gmcore/log.h"
 #include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"

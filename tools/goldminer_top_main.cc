@@ -17,8 +17,8 @@
 #include <string>
 #include <thread>
 
-#include "ctld/ctld_service.h"
-#include "ctld/http.h"
+#include "ctld/client/ctld_client.h"
+#include "ctld/client/http.h"
 #include "gmcore/credential.h"
 
 namespace po = boost::program_options;

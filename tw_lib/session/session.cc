@@ -18,8 +18,7 @@
 #include "gmcore/stream_config.h"
 #include "gmcore/subprocess.h"
 #include "dw_daemon/worker.h"
-#include "ctld/ctld_client.h"
-#include "ctld/http.h"
+#include "ctld/client/ctld_client.h"
 #include "tw_lib/session/receive_memory.h"
 #include "tw_lib/session/session_impl.h"
 

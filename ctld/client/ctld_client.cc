@@ -1,8 +1,10 @@
-#include "ctld/ctld_client.h"
+#include "ctld/client/ctld_client.h"
 
-#include "ctld/http.h"
+#include "ctld/client/http.h"
 
 namespace goldminer {
+
+std::string view_credential_payload(const std::string& path) { return "goldminer-ctld GET " + path; }
 
 CtldClient::CtldClient(std::string address, std::shared_ptr<CredentialService> credentials, uid_t ctld_uid,
                        double timeout_s)

@@ -1,9 +1,11 @@
-// A trainer session's side of goldminer-ctld (ctld_service.h): each
-// interval it sends its SessionReport as a credential and takes back its
-// worker target, checked to come from the ctld (a credential of root or
-// of the ctld's user, for this uid only, answering this report's nonce).
-#ifndef GOLDMINER_CTLD_CTLD_CLIENT_H_
-#define GOLDMINER_CTLD_CTLD_CLIENT_H_
+// The clients' side of goldminer-ctld (ctld/ctld_service.h): a trainer
+// session each interval sends its SessionReport as a credential and takes
+// back its worker target, checked to come from the ctld (a credential of
+// root or of the ctld's user, for this uid only, answering this report's
+// nonce); goldminer-top's GETs carry a credential of
+// view_credential_payload.
+#ifndef GOLDMINER_CTLD_CLIENT_CTLD_CLIENT_H_
+#define GOLDMINER_CTLD_CLIENT_CTLD_CLIENT_H_
 
 #include <sys/types.h>
 
@@ -16,6 +18,9 @@
 #include "sched/worker_registry.h"
 
 namespace goldminer {
+
+// The payload of the credential a GET of `path` carries.
+std::string view_credential_payload(const std::string& path);
 
 // Thread-compatible.
 class CtldClient {
@@ -41,4 +46,4 @@ class CtldClient {
 
 }  // namespace goldminer
 
-#endif  // GOLDMINER_CTLD_CTLD_CLIENT_H_
+#endif  // GOLDMINER_CTLD_CLIENT_CTLD_CLIENT_H_

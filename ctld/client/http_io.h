@@ -1,0 +1,65 @@
+// What the HTTP client (http.h, http_call) and goldminer-ctld's server
+// (ctld/http_server.h) both do on a socket: waits, whole writes and reads
+// within one deadline, name resolution, and the head of a message.
+// Internal to ctld/: the rest of the tree calls http_call or HttpServer.
+#ifndef GOLDMINER_CTLD_CLIENT_HTTP_IO_H_
+#define GOLDMINER_CTLD_CLIENT_HTTP_IO_H_
+
+#include <netdb.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "gmcore/host_port.h"
+#include "gmcore/status.h"
+
+namespace goldminer::http_io {
+
+using Clock = std::chrono::steady_clock;
+
+// `what`: strerror(errno).
+std::string errno_text(const std::string& what);
+// `s` in ASCII lowercase (header names).
+std::string lower(std::string s);
+
+// `timeout_s` from now.
+Clock::time_point deadline_after(double timeout_s);
+
+// The head's end (after "\r\n\r\n"), or npos.
+size_t head_end(const std::string& data);
+// The value of header `name` (lowercase) in a head, trimmed; `found` says
+// whether it is there.
+std::string header_value(const std::string& head, const std::string& name, bool* found);
+// Content-Length of a head (0 when absent); an error when it is bad or
+// over kMaxHttpBody.
+Expected<size_t> content_length(const std::string& head);
+
+// Waits for `events` on `fd` until `deadline`; an error names `what`.
+Status wait_fd(int fd, short events, Clock::time_point deadline, const std::string& what);
+// Sends all of `data` on the non-blocking socket `fd` by `deadline`.
+Status write_all(int fd, const std::string& data, Clock::time_point deadline);
+// Reads until `complete` says how much of what came is whole (> 0), EOF
+// or the deadline; at most `limit` bytes.
+Expected<std::string> read_until(int fd, Clock::time_point deadline, size_t limit,
+                                 const std::function<Expected<size_t>(const std::string&, bool eof)>& complete);
+
+// `hp`'s stream addresses (passive: to bind); free with freeaddrinfo.
+Expected<addrinfo*> resolve(const HostPort& hp, bool passive);
+
+// Closes the descriptor it holds.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+}  // namespace goldminer::http_io
+
+#endif  // GOLDMINER_CTLD_CLIENT_HTTP_IO_H_
