@@ -31,7 +31,15 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
   return out;
 }
 
-// roff: a leading '.' or '\'' would start a request; backslashes and '-'
+const OptionSpec* find(const OptionTable& table, const std::string& key) {
+  for (const auto& row : table)
+    if (row.key == key) return &row;
+  return nullptr;
+}
+
+}  // namespace
+
+// A leading '.' or '\'' would start a request; backslashes and '-'
 // must be escaped to print literally.
 std::string roff_escape(const std::string& text) {
   std::string out;
@@ -43,14 +51,6 @@ std::string roff_escape(const std::string& text) {
   if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
   return out;
 }
-
-const OptionSpec* find(const OptionTable& table, const std::string& key) {
-  for (const auto& row : table)
-    if (row.key == key) return &row;
-  return nullptr;
-}
-
-}  // namespace
 
 ValueCheck integer_in_range(long min, long max) {
   return [min, max](const std::string& value) -> std::string {

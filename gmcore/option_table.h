@@ -1,12 +1,17 @@
 // One table per set of settings (STYLE.md §3): each row names a key, its
 // default, its help text and the check its value must pass. The same table
 // drives parsing, `--help` text and the man page, so they cannot disagree.
+// The plugins' tables (`key=value` tokens) are parsed here; a command's
+// table (`--key VALUE`) also says where each value goes and is parsed by
+// Boost.Program_options through gmcore/command_line.h.
 #ifndef GOLDMINER_GMCORE_OPTION_TABLE_H_
 #define GOLDMINER_GMCORE_OPTION_TABLE_H_
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmcore/status.h"
@@ -28,13 +33,28 @@ ValueCheck absolute_path();
 // HOST:PORT or [IPV6]:PORT (gmcore/host_port.h).
 ValueCheck host_port();
 
+// Where a command's parse stores an option's value (gmcore/command_line.h);
+// the plugins' rows have none.
+class OptionTarget;
+
 struct OptionSpec {
-  std::string key;            // e.g. "dw-max"
+  OptionSpec() = default;
+  // A plugin's row: {key, default, value_doc, help, check, env}.
+  OptionSpec(std::string key_, std::string default_value_, std::string value_doc_, std::string help_,
+             ValueCheck check_ = nullptr, std::string env_ = "")
+      : key(std::move(key_)), default_value(std::move(default_value_)), value_doc(std::move(value_doc_)),
+        help(std::move(help_)), check(std::move(check_)), env(std::move(env_)) {}
+
+  std::string key;            // e.g. "dw-max"; a command's may add its letter: "verbose,v"
   std::string default_value;  // as the user would write it; "" = unset
-  std::string value_doc;      // e.g. "N" or "ucx|mpi"
+  std::string value_doc;      // e.g. "N" or "ucx|mpi"; "" for a command's switch
   std::string help;           // one sentence, no trailing period
   ValueCheck check;
   std::string env;            // job environment variable it reaches, or ""
+  // A command's rows only (gmcore/command_line.h):
+  std::string man;            // the man page's text when it says more than help (roff); "" = help
+  std::shared_ptr<const OptionTarget> target;  // null: kept as text, asked with CommandLine::given
+  bool required = false;      // the command refuses to run without it
 };
 
 using OptionTable = std::vector<OptionSpec>;
@@ -64,6 +84,10 @@ Expected<OptionValues> parse_options(const OptionTable& table,
 
 // Splits on `separator`, dropping empty pieces ("a,,b" -> {"a", "b"}).
 std::vector<std::string> split(const std::string& text, char separator);
+
+// `text` as roff prints it literally: '-' and '\\' escaped, a leading '.'
+// or '\'' kept from starting a request.
+std::string roff_escape(const std::string& text);
 
 // "key=VALUE (default D): help" rows, one per line, for --help output.
 std::string render_help(const OptionTable& table);
