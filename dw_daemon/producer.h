@@ -242,10 +242,9 @@ class Producer {
         return with_context(next.status(),
                             " (split " + std::to_string(g.split_id) + ", batch " + std::to_string(sequence) + ")");
       const bool last = !next->has_value();
-      std::vector<View> views;
-      std::vector<uint64_t> none;
-      if (!last)
-        for (const auto& t : (*next)->output->tensors()) views.push_back({t.dtype, t.shape, t.data, t.nbytes});
+      const std::vector<wire::TensorView> none_made;
+      const std::vector<uint64_t> none;
+      const std::vector<wire::TensorView>& views = last ? none_made : (*next)->output->tensors();
       Status why;
       if (!queue(g, last, frame(g, static_cast<uint32_t>(sequence), last, views, last ? none : (*next)->records, 0),
                  &why))
@@ -268,36 +267,27 @@ class Producer {
     return push(std::move(o));
   }
 
-  struct View {
-    wire::DType dtype;
-    std::vector<int64_t> shape;
-    const void* data;
-    uint64_t nbytes;
-  };
-
   Expected<std::unique_ptr<wire::BatchWriter>> make_batch(const wire::LeaseGrant& g, uint32_t sequence, bool last,
                                                          const readers::Batch& b) {
-    std::vector<View> views;
-    std::unique_ptr<ProgramOutput> out;
+    std::vector<wire::TensorView> views;
     if (program_ != nullptr && !b.records.empty()) {
       auto r = program_->run(b, batch_seed(g.seed, sequence), g.epoch);
       if (!r.ok())
         return with_context(r.status(), " (split " + std::to_string(g.split_id) + " of " + g.file + ", batch " +
                                             std::to_string(sequence) + ")");
-      out = std::move(r).value();
-      for (const auto& t : out->tensors()) views.push_back({t.dtype, t.shape, t.data, t.nbytes});
-    } else if (!b.records.empty()) {
-      for (const auto& t : b.tensors) views.push_back({t.dtype, t.shape, t.data.data(), t.data.size()});
+      const std::unique_ptr<ProgramOutput> out = std::move(r).value();
+      return frame(g, sequence, last, out->tensors(), b.records, b.bad_records);
     }
+    if (!b.records.empty())
+      for (const auto& t : b.tensors) views.push_back(t.view());
     return frame(g, sequence, last, views, b.records, b.bad_records);
   }
 
   // The wire batch of `views` plus the sample ids (file index, record).
   Expected<std::unique_ptr<wire::BatchWriter>> frame(const wire::LeaseGrant& g, uint32_t sequence, bool last,
-                                                    const std::vector<View>& views,
+                                                    const std::vector<wire::TensorView>& views,
                                                     const std::vector<uint64_t>& records, uint64_t bad_records) {
-    std::vector<wire::BatchWriter::TensorSpec> specs;
-    for (const auto& v : views) specs.push_back({v.dtype, v.shape});
+    std::vector<wire::TensorDesc> specs(views.begin(), views.end());
     const int64_t n = static_cast<int64_t>(records.size());
     specs.push_back({wire::DType::kInt64, {n, 2}});
     wire::BatchHeader h;

@@ -13,21 +13,17 @@
 
 #include "gmcore/status.h"
 #include "gmcore/wire.h"
+#include "goldminer/program_loader.h"
 #include "readers/reader.h"
 
 namespace goldminer::dw {
 
-// The tensors a program returned; valid while the object lives.
+// The tensors a program returned; their bytes are valid while the object
+// lives.
 class ProgramOutput {
  public:
-  struct Tensor {
-    wire::DType dtype;
-    std::vector<int64_t> shape;
-    const void* data;
-    uint64_t nbytes;
-  };
   virtual ~ProgramOutput() = default;
-  virtual const std::vector<Tensor>& tensors() const = 0;
+  virtual const std::vector<wire::TensorView>& tensors() const = 0;
 };
 
 // One batch a program made itself, and the identity of its samples.
@@ -73,9 +69,8 @@ class WorkerProgram {
   }
 };
 
-// Loads a program from its serialized bytes (a TorchScript zip, or a
-// Python dataset: python_program.h).
-using ProgramLoader = std::function<Expected<std::unique_ptr<WorkerProgram>>(const std::string& bytes)>;
+// ProgramLoader, how a program is loaded from its bytes, is public (a
+// Session's local workers take one): include/goldminer/program_loader.h.
 
 // The TorchScript loader; `threads` = intra-op threads per call. An error
 // when the daemon was built without libtorch.

@@ -115,8 +115,8 @@ class Output : public ProgramOutput {
   ~Output() override {
     if (release) release(std::move(child));
   }
-  const std::vector<Tensor>& tensors() const override { return tensors_; }
-  std::vector<Tensor> tensors_;
+  const std::vector<wire::TensorView>& tensors() const override { return tensors_; }
+  std::vector<wire::TensorView> tensors_;
   std::unique_ptr<Child> child;
   std::function<void(std::unique_ptr<Child>)> release;
 };

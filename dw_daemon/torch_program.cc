@@ -103,8 +103,8 @@ bool module_may_draw(const torch::jit::Module& module) {
 class TorchOutput final : public ProgramOutput {
  public:
   std::vector<torch::Tensor> keep;
-  std::vector<Tensor> views;
-  const std::vector<Tensor>& tensors() const override { return views; }
+  std::vector<wire::TensorView> views;
+  const std::vector<wire::TensorView>& tensors() const override { return views; }
 };
 
 class TorchProgram final : public WorkerProgram {
@@ -156,7 +156,8 @@ class TorchProgram final : public WorkerProgram {
         t = t.contiguous();
         auto dt = from_torch(t.scalar_type());
         if (!dt.ok()) return dt.status();
-        result->views.push_back({*dt, t.sizes().vec(), t.data_ptr(), static_cast<uint64_t>(t.nbytes())});
+        result->views.push_back({*dt, t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
+                                 static_cast<uint64_t>(t.nbytes())});
         result->keep.push_back(t);
       }
       return std::unique_ptr<ProgramOutput>(std::move(result));

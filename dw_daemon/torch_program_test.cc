@@ -46,7 +46,7 @@ std::vector<float> first_output(WorkerProgram* p, const readers::Batch& b, uint6
   EXPECT_TRUE(out.ok()) << out.status().message();
   if (!out.ok()) return {};
   const auto& t = (*out)->tensors().at(0);
-  const auto* f = static_cast<const float*>(t.data);
+  const auto* f = reinterpret_cast<const float*>(t.data);
   return std::vector<float>(f, f + t.nbytes / sizeof(float));
 }
 

@@ -495,7 +495,7 @@ struct BatchLayout {
   size_t frame_size = 0;
 };
 
-Expected<BatchLayout> batch_layout(const std::vector<BatchWriter::TensorSpec>& tensors) {
+Expected<BatchLayout> batch_layout(const std::vector<TensorDesc>& tensors) {
   if (tensors.size() > kMaxTensors)
     return Status::error("wire: batch: " + std::to_string(tensors.size()) + " tensors exceed " +
                          std::to_string(kMaxTensors));
@@ -524,13 +524,13 @@ Expected<BatchLayout> batch_layout(const std::vector<BatchWriter::TensorSpec>& t
 
 }  // namespace
 
-Expected<size_t> BatchWriter::frame_size_for(const std::vector<TensorSpec>& tensors) {
+Expected<size_t> BatchWriter::frame_size_for(const std::vector<TensorDesc>& tensors) {
   auto l = batch_layout(tensors);
   if (!l.ok()) return l.status();
   return l->frame_size;
 }
 
-Status BatchWriter::reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors,
+Status BatchWriter::reset(const BatchHeader& header, const std::vector<TensorDesc>& tensors,
                           std::unique_ptr<FrameStorage> storage) {
   offsets_.clear();
   sizes_.clear();
@@ -575,7 +575,7 @@ Status BatchWriter::reset(const BatchHeader& header, const std::vector<TensorSpe
   return Status();
 }
 
-Expected<BatchWriter> BatchWriter::create(const BatchHeader& header, const std::vector<TensorSpec>& tensors) {
+Expected<BatchWriter> BatchWriter::create(const BatchHeader& header, const std::vector<TensorDesc>& tensors) {
   BatchWriter w;
   Status s = w.reset(header, tensors);
   if (!s.ok()) return s;

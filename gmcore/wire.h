@@ -65,6 +65,23 @@ const char* dtype_name(DType dtype);
 // Bytes per element; 0 for an unknown value.
 size_t dtype_size(DType dtype);
 
+// What a tensor is, from the reader that makes it to the trainer that
+// receives it: its element type and row-major shape. The batch frame's
+// tensor table records it and BatchWriter lays a frame out from it; every
+// tensor type of the data plane (a reader's HostTensor, the views below)
+// is one of these plus where its bytes are.
+struct TensorDesc {
+  DType dtype = DType::kUInt8;
+  std::vector<int64_t> shape;
+};
+
+// A tensor whose bytes live in memory someone else owns: a reader's batch,
+// a worker program's output, a received frame. Valid while that memory is.
+struct TensorView : TensorDesc {
+  const uint8_t* data = nullptr;
+  uint64_t nbytes = 0;
+};
+
 struct FrameHeader {
   MessageType type = MessageType::kHeartbeat;
   uint64_t payload_size = 0;
@@ -140,14 +157,6 @@ struct Credit {
   uint32_t batches = 0;
 };
 
-// One tensor of a received batch, pointing into the receive buffer.
-struct TensorView {
-  DType dtype = DType::kUInt8;
-  std::vector<int64_t> shape;
-  const uint8_t* data = nullptr;
-  uint64_t nbytes = 0;
-};
-
 // The fixed part of a batch.
 struct BatchHeader {
   uint64_t split_id = 0;
@@ -157,7 +166,8 @@ struct BatchHeader {
   uint32_t bad_records = 0;  // corrupt records skipped to make it (budget)
 };
 
-// A received batch; valid while the buffer it was decoded from lives.
+// A received batch; valid while the buffer it was decoded from lives (its
+// tensors point into it).
 struct BatchView : BatchHeader {
   std::vector<TensorView> tensors;
 };
@@ -206,20 +216,16 @@ class FrameStorage {
 // allocates nor page-faults.
 class BatchWriter {
  public:
-  struct TensorSpec {
-    DType dtype;
-    std::vector<int64_t> shape;
-  };
   // The size of the frame reset() would lay out; the same errors.
-  static Expected<size_t> frame_size_for(const std::vector<TensorSpec>& tensors);
+  static Expected<size_t> frame_size_for(const std::vector<TensorDesc>& tensors);
 
   // Lays out a new batch in this writer's buffer, or in `storage` when
   // given (at least frame_size_for() bytes). Fails on an unknown dtype, a
   // negative dimension, too many dims or tensors, a size that overflows, or
   // storage too small.
-  Status reset(const BatchHeader& header, const std::vector<TensorSpec>& tensors,
+  Status reset(const BatchHeader& header, const std::vector<TensorDesc>& tensors,
                std::unique_ptr<FrameStorage> storage = nullptr);
-  static Expected<BatchWriter> create(const BatchHeader& header, const std::vector<TensorSpec>& tensors);
+  static Expected<BatchWriter> create(const BatchHeader& header, const std::vector<TensorDesc>& tensors);
 
   uint8_t* tensor_data(size_t i) { return base() + offsets_[i]; }
   uint64_t tensor_bytes(size_t i) const { return sizes_[i]; }

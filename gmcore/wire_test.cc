@@ -229,7 +229,7 @@ TEST(WireTest, WriterLaysOutInStorageItIsGiven) {
     std::vector<uint8_t> b_;
     int* dropped_;
   };
-  const std::vector<BatchWriter::TensorSpec> specs = {{DType::kInt32, {3}}, {DType::kFloat64, {2, 5}}};
+  const std::vector<TensorDesc> specs = {{DType::kInt32, {3}}, {DType::kFloat64, {2, 5}}};
   const BatchHeader h{7, 2, true, 3, 1};
   auto size = BatchWriter::frame_size_for(specs);
   ASSERT_TRUE(size.ok()) << size.status().message();
@@ -269,7 +269,7 @@ TEST(WireTest, WriterRefusesWhatCannotBeEncoded) {
   EXPECT_EQ(neg.status().message(), "wire: batch: tensor 0: cannot encode float32 [2, -1]");
   auto huge = BatchWriter::create(BatchHeader{1, 0, false, 1, 0}, {{DType::kFloat64, {1 << 30, 1 << 30}}});
   ASSERT_FALSE(huge.ok());
-  std::vector<BatchWriter::TensorSpec> many(kMaxTensors + 1, {DType::kUInt8, {1}});
+  std::vector<TensorDesc> many(kMaxTensors + 1, {DType::kUInt8, {1}});
   EXPECT_FALSE(BatchWriter::create(BatchHeader{1, 0, false, 1, 0}, many).ok());
 }
 

@@ -141,11 +141,12 @@ struct DefaultInitAllocator : std::allocator<T> {
 };
 using ByteBuffer = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
 
-// A tensor owned by the host, row-major.
-struct HostTensor {
-  wire::DType dtype = wire::DType::kUInt8;
-  std::vector<int64_t> shape;
+// A tensor owned by the host: the data plane's tensor description
+// (wire::TensorDesc: dtype, row-major shape) and its bytes.
+struct HostTensor : wire::TensorDesc {
   ByteBuffer data;
+  // The same tensor as the worker program and the wire see it, without a copy.
+  wire::TensorView view() const { return {*this, data.data(), data.size()}; }
 };
 
 // One batch as a reader produces it. The tensors of each format are fixed
