@@ -17,11 +17,18 @@ QueueMetrics metrics(int workers, double per_worker, double gpu_rate) {
   return m;
 }
 
-TEST(AutosizerTest, GrowsAfterPatienceWhileTheTrainerWaits) {
+// The built-in settings but for acting after `patience` agreeing
+// observations, between `min_workers` and `max_workers`.
+AutosizerConfig settings(int patience, int max_workers = AutosizerConfig{}.max_workers, int min_workers = 0) {
   AutosizerConfig c;
-  c.max_workers = 16;
-  c.patience = 3;
-  Autosizer a(c);
+  c.patience = patience;
+  c.max_workers = max_workers;
+  c.min_workers = min_workers;
+  return c;
+}
+
+TEST(AutosizerTest, GrowsAfterPatienceWhileTheTrainerWaits) {
+  Autosizer a(settings(3, 16));
   // 2 workers of 10 batches/s for a trainer that takes 50: 60% waiting.
   EXPECT_EQ(a.observe(metrics(2, 10, 50)), 0);
   EXPECT_EQ(a.observe(metrics(2, 10, 50)), 0);
@@ -29,8 +36,7 @@ TEST(AutosizerTest, GrowsAfterPatienceWhileTheTrainerWaits) {
 }
 
 TEST(AutosizerTest, DoesNotGrowWhenTheNextWorkerWouldIdle) {
-  AutosizerConfig c;
-  c.patience = 1;
+  AutosizerConfig c = settings(1);
   c.grow_wait_fraction = 0.01;
   Autosizer a(c);
   // Gap of 2 batches/s, a worker makes 10: it would be 20% used.
@@ -39,8 +45,7 @@ TEST(AutosizerTest, DoesNotGrowWhenTheNextWorkerWouldIdle) {
 }
 
 TEST(AutosizerTest, ShrinksWhenTheQueueStaysFullAndOneFewerSuffices) {
-  AutosizerConfig c;
-  c.patience = 2;
+  const AutosizerConfig c = settings(2);
   Autosizer a(c);
   EXPECT_EQ(a.observe(metrics(8, 10, 50)), 0);
   EXPECT_EQ(a.observe(metrics(8, 10, 50)), -1);
@@ -51,10 +56,7 @@ TEST(AutosizerTest, ShrinksWhenTheQueueStaysFullAndOneFewerSuffices) {
 }
 
 TEST(AutosizerTest, HysteresisResetsOnDisagreement) {
-  AutosizerConfig c;
-  c.patience = 2;
-  c.max_workers = 16;
-  Autosizer a(c);
+  Autosizer a(settings(2, 16));
   EXPECT_EQ(a.observe(metrics(2, 10, 50)), 0);
   EXPECT_EQ(a.observe(metrics(5, 10, 50)), 0) << "balanced: streak broken";
   EXPECT_EQ(a.observe(metrics(2, 10, 50)), 0);
@@ -62,11 +64,7 @@ TEST(AutosizerTest, HysteresisResetsOnDisagreement) {
 }
 
 TEST(AutosizerTest, RespectsBounds) {
-  AutosizerConfig c;
-  c.min_workers = 2;
-  c.max_workers = 4;
-  c.patience = 1;
-  Autosizer a(c);
+  Autosizer a(settings(1, 4, 2));
   EXPECT_EQ(a.observe(metrics(0, 10, 50)), 2) << "below min: at once";
   EXPECT_EQ(a.observe(metrics(6, 10, 50)), -2) << "above max: at once";
   EXPECT_EQ(a.observe(metrics(3, 10, 100)), 1) << "grows to max, not beyond";
@@ -74,9 +72,7 @@ TEST(AutosizerTest, RespectsBounds) {
 }
 
 TEST(AutosizerTest, StartsAJobThatHasNoWorker) {
-  AutosizerConfig c;
-  c.patience = 1;
-  Autosizer a(c);
+  Autosizer a(settings(1));
   EXPECT_EQ(a.observe(metrics(0, 0, 50)), 1);
 }
 

@@ -40,27 +40,25 @@ ElasticConfig config(int initial, int max) {
   return c;
 }
 
-// The trainer waits half the time; each worker makes 10 batches/s.
-QueueMetrics starved(int workers) {
+// What the session reports of `workers` connected (`joined` ever joined)
+// that make 10 batches/s each, all of which (`rate` batches/s) the trainer
+// consumes.
+QueueMetrics queue(int workers, int joined, double rate, double trainer_wait_fraction, double queue_fill) {
   QueueMetrics m;
   m.workers = workers;
-  m.arrival_rate = m.consumption_rate = 10.0 * workers;
+  m.joined = joined;
+  m.arrival_rate = m.consumption_rate = rate;
   m.per_worker_rate = 10;
-  m.trainer_wait_fraction = 0.5;
-  m.queue_fill = 0;
+  m.trainer_wait_fraction = trainer_wait_fraction;
+  m.queue_fill = queue_fill;
   return m;
 }
 
-// The queue stays full; consumption 5 batches/s, 10 per worker.
-QueueMetrics oversupplied(int workers) {
-  QueueMetrics m;
-  m.workers = workers;
-  m.arrival_rate = m.consumption_rate = 5;
-  m.per_worker_rate = 10;
-  m.trainer_wait_fraction = 0;
-  m.queue_fill = 1;
-  return m;
-}
+// The trainer waits half the time.
+QueueMetrics starved(int workers, int joined = 0) { return queue(workers, joined, 10.0 * workers, 0.5, 0); }
+
+// The queue stays full; consumption 5 batches/s.
+QueueMetrics oversupplied(int workers, int joined = 0) { return queue(workers, joined, 5, 0, 1); }
 
 // goldminer-ctld's target: growth at once (no patience), counting the
 // workers on their way; shrinking cancels waiting ones, then drains
@@ -97,8 +95,7 @@ TEST(ElasticTest, FollowsTheCtldTarget) {
 TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplaced) {
   FakeLauncher l;
   ElasticController c(config(2, 2), &l, 0);
-  QueueMetrics m = starved(1);
-  m.joined = 2;
+  QueueMetrics m = starved(1, 2);
   EXPECT_EQ(c.observe(m, 5, 2).started, 1);
 }
 
@@ -108,16 +105,14 @@ TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplaced) {
 TEST(ElasticTest, ALostWorkerIsReplacedAtOnceUpToTheCtldTarget) {
   FakeLauncher l;
   ElasticController c(config(2, 8), &l, 0);
-  QueueMetrics m = oversupplied(2);
-  m.joined = 2;
+  QueueMetrics m = oversupplied(2, 2);
   EXPECT_EQ(c.observe(m, 5, 3).started, 1);  // the target 3: one more now
   EXPECT_EQ(c.replace_lost(1, 1, 2, 6).started, 1) << "2 connected + 1 on its way - 1 lost: 2 of 3";
   EXPECT_EQ(l.started, 2);
   EXPECT_EQ(c.replace_lost(1, 0, 2, 7).started, 1) << "the second loss: 0 connected + 2 on their way of 3";
   EXPECT_EQ(c.replace_lost(0, 0, 2, 7).started, 0) << "nothing left";
   // The target drops below what is connected: a loss is not replaced.
-  m = oversupplied(3);
-  m.joined = 5;
+  m = oversupplied(3, 5);
   c.observe(m, 10, 2);
   EXPECT_EQ(c.replace_lost(1, 2, 5, 11).started, 0);
 }
@@ -126,15 +121,13 @@ TEST(ElasticTest, ALostWorkerIsReplacedAtOnceWhenSizingItself) {
   FakeLauncher l;
   l.refuse_after = 3;
   ElasticController c(config(2, 3), &l, 0);
-  QueueMetrics m = oversupplied(3);
-  m.joined = 3;
+  QueueMetrics m = oversupplied(3, 3);
   c.observe(m, 5);  // sizing itself: 3 connected
   EXPECT_EQ(c.replace_lost(2, 1, 3, 6).started, 2) << "back to the 3 it had";
   EXPECT_EQ(c.replace_lost(1, 0, 3, 7).started, 1) << "0 + 2 on their way of 3";
   // The launcher refuses: no new start until retry_after_s has passed.
   l.started = 3;
-  m = oversupplied(3);
-  m.joined = 6;
+  m = oversupplied(3, 6);
   c.observe(m, 8);
   EXPECT_EQ(c.replace_lost(1, 2, 6, 9).started, 0);
   EXPECT_EQ(c.replace_lost(1, 2, 6, 10).started, 0) << "retry wait";
@@ -158,8 +151,7 @@ TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplacedAtOnce) {
 TEST(ElasticTest, AFlickeringTargetKeepsTheHigherOne) {
   FakeLauncher l;
   ElasticController c(config(1, 8), &l, 0);
-  QueueMetrics m = starved(1);
-  m.joined = 1;
+  QueueMetrics m = starved(1, 1);
   EXPECT_EQ(c.observe(m, 1, 2).started, 1);
   l.waiting_now = 1;
   for (int i = 0; i < 10; ++i) {

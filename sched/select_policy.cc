@@ -35,32 +35,21 @@ JobTestPlan plan_job_test(const SelectConfig& config, JobKind kind, TestMode mod
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeUsage& node = nodes[i];
     NodePlan& out = plan.nodes[i];
-    if (mode == TestMode::kWillRun) {
-      // Held on configured cores, never judged by today's free ones
-      // (header: will-run).
-      uint32_t reserve = configured_reserve_cores(node, config);
-      if (reserve > 0 && node.cores_total <= reserve) {
-        out.usable = false;
-        ++plan.nodes_dropped;
-        plan.narrows = true;
-        continue;
-      }
-      out.hidden_cores = reserve;
-      out.hide_allocated = reserve > 0;
-      plan.cores_hidden += reserve;
-      if (reserve > 0) plan.narrows = true;
-      continue;
-    }
-    uint32_t reserve = reserve_cores(node, config);
-    if (reserve > 0 && node.cores_free <= reserve) {
+    // Will-run: held on configured cores, never judged by today's free ones
+    // (header: will-run).
+    const bool will_run = mode == TestMode::kWillRun;
+    const uint32_t reserve = will_run ? configured_reserve_cores(node, config) : reserve_cores(node, config);
+    if (reserve > 0 && (will_run ? node.cores_total : node.cores_free) <= reserve) {
       out.usable = false;
       ++plan.nodes_dropped;
       plan.narrows = true;
       continue;
     }
     out.hidden_cores = reserve;
+    if (will_run) out.hide_allocated = reserve > 0;
     plan.cores_hidden += reserve;
     if (reserve > 0) plan.narrows = true;
+    if (will_run) continue;
     if (tiered) {
       NodeResources r;
       r.gpu_total = node.gpus_total;
