@@ -75,58 +75,64 @@ class ProtoCursor {
   const char* end_;
 };
 
+// Calls fn(bytes) for each length-delimited field 1 of `message` (named
+// `what` in errors; `overrun`: the error of a field 1 that overruns it),
+// skipping the other fields. False with *why on a malformed proto, or
+// false as soon as fn returns false.
+template <typename Fn>
+bool for_each_field_1(std::string_view message, const char* what, const char* overrun, Fn fn, std::string* why) {
+  ProtoCursor c(message);
+  uint32_t field, wt;
+  while (!c.done()) {
+    if (!c.tag(&field, &wt)) return *why = std::string("bad tag in ") + what, false;
+    if (field != 1 || wt != 2) {
+      if (!c.skip(wt)) return *why = std::string("bad field in ") + what, false;
+      continue;
+    }
+    std::string_view bytes;
+    if (!c.bytes(&bytes)) return *why = overrun, false;
+    if (!fn(bytes)) return false;
+  }
+  return true;
+}
+
 // Calls fn(name, kind, list) for each entry of the Example's feature map,
 // where `list` is the serialized BytesList/FloatList/Int64List. False with
 // *why on a malformed proto.
 template <typename Fn>
 bool for_each_feature(std::string_view example, Fn fn, std::string* why) {
-  ProtoCursor ex(example);
-  uint32_t field, wt;
-  while (!ex.done()) {
-    if (!ex.tag(&field, &wt)) return *why = "bad tag in Example", false;
-    if (field != 1 || wt != 2) {
-      if (!ex.skip(wt)) return *why = "bad field in Example", false;
-      continue;
+  const auto each_entry = [&fn, why](std::string_view entry) -> bool {
+    uint32_t field, wt;
+    ProtoCursor en(entry);
+    std::string_view name, feature;
+    while (!en.done()) {
+      if (!en.tag(&field, &wt)) return *why = "bad tag in a feature map entry", false;
+      if (field == 1 && wt == 2) {
+        if (!en.bytes(&name)) return *why = "feature name overruns its entry", false;
+      } else if (field == 2 && wt == 2) {
+        if (!en.bytes(&feature)) return *why = "Feature overruns its entry", false;
+      } else if (!en.skip(wt)) {
+        return *why = "bad field in a feature map entry", false;
+      }
     }
-    std::string_view features;
-    if (!ex.bytes(&features)) return *why = "Example.features overruns the record", false;
-    ProtoCursor fs(features);
-    while (!fs.done()) {
-      if (!fs.tag(&field, &wt)) return *why = "bad tag in Features", false;
-      if (field != 1 || wt != 2) {
-        if (!fs.skip(wt)) return *why = "bad field in Features", false;
-        continue;
+    FeatureKind kind = FeatureKind::kNone;
+    std::string_view list;
+    ProtoCursor fe(feature);
+    while (!fe.done()) {
+      if (!fe.tag(&field, &wt)) return *why = "bad tag in Feature '" + std::string(name) + "'", false;
+      if (field >= 1 && field <= 3 && wt == 2) {
+        if (!fe.bytes(&list)) return *why = "Feature '" + std::string(name) + "' overruns", false;
+        kind = static_cast<FeatureKind>(field);
+      } else if (!fe.skip(wt)) {
+        return *why = "bad field in Feature '" + std::string(name) + "'", false;
       }
-      std::string_view entry;
-      if (!fs.bytes(&entry)) return *why = "Features.feature entry overruns its message", false;
-      ProtoCursor en(entry);
-      std::string_view name, feature;
-      while (!en.done()) {
-        if (!en.tag(&field, &wt)) return *why = "bad tag in a feature map entry", false;
-        if (field == 1 && wt == 2) {
-          if (!en.bytes(&name)) return *why = "feature name overruns its entry", false;
-        } else if (field == 2 && wt == 2) {
-          if (!en.bytes(&feature)) return *why = "Feature overruns its entry", false;
-        } else if (!en.skip(wt)) {
-          return *why = "bad field in a feature map entry", false;
-        }
-      }
-      FeatureKind kind = FeatureKind::kNone;
-      std::string_view list;
-      ProtoCursor fe(feature);
-      while (!fe.done()) {
-        if (!fe.tag(&field, &wt)) return *why = "bad tag in Feature '" + std::string(name) + "'", false;
-        if (field >= 1 && field <= 3 && wt == 2) {
-          if (!fe.bytes(&list)) return *why = "Feature '" + std::string(name) + "' overruns", false;
-          kind = static_cast<FeatureKind>(field);
-        } else if (!fe.skip(wt)) {
-          return *why = "bad field in Feature '" + std::string(name) + "'", false;
-        }
-      }
-      if (!fn(name, kind, list)) return false;
     }
-  }
-  return true;
+    return fn(name, kind, list);
+  };
+  const auto each_feature_map = [&each_entry, why](std::string_view features) {
+    return for_each_field_1(features, "Features", "Features.feature entry overruns its message", each_entry, why);
+  };
+  return for_each_field_1(example, "Example", "Example.features overruns the record", each_feature_map, why);
 }
 
 // Calls fn(value) for each value of a list of `kind`: int64_t for kInt64,

@@ -141,17 +141,31 @@ Expected<bool> FileWindow::next_line(bool quotes, std::string_view* line, uint64
 
 // ------------------------------------------------------------------ scans
 
-Expected<FilePlan> scan_lines(const char* format, const std::string& path, uint64_t start,
-                              bool quotes, uint64_t step) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_status(format, path);
+namespace {
+
+// Opens `path` to read it and learns its size: `*fd` (the caller's to
+// close) and `*size` set only on success.
+Status open_with_size(const char* format, const std::string& path, int* fd, uint64_t* size) {
+  const int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (opened < 0) return errno_status(format, path);
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(opened, &st) != 0) {
     Status s = errno_status(format, path, "stat");
-    ::close(fd);
+    ::close(opened);
     return s;
   }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  *fd = opened;
+  *size = static_cast<uint64_t>(st.st_size);
+  return Status();
+}
+
+}  // namespace
+
+Expected<FilePlan> scan_lines(const char* format, const std::string& path, uint64_t start,
+                              bool quotes, uint64_t step) {
+  int fd = -1;
+  uint64_t size = 0;
+  if (Status s = open_with_size(format, path, &fd, &size); !s.ok()) return s;
   FilePlan plan;
   if (start >= size) {
     ::close(fd);
@@ -213,15 +227,10 @@ Expected<FilePlan> scan_lines(const char* format, const std::string& path, uint6
 }
 
 Status read_file(const char* format, const std::string& path, std::vector<uint8_t>* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_status(format, path);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    Status s = errno_status(format, path, "stat");
-    ::close(fd);
-    return s;
-  }
-  out->resize(static_cast<size_t>(st.st_size));
+  int fd = -1;
+  uint64_t size = 0;
+  if (Status s = open_with_size(format, path, &fd, &size); !s.ok()) return s;
+  out->resize(static_cast<size_t>(size));
   size_t done = 0;
   while (done < out->size()) {
     ssize_t got = ::read(fd, out->data() + done, out->size() - done);

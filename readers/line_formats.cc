@@ -108,22 +108,26 @@ class TextSource : public LineSource {
   }
 };
 
-}  // namespace
-
-Expected<std::unique_ptr<RecordSource>> open_criteo_source(const DatasetConfig& config,
-                                                           const SplitRange& split) {
-  auto source = std::make_unique<CriteoSource>();
-  Status s = source->open("criteo-tsv", config.files[split.file_index], split, false);
+// A source of type S (a LineSource) over one split of `format`.
+template <typename S>
+Expected<std::unique_ptr<RecordSource>> open_line_source(const char* format, const DatasetConfig& config,
+                                                         const SplitRange& split) {
+  auto source = std::make_unique<S>();
+  Status s = source->open(format, config.files[split.file_index], split, false);
   if (!s.ok()) return s;
   return std::unique_ptr<RecordSource>(std::move(source));
 }
 
+}  // namespace
+
+Expected<std::unique_ptr<RecordSource>> open_criteo_source(const DatasetConfig& config,
+                                                           const SplitRange& split) {
+  return open_line_source<CriteoSource>("criteo-tsv", config, split);
+}
+
 Expected<std::unique_ptr<RecordSource>> open_text_source(const DatasetConfig& config,
                                                          const SplitRange& split) {
-  auto source = std::make_unique<TextSource>();
-  Status s = source->open("text", config.files[split.file_index], split, false);
-  if (!s.ok()) return s;
-  return std::unique_ptr<RecordSource>(std::move(source));
+  return open_line_source<TextSource>("text", config, split);
 }
 
 }  // namespace goldminer::readers::internal

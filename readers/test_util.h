@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -128,6 +130,27 @@ inline DatasetPlan plan_or_die(Format format, const std::vector<std::string>& pa
   auto plan = plan_dataset(spec, options, per_split);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return plan.ok() ? *plan : DatasetPlan();
+}
+
+// Plans `path` in splits of each size in `per_split` records and reads
+// every split (seed, batch, shuffle as read_split): each time, the plan
+// counts `records` and every one of them arrives exactly once; `check`
+// looks at each batch's values.
+inline void expect_each_record_once(Format format, const std::string& path, uint64_t records,
+                                    std::initializer_list<uint64_t> per_split, uint64_t seed, uint32_t batch,
+                                    uint32_t shuffle, const std::function<void(const Batch&)>& check) {
+  for (uint64_t n : per_split) {
+    const DatasetPlan plan = plan_or_die(format, {path}, n);
+    ASSERT_EQ(plan.total_records, records) << n << " records a split";
+    std::vector<int> seen(records, 0);
+    for (const SplitRange& s : plan.splits) {
+      for (const Batch& b : read_split(plan.config, s, seed, batch, shuffle)) {
+        for (uint64_t r : b.records) ++seen[r];
+        check(b);
+      }
+    }
+    for (uint64_t i = 0; i < records; ++i) EXPECT_EQ(seen[i], 1) << "record " << i << ", " << n << " a split";
+  }
 }
 
 // $GOLDMINER_SHARED_DATA/datasets/<rel>, or "" (and the reason) when absent.
