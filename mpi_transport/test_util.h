@@ -27,6 +27,11 @@
 
 namespace goldminer::transport::testing {
 
+// Why an endpoint could not be opened (listen, connect); "" when it was.
+inline std::string open_error(const Expected<std::unique_ptr<Endpoint>>& endpoint) {
+  return endpoint.ok() ? "" : endpoint.status().message();
+}
+
 // Polls `ep` until an event of `kind` arrives (other kinds are skipped).
 inline Event wait_for(Endpoint* ep, Event::Kind kind, int timeout_ms = 10000) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);

@@ -59,30 +59,31 @@ Expected<std::string> scheme_of(const std::string& address) {
   return p->scheme;
 }
 
-Expected<std::unique_ptr<Endpoint>> listen(const std::string& address, const Options& options) {
+namespace {
+
+// The endpoint of `address` from the transport its scheme names: its
+// listener (`listening`) or a connection to it.
+Expected<std::unique_ptr<Endpoint>> open(const std::string& address, const Options& options, bool listening) {
   auto p = parse(address);
   if (!p.ok()) return p.status();
-  if (p->scheme == "local") return listen_local(p->rest, options);
+  if (p->scheme == "local") return listening ? listen_local(p->rest, options) : connect_local(p->rest, options);
 #ifdef GOLDMINER_HAVE_UCX
-  if (p->scheme == "ucx") return listen_ucx(p->rest, options);
+  if (p->scheme == "ucx") return open_ucx(p->rest, options, listening);
 #endif
 #ifdef GOLDMINER_HAVE_MPI
-  if (p->scheme == "mpi") return listen_mpi(options);
+  if (p->scheme == "mpi") return listening ? listen_mpi(options) : connect_mpi(options);
 #endif
   return not_built(p->scheme);
 }
 
+}  // namespace
+
+Expected<std::unique_ptr<Endpoint>> listen(const std::string& address, const Options& options) {
+  return open(address, options, true);
+}
+
 Expected<std::unique_ptr<Endpoint>> connect(const std::string& address, const Options& options) {
-  auto p = parse(address);
-  if (!p.ok()) return p.status();
-  if (p->scheme == "local") return connect_local(p->rest, options);
-#ifdef GOLDMINER_HAVE_UCX
-  if (p->scheme == "ucx") return connect_ucx(p->rest, options);
-#endif
-#ifdef GOLDMINER_HAVE_MPI
-  if (p->scheme == "mpi") return connect_mpi(options);
-#endif
-  return not_built(p->scheme);
+  return open(address, options, false);
 }
 
 }  // namespace goldminer::transport

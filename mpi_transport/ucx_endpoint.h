@@ -1,6 +1,6 @@
 // UcxEndpoint, the ucx:// transport (transport.h), and what its files share:
 // ucx_transport.cc (setup, sends, polling, receives and teardown, for both
-// sides; listen_ucx and connect_ucx), ucx_trainer.cc (the listening side:
+// sides; open_ucx), ucx_trainer.cc (the listening side:
 // accepting workers, their arenas, stale sockets) and ucx_worker.cc (the
 // connecting side: its endpoints and its arena). Internal to
 // libgoldminer_transport.

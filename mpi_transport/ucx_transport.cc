@@ -1,6 +1,6 @@
 // The ucx:// transport (ucx_endpoint.h): what both sides do (setting up
 // UCX, sending, polling, receiving into pooled buffers in order, closing
-// endpoints, teardown) and the factory's listen_ucx and connect_ucx.
+// endpoints, teardown) and the factory's open_ucx.
 #include <netdb.h>
 #include <poll.h>
 #include <strings.h>
@@ -578,18 +578,10 @@ void UcxEndpoint::shutdown() {
   context_ = nullptr;
 }
 
-Expected<std::unique_ptr<Endpoint>> listen_ucx(const std::string& host_port, const Options& options) {
-  auto ep = std::make_unique<UcxEndpoint>(true, options);
+Expected<std::unique_ptr<Endpoint>> open_ucx(const std::string& host_port, const Options& options, bool listening) {
+  auto ep = std::make_unique<UcxEndpoint>(listening, options);
   Status s = ep->init();
-  if (s.ok()) s = ep->start_listener(host_port);
-  if (!s.ok()) return s;
-  return std::unique_ptr<Endpoint>(std::move(ep));
-}
-
-Expected<std::unique_ptr<Endpoint>> connect_ucx(const std::string& host_port, const Options& options) {
-  auto ep = std::make_unique<UcxEndpoint>(false, options);
-  Status s = ep->init();
-  if (s.ok()) s = ep->start_client(host_port);
+  if (s.ok()) s = listening ? ep->start_listener(host_port) : ep->start_client(host_port);
   if (!s.ok()) return s;
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
