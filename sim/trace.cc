@@ -95,6 +95,19 @@ class CsvReader {
     lhs = *gm_value_;                  \
   } while (0)
 
+// The columns a pod and a node share: the name (in `name_column`), CPUs
+// in milli-cores, memory and whole GPUs (in `gpu_column`).
+Status read_resources(const CsvReader& r, const char* name_column, const char* gpu_column, std::string* name,
+                      int64_t* cpu_milli, int64_t* memory_mib, int* gpus) {
+  int64_t v = 0;
+  GM_ASSIGN_OR_RETURN(*name, r.text(name_column));
+  GM_ASSIGN_OR_RETURN(*cpu_milli, r.integer("cpu_milli"));
+  GM_ASSIGN_OR_RETURN(*memory_mib, r.integer("memory_mib"));
+  GM_ASSIGN_OR_RETURN(v, r.integer(gpu_column));
+  *gpus = static_cast<int>(v);
+  return Status();
+}
+
 }  // namespace
 
 std::vector<std::string> split_csv_line(const std::string& line) {
@@ -135,12 +148,8 @@ Expected<std::vector<TracePod>> read_pods(const std::string& path) {
   while (r.next()) {
     TracePod p;
     p.line = r.line();
-    int64_t v = 0;
-    GM_ASSIGN_OR_RETURN(p.name, r.text("name"));
-    GM_ASSIGN_OR_RETURN(p.cpu_milli, r.integer("cpu_milli"));
-    GM_ASSIGN_OR_RETURN(p.memory_mib, r.integer("memory_mib"));
-    GM_ASSIGN_OR_RETURN(v, r.integer("num_gpu"));
-    p.num_gpu = static_cast<int>(v);
+    if (Status s = read_resources(r, "name", "num_gpu", &p.name, &p.cpu_milli, &p.memory_mib, &p.num_gpu); !s.ok())
+      return s;
     GM_ASSIGN_OR_RETURN(p.gpu_milli, r.integer("gpu_milli"));
     GM_ASSIGN_OR_RETURN(p.qos, r.text("qos"));
     GM_ASSIGN_OR_RETURN(p.phase, r.text("pod_phase"));
@@ -167,12 +176,7 @@ Expected<std::vector<TraceNode>> read_nodes(const std::string& path) {
   std::vector<TraceNode> nodes;
   while (r.next()) {
     TraceNode n;
-    int64_t v = 0;
-    GM_ASSIGN_OR_RETURN(n.name, r.text("sn"));
-    GM_ASSIGN_OR_RETURN(n.cpu_milli, r.integer("cpu_milli"));
-    GM_ASSIGN_OR_RETURN(n.memory_mib, r.integer("memory_mib"));
-    GM_ASSIGN_OR_RETURN(v, r.integer("gpu"));
-    n.gpus = static_cast<int>(v);
+    if (Status s = read_resources(r, "sn", "gpu", &n.name, &n.cpu_milli, &n.memory_mib, &n.gpus); !s.ok()) return s;
     nodes.push_back(std::move(n));
   }
   if (nodes.empty()) return Status::error(path + ": no nodes");

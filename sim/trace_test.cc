@@ -11,6 +11,17 @@ using testing::kNodeHeader;
 using testing::kPodHeader;
 using testing::TempFile;
 
+// The error `read` gives for the file `f`, its path written "FILE"; "read
+// without an error" if there was none.
+template <typename Read>
+std::string error_of(Read read, const TempFile& f) {
+  const auto result = read(f.path());
+  if (result.ok()) return "read without an error";
+  std::string message = result.status().message();
+  if (message.rfind(f.path(), 0) == 0) message.replace(0, f.path().size(), "FILE");
+  return message;
+}
+
 TEST(TraceTest, ReadsPodsIncludingNeverScheduledOnes) {
   TempFile f(std::string(kPodHeader) +
              "p1,8000,1024,1,1000,,LS,Running,100,700,110\r\n"
@@ -40,34 +51,22 @@ TEST(TraceTest, ColumnsAreFoundByName) {
 TEST(TraceTest, MissingColumnNamesFileLineAndColumn) {
   TempFile f("name,cpu_milli,memory_mib,gpu_milli,qos,pod_phase,creation_time,deletion_time,"
              "scheduled_time\np1,1,1,1,LS,Running,1,2,1\n");
-  auto pods = read_pods(f.path());
-  ASSERT_FALSE(pods.ok());
-  EXPECT_EQ(pods.status().message(), f.path() + ":1: missing column 'num_gpu'");
+  EXPECT_EQ(error_of(read_pods, f), "FILE:1: missing column 'num_gpu'");
 }
 
 TEST(TraceTest, BadNumberNamesFileLineAndColumn) {
   TempFile f(std::string(kPodHeader) + "p1,8000,1024,1,1000,,LS,Running,100,700,110\n"
                                        "p2,8k,1024,1,1000,,LS,Running,100,700,110\n");
-  auto pods = read_pods(f.path());
-  ASSERT_FALSE(pods.ok());
-  EXPECT_EQ(pods.status().message(), f.path() + ":3: column 'cpu_milli': invalid number '8k'");
+  EXPECT_EQ(error_of(read_pods, f), "FILE:3: column 'cpu_milli': invalid number '8k'");
 }
 
 TEST(TraceTest, ShortRowAndInconsistentTimesAreErrors) {
   TempFile short_row(std::string(kPodHeader) + "p1,8000,1024,1\n");
-  auto a = read_pods(short_row.path());
-  ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.status().message(),
-            short_row.path() + ":2: column 'gpu_milli': missing field (the row has 4 fields)");
+  EXPECT_EQ(error_of(read_pods, short_row), "FILE:2: column 'gpu_milli': missing field (the row has 4 fields)");
   TempFile backwards(std::string(kPodHeader) + "p1,8000,1024,1,1000,,LS,Running,100,50,110\n");
-  auto b = read_pods(backwards.path());
-  ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.status().message(),
-            backwards.path() + ":2: column 'deletion_time': 50 is before scheduled_time 110");
+  EXPECT_EQ(error_of(read_pods, backwards), "FILE:2: column 'deletion_time': 50 is before scheduled_time 110");
   TempFile negative(std::string(kPodHeader) + "p1,-5,1024,1,1000,,LS,Running,100,150,110\n");
-  auto c = read_pods(negative.path());
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().message(), negative.path() + ":2: column 'cpu_milli': negative value '-5'");
+  EXPECT_EQ(error_of(read_pods, negative), "FILE:2: column 'cpu_milli': negative value '-5'");
 }
 
 TEST(TraceTest, NodesAndUnreadableFiles) {
@@ -80,9 +79,7 @@ TEST(TraceTest, NodesAndUnreadableFiles) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "/nonexistent/nodes.csv: cannot open: No such file or directory");
   TempFile empty("");
-  auto e = read_nodes(empty.path());
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().message(), empty.path() + ":1: empty file (expected a header)");
+  EXPECT_EQ(error_of(read_nodes, empty), "FILE:1: empty file (expected a header)");
 }
 
 TEST(TraceTest, CsvQuoting) {
