@@ -30,16 +30,9 @@
 namespace goldminer {
 namespace {
 
-using testing::builddir;
-using testing::consume_args;
-using testing::Epoch;
-using testing::expect_clean;
-using testing::kEnv;
-using testing::parse_json_lines;
-using testing::Process;
-using testing::TempDir;
-using testing::worker_pids;
-using testing::write_text;
+// Temp folders, input files, goldminer-consume processes and their --json
+// epoch lines: the data plane's test helpers.
+using namespace testing;  // NOLINT(build/namespaces)
 
 // Waits until the consumer printed its address; returns it.
 std::string wait_address(Process* p) {

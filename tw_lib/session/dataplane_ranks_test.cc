@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -21,14 +23,9 @@
 namespace goldminer {
 namespace {
 
-using testing::consume_args;
-using testing::Epoch;
-using testing::kEnv;
-using testing::parse_json_lines;
-using testing::Process;
-using testing::TempDir;
-using testing::worker_pids;
-using testing::write_text;
+// Temp folders, input files, goldminer-consume processes and their --json
+// epoch lines: the data plane's test helpers.
+using namespace testing;  // NOLINT(build/namespaces)
 
 // The id_sum of each epoch line (exact: a double would round it).
 std::vector<uint64_t> id_sums(const std::string& out) {
@@ -287,25 +284,32 @@ TEST(DataplaneRanksTest, BadRanksAreClearErrors) {
   Process from_env(consume_args({"--input", "text:" + (d / "a.txt")}), env);
   EXPECT_EQ(from_env.wait(), 2);
   EXPECT_NE(from_env.err().find("RANK=3 is not a rank of WORLD_SIZE=2"), std::string::npos) << from_env.err();
+  // goldminer-consume over a.txt in the environment `env`: its one epoch
+  // line; none where it failed or printed another number of them.
+  const auto one_epoch = [&d](const std::map<std::string, std::string>& env) -> std::optional<Epoch> {
+    Process p(consume_args({"--input", "text:" + (d / "a.txt")}), env);
+    const int status = p.wait();
+    EXPECT_EQ(status, 0) << p.err();
+    const auto epochs = parse_json_lines(p.out());
+    EXPECT_EQ(epochs.size(), 1u) << p.out();
+    if (status != 0 || epochs.size() != 1) return std::nullopt;
+    return epochs[0];
+  };
   // A heterogeneous job's step numbers the tasks of all its components:
   // no ranks from Slurm there.
   env.erase("RANK");
   env.erase("WORLD_SIZE");
   env["SLURM_PROCID"] = "1";
   env["SLURM_STEP_NUM_TASKS"] = "3";
-  Process step(consume_args({"--input", "text:" + (d / "a.txt")}), env);
-  ASSERT_EQ(step.wait(), 0) << step.err();
-  const auto in_step = parse_json_lines(step.out());
-  ASSERT_EQ(in_step.size(), 1u);
-  EXPECT_EQ(in_step[0].v.at("rank"), 1);
-  EXPECT_EQ(in_step[0].v.at("world_size"), 3);
+  const auto in_step = one_epoch(env);
+  ASSERT_TRUE(in_step);
+  EXPECT_EQ(in_step->v.at("rank"), 1);
+  EXPECT_EQ(in_step->v.at("world_size"), 3);
   env["SLURM_HET_SIZE"] = "2";
-  Process het(consume_args({"--input", "text:" + (d / "a.txt")}), env);
-  ASSERT_EQ(het.wait(), 0) << het.err();
-  const auto in_het = parse_json_lines(het.out());
-  ASSERT_EQ(in_het.size(), 1u);
-  EXPECT_EQ(in_het[0].v.at("world_size"), 1);
-  EXPECT_EQ(in_het[0].v.at("samples"), 10);
+  const auto in_het = one_epoch(env);
+  ASSERT_TRUE(in_het);
+  EXPECT_EQ(in_het->v.at("world_size"), 1);
+  EXPECT_EQ(in_het->v.at("samples"), 10);
   env["RANK"] = "x";
   env["WORLD_SIZE"] = "2";
   Process garbage(consume_args({"--input", "text:" + (d / "a.txt")}), env);

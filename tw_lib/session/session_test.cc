@@ -524,13 +524,16 @@ TEST(SessionTest, ElasticWorkersGrowWhileTheTrainerWaitsAndShrinkWhenTheQueueSta
   EXPECT_TRUE(launcher->stop) << "the session's end stops what it started";
 }
 
+SessionOptions with_timeout(SessionOptions o, double timeout_s) {
+  o.timeout_s = timeout_s;
+  return o;
+}
+
 // next(interrupted) is asked while it waits and stops when told to; the
 // session goes on (a timeout still applies afterwards).
 TEST(SessionTest, NextStopsWhenInterruptedAndTheSessionGoesOn) {
   TempDir d;
-  SessionOptions o = text_session(d, 300, "local://session-interrupt-test");
-  o.timeout_s = 0.5;
-  auto s = Session::create(o);
+  auto s = Session::create(with_timeout(text_session(d, 300, "local://session-interrupt-test"), 0.5));
   ASSERT_TRUE(s.ok()) << s.status().message();
   int asked = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -548,8 +551,7 @@ TEST(SessionTest, NextStopsWhenInterruptedAndTheSessionGoesOn) {
 // joins) and names what it saw; a worker joining later still delivers.
 TEST(SessionTest, NextTimesOutWithoutWorkersAndGoesOnWhenOneJoins) {
   TempDir d;
-  SessionOptions o = text_session(d, 300, "local://session-timeout-test");
-  o.timeout_s = 0.3;
+  const SessionOptions o = with_timeout(text_session(d, 300, "local://session-timeout-test"), 0.3);
   auto s = Session::create(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
   const auto start = std::chrono::steady_clock::now();
