@@ -5,16 +5,26 @@
 
 dataloader_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-test_dataloader_dataset_runs_on_the_companion_workers() {
-    local job out bin
+# Runs tests/integration/dataloader_job.py ARGS... as the training script
+# of a `sbatch --goldminer=dw=2` job named NAME (one GPU) and prints what it
+# printed (kept in $work/NAME.JOBID); on a failed submission, says why and
+# fails. Usage: run_dataloader_job NAME ARGS...
+run_dataloader_job() {
+    local name=$1 job bin
+    shift
     bin=$(dirname "$devcluster")
     job=$(
         export PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH}
         if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
-        timeout 200 sbatch --parsable --wait --time=3 -J dltrain -o "$work/dl.%j" --goldminer=dw=2,cpus-per-dw=1 \
-            -p gpu --gpus=1 --wrap "/usr/bin/python3 $dataloader_top/tests/integration/dataloader_job.py 500"
-    ) || { echo "sbatch: $job"; tail -20 "$work"/dl.* 2>/dev/null; return 1; }
-    out=$(cat "$work/dl.${job%%;*}")
+        timeout 200 sbatch --parsable --wait --time=3 -J "$name" -o "$work/$name.%j" --goldminer=dw=2,cpus-per-dw=1 \
+            -p gpu --gpus=1 --wrap "/usr/bin/python3 $dataloader_top/tests/integration/dataloader_job.py $*"
+    ) || { echo "sbatch: $job"; tail -20 "$work/$name".* 2>/dev/null; return 1; }
+    cat "$work/$name.${job%%;*}"
+}
+
+test_dataloader_dataset_runs_on_the_companion_workers() {
+    local out
+    out=$(run_dataloader_job dltrain 500) || { echo "$out"; return 1; }
     expect_eq "DataLoader epochs" "$(echo "$out" | /usr/bin/python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -33,16 +43,9 @@ epoch 1: 500 items, 500 distinct, len 32, loaded by ['goldminer-dw']" || { echo 
 # gives the split back failed and goes on (no worker lost), the trainer
 # re-leases it (one split failed), both epochs every item once.
 test_dataloader_a_python_process_killed_mid_split_costs_a_re_lease() {
-    local job out bin marker="$work/kill-once"
-    bin=$(dirname "$devcluster")
+    local out marker="$work/kill-once"
     echo "item 250 kills its process while this file exists" >"$marker"
-    job=$(
-        export PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH}
-        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
-        timeout 200 sbatch --parsable --wait --time=3 -J dlkill -o "$work/dlkill.%j" --goldminer=dw=2,cpus-per-dw=1 \
-            -p gpu --gpus=1 --wrap "/usr/bin/python3 $dataloader_top/tests/integration/dataloader_job.py 500 $marker"
-    ) || { echo "sbatch: $job"; tail -20 "$work"/dlkill.* 2>/dev/null; return 1; }
-    out=$(cat "$work/dlkill.${job%%;*}")
+    out=$(run_dataloader_job dlkill 500 "$marker") || { echo "$out"; return 1; }
     expect_eq "the marker removed by the kill" "$([ -e "$marker" ] && echo present || echo gone)" gone || return 1
     expect_eq "epochs through the kill" "$(echo "$out" | /usr/bin/python3 -c '
 import json, sys
