@@ -7,6 +7,8 @@
 #ifndef GOLDMINER_SCHED_AUTOSIZER_H_
 #define GOLDMINER_SCHED_AUTOSIZER_H_
 
+#include "goldminer/elastic.h"  // AutosizerConfig
+
 namespace goldminer {
 
 // What the trainer session measures over one observation window.
@@ -18,16 +20,6 @@ struct QueueMetrics {
   double trainer_wait_fraction = 0; // share of the window the trainer waited
   double per_worker_rate = 0;       // batches/s one worker produces
   double queue_fill = 0;            // 0 empty .. 1 full
-};
-
-struct AutosizerConfig {
-  int min_workers = 0;
-  int max_workers = 8;
-  double grow_wait_fraction = 0.05;  // trainer waiting more than this: starved
-  double min_worker_use = 0.5;       // next worker must be used at least this much
-  double shrink_queue_fill = 0.9;    // queue at least this full: oversupplied
-  double shrink_headroom = 1.1;      // one fewer must still make consumption x this
-  int patience = 3;                  // agreeing observations before acting
 };
 
 // Thread-compatible; one per job.

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "goldminer/elastic.h"
 #include "sched/autosizer.h"
 #include "sched/worker_registry.h"
 #include "gmcore/slurm_command.h"
@@ -31,35 +32,8 @@
 
 namespace goldminer {
 
-// Starts data workers that connect to the session by themselves later.
-class WorkerLauncher {
- public:
-  virtual ~WorkerLauncher() = default;
-  // Starts up to `n` more; returns how many it started, with `error` saying
-  // why when fewer.
-  virtual int start(int n, std::string* error) = 0;
-  // How many of those it started still wait for resources (pending).
-  virtual int waiting() = 0;
-  // How many of those it started have not ended (waiting or running).
-  virtual int live() = 0;
-  // Cancels up to `n` of the waiting ones, newest first; returns how many.
-  virtual int cancel_waiting(int n) = 0;
-  // The session ends: cancels those that wait and stops those that run
-  // (they drain). Later calls do nothing.
-  virtual void end() = 0;
-};
-
-struct ElasticConfig {
-  AutosizerConfig autosizer;  // min_workers, max_workers and the thresholds
-  // Workers started with the job (its first companion job), still to join
-  // when the controller is created.
-  int initial_workers = 0;
-  // Started workers that have not joined within this long no longer hold
-  // growth back (one that failed to start, a node that went away).
-  double join_grace_s = 120;
-  // After a start that failed, no new start for this long.
-  double retry_after_s = 60;
-};
+// WorkerLauncher, ElasticConfig and ElasticSetup (what a Session is given)
+// are public: include/goldminer/elastic.h.
 
 // What to do after one observation.
 struct ElasticStep {
@@ -136,26 +110,6 @@ class SlurmWorkerLauncher : public WorkerLauncher {
   std::vector<uint32_t> jobs_;
   std::vector<uint32_t> gone_;
   bool ended_ = false;
-};
-
-// What the session reads from the environment spank_goldminer.so gives a
-// batch job with mode=elastic (GOLDMINER_MODE, GOLDMINER_DW,
-// GOLDMINER_DW_MAX, GOLDMINER_DW_SBATCH, GOLDMINER_TRAINER,
-// GOLDMINER_AUTH_JOB, SLURM_JOB_ID; GOLDMINER_AUTOSCALE_INTERVAL,
-// GOLDMINER_CTLD, GOLDMINER_MUNGE_SOCKET, GOLDMINER_CTLD_USER optional).
-struct ElasticSetup {
-  ElasticConfig config;
-  double interval_s = 5;
-  std::shared_ptr<WorkerLauncher> launcher;
-  uint32_t job_id = 0;     // SLURM_JOB_ID
-  double cpus_per_dw = 1;  // --cpus-per-task of the workers' sbatch
-  // goldminer-ctld (GOLDMINER_CTLD, HOST:PORT; "" none: the session sizes
-  // itself), the munged socket to reach it through (GOLDMINER_MUNGE_SOCKET;
-  // "" munge's default) and the user it runs as (GOLDMINER_CTLD_USER).
-  std::string ctld, munge_socket, ctld_user;
-  // Sends a report and returns the job's target (set by the session when
-  // `ctld` is; tests give their own).
-  std::function<Expected<int>(const SessionReport&)> report;
 };
 
 // Seconds between observations when GOLDMINER_AUTOSCALE_INTERVAL is unset.

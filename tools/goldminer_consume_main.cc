@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dw_daemon/program.h"
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
 #include "goldminer/session.h"

@@ -31,12 +31,12 @@
 #include <string>
 #include <vector>
 
-#include "dw_daemon/program.h"
-#include "sched/elastic.h"
 #include "gmcore/lease_table.h"
 #include "gmcore/peer_auth.h"
 #include "gmcore/status.h"
 #include "gmcore/wire.h"
+#include "goldminer/elastic.h"
+#include "goldminer/program_loader.h"
 
 namespace goldminer {
 
@@ -146,10 +146,10 @@ struct SessionOptions {
   // goldminer-dw), in addition to any that connect.
   uint32_t local_workers = 0;
   uint32_t local_worker_threads = 1;
-  dw::ProgramLoader program_loader;  // how local workers load `program`
+  dw::ProgramLoader program_loader;  // how local workers load `program` (goldminer/program_loader.h)
   // Elastic workers: with a launcher, every elastic.interval_s the session
   // measures its queue over the interval and grows or shrinks its workers
-  // within elastic.config's bounds (sched/elastic.h); at its end it
+  // within elastic.config's bounds (goldminer/elastic.h); at its end it
   // stops those the launcher started. No launcher: the workers that come.
   ElasticSetup elastic;
 

@@ -29,6 +29,7 @@
 #include "goldminer/session.h"
 #include "mpi_transport/transport.h"
 #include "readers/reader.h"
+#include "sched/elastic.h"
 
 namespace goldminer {
 
