@@ -34,12 +34,12 @@ static int _find_cons_tres(char *path, size_t len)
 	return found;
 }
 
-int gm_load_cons_tres(const char *const *syms, void **slots, size_t n)
+int gm_load_cons_tres(const struct gm_syms *tables, size_t count)
 {
 	char path[PATH_MAX];
 	int (*cons_tres_init)(void);
 	bool already_loaded;
-	size_t i;
+	size_t t, i;
 
 	if (!_find_cons_tres(path, sizeof(path))) {
 		error("%s: select_cons_tres.so not found in PluginDir %s",
@@ -55,14 +55,18 @@ int gm_load_cons_tres(const char *const *syms, void **slots, size_t n)
 		error("%s: dlopen %s: %s", plugin_type, path, dlerror());
 		return SLURM_ERROR;
 	}
-	for (i = 0; i < n; i++) {
-		slots[i] = dlsym(cons_tres_handle, syms[i]);
-		if (!slots[i]) {
-			error("%s: %s lacks %s", plugin_type, path, syms[i]);
-			gm_unload_cons_tres();
-			return SLURM_ERROR;
+	for (t = 0; t < count; t++)
+		for (i = 0; i < tables[t].n; i++) {
+			const char *name = tables[t].names[i];
+
+			tables[t].slots[i] = dlsym(cons_tres_handle, name);
+			if (!tables[t].slots[i]) {
+				error("%s: %s lacks %s", plugin_type, path,
+				      name);
+				gm_unload_cons_tres();
+				return SLURM_ERROR;
+			}
 		}
-	}
 	if (!already_loaded) {
 		cons_tres_init = dlsym(cons_tres_handle, "init");
 		cons_tres_fini = dlsym(cons_tres_handle, "fini");

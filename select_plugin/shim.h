@@ -1,27 +1,31 @@
 /*
  * The line between select/goldminer_cons_tres's release-independent part
- * (goldminer_job_test.c, cons_tres.c) and the one file per Slurm release
- * that knows that release's select ops table and job_test arguments
- * (ops_22_05.c, ops_24_11.c, ops_26_05.c, chosen by configure from the
- * Slurm version it finds).
+ * (narrowing.c, cons_tres.c), the entry points the supported releases
+ * share (ops_common.c, version guards where they part) and the one file
+ * per Slurm release that keeps what only that release has (ops_22_05.c,
+ * ops_24_11.c, ops_26_05.c, chosen by configure from the Slurm version it
+ * finds).
  *
  * Adding a release:
- *  1. copy the nearest ops_*.c to ops_MAJOR_MINOR.c; make its ops struct,
- *     symbol list (same order) and select_p_* signatures those of the
- *     release's slurm_select_ops_t and node_select_syms[] in
- *     src/interfaces/select.c (src/common/select.c before 23.02), and
- *     its init/fini those of the release's select_cons_tres.c;
- *  2. set plugin_id: unique (190) where slurmctld loads every select
+ *  1. compare the release's slurm_select_ops_t and node_select_syms[] in
+ *     src/interfaces/select.c (src/common/select.c before 23.02) and its
+ *     select_cons_tres.c's init/fini with ops_common.c's table: entry
+ *     points the release lacks or changed go behind a version guard
+ *     there; those only it has go to a new ops_MAJOR_MINOR.c (copy the
+ *     nearest), with their own table and symbol names (same order);
+ *  2. set plugin_id there: unique (190) where slurmctld loads every select
  *     plugin and refuses duplicates (22.05, 24.11), cons_tres's own (109)
- *     where it enables cons_tres features by the id (26.05);
- *  3. implement gm_shim_core_excluded and gm_shim_cons_tres_job_test over
- *     the release's job_test exclusion argument (struct gm_call);
+ *     where it enables cons_tres features by the id (26.05); init and fini
+ *     with the release's return types;
+ *  3. if job_test's exclusion argument changed, implement struct gm_call,
+ *     gm_shim_core_excluded and gm_shim_cons_tres_job_test over it in the
+ *     release's file (as ops_22_05.c does);
  *  4. add the version to the case in configure.ac, SELECT_OPS_* in
  *     Makefile.am, the release to SLURM_RELEASES in
  *     scripts/install-deps.sh and to scripts/run-tests, then run
  *     scripts/run-tests --slurm MAJOR.MINOR.
  * Library changes that are not in the ops table (e.g. add_job_to_cores
- * lost an argument in 24.11) are version guards in goldminer_job_test.c.
+ * lost an argument in 24.11) are version guards in narrowing.c.
  */
 #ifndef GOLDMINER_SELECT_PLUGIN_SHIM_H_
 #define GOLDMINER_SELECT_PLUGIN_SHIM_H_
@@ -59,8 +63,8 @@ int gm_shim_cons_tres_job_test(struct gm_call *call, bitstr_t *node_bitmap,
 			       bitstr_t **hidden,
 			       list_t *preemptee_candidates);
 
-/* The release-independent job_test: decides, narrows and calls
- * gm_shim_cons_tres_job_test (once, or once per placement tier). */
+/* The release-independent job_test (narrowing.c): decides, narrows and
+ * calls gm_shim_cons_tres_job_test (once, or once per placement tier). */
 int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
 		uint32_t min_nodes, uint32_t max_nodes, uint32_t req_nodes,
 		uint16_t mode, list_t *preemptee_candidates,
@@ -73,10 +77,33 @@ void gm_usage_changed(void);
 void gm_load_settings(void);
 void gm_free_settings(void);
 
-/* Loads cons_tres and resolves the release's `n` symbol names into
- * `slots` (the release's ops table, in order). */
-int gm_load_cons_tres(const char *const *syms, void **slots, size_t n);
+/* cons_tres symbols to resolve: `n` names into `slots`, in order (a
+ * struct of function pointers, one per name). */
+struct gm_syms {
+	const char *const *names;
+	void **slots;
+	size_t n;
+};
+/* The gm_syms of an array of names and the struct they fill; the file
+ * that owns them checks that they match (GM_SYMS_MATCH). */
+#define GM_SYMS(names, table) \
+	{ (names), (void **) &(table), sizeof(names) / sizeof((names)[0]) }
+#define GM_SYMS_MATCH(names, table) \
+	_Static_assert(sizeof(names) / sizeof((names)[0]) * sizeof(void *) == \
+			       sizeof(table), \
+		       "one symbol name per slot of " #table)
+
+/* Loads cons_tres and resolves the `count` tables' symbols (its init runs
+ * once all resolved). */
+int gm_load_cons_tres(const struct gm_syms *tables, size_t count);
 void gm_unload_cons_tres(void);
+
+/* The plugin's init and fini but for their return types, which differ by
+ * release (ops_common.c): loads cons_tres with the shared entry points and
+ * the release's own (`release`, NULL: none), then goldminer.conf in
+ * slurmctld; fini undoes it. */
+int gm_ops_init(const struct gm_syms *release);
+void gm_ops_fini(void);
 
 extern const char plugin_type[];
 

@@ -1,10 +1,11 @@
 /*
- * select/goldminer_cons_tres's job_test, independent of the Slurm release:
- * turns slurmctld's node table and job records into plain values, asks the
- * scheduler core what to change (sched/select_decision.h: the CPU reserve
- * next to free GPUs, data workers on stranded CPUs first), narrows the
- * candidate nodes and cores accordingly and lets cons_tres choose within
- * them (through the release's shim). It never re-implements cons_tres.
+ * select/goldminer_cons_tres's narrowing of cons_tres's choice: its
+ * job_test, independent of the Slurm release: turns slurmctld's node table
+ * and job records into plain values, asks the scheduler core what to
+ * change (sched/select_decision.h: the CPU reserve next to free GPUs, data
+ * workers on stranded CPUs first), narrows the candidate nodes and cores
+ * accordingly and lets cons_tres choose within them (through the
+ * release's shim). It never re-implements cons_tres.
  *
  * Any failure of ours (an internal error in the core, a bad goldminer.conf)
  * gives cons_tres's own decision and one log line: a bug here must never
