@@ -2,9 +2,9 @@
 // of its CPU-only component: co-scheduled with the trainer (Slurm
 // allocates every component at once) and with no line in the user's
 // script. The SPANK plugin asks squeue what the job's components are
-// (kJobComponentsFormat), picks the one the workers run in
-// (worker_component) and starts the step planned here with
-// spawn_detached (gmcore/subprocess.h). Slurm-free.
+// (kJobComponentsFormat), gmcore/worker_start.h picks the one the
+// workers run in (worker_component), and the plugin starts the step
+// planned here with spawn_detached (gmcore/subprocess.h). Slurm-free.
 //
 //   sbatch --goldminer job.sh          job.sh: #SBATCH -p gpu --gpus=1
 //                                              #SBATCH hetjob

@@ -6,7 +6,10 @@
 // cancels workers still waiting in Slurm's queue, then has the session
 // drain connected ones (they finish the batch in hand, return their leases
 // and exit 0). Slurm-free: the launcher runs sbatch, squeue and scancel
-// through a SlurmCommand (gmcore/slurm_command.h).
+// through a SlurmCommand (gmcore/slurm_command.h). Whether a job grows so
+// is decided with its first workers (gmcore/worker_start.h,
+// WorkerStartPlan::elastic): the plugin then gives the trainer
+// GOLDMINER_DW_SBATCH, which elastic_from_environment reads back.
 //
 //   session (every interval_s)      ElasticController       SlurmWorkerLauncher
 //   window QueueMetrics ----------> observe() -- start(n) -> sbatch x n

@@ -4,12 +4,13 @@
 // to SPANK return codes. This is the one switch on spank_context()
 // (STYLE.md §1). No exception leaves an entry point (STYLE.md §2).
 //
-// It also starts a job's data workers: from a batch job's batch step, as a
-// companion job (gmcore/companion_job.h), or, when the job is
-// heterogeneous with a CPU-only component, as a step of that component
-// (gmcore/het_step.h), also from the first node of a salloc or srun
-// hetjob's steps. When that step ends, it ends what it started: the
-// worker step, and the companion jobs an elastic session added.
+// It also starts a job's data workers as gmcore/worker_start.h decides:
+// from a batch job's batch step, as a companion job
+// (gmcore/companion_job.h), or, when the job is heterogeneous with a
+// CPU-only component, as a step of that component (gmcore/het_step.h),
+// also from the first node of a salloc or srun hetjob's steps. When that
+// step ends, it ends what it started: the worker step, and the companion
+// jobs an elastic session added.
 // gmcore/subprocess.h runs sbatch, squeue, scancel and srun as the job's
 // user, from plugstack.conf slurm_bindir (never the job's PATH), with no
 // descriptor, signal state or high descriptor limit of slurmstepd's; each
@@ -27,7 +28,6 @@ extern "C" {
 #include <cstdint>
 #include <exception>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +41,7 @@ extern "C" {
 #include "gmcore/port_registry.h"
 #include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
+#include "gmcore/worker_start.h"
 
 // SPANK_PLUGIN() defines these; in C++ they need C linkage declared first.
 extern "C" {
@@ -70,11 +71,13 @@ struct Companion {
 };
 Companion companion;
 
-// The port this step's trainer listens on (gmcore/port_registry.h):
-// reserved in init_post_opt, while slurmstepd is still root, used by
-// start_workers, released at exit.
+// Where this step's trainer listens: this node's address (node_address,
+// the site's dw_network) and the port (gmcore/port_registry.h) reserved
+// in init_post_opt, while slurmstepd is still root; used by start_workers,
+// released at exit.
 struct TrainerPort {
-  int port = 0;       // 0: none; `error` says why when one was wanted
+  std::string address;  // "" when unknown: `error` says why
+  int port = 0;         // 0: none; `error` says why when one was wanted
   std::string error;
 };
 TrainerPort trainer_port;
@@ -260,61 +263,43 @@ goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& p
   return goldminer::Status();
 }
 
-// user_init of a batch step, or of node 0 of another step: starts the
-// job's data workers and tells the trainer where its session listens. A
-// batch step submits a companion job unless the job has a CPU-only
-// component; another step starts workers only in that component of a job
-// without a batch step (salloc, srun). A failure does not fail the job:
-// it is logged and reaches the trainer as GOLDMINER_DW_ERROR.
+// user_init of a batch step, or of node 0 of another step: carries out
+// the job's worker start (gmcore/worker_start.h: a companion job, a step
+// of its CPU-only component, or nothing) and tells the trainer where its
+// session listens. A failure does not fail the job: it is logged and
+// reaches the trainer as GOLDMINER_DW_ERROR.
 int start_workers(spank_t sp, bool batch_step) {
   const goldminer::JobOptions& options = *settings.options();
   const std::string job = "goldminer: job " + std::to_string(job_id(sp));
-  std::string why_not = goldminer::why_no_companion_job(options);
-  if (!why_not.empty()) {
-    if (batch_step) goldminer::log::verbose(job + ": no data workers started: " + why_not);
-    return 0;
-  }
-  goldminer::BatchJob batch;
-  batch.job_id = job_id(sp);
-  batch.env = job_environment(sp);
-  auto components = job_components(sp, batch.env);
-  std::optional<goldminer::JobComponent> workers;
-  if (components.ok()) {
-    bool batch_job = false;
-    for (const goldminer::JobComponent& c : *components)
-      if (c.job_id == batch.job_id) {
-        batch.work_dir = c.work_dir;
-        batch.time_left = c.time_left;
-        batch_job = c.batch;
-      }
-    workers = goldminer::worker_component(*components, batch.job_id);
-    // Steps of a batch job use what its batch step started.
-    if (!batch_step && (batch_job || !workers)) return 0;
-    if (!workers)
-      goldminer::log::verbose(job + ": workers as a companion job: " +
-                              goldminer::why_no_worker_component(*components, batch.job_id));
-  } else {
-    goldminer::log::verbose(job + (batch_step ? ": workers as a companion job: " : ": no data workers for this step: ") +
-                            components.status().message());
-    if (!batch_step) return 0;
-  }
+  const std::vector<std::string> env = job_environment(sp);
+  goldminer::WorkerStartRequest request;
+  request.site = batch_step ? goldminer::StartSite::kBatchStep : goldminer::StartSite::kJobStep;
+  request.options = options;
+  request.job_id = job_id(sp);
+  request.components = [&] { return job_components(sp, env); };
+  const goldminer::WorkerStartPlan start = goldminer::plan_worker_start(request);
+  if (!start.why.empty()) goldminer::log::verbose(job + ": " + start.why);
+  if (start.start == goldminer::WorkerStart::kNone) return 0;
   auto fail = [&](const std::string& why) {
     std::string message = job + ": cannot start its data workers: " + why;
     goldminer::log::error(message);
     spank_setenv(sp, "GOLDMINER_DW_ERROR", message.c_str(), 1);
     return 0;
   };
-  auto address = goldminer::node_address(settings.admin().dw_network);
-  if (!address.ok()) return fail(address.status().message());
-  batch.node_address = *address;
-  if (trainer_port.port == 0) return fail(trainer_port.error);
+  if (trainer_port.address.empty() || trainer_port.port == 0) return fail(trainer_port.error);
+  goldminer::BatchJob batch;
+  batch.job_id = request.job_id;
+  batch.env = env;
+  batch.work_dir = start.work_dir;
+  batch.time_left = start.time_left;
+  batch.node_address = trainer_port.address;
   batch.trainer_port = trainer_port.port;
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch);
   goldminer::Status st = set_trainer_env(sp, plan.trainer_env);
   if (!st.ok()) return fail(st.message());
   companion = {batch.job_id, goldminer::slurm_command_env(batch.env), plan.work_dir, -1};
-  if (workers) {
-    st = start_worker_step(sp, plan, *workers, job);
+  if (start.start == goldminer::WorkerStart::kHetStep) {
+    st = start_worker_step(sp, plan, start.component, job);
     return st.ok() ? 0 : fail(st.message());
   }
   // A sbatch that timed out may still have submitted the job: the step's
@@ -325,7 +310,7 @@ int start_workers(spank_t sp, bool batch_step) {
   if (result->exit_code != 0 || !id.ok()) return fail("sbatch: " + goldminer::describe(*result));
   spank_setenv(sp, "GOLDMINER_DW_JOB", std::to_string(*id).c_str(), 1);
   goldminer::log::info(job + ": data workers are job " + std::to_string(*id) + " (" +
-                       std::to_string(options.dw) + " x goldminer-dw), trainer address " + plan.trainer);
+                       std::to_string(start.workers) + " x goldminer-dw), trainer address " + plan.trainer);
   return 0;
 }
 
@@ -413,11 +398,13 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
     if (!goldminer::why_no_companion_job(*settings.options()).empty()) return 0;
     const bool trainer = may_start_workers(sp);
     const goldminer::AdminConfig& admin = settings.admin();
+    // Computed once: the trainer's address (start_workers) and the ranks'.
     auto address = goldminer::node_address(admin.dw_network);
     if (!address.ok()) {
       trainer_port.error = address.status().message();
       return 0;
     }
+    if (trainer) trainer_port.address = *address;
     goldminer::PortRegistry registry = port_registry(admin);
     registry.bindable = [a = *address](int port) { return goldminer::bind_probe(a, port); };
     // The ranks' ports and the trainer's in one hold of the registry's lock

@@ -25,6 +25,7 @@
 #include "dw_daemon/program.h"
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
+#include "gmcore/worker_start.h"
 #include "goldminer/session.h"
 #include "tw_lib/session/receive_memory.h"
 #include "tw_lib/session/worker_processes.h"
@@ -324,9 +325,13 @@ int main(int argc, char** argv) {
     if (!s.ok()) return fail("--resume: " + s.message(), 2);
     o.resume = p;
   }
+  // Who starts this run's workers (gmcore/worker_start.h): the session
+  // itself (local), this program (ucx) or mpirun (mpi).
+  const WorkerStartPlan start = plan_worker_start(
+      request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
   if (transport == "local") {
     o.listen = "local://consume-" + std::to_string(getpid());
-    o.local_workers = workers;
+    o.local_workers = start.start == WorkerStart::kLocalThreads ? static_cast<uint32_t>(start.workers) : 0;
     o.local_worker_threads = threads;
     o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
   } else if (transport == "mpi") {
@@ -344,13 +349,13 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "goldminer-consume: listening on %s\n", s.address().c_str());
 
   std::vector<pid_t> pids;
-  if (transport == "ucx") {
+  if (start.start == WorkerStart::kLocalProcesses) {
     WorkerProcessOptions wp;
     wp.dw_path = find_dw_binary();
     wp.trainer = s.address();
     wp.secret = o.secret;
-    wp.threads = threads;
-    for (uint32_t i = 0; i < workers; ++i) {
+    wp.threads = static_cast<unsigned>(start.threads);
+    for (int i = 0; i < start.workers; ++i) {
       auto pid = spawn_worker(wp);
       if (!pid.ok()) return fail(pid.status().message(), 1);
       pids.push_back(*pid);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gmcore/auth.h"
+#include "gmcore/worker_start.h"
 #include "tw_lib/session/worker_processes.h"
 
 namespace po = boost::program_options;
@@ -101,10 +102,15 @@ int main(int argc, char** argv) {
   if (!secret.ok()) return fail(secret.status().message(), 1);
   setenv("GOLDMINER_SECRET", secret->c_str(), 1);
   unsetenv("GOLDMINER_SECRET_FILE");
+  // Who starts the trainer's workers (gmcore/worker_start.h): its session
+  // (local, told through GOLDMINER_LOCAL_WORKERS) or this program (ucx).
+  const WorkerStartPlan start = plan_worker_start(
+      request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
   std::string address;
   if (transport == "local") {
     address = "local://run";
-    setenv("GOLDMINER_LOCAL_WORKERS", std::to_string(workers).c_str(), 1);
+    setenv("GOLDMINER_LOCAL_WORKERS",
+           std::to_string(start.start == WorkerStart::kLocalThreads ? start.workers : 0).c_str(), 1);
   } else {
     auto port = free_port();
     if (!port.ok()) return fail(port.status().message(), 1);
@@ -138,13 +144,13 @@ int main(int argc, char** argv) {
     _exit(127);
   }
   std::vector<pid_t> pids;
-  if (transport == "ucx") {
+  if (start.start == WorkerStart::kLocalProcesses) {
     WorkerProcessOptions wp;
     wp.dw_path = find_dw_binary();
     wp.trainer = address;
     wp.secret = *secret;
-    wp.threads = threads;
-    for (unsigned i = 0; i < workers; ++i) {
+    wp.threads = static_cast<unsigned>(start.threads);
+    for (int i = 0; i < start.workers; ++i) {
       auto pid = spawn_worker(wp);
       if (!pid.ok()) {
         stop_workers(pids, SIGTERM, 5);

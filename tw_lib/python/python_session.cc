@@ -29,6 +29,7 @@
 #include "dw_daemon/program.h"
 #include "dw_daemon/python_program.h"
 #include "gmcore/auth.h"
+#include "gmcore/worker_start.h"
 #include "goldminer/session.h"
 #include "tw_lib/python/python_session_doc.h"
 #include "tw_lib/session/worker_processes.h"
@@ -290,7 +291,11 @@ class PySession {
       if (!s.ok()) raise_runtime(s.status().message());
       o.secret = *s;
     }
-    if (transport == "local" && workers > 0) o.local_workers = workers;
+    // Who starts the workers (gmcore/worker_start.h): the session itself
+    // (local) or this object (ucx: goldminer-dw processes).
+    const WorkerStartPlan start =
+        plan_worker_start(request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
+    if (start.start == WorkerStart::kLocalThreads) o.local_workers = static_cast<uint32_t>(start.workers);
     o.local_worker_threads = threads;
     o.program_loader = [](const std::string& bytes) {
       return dw::is_python_program(bytes) ? dw::load_python_program(bytes) : dw::load_torchscript(bytes, 1);
@@ -301,7 +306,7 @@ class PySession {
     local_workers_ = o.local_workers;
 
     WorkerProcessOptions wp;
-    if (transport == "ucx" && workers > 0) {
+    if (start.start == WorkerStart::kLocalProcesses) {
       if (o.listen.rfind("ucx://", 0) != 0)
         throw py::value_error("goldminer.Session: workers=" + std::to_string(workers) +
                               " with transport 'ucx' needs a ucx:// address to listen on, not '" + o.listen + "'");
@@ -310,7 +315,7 @@ class PySession {
         raise_runtime("cannot find the data worker '" + wp.dw_path +
                       "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
       wp.secret = o.secret;
-      wp.threads = threads;
+      wp.threads = static_cast<unsigned>(start.threads);
     }
 
     Expected<std::unique_ptr<Session>> created = Status::error("not created");
@@ -322,7 +327,7 @@ class PySession {
     session_ = std::move(created).value();
     if (!wp.dw_path.empty()) {
       wp.trainer = session_->address();
-      for (uint32_t i = 0; i < workers; ++i) {
+      for (int i = 0; i < start.workers; ++i) {
         auto pid = spawn_worker(wp);
         if (!pid.ok()) {
           close();
