@@ -69,8 +69,10 @@ std::vector<Epoch> kill_nine_repeatedly(const std::string& batch, const std::str
   write_text(d / "big.txt", 200000);
   auto env = kEnv;
   for (const auto& [k, v] : extra_env) env[k] = v;
-  std::vector<std::string> args = {"--input", "text:" + (d / "big.txt"), "--batch-size", batch, "--records-per-split",
-                                   split, "--epochs", std::to_string(epochs), "--workers", "3", "--queue-batches", "8"};
+  // -v: the trainer logs each worker that joins (whose kill then tests something).
+  std::vector<std::string> args = {"-v", "--input", "text:" + (d / "big.txt"), "--batch-size", batch,
+                                   "--records-per-split", split, "--epochs", std::to_string(epochs), "--workers", "3",
+                                   "--queue-batches", "8"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   Process p(consume_args(args), env);
   const std::string addr = wait_address(&p);
@@ -79,29 +81,41 @@ std::vector<Epoch> kill_nine_repeatedly(const std::string& batch, const std::str
   std::mt19937 rng(42);
   std::vector<pid_t> live;
   std::vector<std::unique_ptr<Process>> joined;
-  // Only workers seen 1.5 s ago or earlier are killed: one still loading
-  // its libraries has not connected, so killing it would test nothing (and
-  // most kills used to hit such fresh joiners).
-  std::map<pid_t, std::chrono::steady_clock::time_point> first_seen;
+  // Only workers the trainer has seen join are killed: one still loading
+  // its libraries has not connected, so killing it would test nothing (on
+  // a loaded machine that takes seconds, and every kill could hit one).
+  // Workers are named HOST:PID (goldminer-dw's default id).
+  const std::regex joined_re("worker [^ ]*:([0-9]+) joined");
+  auto joined_pids = [&] {
+    std::set<pid_t> pids;
+    const std::string err = p.err();
+    for (auto it = std::sregex_iterator(err.begin(), err.end(), joined_re); it != std::sregex_iterator(); ++it)
+      pids.insert(std::stoi((*it)[1]));
+    return pids;
+  };
   int kills = 0;
-  for (int round = 0; round < 40; ++round) {
+  // 40 rounds, and more (up to 400) until 6 kills on a machine so loaded
+  // that workers connect late; at most 25 joins.
+  for (int round = 0; round < 400 && (round < 40 || kills < 6); ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 150));
     if (!alive(p.pid())) break;
     for (pid_t w : worker_pids(&p)) live.push_back(w);
     for (auto& j : joined) live.push_back(j->pid());
-    const auto now = std::chrono::steady_clock::now();
+    const std::set<pid_t> connected = joined_pids();
     std::vector<pid_t> candidates, settled;
     for (pid_t w : std::set<pid_t>(live.begin(), live.end())) {
       if (!alive(w)) continue;
       candidates.push_back(w);
-      if (now - first_seen.emplace(w, now).first->second >= std::chrono::milliseconds(1500)) settled.push_back(w);
+      if (connected.count(w)) settled.push_back(w);
     }
     live.clear();
-    if (candidates.size() > 1 && !settled.empty() && rng() % 2 == 0) {
+    // Another connected worker stays: with none, goldminer-consume would
+    // (rightly) give up once its own three are gone.
+    if (settled.size() > 1 && rng() % 2 == 0) {
       kill(settled[rng() % settled.size()], SIGKILL);
       ++kills;
     }
-    if (rng() % 2 == 0 || candidates.size() <= 1) {
+    if ((rng() % 2 == 0 && joined.size() < 25) || candidates.size() <= 1) {
       auto joiner_env = env;
       joiner_env["GOLDMINER_TRAINER"] = addr;
       joined.push_back(
