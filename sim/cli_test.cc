@@ -1,6 +1,5 @@
 // goldminer-sim end to end: the built binary on small CSV files.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "sim/test_util.h"
+#include "tests/test_util.h"
 
 namespace goldminer::sim {
 namespace {
@@ -18,25 +18,13 @@ using testing::kNodeHeader;
 using testing::kPodHeader;
 using testing::TempFile;
 
-struct SimRun {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
+using SimRun = goldminer::testing::CommandResult;  // out: stdout and stderr
 
 // Runs goldminer-sim (GOLDMINER_SIM, set by make check) with `args`.
 SimRun run_sim(const std::string& args) {
   const char* sim = std::getenv("GOLDMINER_SIM");
-  SimRun r;
-  if (sim == nullptr) return r;
-  std::string command = std::string(sim) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  if (sim == nullptr) return SimRun();
+  return goldminer::testing::run_command(std::string(sim) + " " + args + " 2>&1");
 }
 
 class CliTest : public ::testing::Test {

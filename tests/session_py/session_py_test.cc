@@ -4,12 +4,13 @@
 // exit status and the facts it prints. The cases are one table (all_cases),
 // each registered as a test of its own.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "tests/test_util.h"
 
 namespace {
 
@@ -28,10 +29,7 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v != nullptr && *v ? v : fallback;
 }
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout (stderr goes to the test log as it comes)
-};
+using Result = goldminer::testing::CommandResult;  // out: stdout (stderr goes to the test log as it comes)
 
 Result run_script(const std::string& name, const std::string& args) {
   const std::string builddir = env_or("GOLDMINER_BUILDDIR", GOLDMINER_TEST_BUILDDIR);
@@ -47,15 +45,7 @@ Result run_script(const std::string& name, const std::string& args) {
                                     "/tests/session_py") + "/" + name;
   const std::string command =
       "timeout 300 " + env_or("PYTHON", GOLDMINER_TEST_PYTHON) + " " + script + " " + args;
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return goldminer::testing::run_command(command);
 }
 
 bool has(const Result& r, const std::string& line) { return r.out.find(line) != std::string::npos; }

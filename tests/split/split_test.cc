@@ -3,7 +3,6 @@
 // C++ API, the goldminer-split CLI (report, JSON, exit status, errors,
 // --advise) and the Python API. Each model is written once per run.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,26 +12,15 @@
 #include <string>
 
 #include "goldminer/split.h"
+#include "tests/test_util.h"
 
 namespace goldminer {
 namespace {
 
-struct CommandResult {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
+using testing::CommandResult;
 
-CommandResult run(const std::string& command) {
-  CommandResult r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// Runs `command`; out: its stdout and stderr.
+CommandResult run(const std::string& command) { return testing::run_command(command + " 2>&1"); }
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
