@@ -35,6 +35,7 @@
 #include "tw_lib/session/worker_processes.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;  // "name"_a = value: a keyword of a py::dict
 
 namespace goldminer {
 namespace {
@@ -361,14 +362,7 @@ class PySession {
     if (s && !pids.empty()) {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
       while (std::chrono::steady_clock::now() < deadline) {
-        for (size_t i = 0; i < pids.size();) {
-          const pid_t r = waitpid(pids[i], nullptr, WNOHANG);
-          if (r == pids[i] || (r < 0 && errno == ECHILD)) {
-            pids.erase(pids.begin() + static_cast<long>(i));
-          } else {
-            ++i;
-          }
-        }
+        reap_ended(&pids);
         if (pids.empty() || all_connected(*s, pids)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
@@ -412,11 +406,6 @@ class PySession {
 
   py::dict state() {
     LeasePosition p = session().state();
-    py::dict d;
-    d["epoch"] = p.epoch;
-    d["seed"] = p.seed;
-    d["plan"] = p.plan;
-    d["bad_records"] = p.bad_records;
     py::list done, partial;
     for (uint64_t id : p.done) done.append(id);
     for (auto [id, n] : p.partial) {
@@ -425,39 +414,23 @@ class PySession {
       entry.append(n);
       partial.append(entry);
     }
-    d["done"] = done;
-    d["partial"] = partial;
-    return d;
+    return py::dict("epoch"_a = p.epoch, "seed"_a = p.seed, "plan"_a = p.plan, "bad_records"_a = p.bad_records,
+                    "done"_a = done, "partial"_a = partial);
   }
 
   py::dict metrics() {
     SessionMetrics m = session().metrics();
-    py::dict d;
-    d["epoch"] = m.epoch;
-    d["queue_batches"] = m.queue_batches;
-    d["held_batches"] = m.held_batches;
-    d["queue_bytes"] = m.queue_bytes;
-    d["queue_fill"] = m.queue_fill;
-    d["arrival_rate"] = m.arrival_rate;
-    d["consumption_rate"] = m.consumption_rate;
-    d["trainer_wait_fraction"] = m.trainer_wait_fraction;
-    d["workers"] = m.workers;
-    d["workers_lost"] = m.workers_lost;
-    d["workers_rejected"] = m.workers_rejected;
-    d["bad_records"] = m.bad_records;
-    d["duplicates_dropped"] = m.duplicates_dropped;
-    d["splits_failed"] = m.splits_failed;
     py::list per;
-    for (const auto& w : m.per_worker) {
-      py::dict x;
-      x["id"] = w.id;
-      x["batches"] = w.batches;
-      x["bytes"] = w.bytes;
-      x["batches_per_s"] = w.batches_per_s;
-      per.append(x);
-    }
-    d["per_worker"] = per;
-    return d;
+    for (const auto& w : m.per_worker)
+      per.append(py::dict("id"_a = w.id, "batches"_a = w.batches, "bytes"_a = w.bytes,
+                          "batches_per_s"_a = w.batches_per_s));
+    return py::dict("epoch"_a = m.epoch, "queue_batches"_a = m.queue_batches, "held_batches"_a = m.held_batches,
+                    "queue_bytes"_a = m.queue_bytes, "queue_fill"_a = m.queue_fill, "arrival_rate"_a = m.arrival_rate,
+                    "consumption_rate"_a = m.consumption_rate, "trainer_wait_fraction"_a = m.trainer_wait_fraction,
+                    "workers"_a = m.workers, "workers_lost"_a = m.workers_lost,
+                    "workers_rejected"_a = m.workers_rejected, "bad_records"_a = m.bad_records,
+                    "duplicates_dropped"_a = m.duplicates_dropped, "splits_failed"_a = m.splits_failed,
+                    "per_worker"_a = per);
   }
 
   size_t drain_workers(size_t n) { return session().drain_workers(n); }

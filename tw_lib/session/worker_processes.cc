@@ -55,19 +55,23 @@ Expected<pid_t> spawn_worker(const WorkerProcessOptions& o) {
   return pid;
 }
 
+void reap_ended(std::vector<pid_t>* pids) {
+  for (size_t i = 0; i < pids->size();) {
+    const pid_t r = waitpid((*pids)[i], nullptr, WNOHANG);
+    if (r == (*pids)[i] || (r < 0 && errno == ECHILD)) {
+      pids->erase(pids->begin() + static_cast<long>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
 void stop_workers(const std::vector<pid_t>& pids, int sig, double timeout_s) {
   for (pid_t p : pids) kill(p, sig);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   std::vector<pid_t> left = pids;
   while (!left.empty()) {
-    for (size_t i = 0; i < left.size();) {
-      const pid_t r = waitpid(left[i], nullptr, WNOHANG);
-      if (r == left[i] || (r < 0 && errno == ECHILD)) {
-        left.erase(left.begin() + static_cast<long>(i));
-      } else {
-        ++i;
-      }
-    }
+    reap_ended(&left);
     if (left.empty()) break;
     if (std::chrono::steady_clock::now() > deadline) {
       for (pid_t p : left) {

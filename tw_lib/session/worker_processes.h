@@ -36,6 +36,10 @@ Expected<pid_t> spawn_worker(const WorkerProcessOptions& options);
 // after that). Only these pids are touched.
 void stop_workers(const std::vector<pid_t>& pids, int sig, double timeout_s);
 
+// Reaps those of `*pids` that have ended, without waiting for the others,
+// and takes them off the list.
+void reap_ended(std::vector<pid_t>* pids);
+
 }  // namespace goldminer
 
 #endif  // GOLDMINER_TW_LIB_WORKER_PROCESSES_H_
