@@ -267,6 +267,13 @@ TEST(ElasticTest, ShrinksByCancellingWaitingWorkersFirstThenDraining) {
   for (double t = 5; t < 20; ++t) EXPECT_EQ(c.observe(oversupplied(1), t).drain, 0);
 }
 
+// "NAME ARG...": a Slurm command as the fake records it.
+std::string command_line(const std::string& name, const std::vector<std::string>& args) {
+  std::string line = name;
+  for (const std::string& a : args) line += " " + a;
+  return line;
+}
+
 // A fake sbatch/squeue/scancel: sbatch hands out ids from 100; squeue
 // answers `states` (id -> state, missing: gone); every call is recorded.
 struct FakeSlurm {
@@ -276,9 +283,7 @@ struct FakeSlurm {
   std::vector<std::string> calls;
   SlurmCommand command() {
     return [this](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
-      std::string call = name;
-      for (const std::string& a : args) call += " " + a;
-      calls.push_back(call);
+      calls.push_back(command_line(name, args));
       CommandResult r;
       r.exit_code = 0;
       if (name == "sbatch") {
