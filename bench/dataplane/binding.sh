@@ -10,6 +10,8 @@
 #   ROUNDS=3, PYTHON=/usr/bin/python3, PROGRAMS_DIR (as scaling.sh)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+bench=binding.sh
+. "$here/common.sh"
 build=$(cd "${1:-$here/../../build}" && pwd)
 WORKERS=${WORKERS:-1}
 THREADS=${THREADS:-2}
@@ -22,17 +24,13 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 PROGRAMS_DIR=${PROGRAMS_DIR:-}
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
-for p in goldminer-consume goldminer-dw; do
-  [ -x "$build/$p" ] || { echo "binding.sh: $build/$p missing: build it first (make -j2 $p)" >&2; exit 1; }
-done
+require_built goldminer-consume goldminer-dw
 if [ -z "$PROGRAMS_DIR" ]; then
   "$PYTHON" -c 'import torch' 2>/dev/null || { echo "binding.sh: skipped: $PYTHON cannot import torch (needed to script the worker program)"; exit 0; }
 fi
 tmp=$(mktemp -d /tmp/gm-binding.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-"$PYTHON" "$here/gen_criteo.py" "$tmp/block.tsv" "$ROWS" 1
-for ((i = 0; i < REPEAT; i++)); do cat "$tmp/block.tsv"; done > "$tmp/criteo.tsv"
-if [ -n "$PROGRAMS_DIR" ]; then cp "$PROGRAMS_DIR/criteo.pt" "$tmp/"; else "$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null; fi
+make_criteo_and_programs criteo.pt
 echo "binding.sh: $((ROWS * REPEAT)) Criteo rows, batch $BATCH, $WORKERS worker(s) x $THREADS threads, $EPOCHS epochs" \
      "(first not counted), $ROUNDS rounds, $(nproc) cores:" \
      "$(GOLDMINER_SECRET=x "$build/goldminer-dw" --trainer ucx://127.0.0.1:1 --threads "$THREADS" --connect-timeout 0 -v 2>&1 |

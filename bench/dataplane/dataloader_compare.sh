@@ -32,6 +32,8 @@
 #   libtorch), GNU_TIME=/usr/bin/time (GNU time, for the CPU seconds)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+bench=dataloader_compare.sh
+. "$here/common.sh"
 src=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 K=${K:-"1 2"}
@@ -49,13 +51,10 @@ PROGRAMS_DIR=${PROGRAMS_DIR:-}
 GNU_TIME=${GNU_TIME:-/usr/bin/time}
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
-for p in goldminer-consume goldminer-dw; do
-  [ -x "$build/$p" ] || { echo "dataloader_compare.sh: $build/$p missing: build it first" >&2; exit 1; }
-done
+require_built goldminer-consume goldminer-dw
 "$PYTHON" -c 'import torch' 2>/dev/null ||
   { echo "dataloader_compare.sh: skipped: $PYTHON cannot import torch (Debian: apt install python3-torch)"; exit 0; }
-[ -x "$GNU_TIME" ] ||
-  { echo "dataloader_compare.sh: $GNU_TIME missing: install GNU time (apt install time) or set GNU_TIME" >&2; exit 1; }
+require_gnu_time
 for p in criteo.pt jpeg.pt; do
   [ -z "$PROGRAMS_DIR" ] || [ -f "$PROGRAMS_DIR/$p" ] ||
     { echo "dataloader_compare.sh: PROGRAMS_DIR: $PROGRAMS_DIR/$p missing" >&2; exit 1; }
@@ -63,14 +62,7 @@ done
 
 tmp=$(mktemp -d /tmp/gm-dlcompare.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-"$PYTHON" "$here/gen_criteo.py" "$tmp/block.tsv" "$ROWS" 1
-for ((i = 0; i < REPEAT; i++)); do cat "$tmp/block.tsv"; done > "$tmp/criteo.tsv"
-rm -f "$tmp/block.tsv"
-if [ -n "$PROGRAMS_DIR" ]; then
-  cp "$PROGRAMS_DIR/criteo.pt" "$PROGRAMS_DIR/jpeg.pt" "$tmp/"
-else
-  "$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null
-fi
+make_criteo_and_programs criteo.pt jpeg.pt
 
 jpeg_dir="$SHARED_DATA/datasets/images_jpeg"
 datasets=$(echo " $DATASETS " | grep -q " criteo " && echo criteo || true)
@@ -86,7 +78,6 @@ fi
 echo "dataloader_compare.sh: criteo $((ROWS * REPEAT)) generated rows, batch $CRITEO_BATCH, $CRITEO_EPOCHS epochs;" \
   "jpeg $jpeg_dir, batch $JPEG_BATCH, $JPEG_EPOCHS epochs, decode $JPEG_DECODE; k in {$K}; $(nproc) cores"
 
-timed() { "$GNU_TIME" -f "cpu %U %S" -o "$1" "${@:2}"; }
 for d in $datasets; do
   if [ "$d" = criteo ]; then
     path="$tmp/criteo.tsv" input="criteo-tsv:$tmp/criteo.tsv" batch=$CRITEO_BATCH epochs=$CRITEO_EPOCHS split=0

@@ -15,6 +15,8 @@
 #   GNU_TIME=/usr/bin/time (GNU time, for the CPU seconds)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+bench=scaling.sh
+. "$here/common.sh"
 build=$(cd "${1:-$here/../../build}" && pwd)
 K=${K:-"1 2 4"}
 ROWS=${ROWS:-100000}
@@ -26,10 +28,8 @@ PROGRAMS_DIR=${PROGRAMS_DIR:-}
 GNU_TIME=${GNU_TIME:-/usr/bin/time}
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
-for p in goldminer-consume goldminer-dw bench/inprocess_bench; do
-  [ -x "$build/$p" ] || { echo "scaling.sh: $build/$p missing: build it first (make -j2 $p)" >&2; exit 1; }
-done
-[ -x "$GNU_TIME" ] || { echo "scaling.sh: $GNU_TIME missing: install GNU time (apt install time) or set GNU_TIME" >&2; exit 1; }
+require_built goldminer-consume goldminer-dw bench/inprocess_bench
+require_gnu_time
 if [ -n "$PROGRAMS_DIR" ]; then
   [ -f "$PROGRAMS_DIR/criteo.pt" ] || { echo "scaling.sh: PROGRAMS_DIR: $PROGRAMS_DIR/criteo.pt missing" >&2; exit 1; }
 else
@@ -38,19 +38,9 @@ fi
 
 tmp=$(mktemp -d /tmp/gm-scaling.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-"$PYTHON" "$here/gen_criteo.py" "$tmp/block.tsv" "$ROWS" 1
-for ((i = 0; i < REPEAT; i++)); do cat "$tmp/block.tsv"; done > "$tmp/criteo.tsv"
-rm -f "$tmp/block.tsv"
-if [ -n "$PROGRAMS_DIR" ]; then
-  cp "$PROGRAMS_DIR/criteo.pt" "$tmp/"
-else
-  "$PYTHON" "$here/make_programs.py" "$tmp" >/dev/null
-fi
+make_criteo_and_programs criteo.pt
 input="criteo-tsv:$tmp/criteo.tsv"
 echo "scaling.sh: $((ROWS * REPEAT)) generated Criteo rows ($(du -m "$tmp/criteo.tsv" | cut -f1) MB), batch $BATCH, $EPOCHS epochs (first not counted), $(nproc) cores"
-
-# CPU seconds (user + system) of a command and all the children it waited for.
-timed() { "$GNU_TIME" -f "cpu %U %S" -o "$1" "${@:2}"; }
 
 timed "$tmp/inproc.time" "$build/bench/inprocess_bench" --input "$input" --program "$tmp/criteo.pt" \
   --batch-size "$BATCH" --epochs "$EPOCHS" > "$tmp/inproc.json"
