@@ -132,6 +132,10 @@ TEST(SessionTest, IteratesEpochsWithLocalWorkerThreads) {
   auto s = Session::create(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ((*s)->batches_per_epoch(), 17u);
+  // Both local workers are counted once they joined (on a loaded machine
+  // one may join only after the other has read the whole epoch).
+  auto joined = (*s)->wait_for_workers(2, 60);
+  ASSERT_TRUE(joined.ok() && *joined == 2u);
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::set<int64_t> records;
     uint64_t batches = 0;
