@@ -19,6 +19,12 @@ std::string letter(const std::string& key) {
 
 }  // namespace
 
+std::string default_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 OptionSpec flag(std::string key, std::string help, bool* target, std::string man) {
   OptionSpec row;
   row.key = std::move(key);

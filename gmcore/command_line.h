@@ -82,6 +82,10 @@ class SwitchTarget final : public OptionTarget {
 
 }  // namespace internal
 
+// A default taken from a struct's initializer, as --help and the man page
+// print it: 5 -> "5", 0.5 -> "0.5".
+std::string default_text(double value);
+
 // A command's option with a value (`--key VALUE`), stored into *target;
 // `default_value` as the user would write it ("" = none: *target keeps
 // what it holds), shown by --help and the man page.

@@ -2,7 +2,6 @@
 // benchmark tool (see goldminer-consume(1)). Starts N local data workers
 // (or accepts external ones), consumes E epochs and prints one JSON object
 // per epoch. Exit status 0 only if no epoch lost or duplicated a sample.
-#include <boost/program_options.hpp>
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,10 +26,10 @@
 #include "gmcore/log.h"
 #include "gmcore/worker_start.h"
 #include "goldminer/session.h"
+#include "tools/goldminer_consume_options.h"
 #include "tw_lib/session/receive_memory.h"
 #include "tw_lib/session/worker_processes.h"
 
-namespace po = boost::program_options;
 using namespace goldminer;
 
 namespace {
@@ -144,87 +143,18 @@ double cpu_seconds(const std::vector<pid_t>& workers) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  SessionOptions o;
-  std::string input, program_path, transport = "ucx", listen, state_out, resume;
-  uint32_t epochs = 1, workers = 1, threads = 1, min_workers = 0, join_timeout = 60;
-  uint64_t stop_after = 0, receive_budget_mb = 8192;
-  bool json = false, verbose = false;
-  int64_t rank = -1, world_size = -1;  // -1: from the environment, else 0 of 1
-  std::string rank0;
-  std::string numa_node;
-  po::options_description desc(
-      "Usage: goldminer-consume --input FORMAT:PATH[,PATH...] [options]\n"
-      "A trainer with no model: streams the input from data workers and checks that every\n"
-      "sample arrives exactly once per epoch; see goldminer-consume(1).\nOptions");
-  desc.add_options()
-      ("help,h", "print this help and exit")
-      ("input", po::value(&input)->required(), "FORMAT:PATH[,PATH...], FORMAT one of criteo-tsv, csv, "
-       "tfrecord, jpeg, text")
-      ("program", po::value(&program_path), "worker program (TorchScript .pt) run on every batch; "
-       "default: send the decoded batches")
-      ("batch-size", po::value(&o.batch_size)->default_value(256), "samples per batch")
-      ("epochs", po::value(&epochs)->default_value(1), "epochs to consume")
-      ("workers", po::value(&workers)->default_value(1), "local data workers to start (0: only --listen)")
-      ("threads", po::value(&threads)->default_value(1), "threads per data worker")
-      ("min-workers", po::value(&min_workers)->default_value(0),
-       "take no batch before this many workers have joined")
-      ("join-timeout", po::value(&join_timeout)->default_value(60),
-       "seconds --min-workers waits before it is an error")
-      ("transport", po::value(&transport)->default_value("ucx"), "ucx | mpi | local")
-      ("listen", po::value(&listen), "address to listen on for external workers "
-       "(ucx://HOST:PORT; default $GOLDMINER_LISTEN, which a --goldminer batch job has, else "
-       "ucx://127.0.0.1:0)")
-      ("seed", po::value(&o.seed)->default_value(0), "seed of the split order, shuffle buffer and transforms")
-      ("shuffle-buffer", po::value(&o.shuffle_buffer)->default_value(0), "within-split shuffle buffer (samples)")
-      ("deterministic", po::bool_switch(&o.deterministic),
-       "one batch order, the same every run: splits in the epoch's seeded order, each in sequence")
-      ("records-per-split", po::value(&o.records_per_split)->default_value(0), "0: 16 batches")
-      ("max-bad-records", po::value(&o.max_bad_records)->default_value(0),
-       "corrupt records skipped (and counted) per epoch before it is an error")
-      ("jpeg-decode", po::value(&o.jpeg_decode)->default_value("full"),
-       "jpeg input: full, scale:S (DCT-scaled, shorter side >= S), crop:S (RandomResizedCrop box only) or "
-       "resized-crop:S (that box resized to S x S)")
-      ("queue-batches", po::value(&o.queue_batches)->default_value(64), "queue bound (batches)")
-      ("lease-timeout", po::value(&o.lease_timeout_s)->default_value(30), "seconds")
-      ("split-retries", po::value(&o.split_retries)->default_value(3),
-       "times a split that failed on a worker through its environment (its Python process killed, a read error) "
-       "is re-leased in an epoch before the run fails")
-      ("first-worker-timeout", po::value(&o.first_worker_timeout_s)->default_value(1800),
-       "seconds after which the run fails when no data worker has joined (0: wait as long as it takes)")
-      ("stop-after-batches", po::value(&stop_after)->default_value(0),
-       "stop after this many batches, write --state-out and exit 3 (restart tests)")
-      ("state-out", po::value(&state_out), "where --stop-after-batches writes the data position")
-      ("resume", po::value(&resume), "continue from a --state-out file")
-      ("rank", po::value(&rank), "this trainer's data-parallel rank (default: $RANK, else $SLURM_PROCID in an "
-       "srun step, else 0)")
-      ("world-size", po::value(&world_size), "data-parallel ranks, each a goldminer-consume with the same input, "
-       "seed and batch size (default: $WORLD_SIZE, else $SLURM_STEP_NUM_TASKS in an srun step, else 1)")
-      ("rank0", po::value(&rank0), "with ranks: where rank 0 listens (ucx://HOST:PORT); the ranks then share the "
-       "workers that connect there: rank 0 listens there and sends some to the other ranks, which listen on "
-       "addresses of their own (default: $GOLDMINER_LISTEN, as in a --goldminer job)")
-      ("pad", po::bool_switch(&o.pad), "with ranks: a rank with a record fewer than the others reads another "
-       "rank's first record again (so every rank has as many)")
-      ("drop-last", po::bool_switch(&o.drop_last), "ranks take as many batches as the one with the fewest and "
-       "leave out the rest (default: ranks short of batches take some smaller ones)")
-      ("pin-memory", po::bool_switch(&o.pin_memory), "receive batches into pinned memory (registered with CUDA; "
-       "needs a build --with-cuda and a GPU, else a warning and pageable memory)")
-      ("numa-node", po::value(&numa_node)->default_value("auto"), "NUMA node of the receive buffers: auto (the one "
-       "nearest the GPU, when there is one), none (the kernel's choice) or a node's number")
-      ("receive-budget-mb", po::value(&receive_budget_mb)->default_value(8192), "the most MiB of received batches "
-       "held at once; a worker's next large batch waits for room")
-      ("json", po::bool_switch(&json), "print one JSON object per epoch")
-      ("verbose,v", po::bool_switch(&verbose), "log worker joins and losses");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(std::string(e.what()) + " (see --help)", 2);
-  }
+  ConsumeArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(consume_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  SessionOptions& o = a.session;
+  const std::string &input = a.input, &program_path = a.program_path, &transport = a.transport,
+                    &state_out = a.state_out, &resume = a.resume, &rank0 = a.rank0, &numa_node = a.numa_node;
+  std::string& listen = a.listen;
+  const uint32_t epochs = a.epochs, workers = a.workers, threads = a.threads, min_workers = a.min_workers,
+                 join_timeout = a.join_timeout;
+  const uint64_t stop_after = a.stop_after, receive_budget_mb = a.receive_budget_mb;
+  const bool json = a.json, verbose = a.verbose;
+  const int64_t rank = a.rank, world_size = a.world_size;
   if (numa_node == "auto") {
     o.numa_node = ReceiveMemoryOptions::kNumaAuto;
   } else if (numa_node == "none") {
@@ -341,7 +271,7 @@ int main(int argc, char** argv) {
     if (!rank0.empty()) o.rank0 = rank0.rfind("ucx://", 0) == 0 ? rank0 : "ucx://" + rank0;
     // Sharing workers through rank 0: rank 0 listens at rank0, the others
     // where the session picks (Session::create), unless --listen says.
-    if (o.world_size > 1 && !o.rank0.empty() && !vm.count("listen")) o.listen.clear();
+    if (o.world_size > 1 && !o.rank0.empty() && !command_line.given("listen")) o.listen.clear();
   }
   auto session = Session::create(o);
   if (!session.ok()) return fail(session.status().message(), 1);

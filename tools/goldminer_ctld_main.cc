@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,8 +25,8 @@
 #include "gmcore/subprocess.h"
 #include "sched/select_config.h"
 #include "sched/worker_pool.h"
+#include "tools/goldminer_ctld_options.h"
 
-namespace po = boost::program_options;
 using namespace goldminer;
 
 namespace {
@@ -109,51 +108,16 @@ std::string timestamp() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen, partition, munge_socket, pid_file, slurm_conf, operators;
-  double worker_cpus = -1, stale_after = 30, reserve = -1, lookups_per_s = 0.5, lookup_burst = 10;
-  HttpServeLimits limits;
-  bool verbose = false;
-  po::options_description desc(
-      "Usage: goldminer-ctld [OPTION]...\n"
-      "Shares the cluster's data-worker CPUs among running goldminer jobs: each elastic session\n"
-      "reports its queue, and is answered with its worker target. Serves /jobs (goldminer-top)\n"
-      "and /metrics (Prometheus) on the same port.\n\nOptions");
-  desc.add_options()
-      ("help", "print this help and exit")
-      ("listen", po::value(&listen)->default_value("0.0.0.0:6830"), "HOST:PORT to serve on")
-      ("worker-cpus", po::value(&worker_cpus), "CPUs to share among data workers (default: the spare CPUs of "
-       "--partition's nodes, plus those the workers hold)")
-      ("partition", po::value(&partition), "partition whose nodes data workers run on (default: every node)")
-      ("reserve-cpus-per-gpu", po::value(&reserve), "CPUs kept next to each free GPU (default: goldminer.conf's "
-       "reserve_cpus_per_gpu)")
-      ("stale-after", po::value(&stale_after)->default_value(30), "seconds after which a silent job is dropped")
-      ("operators", po::value(&operators), "users (names or uids, comma-separated) who see every job in full, as "
-       "root and SlurmUser do")
-      ("max-connections", po::value(&limits.max_connections)->default_value(limits.max_connections),
-       "connections in hand at once")
-      ("max-connections-per-peer", po::value(&limits.max_per_peer)->default_value(limits.max_per_peer),
-       "connections in hand at once from one address")
-      ("request-timeout", po::value(&limits.timeout_s)->default_value(limits.timeout_s),
-       "seconds a connection has to send its whole request")
-      ("lookups-per-uid", po::value(&lookups_per_s)->default_value(lookups_per_s),
-       "squeue lookups of jobs it does not know a uid earns per second")
-      ("lookup-burst", po::value(&lookup_burst)->default_value(lookup_burst),
-       "squeue lookups of jobs it does not know a uid may make at once")
-      ("munge-socket", po::value(&munge_socket), "munged's socket (default: munge's own)")
-      ("pid-file", po::value(&pid_file), "write the daemon's PID to this file")
-      ("verbose,v", po::bool_switch(&verbose), "log every report");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(std::string(e.what()) + " (see --help)", 2);
-  }
-  if (vm.count("worker-cpus") && !(worker_cpus >= 0 && worker_cpus <= 1e7))
+  CtldArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(ctld_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  const std::string &listen = a.listen, &partition = a.partition, &munge_socket = a.munge_socket,
+                    &pid_file = a.pid_file, &operators = a.operators;
+  double &worker_cpus = a.worker_cpus, &reserve = a.reserve;
+  const double stale_after = a.stale_after, lookups_per_s = a.lookups_per_s, lookup_burst = a.lookup_burst;
+  const HttpServeLimits& limits = a.limits;
+  const bool verbose = a.verbose;
+  if (command_line.given("worker-cpus") && !(worker_cpus >= 0 && worker_cpus <= 1e7))
     return fail("--worker-cpus: must be 0 to 10000000", 2);
   if (!(stale_after > 0 && stale_after <= 86400)) return fail("--stale-after: must be 0 to 86400 seconds", 2);
   if (!(limits.max_connections >= 1 && limits.max_connections <= 4096))
@@ -173,9 +137,9 @@ int main(int argc, char** argv) {
     if (!uid.ok()) return fail(uid.status().message(), 2);
     privileged.insert(*uid);
   }
-  if (vm.count("reserve-cpus-per-gpu") && !(reserve >= 0 && reserve <= 1024))
+  if (command_line.given("reserve-cpus-per-gpu") && !(reserve >= 0 && reserve <= 1024))
     return fail("--reserve-cpus-per-gpu: must be 0 to 1024", 2);
-  if (!vm.count("reserve-cpus-per-gpu")) {
+  if (!command_line.given("reserve-cpus-per-gpu")) {
     const char* conf = std::getenv("SLURM_CONF");
     const std::string path = select_config_path(conf != nullptr && *conf != '\0' ? conf : "/etc/slurm/slurm.conf");
     auto select = load_select_config(path);

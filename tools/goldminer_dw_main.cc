@@ -2,7 +2,6 @@
 // Connects to a trainer session, proves its job (munge or the job secret), then streams
 // batches until drained. SIGTERM/SIGINT: finish the batch in hand, return
 // the leases, exit 0 (Slurm preemption sends SIGTERM first).
-#include <boost/program_options.hpp>
 #include <malloc.h>
 #include <signal.h>
 
@@ -22,8 +21,8 @@
 #include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
 #include "gmcore/wire.h"
+#include "tools/goldminer_dw_options.h"
 
-namespace po = boost::program_options;
 using namespace goldminer;
 
 namespace {
@@ -73,52 +72,14 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_ARENA_MAX, 1);
 
-  dw::WorkerOptions o;
-  std::string secret_file;
-  int intra_op = 0;
-  std::string bind;
-  uint32_t trainer_job = 0;  // --trainer-job
-  bool verbose = false;
-  po::options_description desc(
-      "Usage: goldminer-dw [--trainer ADDRESS] [options]\n"
-      "A GoldMiner data worker: leases input splits from a trainer session, reads, decodes,\n"
-      "runs the worker program and streams batches back; see goldminer-dw(1).\nOptions");
-  desc.add_options()
-      ("help,h", "print this help and exit")
-      ("trainer", po::value(&o.trainer), "the session's address: ucx://HOST:PORT, mpi:// or local://NAME "
-       "(default: $GOLDMINER_TRAINER)")
-      ("secret-file", po::value(&secret_file), "file holding the job secret, mode 0600 and owned by you "
-       "(used when $GOLDMINER_SECRET is unset; default: $GOLDMINER_SECRET_FILE)")
-      ("threads", po::value(&o.threads)->default_value(1), "splits read and processed in parallel")
-      ("intra-op-threads", po::value(&intra_op)->default_value(0),
-       "threads of one program call (0: the cores this worker may use over --threads, at least 1)")
-      ("bind", po::value(&bind), "cores: bind each thread to a core of those this worker may use (its Slurm "
-       "step's cpuset); none: leave them to the kernel (default: $GOLDMINER_DW_BIND, else cores)")
-      ("id", po::value(&o.id), "how this worker introduces itself (default HOST:PID)")
-      ("heartbeat", po::value(&o.heartbeat_s)->default_value(1.0), "seconds between heartbeats")
-      ("connect-timeout", po::value(&o.connect_timeout_s)->default_value(30), "seconds to wait for the trainer")
-      ("trainer-job", po::value(&trainer_job),
-       "the trainer's Slurm job id: while the trainer is out of reach, squeue is asked every 30 s and the "
-       "worker exits 0 once that job has ended (companion jobs get it)")
-      ("trainer-timeout", po::value(&o.trainer_timeout_s)->default_value(60),
-       "seconds of silence from a connected trainer after which it is taken as gone (the session sends a "
-       "heartbeat every second)")
-      ("drain-timeout", po::value(&o.drain_timeout_s)->default_value(30),
-       "seconds a drain waits to send batches already made")
-      ("shm-mb", po::value(&o.shm_mb)->default_value(256),
-       "MiB of shared memory for batches to a trainer on this node (ucx; 0: none)")
-      ("verbose,v", po::bool_switch(&verbose), "log every connection event");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(std::string(e.what()) + " (see --help)", 2);
-  }
+  DwArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(dw_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  dw::WorkerOptions& o = a.options;
+  std::string &secret_file = a.secret_file, &bind = a.bind;
+  int intra_op = a.intra_op;
+  const uint32_t trainer_job = a.trainer_job;
+  const bool verbose = a.verbose;
   if (o.threads == 0 || o.threads > 1024) return fail("--threads: must be 1..1024", 2);
   if (o.shm_mb > 65536) return fail("--shm-mb: must be 0..65536", 2);
   if (intra_op < 0 || intra_op > 1024) return fail("--intra-op-threads: must be 0..1024", 2);

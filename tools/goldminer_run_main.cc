@@ -8,7 +8,6 @@
 //          workers are threads of the trainer process.
 // Exits with the command's status.
 #include <arpa/inet.h>
-#include <boost/program_options.hpp>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -24,9 +23,9 @@
 
 #include "gmcore/auth.h"
 #include "gmcore/worker_start.h"
+#include "tools/goldminer_run_options.h"
 #include "tw_lib/session/worker_processes.h"
 
-namespace po = boost::program_options;
 using namespace goldminer;
 
 namespace {
@@ -65,32 +64,12 @@ Expected<int> free_port() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  unsigned workers = 1, threads = 1;
-  std::string transport = "ucx";
-  std::vector<std::string> command;
-  po::options_description desc(
-      "Usage: goldminer-run --workers N [--transport ucx|local] [--threads T] -- COMMAND [ARG...]\n"
-      "Runs COMMAND (a trainer using goldminer.Session) with N local data workers; see goldminer-run(1).\n"
-      "Options");
-  desc.add_options()
-      ("help,h", "print this help and exit")
-      ("workers", po::value(&workers)->default_value(1), "data workers to start")
-      ("threads", po::value(&threads)->default_value(1), "threads per data worker (ucx)")
-      ("transport", po::value(&transport)->default_value("ucx"), "ucx (worker processes) | local (threads)")
-      ("command", po::value(&command), "the trainer command, after --");
-  po::positional_options_description pos;
-  pos.add("command", -1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(std::string(e.what()) + " (see --help)", 2);
-  }
+  RunArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(run_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  const unsigned workers = a.workers, threads = a.threads;
+  const std::string& transport = a.transport;
+  std::vector<std::string>& command = a.command;
   // Boost reads "-1" as a huge unsigned value: the bounds catch it.
   if (workers > 1024) return fail("--workers: must be 0..1024", 2);
   if (threads == 0 || threads > 1024) return fail("--threads: must be 1..1024", 2);

@@ -1,7 +1,5 @@
 // goldminer-sim: replays a GPU cluster trace under one scheduling policy
 // and prints job completion times and GPU allocation (see goldminer-sim(1)).
-#include <boost/program_options.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -11,8 +9,8 @@
 #include "sim/simulator.h"
 #include "sim/svg_plot.h"
 #include "sim/trace.h"
+#include "tools/goldminer_sim_options.h"
 
-namespace po = boost::program_options;
 using namespace goldminer;
 using namespace goldminer::sim;
 
@@ -42,67 +40,14 @@ void print_human(const SimResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string trace, nodes_path, policy_text, plot, demand_text, jobs_csv;
-  int gpus = 0;
-  uint64_t seed = 1;
-  SimOptions options;
-  po::options_description desc(
-      "Usage: goldminer-sim --trace PODS.csv --nodes NODES.csv --policy POLICY [options]\n"
-      "Replays an Alibaba cluster-trace-gpu-v2023 pod trace; see goldminer-sim(1).\nOptions");
-  desc.add_options()
-      ("help,h", "print this help and exit")
-      ("trace", po::value(&trace)->required(), "pods CSV (name, cpu_milli, num_gpu, gpu_milli, "
-       "creation_time, scheduled_time, deletion_time, ...)")
-      ("nodes", po::value(&nodes_path)->required(), "nodes CSV (sn, cpu_milli, memory_mib, gpu)")
-      ("policy", po::value(&policy_text)->required(), "bundled | goldminer | goldminer-joblevel")
-      ("gpus", po::value(&gpus), "sample about N GPUs of the node table and thin the trace in "
-       "proportion (default: full scale)")
-      ("seed", po::value(&seed)->default_value(1), "seed of the --gpus sample and of --load")
-      ("load", po::value(&options.load)->default_value(0),
-       "offered GPU load to replay at, by overlaying time-shifted copies of the trace; "
-       "0 = the trace as it is")
-      ("trainer-cpus-per-gpu", po::value(&options.model.trainer_cpus_per_gpu)->default_value(1.0),
-       "goldminer: CPUs a GPU job keeps per GPU on its node; also the reserve per free GPU")
-      ("remote-efficiency", po::value(&options.model.remote_efficiency)->default_value(0.9),
-       "goldminer: pre-processing of one data-worker CPU relative to one local CPU")
-      ("cpus-per-dw", po::value(&options.model.cpus_per_dw)->default_value(1.0),
-       "goldminer: CPUs of one data worker")
-      ("dw-floor", po::value(&options.model.dw_floor)->default_value(1),
-       "goldminer: data workers every running job gets before any job gets more")
-      ("dw-max", po::value(&options.model.dw_max)->default_value(256),
-       "goldminer: data workers per job at most")
-      ("worker-start-s", po::value(&options.model.worker_start_s)->default_value(2.0),
-       "goldminer: seconds from a data worker's allocation to its first batch (P7 on the devcluster)")
-      ("job-start-s", po::value(&options.model.job_start_s)->default_value(0.0),
-       "seconds from a job's start to its first progress (0: the trace's run times include it)")
-      ("dispatch-s", po::value(&options.model.dispatch_s)->default_value(0.0),
-       "seconds from a job's arrival to its start at the earliest: scheduling cycle and launch")
-      ("demand-model", po::value(&demand_text)->default_value("calibrated"),
-       "calibrated: each GPU job needs D CPUs per GPU for full speed, D log-normal (below); "
-       "request: the job's request (less its trainer's) times --cpu-demand-factor")
-      ("demand-median", po::value(&options.model.calibrated.median_cpus_per_gpu)->default_value(12.0),
-       "calibrated: median of D (CPUs per GPU)")
-      ("demand-sigma", po::value(&options.model.calibrated.sigma)->default_value(0.75),
-       "calibrated: sigma of ln D")
-      ("demand-max", po::value(&options.model.calibrated.max_cpus_per_gpu)->default_value(64.0),
-       "calibrated: D at most (CPUs per GPU)")
-      ("cpu-demand-factor", po::value(&options.model.cpu_demand_factor)->default_value(1.0),
-       "request: CPUs a GPU job needs for full speed / CPUs it asked for (1: the request was right)")
-      ("plot", po::value(&plot), "write GPU allocation over time of all three policies to this SVG")
-      ("jobs-csv", po::value(&jobs_csv), "write every replayed job (its model: GPUs, CPUs requested and needed, "
-       "work; and its arrival, start and finish) to this CSV")
-      ("json", "print one JSON object instead of the human summary");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(std::string("goldminer-sim: ") + e.what() + " (try --help)", 2);
-  }
+  SimArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(sim_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  const std::string &trace = a.trace, &nodes_path = a.nodes_path, &policy_text = a.policy_text, &plot = a.plot,
+                    &demand_text = a.demand_text, &jobs_csv = a.jobs_csv;
+  const int gpus = a.gpus;
+  const uint64_t seed = a.seed;
+  SimOptions& options = a.options;
   auto policy = parse_policy(policy_text);
   if (!policy.ok()) return fail(policy.status().message(), 2);
   options.policy = *policy;
@@ -117,7 +62,7 @@ int main(int argc, char** argv) {
   options.model.demand_model = *demand;
   if (options.model.cpu_demand_factor < 1)
     return fail("goldminer-sim: --cpu-demand-factor: invalid value: expected >= 1", 2);
-  if (*demand == DemandModel::kCalibrated && !vm["cpu-demand-factor"].defaulted())
+  if (*demand == DemandModel::kCalibrated && command_line.given("cpu-demand-factor"))
     return fail("goldminer-sim: --cpu-demand-factor applies to --demand-model request only", 2);
   const CalibratedDemand& cd = options.model.calibrated;
   if (!(cd.median_cpus_per_gpu > 0) || !(cd.sigma >= 0) || !(cd.max_cpus_per_gpu >= cd.median_cpus_per_gpu))
@@ -137,7 +82,7 @@ int main(int argc, char** argv) {
 
   auto result = simulate(sample.pods, sample.nodes, options);
   if (!result.ok()) return fail(result.status().message(), 1);
-  if (vm.count("json"))
+  if (command_line.given("json"))
     std::printf("%s\n", to_json(*result).c_str());
   else
     print_human(*result);

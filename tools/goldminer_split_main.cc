@@ -1,16 +1,14 @@
 // goldminer-split: splits a TorchScript training program into a data-worker
 // program and a trainer program (see goldminer-split(1)). A thin CLI over
 // the split library; it never includes torch headers.
-#include <boost/program_options.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
 
 #include "goldminer/split.h"
+#include "tools/goldminer_split_options.h"
 
-namespace po = boost::program_options;
 using namespace goldminer;
 
 namespace {
@@ -29,75 +27,28 @@ bool write_file(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, example_path, transform_path, method, mode_text, worker_path, trainer_path, json_path,
-      device_text;
-  SplitOptions options;
-  uint64_t seed = 0;
-  int max_workers = 16;
-  po::options_description desc(
-      "Usage: goldminer-split MODEL.pt --example EXAMPLE.pt --worker W.pt --trainer TR.pt [options]\n"
-      "Splits a TorchScript training program at its stateless prefix; see goldminer-split(1).\nOptions");
-  desc.add_options()
-      ("help,h", "print this help and exit")
-      ("model", po::value(&model_path)->required(), "the scripted model (torch.jit.save output); also positional")
-      ("example", po::value(&example_path)->required(),
-       "example inputs: torch.save(tuple_of_inputs, path) (inputs of the transform when given)")
-      ("transform", po::value(&transform_path), "scripted per-batch data transform run before the model")
-      ("method", po::value(&method)->default_value("forward"), "the model's method to split")
-      ("mode", po::value(&mode_text)->default_value("extended"),
-       "extended (transform + cheapest stateless prefix), dataset (transform only) or max (all stateless)")
-      ("worker", po::value(&worker_path), "write the worker program here (required unless --advise)")
-      ("trainer", po::value(&trainer_path), "write the trainer program here (required unless --advise)")
-      ("report-json", po::value(&json_path), "write the report as one JSON object here")
-      ("trainer-device", po::value(&device_text)->default_value("cuda"),
-       "the trainer the cut is priced for: cuda (GPU trainers) or cpu")
-      ("batch-size", po::value(&options.batch_size)->default_value(0),
-       "the job's batch size the cut is priced at (0: the example's)")
-      ("transfer-gbps", po::value(&options.transfer_gbps)->default_value(0),
-       "the trainer's share of its node's network, GB/s (0: the NIC's speed from sysfs over the GPUs per node)")
-      ("network-interface", po::value(&options.network_interface),
-       "the interface whose speed --transfer-gbps 0 reads (default: the one GOLDMINER_LISTEN is on, else the "
-       "fastest)")
-      ("gpus-per-node", po::value(&options.gpus_per_node)->default_value(0),
-       "trainers sharing that interface (0: this node's GPUs)")
-      ("pinned", "price host-to-device copies from pinned memory (default pageable)")
-      ("keep-margin", po::value(&options.keep_margin)->default_value(0.05),
-       "a cut must measure this fraction faster than dataset mode to be kept (CPU trainers)")
-      ("repeat", po::value(&options.repeat)->default_value(5), "timed runs per measured program (median)")
-      ("no-measure", "do not time the programs on the example (faster; no measured figures, no --advise)")
-      ("allow-non-tensor-cut", "let ints, lists, tuples and dicts cross the cut too (programs that "
-       "goldminer-dw cannot run: it sends tensors only)")
-      ("verify", "check trainer(*worker(*x)) == model(*x) in eval and train mode on the example")
-      ("seed", po::value(&seed)->default_value(0), "RNG seed of --verify")
-      ("advise", "print the estimated trainer speedup against the number of data workers")
-      ("max-workers", po::value(&max_workers)->default_value(16), "largest worker count --advise considers")
-      ("quiet,q", "print nothing but errors");
-  po::positional_options_description positional;
-  positional.add("model", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(std::string(e.what()) + " (try --help)", 2);
-  }
+  SplitArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(split_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  const std::string &model_path = a.model_path, &example_path = a.example_path, &transform_path = a.transform_path,
+                    &method = a.method, &mode_text = a.mode_text, &worker_path = a.worker_path,
+                    &trainer_path = a.trainer_path, &json_path = a.json_path, &device_text = a.device_text;
+  SplitOptions& options = a.options;
+  const uint64_t seed = a.seed;
+  const int max_workers = a.max_workers;
   auto mode = parse_split_mode(mode_text);
   if (!mode.ok()) return fail(mode.status().message().substr(std::string("goldminer-split: ").size()), 2);
   options.mode = *mode;
   options.method = method;
-  options.measure = vm.count("no-measure") == 0;
-  options.tensors_only = vm.count("allow-non-tensor-cut") == 0;
-  const bool advise_only = vm.count("advise") > 0;
+  options.measure = !a.no_measure;
+  options.tensors_only = !a.allow_non_tensor_cut;
+  const bool advise_only = a.advise;
   if (!advise_only && (worker_path.empty() || trainer_path.empty()))
     return fail("--worker and --trainer are required (unless --advise) (try --help)", 2);
   auto device = parse_trainer_device(device_text);
   if (!device.ok()) return fail("--" + device.status().message(), 2);
   options.trainer_device = *device;
-  options.pinned = vm.count("pinned") > 0;
+  options.pinned = a.pinned;
   if (options.transfer_gbps < 0) return fail("--transfer-gbps: invalid value: expected > 0 (or 0: detect)", 2);
   if (options.batch_size < 0) return fail("--batch-size: invalid value: expected >= 1 (or 0: the example's)", 2);
   if (options.gpus_per_node < 0) return fail("--gpus-per-node: invalid value: expected >= 1 (or 0: detect)", 2);
@@ -126,7 +77,7 @@ int main(int argc, char** argv) {
 
   auto split = split_serialized(in, options);
   if (!split.ok()) return fail(split.status().message(), 1);
-  const bool quiet = vm.count("quiet") > 0;
+  const bool quiet = a.quiet;
   if (!quiet) std::printf("%s", format_report(split->report).c_str());
   if (!worker_path.empty() && !write_file(worker_path, split->worker))
     return fail("cannot write " + worker_path, 1);
@@ -139,7 +90,7 @@ int main(int argc, char** argv) {
     if (!advice.ok()) return fail(advice.status().message(), 1);
     std::printf("%s", format_advice(*advice).c_str());
   }
-  if (vm.count("verify")) {
+  if (a.verify) {
     auto eq = verify_split(in, split->worker, split->trainer, method, seed);
     if (!eq.ok()) return fail(eq.status().message(), 1);
     if (!quiet || !eq->ok())

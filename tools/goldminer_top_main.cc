@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +19,8 @@
 #include "ctld/client/ctld_client.h"
 #include "ctld/client/http.h"
 #include "gmcore/credential.h"
+#include "tools/goldminer_top_options.h"
 
-namespace po = boost::program_options;
 using namespace goldminer;
 
 namespace {
@@ -56,38 +55,19 @@ Expected<std::string> fetch(const std::string& ctld, const std::string& path, Cr
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string ctld, munge_socket;
-  double interval = 2;
-  bool once = false, json = false;
-  po::options_description desc(
-      "Usage: goldminer-top [OPTION]...\n"
-      "Shows goldminer-ctld's data workers per job, refreshed every --interval seconds (Ctrl-C\n"
-      "quits), or once.\n\nOptions");
-  desc.add_options()
-      ("help", "print this help and exit")
-      ("ctld", po::value(&ctld), "goldminer-ctld's HOST:PORT (default: $GOLDMINER_CTLD, else localhost:6830)")
-      ("munge-socket", po::value(&munge_socket), "munged's socket (default: munge's own)")
-      ("once", po::bool_switch(&once), "print once and exit")
-      ("json", po::bool_switch(&json), "print JSON (implies --once)")
-      ("interval", po::value(&interval)->default_value(2), "seconds between refreshes");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(std::string(e.what()) + " (see --help)", 2);
-  }
+  TopArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(top_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  std::string& ctld = a.ctld;
+  const double interval = a.interval;
+  const bool once = a.once, json = a.json;
   if (!(interval >= 0.1 && interval <= 3600)) return fail("--interval: must be 0.1 to 3600 seconds", 2);
   if (ctld.empty()) {
     const char* env = std::getenv("GOLDMINER_CTLD");
     ctld = env != nullptr && *env != '\0' ? env : "localhost:6830";
   }
   if (auto hp = parse_host_port(ctld, "--ctld"); !hp.ok()) return fail(hp.status().message(), 2);
-  std::unique_ptr<CredentialService> munge = munge_credentials(munge_socket);
+  std::unique_ptr<CredentialService> munge = munge_credentials(a.munge_socket);
   if (json || once) {
     auto body = fetch(ctld, json ? "/jobs" : "/top", munge.get());
     if (!body.ok()) return fail(body.status().message(), 1);

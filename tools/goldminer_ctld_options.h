@@ -1,0 +1,72 @@
+// goldminer-ctld's options: one table for its parse, --help and the OPTIONS
+// of goldminer-ctld(8) (gmcore/command_line.h; man/gen_man.cc).
+#ifndef GOLDMINER_TOOLS_GOLDMINER_CTLD_OPTIONS_H_
+#define GOLDMINER_TOOLS_GOLDMINER_CTLD_OPTIONS_H_
+
+#include <string>
+
+#include "ctld/http_server.h"
+#include "gmcore/command_line.h"
+
+namespace goldminer {
+
+struct CtldArgs {
+  std::string listen, partition, munge_socket, pid_file, operators;
+  double worker_cpus = -1, stale_after = 30, reserve = -1, lookups_per_s = 0.5, lookup_burst = 10;
+  HttpServeLimits limits;
+  bool verbose = false;
+};
+
+inline CommandOptions ctld_command(CtldArgs* a) {
+  const HttpServeLimits limits;
+  return {"goldminer-ctld",
+          "goldminer-ctld [OPTION]...",
+          "Shares the cluster's data-worker CPUs among running goldminer jobs: each elastic session\n"
+          "reports its queue, and is answered with its worker target. Serves /jobs (goldminer-top)\n"
+          "and /metrics (Prometheus) on the same port.\n",
+          {
+              help_flag(false),
+              option("listen", "HOST:PORT", "0.0.0.0:6830", "HOST:PORT to serve on", &a->listen,
+                     "where to serve ([::]:6830 for IPv6)."),
+              option("worker-cpus", "N", "",
+                     "CPUs to share among data workers (default: the spare CPUs of --partition's nodes, plus those "
+                     "the workers hold)",
+                     &a->worker_cpus, "a fixed number of CPUs to share instead of those found on the nodes."),
+              option("partition", "PARTITION", "", "partition whose nodes data workers run on (default: every node)",
+                     &a->partition, R"(the partition data workers run in (\fBdw_partition\fR of
+\fBspank_goldminer\fR(8)); default every node.)"),
+              option("reserve-cpus-per-gpu", "N", "",
+                     "CPUs kept next to each free GPU (default: goldminer.conf's reserve_cpus_per_gpu)", &a->reserve,
+                     R"(CPUs kept next to each free GPU; default \fBreserve_cpus_per_gpu\fR of
+goldminer.conf beside \fBSLURM_CONF\fR (see
+\fBselect_goldminer_cons_tres\fR(8)).)"),
+              option("stale-after", "S", "30", "seconds after which a silent job is dropped", &a->stale_after,
+                     R"(a job that has not reported for \fIS\fR seconds is dropped.)"),
+              option("operators", "USER,...", "",
+                     "users (names or uids, comma-separated) who see every job in full, as root and SlurmUser do",
+                     &a->operators, "users (names or uids) who see every job in full, as root and SlurmUser do."),
+              option("max-connections", "N", std::to_string(limits.max_connections), "connections in hand at once",
+                     &a->limits.max_connections, "connections served at once (1 to 4096)."),
+              option("max-connections-per-peer", "N", std::to_string(limits.max_per_peer),
+                     "connections in hand at once from one address", &a->limits.max_per_peer,
+                     "connections served at once from one address."),
+              option("request-timeout", "S", default_text(limits.timeout_s),
+                     "seconds a connection has to send its whole request", &a->limits.timeout_s,
+                     "seconds a connection has to send its whole request, and again to take the\n"
+                     "answer (0.1 to 60)."),
+              option("lookups-per-uid", "R", "0.5", "squeue lookups of jobs it does not know a uid earns per second",
+                     &a->lookups_per_s, R"(\fBsqueue\fR lookups of jobs it does not know that a uid earns per second.)"),
+              option("lookup-burst", "N", "10", "squeue lookups of jobs it does not know a uid may make at once",
+                     &a->lookup_burst, "such lookups a uid may make at once."),
+              option("munge-socket", "PATH", "", "munged's socket (default: munge's own)", &a->munge_socket,
+                     "munged's socket (default munge's own)."),
+              option("pid-file", "FILE", "", "write the daemon's PID to this file", &a->pid_file,
+                     "write the daemon's PID there (removed at exit)."),
+              flag("verbose,v", "log every report", &a->verbose, "log more."),
+          },
+          {}};
+}
+
+}  // namespace goldminer
+
+#endif  // GOLDMINER_TOOLS_GOLDMINER_CTLD_OPTIONS_H_
