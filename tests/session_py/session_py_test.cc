@@ -177,9 +177,10 @@ std::vector<Case> all_cases() {
 
   c.push_back({"StagingPy", "WithoutCudaDeviceAndPinMemoryWarnAndStayOnTheCpu", kStaging, "fallback",
                {"device='cuda' warns: [\"goldminer.Session: device='cuda': ",
-                "device='cuda' without CUDA: 1537 samples, CPU tensors", "pin_memory warns: ['goldminer.Session: pin_memory: ",
-                "device='tpu': goldminer.Session: device 'tpu': ", "DataLoader(device='cuda') without CUDA: 3 CPU batches",
-                "\nOK"},
+                "device='cuda' without CUDA: 1537 samples, CPU tensors",
+                "pin_memory warns: ['goldminer.Session: pin_memory: ",
+                "device='tpu': goldminer.Session: device 'tpu': ",
+                "DataLoader(device='cuda') without CUDA: 3 CPU batches", "\nOK"},
                "fallback: skipped"});
   c.push_back({"StagingPy", "ThePositionLessTheBatchesTakenAheadResumesExactly", kStaging, "held",
                {"had 364 + rest 1173 = 1537, unique 1537; taken ahead given again: True",

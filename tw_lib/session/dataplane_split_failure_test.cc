@@ -284,6 +284,7 @@ class PythonDatasetFault {
   }
   const std::string& skip_reason() const { return skip_; }
   bool fault_ran() const { return !marker_.empty() && !fs::exists(marker_); }
+  LogCapture logs;  // what is logged while the fault lives (the run's workers and session)
 
   // Runs one epoch with two workers; the records seen (each item's value
   // checked against its sample id) and the session's status and metrics.
@@ -340,11 +341,11 @@ class PythonDatasetFault {
 // What a fault that costs one re-lease leaves: the run went on, every item
 // arrived exactly once, item 250 ran the fault, one split failed (on the
 // trainer and on the worker), no worker was lost.
-void expect_one_re_lease(const PythonDatasetFault& dataset, const PythonDatasetFault::Run& r, const LogCapture& logs) {
-  ASSERT_TRUE(r.status.ok()) << r.status.message() << "\n" << logs.text();
+void expect_one_re_lease(const PythonDatasetFault& dataset, const PythonDatasetFault::Run& r) {
+  ASSERT_TRUE(r.status.ok()) << r.status.message() << "\n" << dataset.logs.text();
   expect_exactly_once(r.seen, 600);
   EXPECT_TRUE(dataset.fault_ran()) << "item 250 ran its fault";
-  EXPECT_EQ(r.metrics.splits_failed, 1u) << logs.text();
+  EXPECT_EQ(r.metrics.splits_failed, 1u) << dataset.logs.text();
   EXPECT_EQ(r.metrics.workers_lost, 0u) << "the worker went on";
   EXPECT_EQ(r.worker_splits_failed, 1u);
 }
@@ -358,15 +359,15 @@ void expect_one_re_lease(const PythonDatasetFault& dataset, const PythonDatasetF
 TEST(SplitFailureTest, APythonProcessKilledMidSplitCostsAReLeaseNotTheRun) {
   PythonDatasetFault dataset("os.kill(os.getpid(), signal.SIGKILL)");
   if (!dataset.skip_reason().empty()) GTEST_SKIP() << dataset.skip_reason();
-  LogCapture logs;
   const auto r = dataset.run("local://split-failure-python-kill");
-  ASSERT_NO_FATAL_FAILURE(expect_one_re_lease(dataset, r, logs));
+  ASSERT_NO_FATAL_FAILURE(expect_one_re_lease(dataset, r));
   EXPECT_EQ(r.metrics.workers, 2u);
-  EXPECT_EQ(logs.count("failed split 2 of "), 1u) << logs.text();
-  EXPECT_EQ(logs.count(" (records 200 to 300, from byte 0): python dataset: "), 1u) << logs.text();
-  EXPECT_EQ(logs.count("the Python process was killed by signal 9 before it answered"), 2u)
-      << "once on the worker, once on the trainer\n" << logs.text();
-  EXPECT_EQ(logs.count("python dataset: starting a Python process (1 ended or broke so far)"), 1u) << logs.text();
+  EXPECT_EQ(dataset.logs.count("failed split 2 of "), 1u) << dataset.logs.text();
+  EXPECT_EQ(dataset.logs.count(" (records 200 to 300, from byte 0): python dataset: "), 1u) << dataset.logs.text();
+  EXPECT_EQ(dataset.logs.count("the Python process was killed by signal 9 before it answered"), 2u)
+      << "once on the worker, once on the trainer\n" << dataset.logs.text();
+  EXPECT_EQ(dataset.logs.count("python dataset: starting a Python process (1 ended or broke so far)"), 1u)
+      << dataset.logs.text();
   EXPECT_TRUE(r.worker_errors.empty()) << r.worker_errors[0];
 }
 
@@ -377,14 +378,13 @@ TEST(SplitFailureTest, APythonProcessKilledMidSplitCostsAReLeaseNotTheRun) {
 TEST(SplitFailureTest, AnEioInAPythonDatasetCostsAReLeaseNotTheRun) {
   PythonDatasetFault dataset("raise OSError(errno.EIO, os.strerror(errno.EIO), '/data/item-250.jpg')");
   if (!dataset.skip_reason().empty()) GTEST_SKIP() << dataset.skip_reason();
-  LogCapture logs;
   const auto r = dataset.run("local://split-failure-python-eio");
-  ASSERT_NO_FATAL_FAILURE(expect_one_re_lease(dataset, r, logs));
-  EXPECT_EQ(logs.count("dataset[250] (position 250 of epoch 0) raised OSError: [Errno 5] Input/output error: "
+  ASSERT_NO_FATAL_FAILURE(expect_one_re_lease(dataset, r));
+  EXPECT_EQ(dataset.logs.count("dataset[250] (position 250 of epoch 0) raised OSError: [Errno 5] Input/output error: "
                        "'/data/item-250.jpg'"),
             2u)
-      << "once on the worker, once on the trainer\n" << logs.text();
-  EXPECT_EQ(logs.count("starting a Python process"), 0u) << "the child is kept\n" << logs.text();
+      << "once on the worker, once on the trainer\n" << dataset.logs.text();
+  EXPECT_EQ(dataset.logs.count("starting a Python process"), 0u) << "the child is kept\n" << dataset.logs.text();
 }
 
 // Injected: item 250 raises ValueError (the data's own error). Checked:
@@ -393,7 +393,6 @@ TEST(SplitFailureTest, AnEioInAPythonDatasetCostsAReLeaseNotTheRun) {
 TEST(SplitFailureTest, APythonDatasetsOwnErrorStillFailsTheRunAtOnce) {
   PythonDatasetFault dataset("raise ValueError('item 250 is broken')");
   if (!dataset.skip_reason().empty()) GTEST_SKIP() << dataset.skip_reason();
-  LogCapture logs;
   const auto r = dataset.run("local://split-failure-python-value");
   ASSERT_FALSE(r.status.ok());
   EXPECT_NE(r.status.message().find("dataset[250] (position 250 of epoch 0) raised ValueError: item 250 is broken"),
