@@ -51,16 +51,16 @@ py::tuple split(const py::object& model, const py::object& example_inputs, const
   options.mode = *parsed;
   options.method = method;
   options.transfer_gbps = transfer_gbps.is_none() ? 0 : transfer_gbps.cast<double>();
+  if (!transfer_gbps.is_none() && options.transfer_gbps <= 0)
+    throw py::value_error("goldminer.split: transfer_gbps must be > 0 (or None: detect)");
   options.measure = measure;
   options.repeat = repeat;
   options.tensors_only = tensors_only;
+  if (batch_size < 0) throw py::value_error("goldminer.split: batch_size must be >= 1 (or 0: the example's)");
   options.batch_size = batch_size;
   options.pinned = pinned;
-  options.keep_margin = keep_margin;
-  if (!transfer_gbps.is_none() && options.transfer_gbps <= 0)
-    throw py::value_error("goldminer.split: transfer_gbps must be > 0 (or None: detect)");
-  if (batch_size < 0) throw py::value_error("goldminer.split: batch_size must be >= 1 (or 0: the example's)");
   if (!(keep_margin >= 0 && keep_margin < 1)) throw py::value_error("goldminer.split: keep_margin must be in [0, 1)");
+  options.keep_margin = keep_margin;
   const std::string device = trainer_device.is_none() ? device_of(torch, model) : trainer_device.cast<std::string>();
   auto parsed_device = parse_trainer_device(device);
   if (!parsed_device.ok())
