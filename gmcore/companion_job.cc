@@ -79,7 +79,7 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
   c.worker_sbatch_args = c.sbatch_args;
   for (std::string& a : c.worker_sbatch_args)
     if (starts_with(a, "--ntasks=")) a = "--ntasks=1";
-  if (options.mode == ScalingMode::kElastic) c.trainer_env.emplace_back("GOLDMINER_DW_SBATCH", quote_words(c.worker_sbatch_args));
+  if (job.elastic) c.trainer_env.emplace_back("GOLDMINER_DW_SBATCH", quote_words(c.worker_sbatch_args));
   // The port is the job's: a second session of the job (a script's second
   // run, a salloc's next srun) must bind it while the first one's
   // connections are in TIME_WAIT. The job's own setting wins.

@@ -57,6 +57,9 @@ struct BatchJob {
   // limit, so that it ends by itself when nobody is left to cancel it
   // (the batch node lost with its slurmstepd).
   std::string time_left;
+  // plan_worker_start's WorkerStartPlan::elastic: the session may add
+  // workers, each a one-task copy of the companion job (GOLDMINER_DW_SBATCH).
+  bool elastic = false;
 };
 
 // "" when the job's workers start as a companion job; else why not, in

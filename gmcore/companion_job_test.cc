@@ -67,6 +67,7 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
              "UCX_NET_DEVICES=lo",      "SLURM_JOB_ACCOUNT=ml",
              "_SLURM_SPANK_OPTION_goldminer_goldminer=dw=2",
              "SLURM_SPANK__SLURM_SPANK_OPTION_goldminer_goldminer=dw=2", "SPANK_X=1"};
+  job.elastic = true;  // mode=elastic
   CompanionJob c = plan_companion_job(o, admin, job);
 
   EXPECT_EQ(c.trainer, "ucx://10.9.0.2:31234");
@@ -85,7 +86,7 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   std::replace(one.begin(), one.end(), std::string("--ntasks=2"), std::string("--ntasks=1"));
   EXPECT_EQ(c.worker_sbatch_args, one) << "the same job but one task";
   EXPECT_EQ(c.trainer_env[5], (std::pair<std::string, std::string>{"UCX_TCP_CM_REUSEADDR", "y"}));
-  o.mode = ScalingMode::kStatic;
+  job.elastic = false;
   EXPECT_EQ(plan_companion_job(o, admin, job).trainer_env.size(), 5u) << "static: no growing";
   job.env.push_back("UCX_TCP_CM_REUSEADDR=n");
   EXPECT_EQ(plan_companion_job(o, admin, job).trainer_env.size(), 4u) << "the job's own setting wins";

@@ -61,7 +61,6 @@ WorkerStartPlan plan_worker_start(const WorkerStartRequest& r) {
     if (!batch_step) return p;
   }
   p.elastic = r.options.mode == ScalingMode::kElastic;
-  p.max_workers = r.options.dw_max;
   if (workers) {
     p.start = WorkerStart::kHetStep;
     p.component = *workers;

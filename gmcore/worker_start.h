@@ -13,7 +13,7 @@
 //   kNone             nobody (plan.why says why)
 //
 // plan.elastic: the session may start more workers later, each a
-// one-worker companion job (sched/elastic.h), up to plan.max_workers; the
+// one-worker companion job (sched/elastic.h), up to the job's dw_max; the
 // plugin hands the trainer the sbatch arguments for that
 // (GOLDMINER_DW_SBATCH), the session reads them back.
 #ifndef GOLDMINER_GMCORE_WORKER_START_H_
@@ -63,8 +63,7 @@ struct WorkerStartPlan {
   // The trainer's component as squeue lists it (kCompanionJob, kHetStep):
   // its working directory and time left, for the workers' (BatchJob).
   std::string work_dir, time_left;
-  bool elastic = false;  // the session may start more, up to max_workers
-  int max_workers = 0;
+  bool elastic = false;  // the session may start more (BatchJob::elastic), up to dw_max
   // Words for the log, "" when there is nothing to say: why no workers
   // start here, or why a batch step's are a companion job and not a step.
   std::string why;

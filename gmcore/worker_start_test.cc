@@ -63,7 +63,6 @@ TEST(WorkerStartTest, APlainBatchJobGetsACompanionJobOfItsSettings) {
   EXPECT_EQ(p.work_dir, "/srv/run");
   EXPECT_EQ(p.time_left, "5:00");
   EXPECT_TRUE(p.elastic);
-  EXPECT_EQ(p.max_workers, 6);
   EXPECT_EQ(p.why, "workers as a companion job: not a heterogeneous job");
 }
 

@@ -294,6 +294,7 @@ int start_workers(spank_t sp, bool batch_step) {
   batch.time_left = start.time_left;
   batch.node_address = trainer_port.address;
   batch.trainer_port = trainer_port.port;
+  batch.elastic = start.elastic;
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch);
   goldminer::Status st = set_trainer_env(sp, plan.trainer_env);
   if (!st.ok()) return fail(st.message());
