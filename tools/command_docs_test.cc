@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "tw_lib/session/session_option_docs.h"
+
 namespace goldminer {
 namespace {
 
@@ -142,6 +144,37 @@ INSTANTIATE_TEST_SUITE_P(Commands, CommandDocsTest,
                              if (c == '-') c = '_';
                            return name;
                          });
+
+// The options goldminer.Session shares with goldminer-consume: the
+// command's --help shows each with the default SessionOptions has, and the
+// module's docstring lists each keyword with the same default, its lines
+// within the docstring's width.
+TEST(CommandDocsTest, SessionKeywordsAndConsumeOptionsShareNameDefaultAndHelp) {
+  const char* builddir = std::getenv("GOLDMINER_BUILDDIR");
+  if (builddir == nullptr) GTEST_SKIP() << "GOLDMINER_BUILDDIR is not set (make check sets it)";
+  FILE* pipe = popen((std::string(builddir) + "/goldminer-consume --help 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string help;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) help.append(buf, n);
+  pclose(pipe);
+  const Options in_help = from_help(help);
+  const std::string docs = session_keyword_docs(19, 92);
+  std::istringstream lines(docs);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 92u) << line;
+  ASSERT_FALSE(shared_session_options().empty());
+  for (const SharedSessionOption& r : shared_session_options()) {
+    ASSERT_TRUE(in_help.count(r.option)) << "--" << r.option << " missing from goldminer-consume --help:\n" << help;
+    EXPECT_EQ(in_help.at(r.option), (Documented{r.value_doc, r.default_value})) << r.option;
+    const std::string all = "\n" + docs;  // a keyword as wide as the column has its text on the next line
+    EXPECT_TRUE(all.find("\n  " + r.keyword + " ") != std::string::npos ||
+                all.find("\n  " + r.keyword + "\n") != std::string::npos)
+        << r.keyword << " in:\n" << docs;
+    EXPECT_NE(help.find(r.help.substr(0, 20)), std::string::npos) << r.option << "'s help in --help";
+  }
+  EXPECT_NE(docs.find("(default 64)"), std::string::npos) << "queue_batches' default:\n" << docs;
+  EXPECT_NE(docs.find("(default False)"), std::string::npos) << "a switch's default:\n" << docs;
+}
 
 // The readers themselves, on text as the two sides print it.
 TEST(CommandDocsParseTest, ReadsHelpEntriesAndManRows) {

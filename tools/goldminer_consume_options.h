@@ -8,6 +8,7 @@
 
 #include "gmcore/command_line.h"
 #include "goldminer/session.h"
+#include "tw_lib/session/session_option_docs.h"
 
 namespace goldminer {
 
@@ -19,6 +20,18 @@ struct ConsumeArgs {
   bool json = false, verbose = false;
   int64_t rank = -1, world_size = -1;  // -1: from the environment, else 0 of 1
 };
+
+// A row whose name, default and help goldminer.Session shares
+// (tw_lib/session/session_option_docs.h); the man text is this command's.
+template <class T>
+OptionSpec shared_option(const std::string& name, T* target, std::string man) {
+  const SharedSessionOption& r = shared_session_option(name);
+  return option(r.option, r.value_doc, r.default_value, r.help, target, std::move(man));
+}
+inline OptionSpec shared_flag(const std::string& name, bool* target, std::string man) {
+  const SharedSessionOption& r = shared_session_option(name);
+  return flag(r.option, r.help, target, std::move(man));
+}
 
 inline CommandOptions consume_command(ConsumeArgs* a) {
   SessionOptions& o = a->session;
@@ -42,7 +55,7 @@ A file that cannot be read is a usage error; a file that is not a
 TorchScript module, or workers built without libtorch, make the workers
 exit (see \fBNOTES\fR).
 Without it, workers send the decoded batches.)"),
-              option("batch-size", "N", "256", "samples per batch", &o.batch_size,
+              shared_option("batch-size", &o.batch_size,
                      R"(Samples per batch, at least 1 (the last batch of a split may be smaller).)"),
               option("epochs", "E", "1", "epochs to consume", &a->epochs,
                      R"(Epochs to consume, at least 1.
@@ -77,7 +90,7 @@ batch job has it: its data workers connect there), else
                      R"(Seed of the split order, the shuffle buffers and the seeds handed to the
 worker program.
 The same seed gives the same batches.)"),
-              option("shuffle-buffer", "N", "0", "within-split shuffle buffer (samples)", &o.shuffle_buffer,
+              shared_option("shuffle-buffer", &o.shuffle_buffer,
                      R"(Samples of the streaming shuffle buffer within each split; 0 or 1 keeps
 record order.)"),
               flag("deterministic", "one batch order, the same every run: splits in the epoch's seeded order, each in sequence", &o.deterministic,
@@ -94,10 +107,10 @@ Every split's batches and their contents are the same in every run either
 way (seeded); without this option batches of different splits are taken
 in the order workers finish them.
 \fBorder_digest\fR (below) shows the order.)"),
-              option("records-per-split", "N", "0", "0: 16 batches", &o.records_per_split,
+              shared_option("records-per-split", &o.records_per_split,
                      R"(Consecutive records per split, the unit a worker leases; 0: 16 batches
 (16 x \fB\-\-batch\-size\fR).)"),
-              option("max-bad-records", "N", "0", "corrupt records skipped (and counted) per epoch before it is an error", &o.max_bad_records,
+              shared_option("max-bad-records", &o.max_bad_records,
                      R"(Corrupt records that may be skipped per epoch; each is counted
 (\fBbad_records\fR) and not reported as missing.
 The session fails (exit 1) when an epoch's count exceeds \fIN\fR; with 0
@@ -148,27 +161,27 @@ the others to the rank with the fewest. Without it, \fBGOLDMINER_LISTEN\fR
 (in a \fBsbatch \-\-goldminer\fR job, whose \fBsrun\fR ranks so share
 the companion job's workers). Without it each rank needs workers of its
 own (\fB\-\-workers\fR, or its own \fB\-\-listen\fR address).)"),
-              flag("pad", "with ranks: a rank with a record fewer than the others reads another rank's first record again (so every rank has as many)", &o.pad,
+              shared_flag("pad", &o.pad,
                    R"(With ranks: every rank reads as many records. The \fIk\fR-th rank with a
 record fewer than the others also reads record \fIk\fR of the first split
 (in the epoch's order) it does not read otherwise, as
 \fBDistributedSampler(drop_last=False)\fR repeats the first indices; that
 record is then received by two ranks. Not with \fB\-\-drop\-last\fR
 (exit 1). An error (exit 1) when a rank reads a part of every split.)"),
-              flag("drop-last", "ranks take as many batches as the one with the fewest and leave out the rest (default: ranks short of batches take some smaller ones)", &o.drop_last,
+              shared_flag("drop-last", &o.drop_last,
                    R"(With ranks: every rank takes as many batches as the rank with the fewest,
 and the others leave out their last parts' last batches, as
 \fBDistributedSampler(drop_last=True)\fR leaves out the tail that does
 not divide evenly. The records left out are neither received nor
 counted as missing.)"),
-              option("queue-batches", "N", "64", "queue bound (batches)", &o.queue_batches,
+              shared_option("queue-batches", &o.queue_batches,
                      R"(Bound of the session's queue of received batches.
 Workers get a credit back for a consumed batch only while the queue holds
 fewer than \fIN\fR batches and at most 1 GiB.)"),
               option("lease-timeout", "S", "30", "seconds", &o.lease_timeout_s,
                      R"(Seconds a worker may stay silent (no heartbeat, request or batch) before
 it is dropped and its splits are leased to others.)"),
-              option("split-retries", "N", "3", "times a split that failed on a worker through its environment (its Python process killed, a read error) is re-leased in an epoch before the run fails", &o.split_retries,
+              shared_option("split-retries", &o.split_retries,
                      R"(Times a split that failed on a worker through the worker's environment
 (its Python dataset process killed, say by the OOM killer; a read error of
 the operating system) is leased again in an epoch, to another worker while

@@ -32,6 +32,7 @@
 #include "gmcore/worker_start.h"
 #include "goldminer/session.h"
 #include "tw_lib/python/python_session_doc.h"
+#include "tw_lib/session/session_option_docs.h"
 #include "tw_lib/session/worker_processes.h"
 
 namespace py = pybind11;
@@ -41,6 +42,7 @@ namespace goldminer {
 namespace {
 
 using python_session_doc::kModuleDoc;
+using python_session_doc::kModuleDocRest;
 
 [[noreturn]] void raise_runtime(const std::string& message) { throw std::runtime_error("goldminer.Session: " + message); }
 
@@ -540,7 +542,9 @@ class PySession {
 PYBIND11_MODULE(_session, m) {
   namespace gm = goldminer;
   py::module_::import("torch");  // torch's Python types before any tensor is handed out
-  m.doc() = gm::kModuleDoc;
+  // Kept for the module's life: pybind11 stores the pointer.
+  static const std::string doc = std::string(gm::kModuleDoc) + gm::session_keyword_docs() + gm::kModuleDocRest;
+  m.doc() = doc.c_str();
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,

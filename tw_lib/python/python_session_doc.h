@@ -1,6 +1,7 @@
 // The docstring of goldminer._session (goldminer.Session's options and
 // use), kept apart from the binding code in python_session.cc, its only
-// includer.
+// includer: kModuleDoc, then the keywords goldminer-consume shares
+// (session_keyword_docs()), then kModuleDocRest.
 #ifndef GOLDMINER_TW_LIB_PYTHON_SESSION_DOC_H_
 #define GOLDMINER_TW_LIB_PYTHON_SESSION_DOC_H_
 
@@ -23,7 +24,6 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
 
   input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text,
                    or "index:N" (the integers 0 .. N-1: goldminer.DataLoader's positions).
-  batch_size       samples per batch (the last batch of each split may be smaller).
   program          the worker program run on every batch by the workers: None (the
                    batches as the reader decodes them), a torch.jit.ScriptModule, the
                    bytes of a saved one, or the path of a TorchScript .pt file.
@@ -39,7 +39,6 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    fresh local://NAME ("local").
   seed             seed of the split order, the shuffle buffer and the programs' random
                    ops. Default: the resume position's seed, else 0.
-  shuffle_buffer   within-split shuffle buffer (samples); 0 keeps record order.
   deterministic    one batch order, the same in every run with the same seed: splits in
                    the epoch's shuffled order, each split's batches in sequence, whatever
                    the workers (batches that come early wait for earlier ones). Without
@@ -50,10 +49,6 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    "crop:S" (only a RandomResizedCrop box, DCT-scaled while >= S) or
                    "resized-crop:S" (that box resized to S x S: RandomResizedCrop whole): see
                    goldminer-consume(1) --jpeg-decode and readers/README.md (PSNR).
-  records_per_split, max_bad_records, queue_batches, split_retries: as goldminer-consume(1)
-                   (split_retries: times a split that failed on a worker through its
-                   environment, its Python process killed or a read error, is leased
-                   again in an epoch before the session fails).
   timeout          seconds a step of iteration waits for a batch before it raises
                    RuntimeError (as a DataLoader's timeout); 0 waits as long as it
                    takes (workers may join later). The session goes on after it.
@@ -70,11 +65,6 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    ones). Default: $RANK and $WORLD_SIZE (torchrun), else $SLURM_PROCID
                    and $SLURM_STEP_NUM_TASKS (a task of srun, not in a heterogeneous
                    job), else 0 of 1.
-  drop_last        with ranks: every rank takes as many batches as the one with the
-                   fewest and leaves out the rest (as torch's DistributedSampler).
-  pad              with ranks: a rank with a record fewer than the others reads another
-                   rank's first record again, so every rank has as many (as torch's
-                   DistributedSampler without drop_last). Not with drop_last.
   pin_memory       receive batches into pinned memory (page-locked, registered with CUDA),
                    so that copying one to the GPU runs asynchronously, with no extra host
                    copy. Needs a build --with-cuda and a GPU; without either a
@@ -89,7 +79,11 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    workers this session starts). Unused under `sbatch --goldminer`,
                    whose GOLDMINER_AUTH=munge has the session and its workers prove
                    user and job to each other with munge instead.
+)doc";
 
+// The rest, after the keywords goldminer-consume shares
+// (tw_lib/session/session_option_docs.h).
+inline constexpr const char kModuleDocRest[] = R"doc(
 The environment is read first (GOLDMINER_LISTEN, GOLDMINER_AUTH[_JOB], GOLDMINER_SECRET[_FILE],
 GOLDMINER_LOCAL_WORKERS, as goldminer-run(1) and the SPANK plugin set them); the
 keyword arguments given override it. GOLDMINER_LOCAL_WORKERS=N adds N in-process
