@@ -10,10 +10,9 @@ test_sbatch_help_lists_goldminer() {
 
 # Each bad value is refused before submission with its exact reason.
 test_bad_values_are_refused_before_submission() {
-    local before after value expected out rc
-    before=$(squeue -h | wc -l)
+    local after value expected out rc
     while IFS='|' read -r value expected; do
-        out=$(timeout 30 sbatch --goldminer="$value" -p cpu -o /dev/null --wrap true 2>&1)
+        out=$(timeout 30 sbatch --goldminer="$value" -J gm-bad-value -p cpu -o /dev/null --wrap true 2>&1)
         rc=$?
         if [ $rc -eq 0 ]; then
             echo "--goldminer=$value was accepted: $out"
@@ -36,8 +35,9 @@ dw=5,dw-max=4|goldminer: dw: invalid value '5': more than dw-max (4)
 dw-max=17|goldminer: dw-max: invalid value '17': exceeds this cluster's limit of 16 (plugstack.conf max_dw_per_job)
 transport=mpi,mode=elastic|goldminer: mode: invalid value 'elastic': transport=mpi runs a fixed set of workers
 CASES
-    after=$(squeue -h | wc -l)
-    expect_eq "jobs in queue" "$after" "$before" || return 1
+    # Counted by name: other tests' jobs may end meanwhile.
+    after=$(squeue -h -n gm-bad-value | wc -l)
+    expect_eq "jobs of these submissions in the queue" "$after" 0 || return 1
     out=$(timeout 30 srun --goldminer=dw-max=0 -p cpu true 2>&1) && { echo "srun accepted dw-max=0"; return 1; }
     expect_contains "srun --goldminer=dw-max=0" "$out" "goldminer: dw-max: invalid value '0': expected an integer >= 1" || return 1
     out=$(timeout 30 salloc --goldminer=cpus-per-dw=0 -p cpu true 2>&1) && { echo "salloc accepted cpus-per-dw=0"; return 1; }
