@@ -1,7 +1,7 @@
 // Internal interface between the torch translation units of the split:
 // analysis.cc (graph preparation and node classification), probe.cc
 // (running the stateless region on the example), extract.cc (worker and
-// trainer programs) and split.cc (orchestration, I/O, measurement).
+// trainer programs), split.cc (orchestration, I/O) and measure.cc.
 // Only these files include torch headers.
 #ifndef GOLDMINER_TW_LIB_SPLIT_GRAPH_SPLIT_H_
 #define GOLDMINER_TW_LIB_SPLIT_GRAPH_SPLIT_H_

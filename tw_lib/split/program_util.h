@@ -1,6 +1,6 @@
 // Loading, binding and running TorchScript programs: what the split
-// (split.cc) and its verification (verify.cc) share. Internal; includes
-// torch headers.
+// (split.cc), its measurement (measure.cc) and its verification (verify.cc)
+// share. Internal; includes torch headers.
 #ifndef GOLDMINER_TW_LIB_SPLIT_PROGRAM_UTIL_H_
 #define GOLDMINER_TW_LIB_SPLIT_PROGRAM_UTIL_H_
 
