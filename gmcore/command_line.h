@@ -43,8 +43,11 @@ class ValueTarget final : public OptionTarget {
  public:
   explicit ValueTarget(T* target) : target_(target) {}
   boost::program_options::value_semantic* semantic(const OptionSpec& row) const override {
+    // The default is converted first: a default not of T's type throws
+    // (a table bug) before anything is allocated.
+    const T fallback = row.default_value.empty() ? T() : boost::lexical_cast<T>(row.default_value);
     auto* v = boost::program_options::value<T>(target_);
-    if (!row.default_value.empty()) v->default_value(boost::lexical_cast<T>(row.default_value), row.default_value);
+    if (!row.default_value.empty()) v->default_value(fallback, row.default_value);
     if (!row.value_doc.empty()) v->value_name(row.value_doc);
     if (row.required) v->required();
     return v;
