@@ -56,7 +56,7 @@ packages="
  openmpi-bin libopenmpi-dev libucx-dev ucx-utils libhwloc-dev
  libboost-program-options-dev libgtest-dev libgmock-dev googletest
  clang libclang-rt-14-dev
- libtorch-dev python3-torch python3-torchvision python3-pybind11 python3-numpy
+ libtorch-dev python3-torch python3-torchvision python3-pybind11 python3-numpy python3-venv libdlpack-dev
  libopenblas0-pthread
  libjpeg62-turbo-dev
  iproute2 util-linux procps
