@@ -97,8 +97,8 @@ std::vector<Case> all_cases() {
                      exactly_once("1011", {"dtypes float32 float32 int64"}));
   on_both_transports(c, "", "BatchesAreViewsOfTheReceivedBuffer", "zerocopy", "",
                      {"batches 62",  // 2 epochs x 31 batches (splits of 100, batches of 64)
-                      "one storage per batch: yes", "64-byte aligned: yes", "held batch intact after 2 epochs: yes",
-                      "held batch intact after close: yes"});
+                      "back to back in the received buffer: yes", "64-byte aligned: yes",
+                      "held batch intact after 2 epochs: yes", "held batch intact after close: yes"});
   const std::vector<std::string> program = {"epoch 0: samples 1011 unique 1011 duplicates 0 missing 0",
                                             "program outputs match: ", "output dtypes float32 float32 int64 int64",
                                             "\nOK"};

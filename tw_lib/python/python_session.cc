@@ -1,21 +1,23 @@
 // goldminer._session: Python binding of the trainer session (pybind11 over
 // include/goldminer/session.h), see the module docstring below.
 //
-// Batches reach Python without a copy: every tensor of a batch (and its
-// sample ids) is a view into one torch storage over the received buffer,
-// whose deleter drops SessionBatch::keepalive, so the buffer lives exactly
-// as long as the last tensor that views it. This is the one file of the
-// session that includes torch headers (torch's Python integration, to hand
-// out torch.Tensor objects); the wire dtypes map onto torch dtypes here.
+// Batches reach Python without a copy and without libtorch: every tensor of
+// a batch (and its sample ids) leaves as a DLPack capsule ("dltensor", a
+// DLManagedTensor viewing the received buffer) whose deleter drops a share
+// of SessionBatch::keepalive, so the buffer lives exactly as long as the
+// last tensor that views it. python/goldminer/session.py makes the capsules
+// torch tensors (torch.utils.dlpack.from_dlpack) with whatever torch the
+// trainer runs; the wire dtypes map onto DLPack's here.
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <torch/python.h>
+#include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "gm_config.h"
 #include "dw_daemon/program.h"
 #include "dw_daemon/python_program.h"
 #include "gmcore/auth.h"
@@ -66,66 +69,76 @@ auto wait_without_gil(Call call) {
   return std::move(result).value();
 }
 
-at::ScalarType torch_dtype(wire::DType d) {
+// DLPack 0.6 has no bool (kDLBool came with 0.8, and torch 1.13 reads
+// none): a bool tensor leaves as int8, a dtype the wire does not have, which
+// goldminer/session.py views as bool again (same bytes, no copy).
+DLDataType dlpack_dtype(wire::DType d) {
   switch (d) {
-    case wire::DType::kUInt8: return at::kByte;
-    case wire::DType::kInt32: return at::kInt;
-    case wire::DType::kInt64: return at::kLong;
-    case wire::DType::kFloat32: return at::kFloat;
-    case wire::DType::kFloat64: return at::kDouble;
-    case wire::DType::kBool: return at::kBool;
+    case wire::DType::kUInt8: return {kDLUInt, 8, 1};
+    case wire::DType::kInt32: return {kDLInt, 32, 1};
+    case wire::DType::kInt64: return {kDLInt, 64, 1};
+    case wire::DType::kFloat32: return {kDLFloat, 32, 1};
+    case wire::DType::kFloat64: return {kDLFloat, 64, 1};
+    case wire::DType::kBool: return {kDLInt, 8, 1};
   }
   raise_runtime(std::string("batch tensor of unknown dtype ") + std::to_string(static_cast<int>(d)));
 }
 
-struct Keepalive {
-  std::shared_ptr<const void> keep;
+// One tensor handed out: the DLManagedTensor, the arrays it points to and
+// its share of the batch's buffer, freed together by its deleter (called
+// by the consumer, which may not hold the GIL: no Python here).
+struct ExportedTensor {
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape, strides;
+  std::shared_ptr<const void> keepalive;
 };
 
-// The tensors of one batch as views into one storage spanning them all.
-class BatchTensors {
- public:
-  explicit BatchTensors(const SessionBatch& b) {
-    const uint8_t* lo = nullptr;
-    const uint8_t* hi = nullptr;
-    auto extend = [&](const uint8_t* p, uint64_t n) {
-      if (p == nullptr || n == 0) return;
-      if (lo == nullptr || p < lo) lo = p;
-      if (hi == nullptr || p + n > hi) hi = p + n;
-    };
-    for (const auto& t : b.tensors) extend(t.data, t.nbytes);
-    extend(reinterpret_cast<const uint8_t*>(b.sample_ids), uint64_t{b.samples} * 2 * sizeof(int64_t));
-    base_ = lo;
-    if (lo != nullptr) {
-      auto* holder = new Keepalive{b.keepalive};
-      c10::DataPtr ptr(const_cast<uint8_t*>(lo), holder, [](void* ctx) { delete static_cast<Keepalive*>(ctx); },
-                       c10::Device(c10::DeviceType::CPU));
-      storage_ = c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(hi - lo), std::move(ptr),
-                              /*allocator=*/nullptr, /*resizable=*/false);
-    }
-    keepalive_ = b.keepalive;
-  }
+// Where a tensor with no bytes points (DLPack wants an address; aligned as
+// the wire aligns tensors).
+alignas(wire::kDataAlignment) unsigned char no_bytes[wire::kDataAlignment];
 
-  at::Tensor view(at::ScalarType dtype, const std::vector<int64_t>& shape, const void* data, uint64_t nbytes) {
-    const size_t item = c10::elementSize(dtype);
-    const auto* p = static_cast<const uint8_t*>(data);
-    if (p == nullptr || nbytes == 0 || base_ == nullptr) return at::empty(shape, at::TensorOptions().dtype(dtype));
-    const size_t offset = static_cast<size_t>(p - base_);
-    if (offset % item != 0) {
-      // Not expected (the wire aligns tensors to 64 bytes): a view of its own.
-      auto holder = std::make_shared<Keepalive>(Keepalive{keepalive_});
-      return torch::from_blob(const_cast<uint8_t*>(p), shape, [holder](void*) {},
-                              at::TensorOptions().dtype(dtype));
-    }
-    at::Tensor t = at::empty({0}, at::TensorOptions().dtype(dtype));
-    t.set_(storage_, static_cast<int64_t>(offset / item), shape, c10::contiguous_strides(shape));
-    return t;
-  }
+// Frees a capsule that no consumer took (one that did renamed it
+// "used_dltensor" and owns the tensor).
+void free_untaken_capsule(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  managed->deleter(managed);
+}
 
- private:
-  const uint8_t* base_ = nullptr;
-  c10::Storage storage_;
-  std::shared_ptr<const void> keepalive_;
+// A DLPack capsule of the row-major tensor at `data` (nbytes, as the wire
+// checked against dtype and shape), keeping `keepalive` until it is freed.
+py::capsule dlpack_capsule(const std::shared_ptr<const void>& keepalive, DLDataType dtype,
+                           const std::vector<int64_t>& shape, const void* data, uint64_t nbytes) {
+  auto e = std::make_unique<ExportedTensor>();
+  e->shape = shape;
+  e->strides.resize(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    e->strides[i] = stride;
+    stride *= std::max<int64_t>(shape[i], 1);
+  }
+  e->keepalive = keepalive;
+  DLTensor& t = e->managed.dl_tensor;
+  t.data = data != nullptr && nbytes != 0 ? const_cast<void*>(data) : static_cast<void*>(no_bytes);
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = dtype;
+  t.shape = e->shape.data();
+  t.strides = e->strides.data();
+  t.byte_offset = 0;  // data is the first element
+  e->managed.manager_ctx = e.get();
+  e->managed.deleter = [](DLManagedTensor* self) { delete static_cast<ExportedTensor*>(self->manager_ctx); };
+  PyObject* capsule = PyCapsule_New(&e->managed, "dltensor", free_untaken_capsule);
+  if (capsule == nullptr) throw py::error_already_set();
+  e.release();  // the capsule's now
+  return py::reinterpret_steal<py::capsule>(capsule);
+}
+
+// The last batch's sample ids, handed out again on every look.
+struct SampleIds {
+  std::shared_ptr<const void> keepalive;
+  const int64_t* ids = nullptr;
+  uint32_t samples = 0;
 };
 
 // The goldminer-dw to start: $GOLDMINER_DW_PROGRAM, else the one beside this
@@ -165,31 +178,13 @@ std::string describe_exit(int status) {
   return "status " + std::to_string(status);
 }
 
+// goldminer/session.py reads paths and saves ScriptModules (with the
+// trainer's torch): here the program is its bytes.
 std::string program_bytes(const py::object& program) {
   if (program.is_none()) return std::string();
   if (py::isinstance<py::bytes>(program)) return program.cast<std::string>();
-  if (py::isinstance<py::bytearray>(program) || py::isinstance<py::memoryview>(program))
-    return py::bytes(program).cast<std::string>();
-  py::module_ os = py::module_::import("os");
-  if (py::isinstance<py::str>(program) || py::isinstance(program, os.attr("PathLike"))) {
-    py::object f = py::module_::import("io").attr("open")(program, "rb");
-    py::object data;
-    try {
-      data = f.attr("read")();
-    } catch (...) {
-      f.attr("close")();
-      throw;
-    }
-    f.attr("close")();
-    return data.cast<std::string>();
-  }
-  py::module_ torch = py::module_::import("torch");
-  if (py::isinstance(program, torch.attr("jit").attr("ScriptModule"))) {
-    py::object buffer = py::module_::import("io").attr("BytesIO")();
-    torch.attr("jit").attr("save")(program, buffer);
-    return buffer.attr("getvalue")().cast<std::string>();
-  }
-  throw py::type_error("goldminer.Session: program must be None, a torch.jit.ScriptModule, bytes or a path, not " +
+  throw py::type_error("goldminer._session.Session: program must be None or bytes (goldminer.Session also takes "
+                       "a torch.jit.ScriptModule or a path), not " +
                        py::str(py::type::of(program)).cast<std::string>());
 }
 
@@ -300,6 +295,9 @@ class PySession {
         plan_worker_start(request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
     if (start.start == WorkerStart::kLocalThreads) o.local_workers = static_cast<uint32_t>(start.workers);
     o.local_worker_threads = threads;
+    // No libtorch here: goldminer/session.py wraps a TorchScript program
+    // for these threads as a Python program run by the trainer's torch; raw
+    // TorchScript gets the error of a build without libtorch.
     o.program_loader = [](const std::string& bytes) {
       return dw::is_python_program(bytes) ? dw::load_python_program(bytes) : dw::load_torchscript(bytes, 1);
     };
@@ -354,7 +352,7 @@ class PySession {
     std::unique_ptr<Session> s = std::move(session_);
     std::vector<pid_t> pids = std::move(pids_);
     pids_.clear();
-    last_ids_ = at::Tensor();
+    last_ids_ = SampleIds();
     py::gil_scoped_release release;
     // SIGTERM first, while the session still answers: a goldminer-dw that
     // is still starting or in its handshake finishes that and leaves (with
@@ -385,14 +383,12 @@ class PySession {
         wait_without_gil([&s](const std::function<bool()>& interrupted) { return s.next(interrupted); });
     if (!b.has_value()) throw py::stop_iteration();
     const SessionBatch& batch = *b;
-    BatchTensors views(batch);
     py::tuple out(batch.tensors.size());
     for (size_t i = 0; i < batch.tensors.size(); ++i) {
       const auto& t = batch.tensors[i];
-      out[i] = py::cast(views.view(torch_dtype(t.dtype), t.shape, t.data, t.nbytes));
+      out[i] = dlpack_capsule(batch.keepalive, dlpack_dtype(t.dtype), t.shape, t.data, t.nbytes);
     }
-    last_ids_ = views.view(at::kLong, {static_cast<int64_t>(batch.samples), 2}, batch.sample_ids,
-                           uint64_t{batch.samples} * 2 * sizeof(int64_t));
+    last_ids_ = SampleIds{batch.keepalive, batch.sample_ids, batch.samples};
     last_batch_ = py::make_tuple(batch.epoch, batch.split_id, batch.sequence);
     return out;
   }
@@ -402,8 +398,9 @@ class PySession {
   std::vector<std::string> receive_memory_warnings() { return session().receive_memory_warnings(); }
 
   py::object last_sample_ids() const {
-    if (!last_ids_.defined()) return py::none();
-    return py::cast(last_ids_);
+    if (!last_ids_.keepalive) return py::none();
+    return dlpack_capsule(last_ids_.keepalive, {kDLInt, 64, 1}, {static_cast<int64_t>(last_ids_.samples), 2},
+                          last_ids_.ids, uint64_t{last_ids_.samples} * 2 * sizeof(int64_t));
   }
 
   py::dict state() {
@@ -532,7 +529,7 @@ class PySession {
   uint32_t rank_ = 0, world_size_ = 1;
   bool worker_seen_ = false;
   bool all_status_1_ = true;  // of those reaped
-  at::Tensor last_ids_;
+  SampleIds last_ids_;
   py::object last_batch_ = py::none();
 };
 
@@ -541,10 +538,13 @@ class PySession {
 
 PYBIND11_MODULE(_session, m) {
   namespace gm = goldminer;
-  py::module_::import("torch");  // torch's Python types before any tensor is handed out
   // Kept for the module's life: pybind11 stores the pointer.
   static const std::string doc = std::string(gm::kModuleDoc) + gm::session_keyword_docs() + gm::kModuleDocRest;
   m.doc() = doc.c_str();
+  m.attr("__version__") = PACKAGE_VERSION;
+  // The libtorch goldminer-dw links ("" when built without): a trainer
+  // whose torch differs has its TorchScript programs wrapped (session.py).
+  m.attr("LIBTORCH_VERSION") = GOLDMINER_LIBTORCH_VERSION;
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,
@@ -564,7 +564,9 @@ PYBIND11_MODULE(_session, m) {
       .def("__iter__", [](py::object self) { return self; })
       .def("__len__", &gm::PySession::batches_per_epoch,
            "Batches in this epoch (this rank's; fewer when corrupt records are skipped).")
-      .def("__next__", &gm::PySession::next, "The next batch of this epoch; StopIteration at its end.")
+      .def("__next__", &gm::PySession::next,
+           "The next batch of this epoch as a tuple of DLPack capsules (goldminer.Session: torch tensors); "
+           "StopIteration at its end.")
       .def("state", &gm::PySession::state, "The data position: {epoch, seed, done, partial}.")
       .def("metrics", &gm::PySession::metrics, "The session's counters as a dict.")
       .def("drain_workers", &gm::PySession::drain_workers, py::arg("n"),
@@ -588,5 +590,6 @@ PYBIND11_MODULE(_session, m) {
       .def_property_readonly("records_per_file", &gm::PySession::records_per_file)
       .def_property_readonly("worker_pids", &gm::PySession::worker_pids)
       .def_property_readonly("last_sample_ids", &gm::PySession::last_sample_ids,
-                             "int64 [B, 2] (file index, record index) of the last batch's samples.");
+                             "int64 [B, 2] (file index, record index) of the last batch's samples, as a DLPack "
+                             "capsule (goldminer.Session: a torch tensor), or None.");
 }
