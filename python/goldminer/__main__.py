@@ -1,0 +1,47 @@
+"""python -m goldminer --version: what this goldminer package is and what it
+runs with: its version, the torch it imports (version and path), the
+Python, the goldminer-dw it names with the libtorch that links, and whether
+goldminer.split is the prebuilt extension or compiled on first use (and
+where it is cached)."""
+import argparse
+import os
+import sys
+
+
+def version_lines():
+    from goldminer import _build_info, _split_build
+
+    lines = ["goldminer %s" % _build_info.VERSION]
+    try:
+        import torch
+    except ImportError as e:
+        torch = None
+        lines.append("torch: not importable (%s)" % e)
+    else:
+        lines.append("torch %s (%s)" % (torch.__version__, os.path.dirname(os.path.abspath(torch.__file__))))
+    lines.append("python %s (%s)" % (sys.version.split()[0], sys.executable))
+    lines.append("goldminer-dw %s (%s)" % (_build_info.DW_PATH, "libtorch " + _build_info.LIBTORCH_VERSION
+                                           if _build_info.LIBTORCH_VERSION else "no libtorch"))
+    if torch is None:
+        lines.append("split: needs torch")
+    elif _split_build.prebuilt_matches():
+        lines.append("split: prebuilt for torch %s" % _build_info.SPLIT_TORCH_VERSION)
+    else:
+        lines.append("split: compiled on first use for torch %s (cache %s)" % (torch.__version__,
+                                                                              _split_build.cache_dir()))
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m goldminer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="store_true", help="print what this package is and runs with")
+    args = parser.parse_args(argv)
+    if not args.version:
+        parser.print_help()
+        return 2
+    print("\n".join(version_lines()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
