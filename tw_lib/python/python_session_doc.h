@@ -26,7 +26,10 @@ Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport=
                    or "index:N" (the integers 0 .. N-1: goldminer.DataLoader's positions).
   program          the worker program run on every batch by the workers: None (the
                    batches as the reader decodes them), a torch.jit.ScriptModule, the
-                   bytes of a saved one, or the path of a TorchScript .pt file.
+                   bytes of a saved one, or the path of a TorchScript .pt file. It runs
+                   with goldminer-dw's libtorch (LIBTORCH_VERSION) where that is this
+                   torch's version, else (and always on "local" workers) with this
+                   Python and torch, in a Python process of each worker.
   workers          data workers this session starts and stops itself. transport "ucx":
                    N goldminer-dw processes ($GOLDMINER_DW_PROGRAM, else the goldminer-dw
                    installed or built beside this package, else PATH), each with
@@ -99,12 +102,13 @@ order that depends on the seed and on which worker is faster. Each batch is a tu
 of torch CPU tensors, in the reader's order (readers/README.md: text -> (data uint8
 [sum of lengths], lengths int64 [B]); criteo-tsv -> (label float32 [B], dense float32
 [B,13], sparse int64 [B,26]); ...) or the program's outputs. The tensors are views
-into the received buffer, not copies: all tensors of a batch share one storage, each
-64-byte aligned, which stays valid for as long as any of them is referenced (also
-after the session moved on or was closed); writing to them changes only that batch.
+into the received buffer, not copies, each 64-byte aligned; the buffer stays valid
+for as long as any tensor of its batch is referenced (also after the session moved
+on or was closed); writing to them changes only that batch.
 `session.last_sample_ids` is an int64 tensor [B, 2] of (file index, record index) for
-each sample of the last batch (a view into the same storage); file indexes follow
-`session.files`.
+each sample of the last batch (a view into the same buffer); file indexes follow
+`session.files`. (goldminer._session.Session itself, which links no libtorch, hands
+out DLPack capsules, a bool tensor as int8; goldminer.Session makes them tensors.)
 
 Methods and attributes:
   state()          {"epoch", "seed", "plan", "bad_records", "done": [split ids], "partial":
@@ -136,6 +140,9 @@ Methods and attributes:
   close()          ends the session and stops the workers it started (SIGTERM while the
                    session still answers, then waits; SIGKILL after 10 s); also on `with`
                    exit and when the object is collected. Later calls raise RuntimeError.
+
+Module attributes: __version__ (the package's), LIBTORCH_VERSION (the libtorch version
+goldminer-dw was built with, "" for none).
 
 Errors: a bad argument raises ValueError or TypeError; a session that cannot start
 (missing or unreadable input, no goldminer-dw) and a failed epoch (a corrupt record,
