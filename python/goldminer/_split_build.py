@@ -139,8 +139,8 @@ def _failure(what, cache, detail):
     import torch
 
     lines = detail.strip().splitlines()[-20:]
-    return RuntimeError("goldminer.split: compiling the split for torch %s (cache %s) failed: %s\n%s"
-                        % (torch.__version__, cache, what, "\n".join(lines)))
+    return RuntimeError("goldminer.split: compiling the split for torch %s (cache %s) failed: %s%s"
+                        % (torch.__version__, cache, what, "".join("\n" + line for line in lines)))
 
 
 def _build(root, sources, cxx, compile_flags, link_flags, target, cache):
@@ -155,13 +155,17 @@ def _build(root, sources, cxx, compile_flags, link_flags, target, cache):
         commands = [[cxx] + flags + ["-c", os.path.join(root, u), "-o", o] for u, o in zip(units, objects)]
         jobs = max(1, min(len(commands), len(os.sched_getaffinity(0))))
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            for argv, rc, output in pool.map(_run, commands):
+            futures = [pool.submit(_run, c) for c in commands]
+            for future in concurrent.futures.as_completed(futures):
+                argv, rc, output = future.result()
                 if rc != 0:
-                    raise _failure("%s exited with %s" % (" ".join(argv[-3:-2]), rc), cache, output)
+                    for f in futures:
+                        f.cancel()
+                    raise _failure("compiling %s: %s exited with %s" % (argv[-3], cxx, rc), cache, output)
         linked = os.path.join(work, os.path.basename(target))
         argv, rc, output = _run([cxx, "-shared", "-o", linked] + objects + link_flags)
         if rc != 0:
-            raise _failure("linking exited with %s" % rc, cache, output)
+            raise _failure("linking %s: %s exited with %s" % (target, cxx, rc), cache, output)
         os.replace(linked, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -190,7 +194,11 @@ def _compiled():
             if not os.path.isfile(target):
                 print("goldminer.split: compiling the split for torch %s (once; cached in %s)"
                       % (torch.__version__, directory), file=sys.stderr, flush=True)
-                _build(root, _build_info.SPLIT_SOURCES, cxx, compile_flags, link_flags, target, cache)
+                try:
+                    _build(root, _build_info.SPLIT_SOURCES, cxx, compile_flags, link_flags, target, cache)
+                except BaseException:
+                    shutil.rmtree(directory, ignore_errors=True)
+                    raise
     loader = importlib.machinery.ExtensionFileLoader("goldminer._split", target)
     spec = importlib.util.spec_from_file_location("goldminer._split", target, loader=loader)
     try:
