@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -134,8 +133,7 @@ py::capsule dlpack_capsule(const std::shared_ptr<const void>& keepalive, DLDataT
   return py::reinterpret_steal<py::capsule>(capsule);
 }
 
-// The last batch's sample ids, handed out again on every look.
-struct SampleIds {
+struct SampleIds {  // of the last batch, handed out again on every look
   std::shared_ptr<const void> keepalive;
   const int64_t* ids = nullptr;
   uint32_t samples = 0;
@@ -178,8 +176,7 @@ std::string describe_exit(int status) {
   return "status " + std::to_string(status);
 }
 
-// goldminer/session.py reads paths and saves ScriptModules (with the
-// trainer's torch): here the program is its bytes.
+// (goldminer/session.py reads paths and saves ScriptModules, with the trainer's torch.)
 std::string program_bytes(const py::object& program) {
   if (program.is_none()) return std::string();
   if (py::isinstance<py::bytes>(program)) return program.cast<std::string>();
@@ -295,11 +292,16 @@ class PySession {
         plan_worker_start(request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
     if (start.start == WorkerStart::kLocalThreads) o.local_workers = static_cast<uint32_t>(start.workers);
     o.local_worker_threads = threads;
-    // No libtorch here: goldminer/session.py wraps a TorchScript program
-    // for these threads as a Python program run by the trainer's torch; raw
-    // TorchScript gets the error of a build without libtorch.
-    o.program_loader = [](const std::string& bytes) {
-      return dw::is_python_program(bytes) ? dw::load_python_program(bytes) : dw::load_torchscript(bytes, 1);
+    // No libtorch here: local threads run a TorchScript program wrapped by
+    // goldminer/session.py (run by the trainer's torch), which sends it so to
+    // transport "local"; beside ucx workers (GOLDMINER_LOCAL_WORKERS) it is wrapped here.
+    std::string wrapped;
+    if (o.local_workers > 0 && !o.program.empty() && !dw::is_python_program(o.program))
+      wrapped = py::module_::import("goldminer.session").attr("_worker_program")(py::bytes(o.program), "local")
+                    .cast<std::string>();
+    o.program_loader = [wrapped](const std::string& bytes) {
+      const std::string& p = dw::is_python_program(bytes) || wrapped.empty() ? bytes : wrapped;
+      return dw::is_python_program(p) ? dw::load_python_program(p) : dw::load_torchscript(p, 1);
     };
     expect_external_ = listen_given;
     rank_ = o.rank;
