@@ -9,7 +9,12 @@ import sys
 
 
 def version_lines():
-    from goldminer import _build_info, _split_build
+    try:
+        from goldminer import _build_info
+    except ImportError:
+        raise SystemExit("python -m goldminer: %s has no _build_info.py (make writes it): use the package "
+                         "staged in BUILD/python or an installed one" % os.path.dirname(os.path.abspath(__file__)))
+    from goldminer import _split_build
 
     lines = ["goldminer %s" % _build_info.VERSION]
     try:
@@ -20,8 +25,11 @@ def version_lines():
     else:
         lines.append("torch %s (%s)" % (torch.__version__, os.path.dirname(os.path.abspath(torch.__file__))))
     lines.append("python %s (%s)" % (sys.version.split()[0], sys.executable))
-    lines.append("goldminer-dw %s (%s)" % (_build_info.DW_PATH, "libtorch " + _build_info.LIBTORCH_VERSION
-                                           if _build_info.LIBTORCH_VERSION else "no libtorch"))
+    # $GOLDMINER_DW_PROGRAM overrides the installed one (goldminer.Session).
+    dw = os.environ.get("GOLDMINER_DW_PROGRAM") or _build_info.DW_PATH
+    found = "" if os.access(dw, os.X_OK) else ", not found"
+    lines.append("goldminer-dw %s (%s%s)" % (dw, "libtorch " + _build_info.LIBTORCH_VERSION
+                                             if _build_info.LIBTORCH_VERSION else "no libtorch", found))
     if torch is None:
         lines.append("split: needs torch")
     elif _split_build.prebuilt_matches():
