@@ -12,6 +12,9 @@
 # Usage: tests/integration/run.sh --build-dir DIR [--state-dir DIR]
 #                                 [--port-base PORT] [--keep] [--only REGEX]
 # (--only: just the tests whose names match the extended regex REGEX)
+# Environment: GOLDMINER_TORCH2_PYTHON, the python of a venv with torch 2.x
+# (scripts/run-tests sets it to scripts/python-venv's) for test_torch2.sh,
+# which also needs the package pip installed into BUILD/python-torch2.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
