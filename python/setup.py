@@ -143,6 +143,8 @@ session = Pybind11Extension(
     extra_compile_args=compile_args(INFO.get("session_compile", []), BUILD_DIR,
                                     set(INFO.get("pybind11_cppflags", []))),
     extra_link_args=link_args(INFO.get("session_link", [])),
+    # Relinked when an archive or the build's flags change, not only its source.
+    depends=[w for w in INFO.get("session_link", []) if w.endswith(".a")] + [INFO_FILE],
 )
 
 setup(
