@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -44,8 +45,13 @@ struct Header {
   std::string python;
   std::vector<std::string> paths;
   std::string main;
-  bool iterable = false;  // mode=iterable: an IterableDataset, one shard per split
-  std::string pickle;
+  bool iterable = false;     // mode=iterable: an IterableDataset, one shard per split
+  bool torchscript = false;  // mode=torchscript: the payload is a TorchScript module
+  std::string saved_by;      // torch=: the trainer's torch version (torchscript)
+  std::string payload;       // the pickle, or the TorchScript zip
+  int threads = 1;           // intra-op threads of a TorchScript child
+  // How errors name the program.
+  const char* what() const { return torchscript ? "torchscript program" : "python dataset"; }
 };
 
 Expected<Header> parse_header(const std::string& bytes) {
@@ -66,16 +72,23 @@ Expected<Header> parse_header(const std::string& bytes) {
     if (key == "python") h.python = value;
     else if (key == "path") h.paths.push_back(value);
     else if (key == "main") h.main = value;
-    else if (key == "mode" && (value == "map" || value == "iterable")) h.iterable = value == "iterable";
-    else if (key == "mode")
+    else if (key == "torch") h.saved_by = value;
+    else if (key == "mode" && (value == "map" || value == "iterable" || value == "torchscript")) {
+      h.iterable = value == "iterable";
+      h.torchscript = value == "torchscript";
+    } else if (key == "mode")
       return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": mode '" + value +
-                           "': expected map or iterable");
+                           "': expected map, iterable or torchscript");
     else return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": unknown key '" + key + "'");
   }
   if (const char* p = std::getenv("GOLDMINER_PYTHON"); p != nullptr && *p != '\0') h.python = p;
-  if (h.python.empty()) return Status::error(std::string(kWhat) + ": no python= in the header (and no $GOLDMINER_PYTHON)");
-  h.pickle = bytes.substr(at);
-  if (h.pickle.empty()) return Status::error(std::string(kWhat) + ": no pickled dataset after the header");
+  if (h.python.empty()) return Status::error(std::string(h.what()) + ": no python= in the header (and no $GOLDMINER_PYTHON)");
+  if (h.torchscript && h.saved_by.empty())
+    return Status::error(std::string(h.what()) + ": no torch= in the header (the trainer's torch version)");
+  h.payload = bytes.substr(at);
+  if (h.payload.empty())
+    return Status::error(std::string(h.what()) + (h.torchscript ? ": no TorchScript module after the header"
+                                                                  : ": no pickled dataset after the header"));
   return h;
 }
 
@@ -127,6 +140,8 @@ class Child {
   ~Child() {
     if (map_ != nullptr) ::munmap(map_, mapped_);
     if (shm_ >= 0) ::close(shm_);
+    if (in_map_ != nullptr) ::munmap(in_map_, in_mapped_);
+    if (in_ >= 0) ::close(in_);
     if (to_ >= 0) ::close(to_);  // EOF: the child ends by itself
     if (from_ >= 0) ::close(from_);
     if (pid_ <= 0) return;
@@ -139,26 +154,30 @@ class Child {
   }
 
   static Expected<std::unique_ptr<Child>> start(const Header& h) {
+    const std::string what = h.what();
     int down[2], up[2];
     // What fails before the child runs is this machine's (descriptors,
     // memory, processes): environment errors, as the child's death is.
-    if (::pipe2(down, O_CLOEXEC) != 0)
-      return Status::environment_error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
+    if (::pipe2(down, O_CLOEXEC) != 0) return Status::environment_error(what + ": pipe: " + std::strerror(errno));
     if (::pipe2(up, O_CLOEXEC) != 0) {
       ::close(down[0]);
       ::close(down[1]);
-      return Status::environment_error(std::string(kWhat) + ": pipe: " + std::strerror(errno));
+      return Status::environment_error(what + ": pipe: " + std::strerror(errno));
     }
     auto child = std::make_unique<Child>();
+    child->what_ = what;
     child->to_ = down[1];
     child->from_ = up[0];
     // The batches' bytes come through shared memory (fd 3 of the child,
     // grown by it), not the pipe: one copy fewer on each side.
     child->shm_ = ::memfd_create("goldminer-python-batches", MFD_CLOEXEC);
-    if (child->shm_ < 0) {
+    // A TorchScript child reads the reader's tensors from a second one
+    // (fd 4, grown here).
+    if (h.torchscript) child->in_ = ::memfd_create("goldminer-python-inputs", MFD_CLOEXEC);
+    if (child->shm_ < 0 || (h.torchscript && child->in_ < 0)) {
       ::close(down[0]);
       ::close(up[1]);
-      return Status::environment_error(std::string(kWhat) + ": memfd_create: " + std::strerror(errno));
+      return Status::environment_error(what + ": memfd_create: " + std::strerror(errno));
     }
     std::vector<std::string> env;
     std::string pythonpath;
@@ -176,6 +195,8 @@ class Child {
     if (!h.main.empty()) env.push_back("GOLDMINER_PY_MAIN=" + h.main);
     env.push_back("GOLDMINER_PY_SHM_FD=3");
     std::vector<std::string> args = {h.python, "-u", "-m", "goldminer._dw_child"};
+    if (h.torchscript)
+      args.insert(args.end(), {"--torchscript", "--threads=" + std::to_string(h.threads), "--saved-by=" + h.saved_by});
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -186,17 +207,19 @@ class Child {
     posix_spawn_file_actions_adddup2(&fa, down[0], 0);
     posix_spawn_file_actions_adddup2(&fa, up[1], 1);
     posix_spawn_file_actions_adddup2(&fa, child->shm_, 3);
+    if (h.torchscript) posix_spawn_file_actions_adddup2(&fa, child->in_, 4);
     pid_t pid = 0;
     int rc = ::posix_spawnp(&pid, h.python.c_str(), &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     ::close(down[0]);
     ::close(up[1]);
     if (rc != 0)
-      return Status::environment_error(std::string(kWhat) + ": cannot start " + h.python + ": " + std::strerror(rc));
+      return Status::environment_error(what + ": cannot start " + h.python + ": " + std::strerror(rc));
     child->pid_ = pid;
-    uint64_t n = h.pickle.size();
-    if (!write_all(child->to_, &n, sizeof n) || !write_all(child->to_, h.pickle.data(), h.pickle.size()))
-      return Status::environment_error(child->ended("while it read the dataset"));
+    uint64_t n = h.payload.size();
+    if (!write_all(child->to_, &n, sizeof n) || !write_all(child->to_, h.payload.data(), h.payload.size()))
+      return Status::environment_error(
+          child->ended(h.torchscript ? "while it read the program" : "while it read the dataset"));
     auto ready = child->reply();
     if (!ready.ok()) return ready.status();
     return child;
@@ -226,6 +249,43 @@ class Child {
     std::memcpy(req + 16, &index, 8);
     if (!write_all(to_, req, sizeof req)) return Status::environment_error(ended("while it was asked for a batch"));
     return reply(true);
+  }
+
+  // One reader batch through a TorchScript program: the tensors go
+  // through the input memfd (64-byte aligned), their table down the pipe.
+  Expected<std::unique_ptr<ProgramOutput>> run_tensors(const readers::Batch& batch, uint64_t seed, uint32_t epoch) {
+    if (batch.tensors.size() > kMaxTensors)
+      return Status::error(what_ + ": a batch of " + std::to_string(batch.tensors.size()) + " tensors");
+    std::vector<uint8_t> req(16);
+    uint32_t count = static_cast<uint32_t>(batch.tensors.size());
+    std::memcpy(req.data(), &epoch, 4);
+    std::memcpy(req.data() + 4, &seed, 8);
+    std::memcpy(req.data() + 12, &count, 4);
+    std::vector<uint64_t> offsets;
+    uint64_t end = 0;
+    for (const auto& t : batch.tensors) {
+      offsets.push_back(end);
+      end += (t.data.size() + 63) / 64 * 64;
+    }
+    Status grown = grow_inputs(end);
+    if (!grown.ok()) return grown;
+    for (size_t i = 0; i < batch.tensors.size(); ++i) {
+      const auto& t = batch.tensors[i];
+      if (t.shape.size() > kMaxDims)
+        return Status::error(what_ + ": tensor " + std::to_string(i) + " has " + std::to_string(t.shape.size()) +
+                             " dimensions");
+      if (!t.data.empty()) std::memcpy(static_cast<uint8_t*>(in_map_) + offsets[i], t.data.data(), t.data.size());
+      const uint8_t head[2] = {static_cast<uint8_t>(t.dtype), static_cast<uint8_t>(t.shape.size())};
+      const uint64_t tail[2] = {t.data.size(), offsets[i]};
+      const auto* shape = reinterpret_cast<const uint8_t*>(t.shape.data());
+      req.insert(req.end(), head, head + 2);
+      req.insert(req.end(), shape, shape + 8 * t.shape.size());
+      req.insert(req.end(), reinterpret_cast<const uint8_t*>(tail), reinterpret_cast<const uint8_t*>(tail) + 16);
+    }
+    if (!write_all(to_, req.data(), req.size())) return Status::environment_error(ended("while it was sent a batch"));
+    auto out = reply();
+    if (!out.ok()) return out.status();
+    return std::unique_ptr<ProgramOutput>(std::move(out).value());
   }
 
   bool broken() const { return broken_; }
@@ -272,12 +332,28 @@ class Child {
     return out;
   }
 
+  // Grows the input memfd (and this side's mapping) to at least `end` bytes.
+  Status grow_inputs(uint64_t end) {
+    if (end <= in_mapped_) return Status();
+    const size_t size = std::max<size_t>({static_cast<size_t>(end), 2 * in_mapped_, size_t{1} << 20});
+    if (::ftruncate(in_, static_cast<off_t>(size)) != 0)
+      return Status::environment_error(what_ + ": ftruncate of the input memory: " + std::strerror(errno));
+    if (in_map_ != nullptr) ::munmap(in_map_, in_mapped_);
+    in_map_ = nullptr;
+    in_mapped_ = 0;
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, in_, 0);
+    if (p == MAP_FAILED) return Status::environment_error(what_ + ": mmap: " + std::strerror(errno));
+    in_map_ = p;
+    in_mapped_ = size;
+    return Status();
+  }
+
   // Maps the shared memory at least through byte `end` (the child grew it).
   Status map_through(uint64_t end) {
     if (end <= mapped_) return Status();
     struct stat st {};
     if (::fstat(shm_, &st) != 0)
-      return Status::environment_error(std::string(kWhat) + ": fstat: " + std::strerror(errno));
+      return Status::environment_error(what_ + ": fstat: " + std::strerror(errno));
     if (static_cast<uint64_t>(st.st_size) < end)
       return Status::error(protocol("a tensor ends at byte " + std::to_string(end) + " of " +
                                     std::to_string(st.st_size) + " bytes of shared memory"));
@@ -285,7 +361,7 @@ class Child {
     map_ = nullptr;
     mapped_ = 0;
     void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, shm_, 0);
-    if (p == MAP_FAILED) return Status::environment_error(std::string(kWhat) + ": mmap: " + std::strerror(errno));
+    if (p == MAP_FAILED) return Status::environment_error(what_ + ": mmap: " + std::strerror(errno));
     map_ = p;
     mapped_ = static_cast<size_t>(st.st_size);
     return Status();
@@ -304,20 +380,24 @@ class Child {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    return std::string(kWhat) + ": the Python process " + how + " " + when + " (its stderr is this worker's)";
+    return what_ + ": the Python process " + how + " " + when + " (its stderr is this worker's)";
   }
 
   std::string protocol(const std::string& what) {
     broken_ = true;
-    return std::string(kWhat) + ": the Python process sent a bad reply: " + what;
+    return what_ + ": the Python process sent a bad reply: " + what;
   }
 
+  std::string what_;  // "python dataset", "torchscript program"
   pid_t pid_ = -1;
   int to_ = -1;
   int from_ = -1;
   int shm_ = -1;  // memfd the child writes batches into
   void* map_ = nullptr;
   size_t mapped_ = 0;
+  int in_ = -1;  // memfd of a TorchScript child's inputs
+  void* in_map_ = nullptr;
+  size_t in_mapped_ = 0;
   bool broken_ = false;
 };
 
@@ -351,7 +431,7 @@ struct Pool {
       replaced = lost;
     }
     if (replaced > 0)
-      log::info(std::string(kWhat) + ": starting a Python process (" + std::to_string(replaced) +
+      log::info(std::string(header.what()) + ": starting a Python process (" + std::to_string(replaced) +
                 " ended or broke so far)");
     return Child::start(header);
   }
@@ -415,7 +495,7 @@ class PythonProgram : public WorkerProgram {
     auto taken = pool_->take(header_);
     if (!taken.ok()) return taken.status();
     std::unique_ptr<Child> child = std::move(taken).value();
-    auto out = child->run(batch.records, seed, epoch);
+    auto out = header_.torchscript ? child->run_tensors(batch, seed, epoch) : child->run(batch.records, seed, epoch);
     if (!out.ok()) {
       pool_->put(std::move(child));
       return out;
@@ -435,13 +515,18 @@ class PythonProgram : public WorkerProgram {
 
 }  // namespace
 
-Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes) {
+Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads) {
   auto header = parse_header(bytes);
   if (!header.ok()) return header.status();
+  header->threads = threads < 1 ? 1 : threads;
   auto first = Child::start(*header);
   if (!first.ok()) return first.status();
-  log::info(std::string(kWhat) + ": " + header->python + " runs it" +
-            (header->main.empty() ? "" : " (with " + header->main + " as __mp_main__)"));
+  if (header->torchscript)
+    log::info(std::string(header->what()) + ": " + header->python + " runs it with its own torch (saved by torch " +
+              header->saved_by + "), " + std::to_string(header->threads) + " intra-op thread(s) per process");
+  else
+    log::info(std::string(header->what()) + ": " + header->python + " runs it" +
+              (header->main.empty() ? "" : " (with " + header->main + " as __mp_main__)"));
   return std::unique_ptr<WorkerProgram>(std::make_unique<PythonProgram>(std::move(*header), std::move(*first)));
 }
 

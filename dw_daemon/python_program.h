@@ -1,32 +1,50 @@
-// A user's Python Dataset as a data worker's program (goldminer.DataLoader,
-// python/goldminer/dataloader.py). Torch-free on this side: the dataset
-// runs in Python processes that goldminer-dw starts, one per producer
-// thread that calls run() at once, fed over a pipe.
+// A worker program run by the job's own Python: a user's Python Dataset
+// (goldminer.DataLoader, python/goldminer/dataloader.py), or a TorchScript
+// program wrapped by goldminer.Session so that it runs with the trainer's
+// torch rather than the libtorch goldminer-dw links. Torch-free on this
+// side: the program runs in Python processes that goldminer-dw starts, one
+// per producer thread that calls run() at once, fed over a pipe.
 //
 // The program bytes (made by the trainer):
 //   "GOLDMINER-PYTHON 1\n"
 //   "python=PATH\n"     the interpreter ($GOLDMINER_PYTHON overrides it here)
 //   "path=DIR\n"...     the trainer's sys.path, put before the child's
-//   "mode=map|iterable" optional (map): iterable is an IterableDataset, whose
-//                       shards (the split's record) make their own batches
+//   "mode=M\n"          optional: map (the default), iterable (an
+//                       IterableDataset, whose shards (the split's record)
+//                       make their own batches) or torchscript
+//   "torch=VERSION\n"   mode torchscript: the trainer's torch.__version__
 //   "main=FILE\n"       optional: the training script, loaded as __mp_main__
 //                       so that classes it defines unpickle (as torch's
 //                       DataLoader does with the "spawn" start method)
-//   "\n" + pickle       {dataset, collate_fn, sampler, shuffle, seed, ...}
+//   "\n" + payload      the pickle {dataset, collate_fn, sampler, shuffle,
+//                       seed, ...}, or (torchscript) the TorchScript zip
 // The child is `python -m goldminer._dw_child` (python/goldminer/_dw_child.py
 // documents the protocol): requests and replies over a pipe, the batches'
-// bytes in a memfd both map. Each batch of the "index" reader is a list of
-// positions in the epoch's sampler order; the child returns the collated
-// batch as tensors, the first one its structure as JSON (goldminer/_tree.py
-// to_wire: the trainer never unpickles what a worker sends). A child serves
-// one batch at a time: its output's tensors stay valid (in its memory)
-// until the worker drops the output, which hands the child back.
+// bytes in a memfd both map. A child serves one batch at a time: its
+// output's tensors stay valid (in its memory) until the worker drops the
+// output, which hands the child back.
 //
-// Errors: the dataset's own (an exception it raises) are the input's; a
-// child that died (killed by the OOM killer, say) or an error of the
-// machine the dataset raised (MemoryError, an OSError such as EIO) are
-// environment errors (Status::environment_error): the worker gives the
-// split back to be re-run and goes on, a new child replacing a dead one.
+// A dataset: each batch of the "index" reader is a list of positions in the
+// epoch's sampler order; the child returns the collated batch as tensors,
+// the first one its structure as JSON (goldminer/_tree.py to_wire: the
+// trainer never unpickles what a worker sends).
+//
+// A TorchScript program (python/goldminer/_dw_script.py): the reader's
+// tensors go to the child through a second memfd; the child runs
+// torch.jit.load(payload).forward(*tensors) as torch_program.cc runs it in
+// process (torch.manual_seed(seed) first, the same outputs and dtype rules,
+// intra-op threads as given), and returns its output tensors. Calls do not
+// serialize: each child has its own torch generator, seeded per batch, so a
+// re-run split gives identical batches while the children run side by side.
+// A program the child's torch cannot load fails at load, naming both torch
+// versions.
+//
+// Errors: the program's own (an exception the dataset or forward raises)
+// are the input's; a child that died (killed by the OOM killer, say) or an
+// error of the machine the program raised (MemoryError, an OSError such as
+// EIO, torch's allocator out of memory) are environment errors
+// (Status::environment_error): the worker gives the split back to be re-run
+// and goes on, a new child replacing a dead one.
 #ifndef GOLDMINER_DW_DAEMON_PYTHON_PROGRAM_H_
 #define GOLDMINER_DW_DAEMON_PYTHON_PROGRAM_H_
 
@@ -41,9 +59,11 @@ extern const char* const kPythonProgramMagic;  // "GOLDMINER-PYTHON 1\n"
 
 bool is_python_program(const std::string& bytes);
 
-// Checks the header and starts one child (so that a bad interpreter or an
-// unpicklable dataset fails here, with the child's error).
-Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes);
+// Checks the header and starts one child (so that a bad interpreter, an
+// unpicklable dataset or a TorchScript program the job's torch cannot load
+// fails here, with the child's error). `threads`: intra-op threads of each
+// TorchScript child (torch.set_num_threads), as load_torchscript's.
+Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads = 1);
 
 }  // namespace goldminer::dw
 

@@ -1,13 +1,28 @@
-// Tests of the Python dataset program's loading (dw_daemon/python_program.h),
-// part of tests/dataplane_test: a bad header names its line, a missing
-// interpreter and an unloadable pickle say so. The batches themselves are
-// tested end to end by tests/session_py_test (goldminer.DataLoader).
+// Tests of the Python program (dw_daemon/python_program.h), part of
+// tests/dataplane_test: a bad header names its line, a missing interpreter
+// and an unloadable pickle say so; a TorchScript program run by the job's
+// torch in a child (mode=torchscript): one its torch cannot load names both
+// versions, a child killed in the middle of a batch is an environment
+// error, and a program saved by torch 2.x runs with that torch
+// ($GOLDMINER_TORCH2_PYTHON). The dataset batches are tested end to end by
+// tests/session_py_test (goldminer.DataLoader); that a child's outputs are
+// the in-process runner's, by tests/torch_program_test.
 #include "dw_daemon/python_program.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <stdio.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace goldminer::dw {
 namespace {
@@ -39,6 +54,197 @@ TEST(PythonProgramTest, AMissingInterpreterOrABadPickleSaysSo) {
   if (path == nullptr) GTEST_SKIP() << "PYTHONPATH (the staged goldminer package) not set";
   const std::string garbage = load_error(magic + "python=/usr/bin/python3\n\nnot a pickle at all");
   EXPECT_EQ(garbage.rfind("cannot load the DataLoader's dataset on this worker: UnpicklingError", 0), 0u) << garbage;
+}
+
+// Runs a shell command; its stdout (an empty string when it failed).
+std::string command_output(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen(command.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  return ::pclose(f) == 0 ? out : std::string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A TorchScript module saved by `python` (torch.jit.script of a Module
+// whose forward is `forward`, a def over x), and that torch's version; the
+// bytes are empty when python has no torch.
+struct Saved {
+  std::string bytes, version;
+};
+
+Saved save_with(const std::string& python, const std::string& forward) {
+  char dir[] = "/tmp/goldminer-script-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) return {};
+  const std::string d = dir;
+  std::ofstream(d + "/make.py") << "import sys, torch\n"
+                                   "class M(torch.nn.Module):\n"
+                                   "    def forward(self, x: torch.Tensor):\n"
+                                << forward
+                                << "torch.jit.save(torch.jit.script(M()), sys.argv[1])\n"
+                                   "print(torch.__version__, end='')\n";
+  Saved s;
+  s.version = command_output(python + " -W ignore " + d + "/make.py " + d + "/m.pt");
+  s.bytes = read_file(d + "/m.pt");
+  command_output("rm -rf " + d);
+  return s;
+}
+
+std::string wrapped(const std::string& python, const std::string& saved_by, const std::string& bytes) {
+  return std::string(kPythonProgramMagic) + "python=" + python + "\nmode=torchscript\ntorch=" + saved_by + "\n\n" +
+         bytes;
+}
+
+// One float32 tensor of `n` values 0, 1, ...
+readers::Batch counting(int n) {
+  readers::Batch b;
+  readers::HostTensor t;
+  t.dtype = wire::DType::kFloat32;
+  t.shape = {n};
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = float(i);
+  t.data.assign(reinterpret_cast<const uint8_t*>(v.data()), reinterpret_cast<const uint8_t*>(v.data() + n));
+  b.tensors.push_back(std::move(t));
+  return b;
+}
+
+std::vector<float> floats(const wire::TensorView& t) {
+  const auto* f = reinterpret_cast<const float*>(t.data);
+  return std::vector<float>(f, f + t.nbytes / sizeof(float));
+}
+
+// The python with torch and the staged goldminer package, or a reason to skip.
+std::string skip_reason(const std::string& python) {
+  if (std::getenv("PYTHONPATH") == nullptr) return "PYTHONPATH (the staged goldminer package) not set";
+  if (access(python.c_str(), X_OK) != 0) return "no " + python + " here";
+  return "";
+}
+
+TEST(PythonProgramTest, TorchScriptHeaderNeedsTheTrainersTorch) {
+  const std::string magic = kPythonProgramMagic;
+  EXPECT_EQ(load_error(magic + "python=/usr/bin/python3\nmode=torchscript\n\nPK"),
+            "torchscript program: no torch= in the header (the trainer's torch version)");
+  EXPECT_EQ(load_error(magic + "python=/usr/bin/python3\nmode=torchscript\ntorch=1.13.0\n\n"),
+            "torchscript program: no TorchScript module after the header");
+  EXPECT_EQ(load_error(magic + "python=/usr/bin/python3\nmode=jit\n\nPK"),
+            "python dataset: header line 3: mode 'jit': expected map, iterable or torchscript");
+}
+
+TEST(PythonProgramTest, AProgramTheJobsTorchCannotLoadNamesBothVersions) {
+  if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
+  const std::string version = command_output("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
+  if (version.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  const std::string e = load_error(wrapped("/usr/bin/python3", "9.9.9", "PK\x03\x04 not a zip archive after all"));
+  EXPECT_EQ(e.rfind("torchscript program: torch " + version +
+                        " (/usr/bin/python3) cannot load the worker program saved by torch 9.9.9: RuntimeError: ",
+                    0),
+            0u)
+      << e;
+}
+
+// The children of this process that run a TorchScript program.
+std::vector<pid_t> script_children() {
+  std::vector<pid_t> pids;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* d = ::readdir(proc)) {
+    const pid_t pid = std::atoi(d->d_name);
+    if (pid <= 0) continue;
+    const std::string stat = read_file("/proc/" + std::string(d->d_name) + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(paren + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    std::string cmdline = read_file("/proc/" + std::string(d->d_name) + "/cmdline");
+    for (char& c : cmdline)
+      if (c == '\0') c = ' ';
+    if (ppid == ::getpid() && cmdline.find("goldminer._dw_child --torchscript") != std::string::npos)
+      pids.push_back(pid);
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+// Injected: SIGKILL to the child while forward runs (a loop of about 100 s).
+// Checked: the batch fails as an environment error (the worker gives the
+// split back), within the watchdog's 60 s; the next batch gets a new child.
+TEST(PythonProgramTest, AChildKilledInTheMiddleOfABatchIsAnEnvironmentError) {
+  if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
+  ::signal(SIGPIPE, SIG_IGN);  // as goldminer-dw: a dead child's pipe is an error from write()
+  const Saved slow = save_with("/usr/bin/python3",
+                               "        for i in range(200000):\n"
+                               "            x = torch.tanh(torch.ones([1 << 18]) + x.sum())[:x.numel()]\n"
+                               "        return x\n");
+  if (slow.bytes.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  auto p = load_python_program(wrapped("/usr/bin/python3", slow.version, slow.bytes));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const std::vector<pid_t> children = script_children();
+  ASSERT_EQ(children.size(), 1u);
+  auto running = std::async(std::launch::async, [&] { return (*p)->run(counting(4), 7, 0); });
+  ASSERT_EQ(running.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout) << "forward ended early";
+  ASSERT_EQ(::kill(children[0], SIGKILL), 0);
+  ASSERT_EQ(running.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "watchdog: run() hangs";
+  auto r = running.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().is_environment_error()) << r.status().message();
+  EXPECT_EQ(r.status().message(), "torchscript program: the Python process was killed by signal 9 before it "
+                                  "answered (its stderr is this worker's)");
+  EXPECT_TRUE(script_children().empty());
+}
+
+// A program saved by torch 2.x runs with that torch: the interpreter of a
+// venv that has it, $GOLDMINER_TORCH2_PYTHON; its outputs are the values
+// forward makes, and a random op gives the same batch under the same seed.
+TEST(PythonProgramTest, AProgramSavedByTorch2RunsWithThatTorch) {
+  const char* env = std::getenv("GOLDMINER_TORCH2_PYTHON");
+  if (env == nullptr || *env == '\0') GTEST_SKIP() << "$GOLDMINER_TORCH2_PYTHON (a python with torch 2.x) not set";
+  const std::string python = env;
+  if (auto why = skip_reason(python); !why.empty()) GTEST_SKIP() << why;
+  const Saved saved = save_with(python, "        return (x * 2.0 + 1.0, x + torch.rand(x.size()), x > 2.0)\n");
+  ASSERT_FALSE(saved.bytes.empty()) << python << " could not save a TorchScript module";
+  ASSERT_EQ(saved.version.rfind("2.", 0), 0u) << python << " has torch " << saved.version;
+  auto p = load_python_program(wrapped(python, saved.version, saved.bytes), 2);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE((*p)->serializes_calls());
+  std::vector<float> noisy[3];
+  for (int i = 0; i < 3; ++i) {
+    auto out = (*p)->run(counting(5), i < 2 ? 42 : 43, 0);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    const auto& t = (*out)->tensors();
+    ASSERT_EQ(t.size(), 3u);
+    EXPECT_EQ(floats(t[0]), (std::vector<float>{1, 3, 5, 7, 9}));
+    EXPECT_EQ(t[1].shape, (std::vector<int64_t>{5}));
+    noisy[i] = floats(t[1]);
+    ASSERT_EQ(t[2].dtype, wire::DType::kBool);
+    EXPECT_EQ(std::vector<uint8_t>(t[2].data, t[2].data + t[2].nbytes), (std::vector<uint8_t>{0, 0, 0, 1, 1}));
+  }
+  EXPECT_EQ(noisy[0], noisy[1]) << "the same seed, the same batch";
+  EXPECT_NE(noisy[0], noisy[2]);
+
+  // An operator torch 1.13 lacks: that torch cannot load the program and
+  // says so, naming both versions; torch 2.x runs it.
+  const Saved sdpa = save_with(python, "        q = x.reshape([1, 1, -1, 1])\n"
+                                       "        return torch.nn.functional.scaled_dot_product_attention(q, q, q)\n");
+  ASSERT_FALSE(sdpa.bytes.empty());
+  auto runs = load_python_program(wrapped(python, sdpa.version, sdpa.bytes));
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  auto out = (*runs)->run(counting(5), 1, 0);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)->tensors().at(0).shape, (std::vector<int64_t>{1, 1, 5, 1}));
+  const std::string old = command_output("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
+  if (old.empty() || old.rfind("1.", 0) != 0) GTEST_SKIP() << "/usr/bin/python3 has no torch 1.x (" << old << ")";
+  EXPECT_EQ(load_error(wrapped("/usr/bin/python3", sdpa.version, sdpa.bytes)),
+            "torchscript program: torch " + old + " (/usr/bin/python3) cannot load the worker program saved by torch " +
+                sdpa.version + ": RuntimeError: Unknown builtin op: aten::scaled_dot_product_attention.");
 }
 
 }  // namespace

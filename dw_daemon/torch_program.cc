@@ -4,7 +4,9 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/operator.h>
 #include <torch/script.h>
+#include <torch/version.h>
 
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -192,7 +194,15 @@ Expected<std::unique_ptr<WorkerProgram>> load_torchscript(const std::string& byt
     return std::unique_ptr<WorkerProgram>(new TorchProgram(std::move(m), threads));
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Status::error("program: not a loadable TorchScript module: " + what.substr(0, what.find('\n')));
+    // The first line that says something (an unknown operator's text
+    // starts with a newline).
+    const size_t begin = std::min(what.find_first_not_of('\n'), what.size());
+    const std::string cause = what.substr(begin, what.find('\n', begin) - begin);
+    // Most often a program saved by a newer torch than the one linked here.
+    return Status::error("program: not a loadable TorchScript module: " + cause +
+                         " (this goldminer-dw links libtorch " TORCH_VERSION
+                         "; a trainer with another torch should let goldminer.Session hand the program over, "
+                         "which wraps it for a Python child that runs the job's torch)");
   }
 }
 

@@ -1,9 +1,14 @@
 // The TorchScript worker program: which programs run one call at a time
 // (those that may draw random numbers) and that calls from many threads at
-// once give what calls one at a time give, seeded ones included.
+// once give what calls one at a time give, seeded ones included; a program
+// this libtorch cannot load says which libtorch it is. (The same programs
+// in a Python child: torchscript_child_test.cc.)
 #include <gtest/gtest.h>
 #include <torch/script.h>
+#include <torch/version.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -109,6 +114,36 @@ TEST(TorchProgramTest, OutOfMemoryIsAnEnvironmentErrorABadShapeIsNot) {
   EXPECT_FALSE(r.status().is_environment_error()) << r.status().message();
   EXPECT_EQ(r.status().message().rfind("program: forward failed: RuntimeError: shape '[-1, 7]' is invalid", 0), 0u)
       << r.status().message();
+}
+
+// A program saved by torch 2.x with an operator libtorch 1.13 lacks
+// (scaled_dot_product_attention), made by $GOLDMINER_TORCH2_PYTHON: the
+// in-process loader names the libtorch it links and the way out.
+TEST(TorchProgramTest, AProgramThisLibtorchCannotLoadNamesItsVersion) {
+  const char* python = std::getenv("GOLDMINER_TORCH2_PYTHON");
+  if (python == nullptr || *python == '\0')
+    GTEST_SKIP() << "$GOLDMINER_TORCH2_PYTHON (a python with torch 2.x) not set";
+  char dir[] = "/tmp/goldminer-script-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  std::ofstream(d + "/make.py") << "import sys, torch\n"
+                                   "class M(torch.nn.Module):\n"
+                                   "    def forward(self, x: torch.Tensor):\n"
+                                   "        q = x.reshape([1, 1, -1, 1])\n"
+                                   "        return torch.nn.functional.scaled_dot_product_attention(q, q, q)\n"
+                                   "torch.jit.save(torch.jit.script(M()), sys.argv[1])\n";
+  ASSERT_EQ(std::system((std::string(python) + " -W ignore " + d + "/make.py " + d + "/m.pt").c_str()), 0);
+  std::ifstream in(d + "/m.pt", std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  std::system(("rm -rf " + d).c_str());
+  auto p = load_torchscript(bytes.str(), 1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "program: not a loadable TorchScript module: Unknown builtin op: aten::scaled_dot_product_attention. "
+            "(this goldminer-dw links libtorch " TORCH_VERSION
+            "; a trainer with another torch should let goldminer.Session hand the program over, which wraps it "
+            "for a Python child that runs the job's torch)");
 }
 
 }  // namespace

@@ -1,26 +1,35 @@
 """The Python process a data worker (goldminer-dw) runs for a
 goldminer.DataLoader: it holds the user's dataset and collate function and
-turns batches of sampler positions into collated batches.
+turns batches of sampler positions into collated batches. With
+--torchscript it runs a TorchScript worker program with the job's torch
+instead (goldminer._dw_script).
 
-Run as `python -m goldminer._dw_child` by dw_daemon/python_program.cc, with
-PYTHONPATH set to the trainer's sys.path and GOLDMINER_PY_MAIN to the
-training script when the dataset's pickle refers to it. Pipe protocol
-(little-endian), requests on stdin, replies on stdout:
+Run as `python -m goldminer._dw_child [--torchscript --threads=N
+--saved-by=VERSION]` by dw_daemon/python_program.cc, with PYTHONPATH set to
+the trainer's sys.path and GOLDMINER_PY_MAIN to the training script when the
+dataset's pickle refers to it. Pipe protocol (little-endian), requests on
+stdin, replies on stdout:
 
   start:   u64 length, the pickle of the loader's settings (from the
-           trainer, which the worker has authenticated first: gmcore/peer_auth.h)
+           trainer, which the worker has authenticated first: gmcore/peer_auth.h),
+           or with --torchscript the TorchScript module's zip
            -> reply with no tensors (ready) or an error
   batch:   u32 epoch, u64 seed, u32 n, u64 position[n]
            -> reply: the collated batch
   shard:   (settings "iterable": an IterableDataset) u32 epoch, u32 shard,
            u64 seed, u64 index -> reply: batch `index` of the shard, its first
            tensor int64 [2] = (first item, items), or u8 3 past the shard's end
+  tensors: (--torchscript) u32 epoch, u64 seed, u32 count, then per tensor
+           u8 dtype, u8 ndim, i64 shape[ndim], u64 nbytes, u64 offset: the
+           reader's tensors, their bytes at that offset of the memfd on fd 4
+           (the worker grows and writes it; valid until the reply)
+           -> reply: the program's output tensors (no structure tensor)
   reply:   u8 0, u32 count, then per tensor u8 dtype, u8 ndim, i64 shape[ndim],
            u64 nbytes, u64 offset: its bytes are at that offset of the shared
            memory on fd 3 (a memfd the worker maps; this process grows it), valid
-           until the next request; the first tensor (uint8) is the JSON of the
-           batch's structure (goldminer._tree.to_wire; the trainer never
-           unpickles what a worker sends)
+           until the next request; for a dataset the first tensor (uint8) is
+           the JSON of the batch's structure (goldminer._tree.to_wire; the
+           trainer never unpickles what a worker sends)
            or u8 1, u64 length, the error (UTF-8), naming the dataset index
            and holding the traceback; u8 2 instead of 1 for an error of the
            machine rather than the data (MemoryError, an OSError of errno
@@ -214,7 +223,7 @@ class _SharedMemory:
     """The memfd the worker reads batches from (fd 3), grown here as needed."""
 
     def __init__(self, fd):
-        self.fd, self.size, self.map = fd, 0, None
+        self.fd, self.size, self.map, self.bytes = fd, 0, None, None
 
     def place(self, tensors):
         """Copies the tensors in (64-byte aligned); their offsets."""
@@ -228,14 +237,16 @@ class _SharedMemory:
             size = max(end, 2 * self.size, 1 << 20)
             os.ftruncate(self.fd, size)
             if self.map is not None:
+                self.bytes = None  # its view of the map goes first (an exported buffer cannot close)
                 self.map.close()
             self.map = mmap.mmap(self.fd, size)
+            self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)  # the whole map, sliced per tensor
             self.size = size
         for t, off in zip(tensors, offsets):
             n = t.numel() * t.element_size()
             if n:
-                dst = torch.frombuffer(self.map, dtype=torch.uint8, count=n, offset=off)
-                dst.copy_(t.reshape(-1).view(torch.uint8) if t.dtype != torch.bool else t.reshape(-1).to(torch.uint8))
+                flat = t.reshape(-1)
+                self.bytes[off:off + n].copy_(flat.view(torch.uint8) if t.dtype != torch.bool else flat.to(torch.uint8))
         return offsets
 
 
@@ -251,12 +262,12 @@ def _reply_tensors(out, tensors, shared):
     out.flush()
 
 
-def main():
-    # The pipes: requests on fd 0, replies on fd 1; then stdout is stderr,
-    # so that a dataset that prints does not corrupt the replies.
-    # Ctrl-C in the trainer's terminal reaches this process group too: the
-    # worker decides (it drains), as torch's DataLoader workers leave it to
-    # the main process.
+def _open_pipes():
+    """The request and reply streams. Requests on fd 0, replies on fd 1;
+    then stdout is stderr, so that a program that prints does not corrupt
+    the replies. Ctrl-C in the trainer's terminal reaches this process group
+    too: the worker decides (it drains), as torch's DataLoader workers leave
+    it to the main process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
     replies = os.fdopen(os.dup(1), "wb", buffering=1 << 20)
@@ -265,11 +276,20 @@ def main():
     os.close(devnull)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    return requests, replies
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    requests, replies = _open_pipes()
     try:
         (length,) = struct.unpack("<Q", _read(requests, 8))
         settings_bytes = _read(requests, length)
     except EOFError:
         return 0
+    if argv[:1] == ["--torchscript"]:
+        from goldminer import _dw_script
+        return _dw_script.serve(argv[1:], settings_bytes, requests, replies)
     try:
         if os.environ.get("GOLDMINER_PY_MAIN"):
             _load_main(os.environ["GOLDMINER_PY_MAIN"])
