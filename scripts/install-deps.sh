@@ -57,6 +57,7 @@ packages="
  libboost-program-options-dev libgtest-dev libgmock-dev googletest
  clang libclang-rt-14-dev
  libtorch-dev python3-torch python3-torchvision python3-pybind11 python3-numpy python3-venv libdlpack-dev
+ python3-pip python3-setuptools python3-wheel
  libopenblas0-pthread
  libjpeg62-turbo-dev
  iproute2 util-linux procps

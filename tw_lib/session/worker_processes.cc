@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "gmcore/admin_config.h"
 #include "gmcore/auth.h"
 #include "gmcore/subprocess.h"
 
@@ -27,6 +28,11 @@ std::string find_dw_binary() {
     for (const std::string& candidate : {dir + "/goldminer-dw", dir + "/../goldminer-dw"})
       if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
+  // Where `make install` put it (admin_config's dw_command default: for a
+  // trainer in a venv or container whose PATH lacks the suite's bindir),
+  // else whatever PATH finds.
+  for (const OptionSpec& o : admin_option_table())
+    if (o.key == "dw_command" && access(o.default_value.c_str(), X_OK) == 0) return o.default_value;
   return "goldminer-dw";
 }
 

@@ -19,8 +19,8 @@
 
 namespace goldminer {
 
-// $GOLDMINER_DW_PROGRAM, else goldminer-dw next to this executable, else the one
-// on PATH.
+// $GOLDMINER_DW_PROGRAM, else goldminer-dw next to this executable, else the
+// installed one (configure's bindir), else the one on PATH.
 std::string find_dw_binary();
 
 struct WorkerProcessOptions {
