@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
             (bind == "cores" ? ", each bound to its share" : ", unbound") + "; " + std::to_string(intra_op) +
             " intra-op threads a program call");
   o.load_program = [intra_op](const std::string& bytes) {
-    return dw::is_python_program(bytes) ? dw::load_python_program(bytes) : dw::load_torchscript(bytes, intra_op);
+    return dw::is_python_program(bytes) ? dw::load_python_program(bytes, intra_op) : dw::load_torchscript(bytes, intra_op);
   };
 
   if (trainer_job != 0) {
