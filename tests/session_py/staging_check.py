@@ -10,12 +10,13 @@ CHECK is one of
     held       the position less the batches taken ahead (without_held) gives,
                resumed, exactly the rest: what the trainer had is not given
                again, what was taken ahead is
-    cuda       (a torch with CUDA and a GPU; the extensions are not used) the
-               stager hands over every batch in order as CUDA tensors equal to
-               the host ones, ends each epoch where its source does, raises a
-               source's error only after the batches before it and leaves the
-               batches taken ahead out of state(); goldminer.Session(device=)
-               over a stand-in for the extension does so too
+    cuda       (a torch with CUDA and a GPU) the stager hands over every
+               batch in order as CUDA tensors equal to the host ones, ends each
+               epoch where its source does, raises a source's error only after
+               the batches before it and leaves the batches taken ahead out of
+               state(); a real goldminer.Session(device="cuda") with local
+               worker threads (the goldminer._session being imported, built
+               --with-cuda) receives into pinned memory and does so too
 
 Prints one fact a line; exits non-zero on the first failure."""
 import os
@@ -25,6 +26,7 @@ import warnings
 
 import torch
 
+import goldminer
 from session_check import BATCH, check, consume, fail, session, write_text  # beside this script
 
 
@@ -37,7 +39,6 @@ def caught(make):
 
 
 def check_fallback(folder):
-    import goldminer
     if torch.cuda.is_available():
         print("fallback: skipped: this torch sees a GPU (the cuda check covers it)")
         return
@@ -164,69 +165,72 @@ def check_cuda(folder):
                                                         ", then the source's error: " + error if error else ""))
     torch.cuda.synchronize()
     check(not stager.held(), "batches left taken ahead")
-    check_cuda_session(dev)
+    check_cuda_session(dev, folder)
     print("OK")
 
 
-def check_cuda_session(dev):
-    """goldminer.Session(device=) over a stand-in for the C++ extension (this
-    machine's torch may not be the one the extension was built against):
-    the subclass's glue (pin_memory passed on, batches on the GPU in order,
-    last_sample_ids of the batch handed out, state() less what was taken
-    ahead)."""
-    import types
-    fake = types.ModuleType("goldminer._session")
+CUDA_LINES = ["line-%02d:" % r + "x" * (r % 7) for r in range(24)]
 
-    class Base:
-        def __init__(self, input, batch_size, **kw):
-            self.kw, self.k, self.batches = kw, 0, 6
-            self.receive_memory_warnings = []
 
-        def __next__(self):
-            if self.k == self.batches:
-                self.k = 0
-                raise StopIteration
-            self.k += 1
-            return (torch.full((4, 8), float(self.k - 1)).pin_memory(),)
+def session_batches(path, device, n=None):
+    """A real goldminer.Session with one local worker thread over CUDA_LINES,
+    batches of 4 in input order, 2 splits of 3 batches: (the session, the
+    record numbers of each batch, the state() after 2 batches); `n` batches
+    (all of the epoch when None). Each batch's lines are checked against the
+    records its last_sample_ids name."""
+    s = goldminer.Session("text:" + path, 4, workers=1, transport="local", device=device, deterministic=True,
+                          shuffle_splits=False, records_per_split=12, seed=0)
+    got, state, held = [], None, 0
+    for data, lengths in s:
+        if device is not None:
+            check(data.device == s.device and lengths.device == s.device, "a Session batch not on %s: %s, %s"
+                  % (s.device, data.device, lengths.device))
+        ids = s.last_sample_ids
+        check(ids.device.type == "cpu", "last_sample_ids on %s" % ids.device)
+        blob, cut = bytes(data.cpu().tolist()), [0]
+        for n_bytes in lengths.cpu().tolist():
+            cut.append(cut[-1] + n_bytes)
+        texts = [blob[a:b].decode() for a, b in zip(cut, cut[1:])]
+        records = [r for _, r in ids.tolist()]
+        check(texts == [CUDA_LINES[r] for r in records], "batch %d: lines %r for records %r"
+              % (len(got), texts, records))
+        got.append(records)
+        if len(got) == 2:
+            held = len(s._stager.held()) if s._stager is not None else 0
+            state = s.state()
+        if n is not None and len(got) == n:
+            break
+    return s, got, state, held
 
-        @property
-        def last_batch(self):
-            return (0, 3, self.k - 1)
 
-        @property
-        def last_sample_ids(self):
-            return torch.tensor([[0, self.k - 1]])
-
-        def metrics(self):
-            return {"queue_batches": self.batches - self.k}
-
-        def state(self):
-            return {"epoch": 0, "seed": 0, "plan": 0, "bad_records": 0, "done": [], "partial": [[3, self.k]]}
-
-    fake.Session = Base
-    saved = {m: sys.modules.get(m) for m in ("goldminer._session", "goldminer.session")}
-    sys.modules["goldminer._session"] = fake
-    sys.modules.pop("goldminer.session", None)
-    try:
-        import goldminer.session as gs
-        s = gs.Session("x", 4, device="cuda")
-        check(s.kw["pin_memory"] is True and s.kw["cuda_device"] == dev.index, "passed on: %r" % (s.kw,))
-        got = []
-        for batch in s:
-            check(batch[0].is_cuda, "a Session batch not on the GPU")
-            got.append(int(batch[0][0, 0].item()))
-            check(int(s.last_sample_ids[0, 1]) == got[-1], "last_sample_ids of another batch")
-            if len(got) == 2:
-                st = s.state()
-                check(st["partial"] == [[3, 2]], "Session state with batches taken ahead: %r" % (st,))
-        check(got == list(range(6)), "Session batches %r" % (got,))
-        print("Session(device='cuda'): 6 batches in order on %s, state less the batches taken ahead" % dev)
-    finally:
-        for m, mod in saved.items():
-            if mod is None:
-                sys.modules.pop(m, None)
-            else:
-                sys.modules[m] = mod
+def check_cuda_session(dev, folder):
+    """The real goldminer.Session(device=) of the installed package (its C++
+    extension, built --with-cuda, registering the receive buffers with CUDA),
+    with local worker threads: pinned receive memory, batches on the GPU in
+    order with the lines their last_sample_ids name, state() after 2 batches
+    equal to a CPU session's after the same 2 (what was taken ahead left
+    out), and a session resumed from it gives exactly the other batches."""
+    path = os.path.join(folder, "cuda_lines.txt")
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in CUDA_LINES))
+    s, got, state, held = session_batches(path, "cuda")
+    print("Session(device='cuda') receive memory:", s.receive_memory)
+    check(s.receive_memory.startswith("pinned"), "receive memory %r, warnings %r"
+          % (s.receive_memory, s.receive_memory_warnings))
+    s.close()
+    check(got == [list(range(4 * k, 4 * k + 4)) for k in range(6)], "Session batches %r" % (got,))
+    cpu, cpu_got, cpu_state, _ = session_batches(path, None, 2)
+    cpu.close()
+    check(state == cpu_state, "state after 2 batches with device='cuda' (%d taken ahead) %r, without %r"
+          % (held, state, cpu_state))
+    print("state after 2 batches (%d more taken ahead): %r" % (held, state))
+    r = goldminer.Session("text:" + path, 4, workers=1, transport="local", deterministic=True, shuffle_splits=False,
+                          records_per_split=12, seed=0, device="cuda", resume=state)
+    rest = [[rec for _, rec in r.last_sample_ids.tolist()] for _ in r]
+    r.close()
+    check(rest == got[2:], "resumed from that state: %r" % (rest,))
+    print("Session(device='cuda'): 6 batches in order on %s, state less the batches taken ahead" % dev)
+    print("resumed with device='cuda': the other %d batches" % len(rest))
 
 
 def main(argv):
