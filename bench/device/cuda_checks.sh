@@ -18,6 +18,8 @@
 #       $OUT (or /tmp/gm-cuda-out): gpu.txt, pip_install.txt, version.txt,
 #       receive_memory_test.txt, staging_check.txt, staging_bench.txt;
 #       exits non-zero when a step failed
+#   bench/device/cuda_selftest.sh                  here, after pack: `run`
+#       with what the pack replaces hidden (no GPU: checks the install)
 #
 # Pack (.devcuda/):
 #   bin/receive_memory_test    debug info stripped
