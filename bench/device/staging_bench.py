@@ -21,7 +21,8 @@ text reader's output, viewed as [B,3,224,224] and scaled to float on the GPU
 and SGD of a small conv net. Each way has its own session (W workers); a
 round is one epoch of each, interleaved, so drift hits every way alike.
 Prints the copy alone and the step alone, then each way's step time (median
-of ROUNDS epochs of STEPS steps, after a warm-up epoch), how much of it the
+of ROUNDS epochs of STEPS steps, each timed from the end of its first step,
+after a warm-up epoch), how much of it the
 trainer waited for the session (the session's metrics()["trainer_wait_fraction"]
 after each epoch: high means the workers, not the copy, set the pace) and the ratios
 pageable/staged and pinned/staged, measured in this one run.
@@ -67,7 +68,9 @@ def sessions(spec, a):
 
 
 def run(way, session, net, opt, dev, batch):
-    """(seconds per step, batches) of one epoch of `session`, handed over `way`."""
+    """(seconds per step, steps timed) of one epoch of `session`, handed over
+    `way`: every step after the first (the workers start an epoch when its
+    first batch is asked for, which is not the hand-over)."""
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step(data):
@@ -78,13 +81,16 @@ def run(way, session, net, opt, dev, batch):
         loss.backward()
         opt.step()
 
-    torch.cuda.synchronize()
-    t0, n = time.perf_counter(), 0
+    t0, n = None, 0
     for data, lengths in session:
         if way != "staged":
             data = data.to(dev, non_blocking=(way == "pinned"))
         step(data)
-        n += 1
+        if t0 is None:  # timed from the end of the first step: not the epoch's start-up
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        else:
+            n += 1
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) / max(n, 1), n
 
@@ -154,8 +160,8 @@ def measure(a, dev, net, opt, all_sessions):
     for _ in range(a.rounds):
         for w, s in all_sessions.items():
             seconds, n = run(w, s, net, opt, dev, a.batch)
-            if n != a.steps:
-                sys.exit("staging_bench.py: %s: an epoch of %d batches, not %d" % (w, n, a.steps))
+            if n != a.steps - 1:
+                sys.exit("staging_bench.py: %s: an epoch of %d batches, not %d" % (w, n + 1, a.steps))
             results[w].append(seconds)
             waits[w].append(s.metrics().get("trainer_wait_fraction", float("nan")))
     med = {w: statistics.median(v) for w, v in results.items()}
