@@ -5,6 +5,7 @@ goldminer.split is the prebuilt extension or compiled on first use (and
 where it is cached)."""
 import argparse
 import os
+import shutil
 import sys
 
 
@@ -25,9 +26,13 @@ def version_lines():
     else:
         lines.append("torch %s (%s)" % (torch.__version__, os.path.dirname(os.path.abspath(torch.__file__))))
     lines.append("python %s (%s)" % (sys.version.split()[0], sys.executable))
-    # $GOLDMINER_DW_PROGRAM overrides the installed one (goldminer.Session).
-    dw = os.environ.get("GOLDMINER_DW_PROGRAM") or _build_info.DW_PATH
-    found = "" if os.access(dw, os.X_OK) else ", not found"
+    # The one goldminer.Session starts: $GOLDMINER_DW_PROGRAM, else beside
+    # the package, the executable or the configured bindir, else PATH's.
+    from goldminer import _session
+    dw = _session.dw_program()
+    dw = os.path.normpath(dw) if os.sep in dw else dw
+    found = "" if shutil.which(dw) else (", not found: install GoldMiner, put its bindir on PATH or set "
+                                         "GOLDMINER_DW_PROGRAM")
     lines.append("goldminer-dw %s (%s%s)" % (dw, "libtorch " + _build_info.LIBTORCH_VERSION
                                              if _build_info.LIBTORCH_VERSION else "no libtorch", found))
     if torch is None:

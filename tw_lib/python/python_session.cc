@@ -547,6 +547,7 @@ PYBIND11_MODULE(_session, m) {
   // The libtorch goldminer-dw links ("" when built without): a trainer
   // whose torch differs has its TorchScript programs wrapped (session.py).
   m.attr("LIBTORCH_VERSION") = GOLDMINER_LIBTORCH_VERSION;
+  m.def("dw_program", &gm::dw_binary, "The goldminer-dw a Session with workers=N starts (python -m goldminer --version).");
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,
