@@ -192,6 +192,11 @@ std::vector<Case> all_cases() {
                 "batches)",
                 "Session(device='cuda'): 6 batches in order on cuda:0, state less the batches taken ahead", "\nOK"},
                "cuda: skipped"});
+  // python -m goldminer --version names this package, torch, Python and
+  // goldminer-dw (the one run_script points GOLDMINER_DW_PROGRAM at).
+  c.push_back({"VersionPy", "NamesThePackageTorchPythonWorkerAndSplit", "version_check.py", "",
+               {"line 1 as expected: True", "line 2 as expected: True", "line 3 as expected: True",
+                "line 4 as expected: True", "split line: True", "\nOK"}});
   return c;
 }
 
