@@ -1,8 +1,6 @@
 """The Python process a data worker (goldminer-dw) runs for a
 goldminer.DataLoader: it holds the user's dataset and collate function and
-turns batches of sampler positions into collated batches (with torch's
-default_collate, stacked straight into the reply's shared memory, as torch's
-workers stack into theirs: no copy after the collate). With
+turns batches of sampler positions into collated batches. With
 --torchscript it runs a TorchScript worker program with the job's torch
 instead (goldminer._dw_script).
 
@@ -83,10 +81,9 @@ class Child:
         self.shuffle = settings["shuffle"]
         self.seed = settings["seed"]
         self.length = settings["length"]
-        from torch.utils.data import default_collate
         self.collate = settings["collate_fn"]
-        self.default_collate = self.collate is None or self.collate is default_collate
         if self.collate is None:
+            from torch.utils.data import default_collate
             self.collate = default_collate
         self.orders = {}
         self.in_worker = in_worker
@@ -223,92 +220,34 @@ def _reply_error(out, message, environment=False):
 
 
 class _SharedMemory:
-    """The memfd the worker reads batches from (fd 3), grown here as needed.
-    A reply's tensors lie in it 64-byte aligned from byte 0: place() ends a
-    reply's layout, and the next reserve() or place() starts the next one
-    (the worker has read the last reply by then)."""
+    """The memfd the worker reads batches from (fd 3), grown here as needed."""
 
     def __init__(self, fd):
         self.fd, self.size, self.map, self.bytes = fd, 0, None, None
-        self.used = 0  # bytes laid out for the reply in progress
-        self.made = {}  # data_ptr -> (offset, nbytes) of what reserve() gave since begin()
-
-    def begin(self):
-        """Starts a reply's layout afresh (after a batch that failed)."""
-        self.used, self.made = 0, {}
-
-    def _grow(self, end):
-        import mmap
-        import torch
-        if end <= self.size:
-            return
-        size = max(end, 2 * self.size, 1 << 20)
-        os.ftruncate(self.fd, size)
-        # The old map is dropped, not closed: tensors reserve() made in it may
-        # still be alive (its bytes are the memfd's, at the same offsets); it
-        # is unmapped when the last of them goes.
-        self.map = mmap.mmap(self.fd, size)
-        self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)  # the whole map, sliced per tensor
-        self.size = size
-
-    def _take(self, nbytes):
-        off = self.used
-        self.used += (nbytes + 63) // 64 * 64
-        self._grow(self.used)
-        return off
-
-    def reserve(self, nbytes):
-        """A uint8 tensor of `nbytes` of this reply's memory, for a tensor to be
-        made in place (stack_into); place() then sends it without a copy."""
-        off = self._take(nbytes)
-        view = self.bytes[off:off + nbytes]
-        self.made[view.data_ptr()] = (off, nbytes)
-        return view
 
     def place(self, tensors):
-        """The tensors' offsets: those reserve() made are where they are, the
-        others are copied in."""
+        """Copies the tensors in (64-byte aligned); their offsets."""
+        import mmap
         import torch
-        offsets = []
+        offsets, end = [], 0
         for t in tensors:
+            offsets.append(end)
+            end += (t.numel() * t.element_size() + 63) // 64 * 64
+        if end > self.size:
+            size = max(end, 2 * self.size, 1 << 20)
+            os.ftruncate(self.fd, size)
+            if self.map is not None:
+                self.bytes = None  # its view of the map goes first (an exported buffer cannot close)
+                self.map.close()
+            self.map = mmap.mmap(self.fd, size)
+            self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)  # the whole map, sliced per tensor
+            self.size = size
+        for t, off in zip(tensors, offsets):
             n = t.numel() * t.element_size()
-            made = self.made.get(t.data_ptr()) if n else None
-            if made is not None and made[1] == n and t.is_contiguous():
-                offsets.append(made[0])
-                continue
-            off = self._take(n)
-            offsets.append(off)
             if n:
                 flat = t.reshape(-1)
                 self.bytes[off:off + n].copy_(flat.view(torch.uint8) if t.dtype != torch.bool else flat.to(torch.uint8))
-        self.begin()
         return offsets
-
-    def default_collate(self):
-        """torch's default_collate, but stacking tensors straight into this
-        memory, as torch's workers stack into shared memory: the same batch,
-        one copy fewer. None where torch has no collate_fn_map (torch < 1.13)."""
-        import torch
-        try:
-            from torch.utils.data._utils.collate import collate, collate_tensor_fn, default_collate_fn_map
-        except ImportError:
-            return None
-
-        def stack_into(batch, *, collate_fn_map=None):
-            elem = batch[0]
-            # Only plain, dense CPU tensors alike in dtype and shape; anything
-            # else (subclasses, promotion, errors) as torch's own function does.
-            if (elem.layout != torch.strided or elem.device.type != "cpu" or elem.numel() == 0
-                    or any(type(x) is not torch.Tensor or x.dtype != elem.dtype or x.shape != elem.shape
-                           or x.requires_grad or x.is_nested for x in batch)):
-                return collate_tensor_fn(batch, collate_fn_map=collate_fn_map)
-            view = self.reserve(len(batch) * elem.numel() * elem.element_size())
-            out = view.view(elem.dtype).view(len(batch), *elem.shape)
-            return torch.stack(batch, 0, out=out)
-
-        fn_map = dict(default_collate_fn_map)
-        fn_map[torch.Tensor] = stack_into
-        return lambda batch: collate(batch, collate_fn_map=fn_map)
 
 
 def _reply_tensors(out, tensors, shared):
@@ -362,8 +301,6 @@ def main(argv=None):
     import torch
     from goldminer import _tree
     shared = _SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
-    if child.default_collate:
-        child.collate = shared.default_collate() or child.collate
     _reply_tensors(replies, [], shared)
     while True:
         try:
@@ -376,7 +313,6 @@ def main(argv=None):
             return 0
         try:
             try:
-                shared.begin()
                 head = []
                 if child.iterable:
                     made = child.shard_batch(epoch, shard, seed, index)
