@@ -9,7 +9,7 @@ run_test() {
     out=$(cd "$work" && timeout -k 5 "$TEST_TIMEOUT" bash -c ". '$here/lib.sh'; \
           for f in '$here'/test_*.sh; do . \"\$f\"; done; \
           work='$work' state='$state' devcluster='$devcluster' plugins='$plugins' \
-          port_base='$port_base' slurm_version='$slurm_version'; $name" 2>&1)
+          port_base='$port_base' slurm_version='$slurm_version' torch2_python='$torch2_python'; $name" 2>&1)
     rc=$?
     if [ $rc -eq 0 ]; then
         pass "${name#test_}"

@@ -34,6 +34,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$build" ] || { echo "run.sh: --build-dir is required" >&2; exit 2; }
+# Kept unexported for test_torch2.sh: every job inherits this environment
+# (sbatch --export=ALL), and the spank tests check that a job sees only the
+# GOLDMINER_* variables its options set.
+torch2_python=${GOLDMINER_TORCH2_PYTHON:-/var/cache/goldminer/venv-torch2/bin/python}
+unset GOLDMINER_TORCH2_PYTHON
 build=$(cd "$build" && pwd)
 case $port_base in
     ''|*[!0-9]*) echo "run.sh: --port-base: invalid value '$port_base': expected a port number" >&2; exit 2 ;;

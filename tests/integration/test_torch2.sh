@@ -12,7 +12,7 @@ torch2_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # The venv's python and the package dir; or a line saying what is missing
 # and exit status 77 (skipped), or that its torch is not 2.x and status 1.
 torch2_environment() {
-    local python=${GOLDMINER_TORCH2_PYTHON:-/var/cache/goldminer/venv-torch2/bin/python}
+    local python=$torch2_python  # run.sh's, from GOLDMINER_TORCH2_PYTHON
     local package version
     package=$(dirname "$devcluster")/python-torch2
     if [ ! -x "$python" ]; then
