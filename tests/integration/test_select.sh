@@ -28,6 +28,18 @@ wait_state() {
     return 1
 }
 
+# wait_released J: true once cancelled J holds no CPUs any more (no longer
+# running or completing), so the next job's run does not wait on it.
+wait_released() {
+    local i st
+    for i in $(seq 240); do
+        st=$(squeue -h -j "$1" -o %t 2>/dev/null)
+        case $st in R|CG|PD|S|CF) sleep 0.25 ;; *) return 0 ;; esac
+    done
+    echo "job $1 still $st 60 s after scancel"
+    return 1
+}
+
 # ctld_log_has PATTERN: slurmctld's log has a line matching PATTERN (grep -E).
 ctld_log_has() {
     grep -qE "$1" "$state/log/slurmctld.log" || {
@@ -52,6 +64,7 @@ test_select_cpu_job_keeps_out_of_the_reserve_next_to_free_gpus() {
     small=$(sbatch --parsable -p gpu -w g1 -N1 -n4 -o /dev/null --wrap 'sleep 60') || return 1
     wait_state "$small" RUNNING 20 || rc=1
     scancel "$small"
+    wait_released "$small" || rc=1
     [ $rc -eq 0 ] || return 1
     ctld_log_has "job_test job $small mode run_now .*\[cpu job: [0-9]+ nodes dropped, [0-9]+ cores reserved\] -> selected g1" ||
         return 1
@@ -60,6 +73,7 @@ test_select_cpu_job_keeps_out_of_the_reserve_next_to_free_gpus() {
     big=$(sbatch --parsable -p gpu -w g1 -N1 -n8 -o /dev/null --wrap 'sleep 60') || return 1
     wait_state "$big" RUNNING 20 || rc=1
     scancel "$big"
+    wait_released "$big" || rc=1
     [ $rc -eq 0 ] || { select_conf reserve_cpus_per_gpu=1; return 1; }
 
     select_conf reserve_cpus_per_gpu=1 mode=observe || return 1
