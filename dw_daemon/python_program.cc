@@ -308,6 +308,10 @@ class Child {
     if (!read_value(from_, &count)) return Status::environment_error(ended("in the middle of a batch"));
     if (count > kMaxTensors) return Status::error(protocol(std::to_string(count) + " tensors"));
     auto out = std::make_unique<Output>();
+    // The views are made once all are read: mapping further moves the
+    // mapping, and a view made before would point into the old one.
+    std::vector<uint64_t> offsets;
+    uint64_t end = 0;
     for (uint32_t i = 0; i < count; ++i) {
       uint8_t dtype = 0, dims = 0;
       if (!read_value(from_, &dtype) || !read_value(from_, &dims)) return Status::environment_error(ended("in the middle of a batch"));
@@ -325,10 +329,15 @@ class Child {
       if (elements * wire::dtype_size(d) != nbytes)
         return Status::error(protocol("tensor " + std::to_string(i) + ": " + std::to_string(nbytes) +
                                       " bytes for its shape"));
-      Status mapped = map_through(offset + nbytes);
-      if (!mapped.ok()) return mapped;
-      out->tensors_.push_back({d, std::move(shape), static_cast<const uint8_t*>(map_) + offset, nbytes});
+      if (offset + nbytes < offset)
+        return Status::error(protocol("tensor " + std::to_string(i) + ": offset " + std::to_string(offset)));
+      end = std::max(end, offset + nbytes);
+      offsets.push_back(offset);
+      out->tensors_.push_back({d, std::move(shape), nullptr, nbytes});
     }
+    Status mapped = map_through(end);
+    if (!mapped.ok()) return mapped;
+    for (uint32_t i = 0; i < count; ++i) out->tensors_[i].data = static_cast<const uint8_t*>(map_) + offsets[i];
     return out;
   }
 

@@ -3,10 +3,12 @@
 // and an unloadable pickle say so; a TorchScript program run by the job's
 // torch in a child (mode=torchscript): one its torch cannot load names both
 // versions, a child killed in the middle of a batch is an environment
-// error, and a program saved by torch 2.x runs with that torch
-// ($GOLDMINER_TORCH2_PYTHON). The dataset batches are tested end to end by
-// tests/session_py_test (goldminer.DataLoader); that a child's outputs are
-// the in-process runner's, by tests/torch_program_test.
+// error, a reply that grows the child's shared memory past the worker's
+// mapping gives all its tensors from the new mapping, and a program saved
+// by torch 2.x runs with that torch ($GOLDMINER_TORCH2_PYTHON). The
+// dataset batches are tested end to end by tests/session_py_test
+// (goldminer.DataLoader); that a child's outputs are the in-process
+// runner's, by tests/torch_program_test.
 #include "dw_daemon/python_program.h"
 
 #include <dirent.h>
@@ -199,6 +201,31 @@ TEST(PythonProgramTest, AChildKilledInTheMiddleOfABatchIsAnEnvironmentError) {
   EXPECT_EQ(r.status().message(), "torchscript program: the Python process was killed by signal 9 before it "
                                   "answered (its stderr is this worker's)");
   EXPECT_TRUE(script_children().empty());
+}
+
+// Injected: a reply whose second tensor lies past the worker's mapping of
+// the child's shared memory (a batch more than twice the size of the
+// child's earlier ones: the child grows the memfd, the worker maps it
+// again). Checked: the first tensor, which lies inside the old mapping, is
+// read from the new one (its view pointed into the unmapped one: a
+// DataLoader batch's structure tensor held other bytes, or the worker
+// crashed), and so is the second.
+TEST(PythonProgramTest, ALargerBatchMapsTheSharedMemoryAgainForAllItsTensors) {
+  if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
+  const Saved saved = save_with("/usr/bin/python3", "        return (x[:1] * 0.0 + 42.0, x * 2.0 + 1.0)\n");
+  if (saved.bytes.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  auto p = load_python_program(wrapped("/usr/bin/python3", saved.version, saved.bytes));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  for (int n : {4, 1 << 20, 1 << 22}) {  // the child's memfd: 1 MiB, then 4 MiB + 64 bytes, then 16 MiB + 64
+    auto out = (*p)->run(counting(n), 1, 0);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    const auto& t = (*out)->tensors();
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_EQ(floats(t[0]), (std::vector<float>{42})) << "batch of " << n;
+    std::vector<float> want(n);
+    for (int i = 0; i < n; ++i) want[i] = 2.0f * float(i) + 1.0f;
+    EXPECT_EQ(floats(t[1]), want) << "batch of " << n;
+  }
 }
 
 // A program saved by torch 2.x runs with that torch: the interpreter of a

@@ -19,9 +19,10 @@ CHECK is one of
     model      model=: the split moves the model's stateless head to the workers;
                loader.model(*batch) equals the model on torch's batch, and trains
     wire       batches of namedtuples (of this script), OrderedDicts, bytes and
-               float16 tensors arrive as torch collates them, their structure sent
-               as JSON; a pickle or a class outside the forms, as a worker's
-               description, is refused and runs nothing
+               float16 tensors, and batches each larger than the last (the worker
+               maps its Python process's memory again), arrive as torch collates
+               them, their structure sent as JSON; a pickle or a class outside the
+               forms, as a worker's description, is refused and runs nothing
 
 It prints what it measured, one fact a line, and exits non-zero on the first
 failure (with the reason on stderr)."""
@@ -340,6 +341,18 @@ class Varied(torch.utils.data.Dataset):
                 "raw": bytes([i]), "ordered": collections.OrderedDict(a=i, b=-i)}
 
 
+class Growing(torch.utils.data.Dataset):
+    """Items of 16, 2**20 and 2**22 float32 values: each batch (of one) needs
+    more of the worker's shared memory with its Python process than the
+    last, and lies past the worker's mapping of it."""
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return {"id": i, "values": torch.arange((16, 1 << 20, 1 << 22)[i], dtype=torch.float32) + i}
+
+
 def check_wire():
     from goldminer import _tree
     ds = Varied()
@@ -347,6 +360,12 @@ def check_wire():
     ids = run_epoch(loader, ds)
     print("varied batches: %d items, each as torch collates it: True" % len(ids))
     check(sorted(ids) == list(range(len(ds))), "not every item once")
+    loader.close()
+    grows = Growing()
+    loader = goldminer.DataLoader(grows, batch_size=1, num_workers=1)
+    ids = run_epoch(loader, grows)
+    print("growing batches: %s, each as torch collates it: True" % ids)
+    check(ids == [0, 1, 2], "growing batches: items %s" % ids)
     loader.close()
     # What a worker (or whoever poses as one) could send as the description.
     with tempfile.TemporaryDirectory() as d:

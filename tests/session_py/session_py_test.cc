@@ -144,12 +144,15 @@ std::vector<Case> all_cases() {
                {"len 32, torch's 32", "epoch 1: 1000 items, 1000 distinct of 1000, shuffled: True",
                 "a new order each epoch: True", "drop_last: len 15, torch's 15, 960 items in order: True", "\nOK"}});
   // Injects batches of namedtuples, OrderedDicts, bytes and float16 tensors
-  // through real workers, then hostile descriptions (a pickle that would
-  // create a file, os.system as a namedtuple class, eval as a dict class, a
-  // module not imported, a dunder path). Checks: the batches equal torch's
-  // collate; each hostile one is refused, no file created, nothing imported.
+  // through real workers, batches of one item each larger than the last (16,
+  // 2^20, 2^22 floats: the worker maps its child's memory again), then
+  // hostile descriptions (a pickle that would create a file, os.system as a
+  // namedtuple class, eval as a dict class, a module not imported, a dunder
+  // path). Checks: the batches equal torch's collate; each hostile one is
+  // refused, no file created, nothing imported.
   c.push_back({"DataLoaderPy", "BatchStructuresTravelAsStrictJsonNeverAsAPickle", kDataLoader, "wire",
                {"varied batches: 100 items, each as torch collates it: True",
+                "growing batches: [0, 1, 2], each as torch collates it: True",
                 "a pickle: refused (batch description is not JSON",
                 "os.system as a namedtuple: refused (namedtuple class 'os:system': not a tuple class)",
                 "eval as a dict class: refused (dict class 'builtins:eval': not a dict class)",
