@@ -30,6 +30,7 @@ failure (with the reason on stderr)."""
 import collections
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -124,12 +125,19 @@ def check_kill():
     killed = None
     for k, batch in enumerate(loader):
         ids.extend(ids_of(batch))
-        if k == 4:
-            killed = loader.session.worker_pids[0]
-            os.kill(killed, signal.SIGKILL)
+        if killed is None and k >= 4:
+            # A worker that has joined (one that has not is not lost: under
+            # load it may join after the first batches), while the other
+            # one is joined too, or by batch 25 (of 38) whichever is.
+            ids_joined = {w["id"] for w in loader.session.metrics()["per_worker"]}
+            joined = [p for p in loader.session.worker_pids if "%s:%d" % (socket.gethostname(), p) in ids_joined]
+            if len(joined) >= 2 or (joined and k >= 25):
+                killed, after = joined[0], k + 1
+                os.kill(killed, signal.SIGKILL)
     metrics = loader.session.metrics()
-    print("killed worker %d after 5 batches: %d items, %d distinct of %d, workers lost %d" %
-          (killed, len(ids), len(set(ids)), len(ds), metrics["workers_lost"]))
+    print("killed worker %s after %s batches: %d items, %d distinct of %d, workers lost %d" %
+          (killed, after if killed else "-", len(ids), len(set(ids)), len(ds), metrics["workers_lost"]))
+    check(killed is not None, "no worker had joined by batch 25")
     check(sorted(ids) == list(range(len(ds))), "an item was lost or repeated through the kill")
     check(metrics["workers_lost"] >= 1, "the killed worker was not counted as lost")
     loader.close()
