@@ -14,18 +14,10 @@
 #include <vector>
 
 #include "dw_daemon/program.h"
+#include "dw_daemon/program_test_util.h"
 
 namespace goldminer::dw {
 namespace {
-
-// A module with `source` as its methods, serialized as a trainer sends it.
-std::string module_bytes(const std::string& source) {
-  torch::jit::Module m("m");
-  m.define(source);
-  std::ostringstream out;
-  m.save(out);
-  return out.str();
-}
 
 std::unique_ptr<WorkerProgram> load(const std::string& source) {
   auto p = load_torchscript(module_bytes(source), 1);

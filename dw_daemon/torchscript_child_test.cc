@@ -16,19 +16,11 @@
 #include <vector>
 
 #include "dw_daemon/program.h"
+#include "dw_daemon/program_test_util.h"
 #include "dw_daemon/python_program.h"
 
 namespace goldminer::dw {
 namespace {
-
-// A module with `source` as its methods, serialized as a trainer sends it.
-std::string module_bytes(const std::string& source) {
-  torch::jit::Module m("m");
-  m.define(source);
-  std::ostringstream out;
-  m.save(out);
-  return out.str();
-}
 
 // One float32 tensor of 16 values, each `v`.
 readers::Batch batch_of(float v) {
@@ -55,16 +47,6 @@ std::string skip_reason() {
   if (access("/usr/bin/python3", X_OK) != 0) return "no /usr/bin/python3 here";
   if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) return "/usr/bin/python3 has no torch";
   return "";
-}
-
-template <class T>
-readers::HostTensor tensor_of(wire::DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
-  readers::HostTensor t;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.data.assign(reinterpret_cast<const uint8_t*>(values.data()),
-                reinterpret_cast<const uint8_t*>(values.data() + values.size()));
-  return t;
 }
 
 // float32 x[4, 8], int64 y[4], uint8 z[0] (an empty tensor).

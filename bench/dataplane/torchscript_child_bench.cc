@@ -30,26 +30,18 @@
 #include <vector>
 
 #include "dw_daemon/program.h"
+#include "dw_daemon/program_test_util.h"
 #include "dw_daemon/python_program.h"
 #include "readers/reader.h"
 
 using namespace goldminer;
+using dw::tensor_of;
 
 namespace {
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "torchscript_child_bench: %s\n", what.c_str());
   std::exit(1);
-}
-
-template <class T>
-readers::HostTensor tensor_of(wire::DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
-  readers::HostTensor t;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.data.assign(reinterpret_cast<const uint8_t*>(values.data()),
-                reinterpret_cast<const uint8_t*>(values.data() + values.size()));
-  return t;
 }
 
 // A criteo-tsv batch of `b` samples: about 1 in 10 values missing.
