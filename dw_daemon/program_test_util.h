@@ -26,6 +26,13 @@ readers::HostTensor tensor_of(wire::DType dtype, std::vector<int64_t> shape, con
   return t;
 }
 
+// A reader batch of one float32 tensor of 16 values, each `v`.
+inline readers::Batch batch_of(float v) {
+  readers::Batch b;
+  b.tensors.push_back(tensor_of(wire::DType::kFloat32, {16}, std::vector<float>(16, v)));
+  return b;
+}
+
 #ifdef TORCH_VERSION_MAJOR
 // A module with `source` as its methods, serialized as a trainer sends it.
 inline std::string module_bytes(const std::string& source) {

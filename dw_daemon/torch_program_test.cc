@@ -25,19 +25,6 @@ std::unique_ptr<WorkerProgram> load(const std::string& source) {
   return p.ok() ? std::move(p).value() : nullptr;
 }
 
-// One float32 tensor of 16 values, each `v`.
-readers::Batch batch_of(float v) {
-  readers::Batch b;
-  readers::HostTensor t;
-  t.dtype = wire::DType::kFloat32;
-  t.shape = {16};
-  std::vector<float> values(16, v);
-  t.data.assign(reinterpret_cast<const uint8_t*>(values.data()),
-                reinterpret_cast<const uint8_t*>(values.data()) + sizeof(float) * values.size());
-  b.tensors.push_back(std::move(t));
-  return b;
-}
-
 std::vector<float> first_output(WorkerProgram* p, const readers::Batch& b, uint64_t seed) {
   auto out = p->run(b, seed, 0);
   EXPECT_TRUE(out.ok()) << out.status().message();

@@ -22,19 +22,6 @@
 namespace goldminer::dw {
 namespace {
 
-// One float32 tensor of 16 values, each `v`.
-readers::Batch batch_of(float v) {
-  readers::Batch b;
-  readers::HostTensor t;
-  t.dtype = wire::DType::kFloat32;
-  t.shape = {16};
-  std::vector<float> values(16, v);
-  t.data.assign(reinterpret_cast<const uint8_t*>(values.data()),
-                reinterpret_cast<const uint8_t*>(values.data()) + sizeof(float) * values.size());
-  b.tensors.push_back(std::move(t));
-  return b;
-}
-
 // The program wrapped for a Python child of `python`, as goldminer.Session
 // wraps it.
 std::string for_child(const std::string& python, const std::string& bytes) {
