@@ -22,6 +22,24 @@ run_test() {
     fi
 }
 
+# run_trainer_job NAME PYTHON PACKAGE SCRIPT ARGS...: PYTHON runs
+# tests/integration/SCRIPT ARGS... (PACKAGE first on PYTHONPATH) as the
+# training script of a `sbatch --goldminer=dw=2` job named NAME (one GPU);
+# prints its output (kept in $work/NAME.JOBID), or on a failed submission
+# says why and fails.
+run_trainer_job() {
+    local name=$1 python=$2 package=$3 script=$4 job
+    shift 4
+    job=$(
+        export PYTHONPATH=$package${PYTHONPATH:+:$PYTHONPATH}
+        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
+        timeout 200 sbatch --parsable --wait --time=3 -J "$name" -o "$work/$name.%j" --goldminer=dw=2,cpus-per-dw=1 \
+            -p gpu --gpus=1 --wrap "$python $integration_dir/$script $*"
+    ) || { echo "sbatch: $job"; tail -20 "$work/$name".* 2>/dev/null; return 1; }
+    cat "$work/$name.${job%%;*}"
+}
+integration_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
 # The state and exit code of a data-worker job preempted (PreemptMode=CANCEL,
 # GraceTime) that drained and exited 0 on SIGTERM within the grace time:
 # 22.05 records the job's own end, 24.11 and later record the preemption.

@@ -3,23 +3,15 @@
 # goldminer-dw workers (num_workers=0, nothing else said), every item once
 # per epoch.
 
-dataloader_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-
 # Runs tests/integration/dataloader_job.py ARGS... as the training script
 # of a `sbatch --goldminer=dw=2` job named NAME (one GPU) and prints what it
 # printed (kept in $work/NAME.JOBID); on a failed submission, says why and
 # fails. Usage: run_dataloader_job NAME ARGS...
 run_dataloader_job() {
-    local name=$1 job bin
+    local name=$1 bin
     shift
     bin=$(dirname "$devcluster")
-    job=$(
-        export PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH}
-        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
-        timeout 200 sbatch --parsable --wait --time=3 -J "$name" -o "$work/$name.%j" --goldminer=dw=2,cpus-per-dw=1 \
-            -p gpu --gpus=1 --wrap "/usr/bin/python3 $dataloader_top/tests/integration/dataloader_job.py $*"
-    ) || { echo "sbatch: $job"; tail -20 "$work/$name".* 2>/dev/null; return 1; }
-    cat "$work/$name.${job%%;*}"
+    run_trainer_job "$name" /usr/bin/python3 "$bin/python" dataloader_job.py "$@"
 }
 
 test_dataloader_dataset_runs_on_the_companion_workers() {

@@ -7,7 +7,6 @@
 # scripts/python-venv makes); without it or the package the tests skip
 # saying which is missing.
 
-torch2_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # The venv's python and the package dir; or a line saying what is missing
 # and exit status 77 (skipped), or that its torch is not 2.x and status 1.
@@ -36,16 +35,10 @@ torch2_environment() {
 # and prints its output (kept in $work/NAME.JOBID); on a failed
 # submission, says why and fails. Usage: run_torch2_job NAME SCRIPT ARGS...
 run_torch2_job() {
-    local name=$1 script=$2 env job rc
+    local name=$1 script=$2 env rc
     shift 2
     env=$(torch2_environment) || { rc=$?; echo "$env"; return $rc; }
-    job=$(
-        export PYTHONPATH=${env#* }
-        if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
-        timeout 200 sbatch --parsable --wait --time=3 -J "$name" -o "$work/$name.%j" --goldminer=dw=2,cpus-per-dw=1 \
-            -p gpu --gpus=1 --wrap "${env%% *} $torch2_top/tests/integration/$script $*"
-    ) || { echo "sbatch: $job"; tail -20 "$work/$name".* 2>/dev/null; return 1; }
-    cat "$work/$name.${job%%;*}"
+    run_trainer_job "$name" "${env%% *}" "${env#* }" "$script" "$@"
 }
 
 # goldminer.DataLoader over a map-style Dataset (dataloader_job.py, the
