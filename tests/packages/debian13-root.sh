@@ -1,0 +1,345 @@
+#!/bin/bash
+# Builds and tests the Debian packages as a Debian 13 ("trixie") site would:
+# in a trixie root made with debootstrap, with trixie's own Slurm (24.11),
+# Python and torch (python3-torch, libtorch-dev). Runs on any Debian host.
+#
+#   1. The root (once, cached; a stamp per step): debootstrap --variant=minbase,
+#      then the packages the build and the tests need (trixie's names for
+#      scripts/install-deps.sh's list, Slurm's daemons, debhelper, ...) and
+#      the configured source tree of trixie's slurm-wlm (the select plugin's
+#      internal headers), as scripts/install-deps.sh makes it on Debian 12.
+#   2. In the root, from a git clone of SRC_DIR's HEAD (committed work only):
+#      the package's Build-Depends (apt-get build-dep), configure against
+#      trixie's Slurm, `make deb`, then tests/packages/test-debs.sh on the
+#      .debs (installs them with apt, brings goldminer-devcluster up from the
+#      installed files, runs the integration tests against them, removes them).
+#
+# The root shares the host's network namespace and loopback: --port-base
+# must differ from other clusters' on the host. /proc, /sys and /dev are
+# mounted in the root and /run is a tmpfs of its own (munged's and slurmd's
+# runtime directories), all unmounted on exit.
+#
+# Prints PASS/FAIL/SKIP lines, then `debian13: N passed, N failed, N skipped`;
+# exits non-zero on any failure.
+#
+# Usage: tests/packages/debian13-root.sh [--root DIR] [--work DIR]
+#            [--port-base PORT] [--root-only] [--keep] SRC_DIR
+#   --root DIR       the cached root (default /var/cache/goldminer/debian13-root)
+#   --work DIR       host directory mounted at the same path in the root for
+#                    the clone, the build, the .debs, the devcluster's state
+#                    and the logs (default /var/tmp/gm-d)
+#   --port-base PORT the devcluster's first port (default 23200)
+#   --root-only      phase 1 only: make or update the root, build nothing
+#   --keep           leave the build directory (the .debs are always kept)
+# Environment: GOLDMINER_BUILD_LOCK, a lock file the build holds (flock) so
+# that it does not run beside other builds on a small machine.
+# The steps are run through step() and the cleanup through trap, which
+# the checker cannot follow.
+# shellcheck disable=SC2317
+set -u
+
+root=/var/cache/goldminer/debian13-root
+work=/var/tmp/gm-d
+port_base=23200
+root_only=no
+keep=no
+readonly mirror=http://deb.debian.org/debian
+readonly suite=trixie
+usage="usage: debian13-root.sh [--root DIR] [--work DIR] [--port-base PORT] [--root-only] [--keep] SRC_DIR"
+
+die() { echo "debian13-root: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --root) [ $# -ge 2 ] || die "--root: missing value ($usage)"; root=$2; shift 2 ;;
+        --work) [ $# -ge 2 ] || die "--work: missing value ($usage)"; work=$2; shift 2 ;;
+        --port-base) [ $# -ge 2 ] || die "--port-base: missing value ($usage)"; port_base=$2; shift 2 ;;
+        --root-only) root_only=yes; shift ;;
+        --keep) keep=yes; shift ;;
+        -*) die "unknown option '$1' ($usage)" ;;
+        *) break ;;
+    esac
+done
+[ $# -eq 1 ] || die "$usage"
+src=$(cd "$1" 2>/dev/null && pwd) || die "SRC_DIR: no such directory: $1"
+[ -d "$src/.git" ] || die "SRC_DIR: $src is not a git checkout (the root builds a clone of its HEAD)"
+case $port_base in
+    ''|*[!0-9]*) die "--port-base: invalid value '$port_base': expected a port number" ;;
+esac
+case $root in /*) ;; *) die "--root: invalid value '$root': expected an absolute path" ;; esac
+case $work in /*) ;; *) die "--work: invalid value '$work': expected an absolute path" ;; esac
+[ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, mount)"
+for cmd in debootstrap chroot mount umount flock git; do
+    command -v "$cmd" >/dev/null || die "$cmd not found (apt-get install debootstrap util-linux mount git)"
+done
+
+passed=0
+failed=0
+skipped=0
+pass() { echo "PASS: $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $1: $2"; failed=$((failed + 1)); }
+skip() { echo "SKIP: $1: $2"; skipped=$((skipped + 1)); }
+finish() {
+    echo "debian13: $passed passed, $failed failed, $skipped skipped"
+    exit $(( failed > 0 ))
+}
+
+mkdir -p "$work" "$(dirname "$root")" || die "cannot create $work or $(dirname "$root")"
+logs=$work/logs
+mkdir -p "$logs"
+# One run per root at a time: the mounts and the package state are shared.
+exec 9>"$root.lock" || die "cannot open $root.lock"
+flock -n 9 || die "$root is in use by another debian13-root.sh (lock $root.lock)"
+
+# ------------------------------------------------------------ mounts
+mounted=()
+mount_in_root() {  # mount_in_root TARGET MOUNT-ARGS...
+    local target=$root$1; shift
+    mkdir -p "$target" && mount "$@" "$target" || return 1
+    mounted+=("$target")
+}
+# Processes left in the root (a daemon a failed test did not stop) keep its
+# mounts busy: each was started by this run, inside this root.
+stop_root_processes() {
+    local p r pids=
+    for p in /proc/[0-9]*; do
+        r=$(readlink "$p/root" 2>/dev/null) || continue
+        [ "$r" = "$root" ] && pids="$pids ${p#/proc/}"
+    done
+    [ -z "$pids" ] && return 0
+    echo "debian13-root: stopping processes left in the root:$pids" >&2
+    for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+    sleep 2
+    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+    return 0
+}
+unmount_root() {
+    local i
+    [ ${#mounted[@]} -gt 0 ] || return 0
+    stop_root_processes
+    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+        umount -R "${mounted[i]}" 2>/dev/null || umount -R -l "${mounted[i]}" ||
+            echo "debian13-root: cannot unmount ${mounted[i]}" >&2
+    done
+    mounted=()
+}
+trap unmount_root EXIT
+trap 'exit 130' INT TERM
+
+mount_root() {
+    mount_in_root /proc -t proc proc || return 1
+    mount_in_root /sys --rbind /sys && mount --make-rslave "$root/sys" || return 1
+    mount_in_root /dev --rbind /dev && mount --make-rslave "$root/dev" || return 1
+    mount_in_root /run -t tmpfs -o mode=755 tmpfs || return 1
+    mount_in_root "$work" --bind "$work" || return 1
+    cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+}
+
+# in_root COMMAND...: runs a shell command line in the root, with a clean
+# environment.
+in_root() {
+    chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive TERM=dumb /bin/sh -c "$*"
+}
+
+# step NAME LOG COMMAND...: runs a step, PASS or FAIL with the log's tail.
+step() {
+    local name=$1 log=$2; shift 2
+    if "$@" >"$log" 2>&1; then
+        pass "$name"
+        return 0
+    fi
+    fail "$name" "see $log"
+    tail -25 "$log" | sed 's/^/    /'
+    return 1
+}
+
+# ------------------------------------------------------------ phase 1: the root
+stamps=$root/var/lib/goldminer-root
+
+make_root() {
+    if [ -e "$root" ]; then
+        # Only an unfinished debootstrap (its debootstrap/ folder is still
+        # there) or an empty directory is removed and made again.
+        if [ -d "$root/debootstrap" ]; then
+            echo "removing the unfinished root $root"
+            rm -rf --one-file-system "$root" || return 1
+        elif [ -n "$(ls -A "$root")" ]; then
+            echo "debian13-root: $root exists, is not empty and holds no finished root ($stamps/debootstrap): remove it or pick another --root" >&2
+            return 1
+        fi
+    fi
+    debootstrap --variant=minbase --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
+        "$suite" "$root" "$mirror" || return 1
+    mkdir -p "$stamps" && date -u +%FT%TZ >"$stamps/debootstrap"
+}
+
+# Binary and source entries for trixie and its updates; no daemon starts on
+# install (a chroot has no init; the devcluster starts its own).
+configure_apt() {
+    rm -f "$root/etc/apt/sources.list"
+    cat >"$root/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb deb-src
+URIs: $mirror
+Suites: $suite $suite-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: $suite-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+    chmod 755 "$root/usr/sbin/policy-rc.d"
+    printf 'APT::Install-Recommends "false";\n' >"$root/etc/apt/apt.conf.d/90goldminer-no-recommends"
+}
+
+# scripts/install-deps.sh's list under trixie's names (clang's runtime
+# library carries clang's major version), Slurm's daemons and client, and
+# what building Debian packages from a git clone needs.
+root_packages() {
+    local clang_major
+    clang_major=$(in_root "apt-cache depends clang" | sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -1)
+    [ -n "$clang_major" ] || { echo "debian13-root: cannot tell clang's version from apt-cache depends clang" >&2; return 1; }
+    echo "build-essential autoconf automake libtool pkg-config dpkg-dev ccache
+ slurm-wlm slurmctld slurmd slurm-client libslurm-dev
+ munge libmunge-dev libpam0g-dev libpmix-dev
+ openmpi-bin libopenmpi-dev libucx-dev ucx-utils libhwloc-dev
+ libboost-program-options-dev libgtest-dev libgmock-dev googletest
+ clang libclang-rt-$clang_major-dev
+ libtorch-dev python3-torch python3-torchvision python3-pybind11 python3-numpy python3-venv libdlpack-dev
+ python3-pip python3-setuptools python3-wheel
+ libopenblas0-pthread libjpeg62-turbo-dev
+ iproute2 util-linux procps hostname jq curl
+ debhelper dh-python devscripts fakeroot git ca-certificates"
+}
+
+install_packages() {
+    local packages
+    configure_apt || return 1
+    in_root "apt-get update -q" || return 1
+    packages=$(root_packages) || return 1
+    # shellcheck disable=SC2086
+    echo "packages:" $packages
+    [ "$(cat "$stamps/packages" 2>/dev/null)" = "$packages" ] && { echo "all present"; return 0; }
+    in_root "apt-get install -y -q $(echo "$packages" | tr '\n' ' ')" || return 1
+    printf '%s\n' "$packages" >"$stamps/packages"
+}
+
+# trixie's slurm-wlm source, configured for its config.h, where
+# scripts/install-deps.sh puts Debian 12's (/usr/local/src/goldminer). Only
+# the upstream tarball (.orig, checked against the SHA-256 of trixie's signed
+# Sources index) is fetched, as scripts/install-slurm-release.sh does: the
+# archive's proxies here serve it but not every .dsc and .debian.tar.xz, so
+# `apt-get source` fails; Debian's patches do not change the headers used.
+slurm_source() {
+    local ver upstream parent=/usr/local/src/goldminer tree orig uri file sha
+    ver=$(in_root "dpkg-query -W -f='\${Version}' slurmctld") || return 1
+    upstream=${ver#*:}
+    upstream=${upstream%%-*}
+    tree=$parent/slurm-wlm-$upstream
+    if [ ! -f "$root$tree/config.h" ]; then
+        # One line per file: 'URI' NAME SIZE SHA256:HASH
+        orig=$(in_root "apt-get source -q --print-uris slurm-wlm=$ver" |
+               grep "^'[^']*' slurm-wlm_[^ ]*\.orig\.tar\.[a-z0-9]* ") || {
+            echo "debian13-root: $suite's Sources index has no .orig tarball of slurm-wlm $ver" >&2
+            return 1
+        }
+        uri=$(printf '%s\n' "$orig" | sed "s/^'\([^']*\)'.*/\1/")
+        file=$(printf '%s\n' "$orig" | awk '{ print $2 }')
+        sha=$(printf '%s\n' "$orig" | sed -n 's/.* SHA256:\([0-9a-f]*\)$/\1/p')
+        [ -n "$sha" ] || { echo "debian13-root: no SHA256 for $file in $suite's Sources index" >&2; return 1; }
+        mkdir -p "$root$parent"
+        if ! printf '%s  %s\n' "$sha" "$root$parent/$file" | sha256sum -c --status 2>/dev/null; then
+            echo "downloading $uri"
+            in_root "curl -fsSL --retry 3 -o $parent/$file.part '$uri'" || return 1
+            printf '%s  %s\n' "$sha" "$root$parent/$file.part" | sha256sum -c --status || {
+                echo "debian13-root: $uri: SHA-256 differs from $suite's Sources index ($sha)" >&2
+                return 1
+            }
+            mv "$root$parent/$file.part" "$root$parent/$file"
+        fi
+        rm -rf "$root$tree" && mkdir -p "$root$tree" &&
+            tar -xf "$root$parent/$file" -C "$root$tree" --strip-components=1 || return 1
+        in_root "cd $tree && ./configure -q --prefix=/usr --sysconfdir=/etc/slurm" || return 1
+    fi
+    echo "$tree" >"$stamps/slurm-src"
+    echo "slurm source: $tree (slurm-wlm $ver)"
+}
+
+echo "debian13: root $root, work $work, port base $port_base"
+phase1_start=$(date +%s)
+if [ -f "$stamps/debootstrap" ]; then
+    pass "root (debootstrap $suite, cached since $(cat "$stamps/debootstrap"))"
+else
+    step "root (debootstrap $suite)" "$logs/debootstrap.log" make_root || finish
+fi
+mount_root || { fail mounts "cannot mount /proc, /sys, /dev, /run or $work in $root"; finish; }
+step "root packages" "$logs/packages.log" install_packages || finish
+step "slurm source tree" "$logs/slurm-source.log" slurm_source || finish
+echo "debian13: phase 1 (the root) took $(( $(date +%s) - phase1_start )) s"
+if [ "$root_only" = yes ]; then
+    finish
+fi
+
+# ------------------------------------------------------------ phase 2: build and test
+phase2_start=$(date +%s)
+slurm_src=$(cat "$stamps/slurm-src")
+clone=$work/src
+build_lock=${GOLDMINER_BUILD_LOCK:-/tmp/gm/build.lock}
+mkdir -p "$(dirname "$build_lock")"
+
+clone_source() {
+    rm -rf "$clone" && git clone -q --no-hardlinks "$src" "$clone" &&
+        git -C "$clone" log -1 --format='commit %h %s'
+}
+step "clone $(git -C "$src" rev-parse --short HEAD)" "$logs/clone.log" clone_source || finish
+if [ ! -f "$clone/debian/control" ]; then
+    fail "make deb" "$src's HEAD has no debian/control (make deb not committed yet)"
+    finish
+fi
+
+build_deps() {
+    in_root "cd $clone && apt-get build-dep -y -q ./"
+}
+step "Build-Depends installable on $suite (apt-get build-dep)" "$logs/build-dep.log" build_deps || finish
+
+build_debs() {
+    flock "$build_lock" nice chroot "$root" /usr/bin/env -i \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive TERM=dumb /bin/sh -c "
+        set -e
+        cd $clone
+        autoreconf -fi >/dev/null
+        mkdir -p build && cd build
+        ../configure --with-slurm=/usr --with-slurm-src=$slurm_src
+        make -j2 deb"
+}
+step "make deb (Slurm $(in_root "dpkg-query -W -f='\${Version}' slurmctld"))" "$logs/make-deb.log" build_debs || finish
+
+debs=$work/debs
+rm -rf "$debs" && mkdir -p "$debs"
+find "$clone" -maxdepth 3 -name '*.deb' -newer "$logs/clone.log" -exec cp {} "$debs"/ \;
+ls "$debs"/*.deb >/dev/null 2>&1 || { fail "make deb" "no .deb under $clone after make deb"; finish; }
+echo "debian13: phase 2 build took $(( $(date +%s) - phase2_start )) s; packages:"
+find "$debs" -name '*.deb' -printf '    %f\n' | sort
+
+test_start=$(date +%s)
+if [ ! -x "$clone/tests/packages/test-debs.sh" ]; then
+    fail "test-debs.sh" "$src's HEAD has no tests/packages/test-debs.sh"
+    finish
+fi
+in_root "cd $clone && tests/packages/test-debs.sh --state-dir $work/itest --port-base $port_base $debs" \
+    2>&1 | tee "$logs/test-debs.log"
+# Its own PASS/FAIL/SKIP lines count into this tally.
+read -r p f s < <(sed -n 's/^[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' \
+    "$logs/test-debs.log" | tail -1)
+if [ -n "${p:-}" ]; then
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+else
+    fail "test-debs.sh" "no tally line; see $logs/test-debs.log"
+fi
+echo "debian13: phase 2 tests took $(( $(date +%s) - test_start )) s"
+[ "$keep" = yes ] || rm -rf "$clone"
+finish
