@@ -3,15 +3,25 @@
 # plus Slurm's source tree (internal headers for the select plugin).
 # Idempotent: a second run installs nothing and re-uses the source tree.
 #
-# Usage: scripts/install-deps.sh [--slurm RELEASE] [SLURM_SRC_PARENT]
-#   --slurm RELEASE   also build and install that Slurm release from
-#                     Debian's source package into /opt/slurm-RELEASE
-#                     (24.11: Debian 13 "trixie"; 26.05: Debian unstable
-#                     "sid"), with munge and PMIx; its configured source
-#                     tree stays in SLURM_SRC_PARENT for the select
-#                     plugin's headers. Skipped when the prefix already
-#                     holds that release. Without it: Debian 12's Slurm
-#                     22.05 packages and their source tree.
+# Usage: scripts/install-deps.sh [--slurm RELEASE [--slurm-source FILE]]
+#                                [SLURM_SRC_PARENT]
+#   --slurm RELEASE   also build and install that Slurm release (24.11,
+#                     25.11, 26.05) into /opt/slurm-RELEASE, with munge
+#                     and PMIx; its configured source tree stays in
+#                     SLURM_SRC_PARENT for the select plugin's headers.
+#                     Skipped when the prefix already holds that release.
+#                     The source: Debian's slurm-wlm source package where
+#                     a suite carries the release and the archive serves it
+#                     (24.11: Debian 13 "trixie"; 26.05: unstable "sid"),
+#                     else SchedMD's release tarball in ../shared/slurm/
+#                     beside the checkout (checked against its SHA256SUMS).
+#                     Without --slurm: Debian 12's Slurm 22.05 packages and
+#                     their source tree.
+#   --slurm-source FILE
+#                     build from this SchedMD release tarball
+#                     (slurm-RELEASE.N.tar.bz2|xz|gz, checked against a
+#                     SHA256SUMS beside it or the checksums this script
+#                     knows) instead.
 #   SLURM_SRC_PARENT  where Slurm source trees are unpacked
 #                     (default: /usr/local/src/goldminer)
 set -eu
@@ -19,27 +29,42 @@ set -eu
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { say "$*" >&2; exit 1; }
 
-# release|Debian suite whose slurm-wlm source package carries it
-readonly SLURM_RELEASES="24.11|trixie 26.05|sid"
+# release|Debian suite whose slurm-wlm source package carries it (-: none)
+readonly SLURM_RELEASES="24.11|trixie 25.11|- 26.05|sid"
+# Where SchedMD's release tarballs are looked for by default.
+slurm_source_dir=$(cd "$(dirname "$0")/../.." && pwd)/shared/slurm
+usage="usage: install-deps.sh [--slurm RELEASE [--slurm-source FILE]] [SLURM_SRC_PARENT]"
 
 release=
+source=
 while [ $# -gt 0 ]; do
     case $1 in
         --slurm)
-            [ $# -ge 2 ] || die "--slurm: missing value (one of: 24.11 26.05)"
+            [ $# -ge 2 ] || die "--slurm: missing value (one of: 22.05 24.11 25.11 26.05)"
             release=$2; shift 2 ;;
         --slurm=*) release=${1#--slurm=}; shift ;;
-        -*) die "unknown option '$1' (usage: install-deps.sh [--slurm RELEASE] [SLURM_SRC_PARENT])" ;;
+        --slurm-source)
+            [ $# -ge 2 ] || die "--slurm-source: missing value (a SchedMD tarball, slurm-RELEASE.N.tar.bz2)"
+            source=$2; shift 2 ;;
+        --slurm-source=*) source=${1#--slurm-source=}; shift ;;
+        -*) die "unknown option '$1' ($usage)" ;;
         *) break ;;
     esac
 done
 [ "$release" != 22.05 ] || release=   # Debian 12's own: the default
+[ -z "$source" ] || [ -n "$release" ] ||
+    die "--slurm-source needs --slurm RELEASE (22.05 is Debian 12's packages) ($usage)"
 suite=
 if [ -n "$release" ]; then
     for r in $SLURM_RELEASES; do
         [ "${r%%|*}" != "$release" ] || suite=${r#*|}
     done
-    [ -n "$suite" ] || die "--slurm: invalid value '$release': supported releases are 22.05 (the default, Debian 12's packages), 24.11 and 26.05"
+    [ -n "$suite" ] || die "--slurm: invalid value '$release': supported releases are 22.05 (the default, Debian 12's packages), 24.11, 25.11 and 26.05"
+    [ "$suite" != - ] || suite=
+    case $source in
+        ''|/*) ;;
+        *) source=$(pwd)/$source ;;
+    esac
 fi
 
 src_parent=${1:-/usr/local/src/goldminer}
@@ -84,7 +109,8 @@ fi
 if [ -n "$release" ]; then
     # shellcheck source=scripts/install-slurm-release.sh
     . "$(dirname "$0")/install-slurm-release.sh"
-    install_slurm_release "$release" "$suite" "/opt/slurm-$release" "$src_parent"
+    install_slurm_release "$release" "$suite" "/opt/slurm-$release" "$src_parent" \
+        "$source" "$slurm_source_dir"
     exit 0
 fi
 

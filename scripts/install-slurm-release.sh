@@ -1,13 +1,22 @@
 # shellcheck shell=sh
 #
-# Builds and installs a Slurm release other than Debian 12's own from
-# the upstream tarball of Debian's slurm-wlm source package in a later
-# suite (24.11: trixie, 26.05: sid), for install-deps.sh --slurm RELEASE.
+# Builds and installs a Slurm release other than Debian 12's own into
+# PREFIX, for install-deps.sh --slurm RELEASE. The source is, in order:
+#  - a SchedMD release tarball given with --slurm-source FILE;
+#  - the upstream tarball of Debian's slurm-wlm source package in the
+#    suite that carries the release (24.11: trixie, 26.05: sid), when the
+#    archive serves it;
+#  - SchedMD's tarball of that release in ../shared/slurm/ beside the
+#    checkout (the default SLURM_SOURCE_DIR), when one is there.
+# Every tarball is checked: Debian's against the SHA-256 of its signed
+# Sources index, SchedMD's against a SHA256SUMS file beside it or, for the
+# releases named in SCHEDMD_SHA256 below, the checksum SchedMD published.
 #
 # The package index comes through apt with a private configuration
 # (its own sources list, lists and cache under /var/lib/goldminer), so the
 # machine's own apt sources never see the later suite and `apt-get install`
-# keeps installing bookworm's packages. The source tree is configured for
+# keeps installing bookworm's packages. The source tree (SRC_PARENT/
+# slurm-wlm-VERSION, whichever tarball it came from) is configured for
 # the prefix, built and installed from where it stays: the select plugin
 # builds against its config.h and src/ headers, as on 22.05.
 #
@@ -16,6 +25,13 @@
 # when PREFIX/sbin/slurmctld is the tree's version.
 #
 # Sourced by install-deps.sh, which provides say() and die().
+
+# SchedMD's release tarballs this script knows the SHA-256 of (as listed
+# in ../shared/slurm/SHA256SUMS), for a tarball with no SHA256SUMS beside it.
+readonly SCHEDMD_SHA256="
+slurm-25.11.7.tar.xz e601de05cfc3369f1b7fb612cd2fd47e753b35b8ae9855d9733d36b047ceca92
+slurm-26.05.3.tar.xz 395c99720f008fea253600e19a1f2798df3b5db67f40689cee2eb39d86411b13
+"
 
 # Where PMIx's development files are on Debian (libpmix-dev).
 readonly SLURM_PMIX_DIR=/usr/lib/x86_64-linux-gnu/pmix2
@@ -39,24 +55,39 @@ slurm_apt() {
         -o APT::Sandbox::User=root "$@"
 }
 
-# fetch_slurm_source RELEASE SUITE SRC_PARENT: unpacks the upstream
+# unpack_slurm_tree TARBALL VERSION SRC_PARENT: unpacks TARBALL (one
+# top directory) as SRC_PARENT/slurm-wlm-VERSION, unless it is there.
+unpack_slurm_tree() {
+    [ ! -d "$3/slurm-wlm-$2" ] || return 0
+    rm -rf "$3/slurm-wlm-$2.part"
+    mkdir -p "$3/slurm-wlm-$2.part"
+    tar -xf "$1" -C "$3/slurm-wlm-$2.part" --strip-components=1 ||
+        die "cannot unpack $1 into $3/slurm-wlm-$2.part"
+    mv "$3/slurm-wlm-$2.part" "$3/slurm-wlm-$2"
+}
+
+# fetch_debian_source RELEASE SUITE SRC_PARENT: unpacks the upstream
 # tarball of SUITE's slurm-wlm source package (its .orig.tar.gz, checked
 # against the SHA-256 in SUITE's signed Sources index) under SRC_PARENT
-# as slurm-wlm-VERSION and prints VERSION; refuses another release.
+# as slurm-wlm-VERSION and prints VERSION. Returns 1, saying why, when
+# the archive has no such package of RELEASE or does not serve it.
 # Debian's patches are not applied: only the tarball is fetched, which is
 # also all that some mirrors and proxies serve from the pool.
-fetch_slurm_source() {
+fetch_debian_source() {
     _dir=/var/lib/goldminer/apt-$2
     mkdir -p "$_dir/lists/partial" "$_dir/cache/archives/partial" "$3"
     printf 'deb-src http://deb.debian.org/debian %s main\n' "$2" >"$_dir/sources.list"
-    slurm_apt "$2" update >"$_dir/update.out" 2>&1 || {
+    if ! slurm_apt "$2" update >"$_dir/update.out" 2>&1; then
         tail -5 "$_dir/update.out" >&2
-        die "apt-get update for Debian $2's sources failed (full output: $_dir/update.out)"
-    }
+        say "apt-get update for Debian $2's sources failed (full output: $_dir/update.out)" >&2
+        return 1
+    fi
     # One line per file: 'URI' NAME SIZE SHA256:HASH
     _orig=$(slurm_apt "$2" source --print-uris slurm-wlm 2>/dev/null |
-            grep "^'[^']*' slurm-wlm_[^ ]*\.orig\.tar\.[a-z0-9]* ") ||
-        die "Debian $2 has no slurm-wlm source package with an .orig tarball (apt-get source --print-uris slurm-wlm with $_dir/sources.list)"
+            grep "^'[^']*' slurm-wlm_[^ ]*\.orig\.tar\.[a-z0-9]* ") || {
+        say "Debian $2 has no slurm-wlm source package with an .orig tarball" >&2
+        return 1
+    }
     _uri=$(printf '%s\n' "$_orig" | sed "s/^'\([^']*\)'.*/\1/")
     _file=$(printf '%s\n' "$_orig" | awk '{ print $2 }')
     _sha=$(printf '%s\n' "$_orig" | sed -n 's/.* SHA256:\([0-9a-f]*\)$/\1/p')
@@ -64,7 +95,8 @@ fetch_slurm_source() {
     _upstream=${_upstream%.orig.tar.*}
     case $_upstream in
         "$1".*) ;;
-        *) die "Debian $2's slurm-wlm is $_upstream, not Slurm $1: this script's release table (install-deps.sh SLURM_RELEASES) needs updating" ;;
+        *) say "Debian $2's slurm-wlm is $_upstream, not Slurm $1 (install-deps.sh SLURM_RELEASES names the suite)" >&2
+           return 1 ;;
     esac
     [ -n "$_sha" ] || die "no SHA256 for $_file in Debian $2's Sources index"
     if [ ! -d "$3/slurm-wlm-$_upstream" ]; then
@@ -72,43 +104,97 @@ fetch_slurm_source() {
             say "downloading Slurm $_upstream ($_uri)" >&2
             if ! curl -fsSL --retry 3 -o "$3/$_file.part" "$_uri"; then
                 rm -f "$3/$_file.part"
-                # A mirror may lag its own index: an upstream tree of
-                # the same release unpacked there by hand will do.
-                _local=$(ls -d "$3/slurm-wlm-$1".* 2>/dev/null | sort -V | tail -n 1)
-                [ -n "$_local" ] ||
-                    die "download of $_uri into $3 failed; to build from SchedMD's tarball instead, unpack slurm-$1.N.tar.bz2 as $3/slurm-wlm-$1.N and run this again"
-                say "download of $_uri failed: using the Slurm $1 source tree already there, $_local" >&2
-                printf '%s\n' "${_local##*/slurm-wlm-}"
-                return 0
+                say "Debian $2 lists slurm-wlm $_upstream but the download of $_uri failed" >&2
+                return 1
             fi
             printf '%s  %s\n' "$_sha" "$3/$_file.part" | sha256sum -c --status ||
                 die "$_uri: SHA-256 differs from Debian $2's Sources index ($_sha)"
             mv "$3/$_file.part" "$3/$_file"
         fi
-        rm -rf "$3/slurm-wlm-$_upstream.part"
-        mkdir "$3/slurm-wlm-$_upstream.part"
-        tar -xf "$3/$_file" -C "$3/slurm-wlm-$_upstream.part" --strip-components=1 ||
-            die "cannot unpack $3/$_file"
-        mv "$3/slurm-wlm-$_upstream.part" "$3/slurm-wlm-$_upstream"
+        unpack_slurm_tree "$3/$_file" "$_upstream" "$3"
     fi
     printf '%s\n' "$_upstream"
 }
 
-# install_slurm_release RELEASE SUITE PREFIX SRC_PARENT
+# schedmd_tarball RELEASE DIR: the newest slurm-RELEASE.N.tar.* in DIR.
+schedmd_tarball() {
+    # shellcheck disable=SC2012  # SchedMD names: no odd characters
+    ls -d "$2/slurm-$1".[0-9]*.tar.* 2>/dev/null | sort -V | tail -n 1
+}
+
+# fetch_schedmd_source RELEASE TARBALL SRC_PARENT: checks SchedMD's
+# release tarball TARBALL (slurm-RELEASE.N.tar.{bz2,xz,gz}) against a
+# SHA256SUMS beside it or SCHEDMD_SHA256, unpacks it under SRC_PARENT as
+# slurm-wlm-RELEASE.N and prints RELEASE.N.
+fetch_schedmd_source() {
+    [ -f "$2" ] || die "--slurm-source: $2: no such file"
+    _file=${2##*/}
+    _version=${_file#slurm-}
+    _version=${_version%.tar.*}
+    case $_version in
+        "$1".[0-9]*) ;;
+        *) die "--slurm-source: $2 is not a SchedMD tarball of Slurm $1 (expected slurm-$1.N.tar.bz2, .tar.xz or .tar.gz)" ;;
+    esac
+    _sums=${2%/*}/SHA256SUMS
+    [ "$_sums" != "$2/SHA256SUMS" ] || _sums=./SHA256SUMS
+    _sha=$(awk -v f="$_file" '$2 == f || $2 == "*" f { print $1 }' "$_sums" 2>/dev/null)
+    [ -n "$_sha" ] || _sha=$(printf '%s\n' "$SCHEDMD_SHA256" | awk -v f="$_file" '$1 == f { print $2 }')
+    [ -n "$_sha" ] ||
+        die "--slurm-source: no checksum for $_file: put SchedMD's published SHA-256 for it in a SHA256SUMS file beside it ('HASH  $_file')"
+    if [ ! -d "$3/slurm-wlm-$_version" ]; then
+        say "checking $2 (SHA-256 $_sha)" >&2
+        printf '%s  %s\n' "$_sha" "$2" | sha256sum -c --status ||
+            die "--slurm-source: $2: SHA-256 is not $_sha (a corrupt or different file; download it again from https://download.schedmd.com/slurm/)"
+        mkdir -p "$3"
+        unpack_slurm_tree "$2" "$_version" "$3"
+    fi
+    printf '%s\n' "$_version"
+}
+
+# slurm_source RELEASE SUITE SRC_PARENT SOURCE SOURCE_DIR: the source
+# tree's VERSION, from SOURCE (a SchedMD tarball; empty: none given), else
+# Debian's SUITE (empty: none carries RELEASE), else SOURCE_DIR's tarball.
+slurm_source() {
+    if [ -n "$4" ]; then
+        fetch_schedmd_source "$1" "$4" "$3"
+        return
+    fi
+    if [ -n "$2" ] && fetch_debian_source "$1" "$2" "$3"; then
+        return 0
+    fi
+    _tarball=$(schedmd_tarball "$1" "$5")
+    if [ -n "$_tarball" ]; then
+        say "using SchedMD's $_tarball" >&2
+        fetch_schedmd_source "$1" "$_tarball" "$3"
+        return
+    fi
+    _from="no Debian suite carries it"
+    [ -z "$2" ] || _from="Debian $2 does not serve it here"
+    die "no source for Slurm $1: $_from and $5 has no slurm-$1.N.tar.* ; download SchedMD's release from https://download.schedmd.com/slurm/ (slurm-$1.N.tar.bz2) with its SHA-256 and pass --slurm-source FILE"
+}
+
+# install_slurm_release RELEASE SUITE PREFIX SRC_PARENT SOURCE SOURCE_DIR
+# (SUITE, SOURCE: empty for none; see slurm_source)
 install_slurm_release() {
     _release=$1 _suite=$2 _prefix=$3 _parent=$4
     _have=$(slurm_version_of "$_prefix") || _have=
+    _want="$_release.*"
+    if [ -n "$5" ]; then  # that tarball's micro release, no other
+        _want=${5##*/slurm-}
+        _want=${_want%.tar.*}
+    fi
+    # shellcheck disable=SC2254  # _want is a pattern
     case $_have in
-        "$_release".*)
+        $_want)
             if [ -f "$_parent/slurm-wlm-$_have/config.h" ]; then
                 say "Slurm $_have present: $_prefix (source: $_parent/slurm-wlm-$_have)"
                 return 0
             fi ;;
     esac
 
-    _version=$(fetch_slurm_source "$_release" "$_suite" "$_parent")
+    _version=$(slurm_source "$_release" "$_suite" "$_parent" "$5" "$6")
     _tree=$_parent/slurm-wlm-$_version
-    cd "$_tree"
+    cd "$_tree" || die "cannot enter $_tree"
     if ! grep -q -- "'--prefix=$_prefix'" config.status 2>/dev/null ||
        [ ! -f config.h ]; then
         _pmix=

@@ -16,7 +16,7 @@
 
 static void *cons_tres_handle;
 /* Called for its effect only: fini returns int up to 24.11, void from
- * 26.05 on. */
+ * 25.05 on. */
 static void (*cons_tres_fini)(void);
 
 /* Finds select_cons_tres.so in PluginDir (a colon list). */

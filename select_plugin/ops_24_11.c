@@ -3,7 +3,7 @@
  * Its select interface (31 select_p_* and plugin_id, as
  * src/interfaces/select.c lists them) is ops_common.c's whole table:
  * node and job info, state save and the step calls as on 22.05, job_test
- * with a resv_exc_t as on 26.05.
+ * with a resv_exc_t as from 25.11 on.
  *
  * 24.11's slurmctld loads every select_*.so in PluginDir and refuses a
  * duplicate plugin_id: this plugin keeps an id of its own, as on 22.05.

@@ -1,11 +1,12 @@
 /*
- * select/goldminer_cons_tres on Slurm 26.05: what only this release has.
- * Its select interface is 13 select_p_* and plugin_id, as
- * src/interfaces/select.c lists them (node and job info, state save and
- * steps left the interface): ops_common.c's table without its 22.05 and
- * 24.11 part, plus job_mem_reduce here. job_test's arguments are 24.11's.
+ * select/goldminer_cons_tres on Slurm 25.11 and 26.05: what only these
+ * releases have. Since 25.05 the select interface is 12 select_p_* and
+ * plugin_id, as src/interfaces/select.c lists them (node and job info,
+ * state save and steps left the interface): ops_common.c's table without
+ * its 22.05 and 24.11 part. 26.05 added job_mem_reduce, here behind a
+ * version guard. job_test's arguments are 24.11's.
  *
- * 26.05's slurmctld loads only SelectType and treats the cluster as
+ * From 25.05 on slurmctld loads only SelectType and treats the cluster as
  * cons_tres (GPU requests, CR_Core, CoreCnt reservations) only when the
  * loaded plugin's plugin_id is cons_tres's own (running_cons_tres()): this
  * wrapper reports cons_tres's id, 109. init returns int, fini nothing.
@@ -16,9 +17,14 @@
 
 #include "select_plugin/shim.h"
 
-/* cons_tres's own id: 26.05 enables its cons_tres features by the id. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+#define GM_OPS_MEM_REDUCE 1
+#endif
+
+/* cons_tres's own id: these releases enable cons_tres features by it. */
 const uint32_t plugin_id = SELECT_PLUGIN_CONS_TRES;
 
+#ifdef GM_OPS_MEM_REDUCE
 /* cons_tres's entry points that only 26.05 has, resolved by the names
  * below, in the same order. */
 static struct {
@@ -30,12 +36,17 @@ static const char *const cons_tres_syms[] = {
 };
 
 GM_SYMS_MATCH(cons_tres_syms, cons_tres);
+#endif
 
 extern int init(void)
 {
+#ifdef GM_OPS_MEM_REDUCE
 	const struct gm_syms own = GM_SYMS(cons_tres_syms, cons_tres);
 
 	return gm_ops_init(&own);
+#else
+	return gm_ops_init(NULL);
+#endif
 }
 
 extern void fini(void)
@@ -43,8 +54,10 @@ extern void fini(void)
 	gm_ops_fini();
 }
 
+#ifdef GM_OPS_MEM_REDUCE
 /* The job's memory shrank (allocated per node): cores are unchanged. */
 extern void select_p_job_mem_reduce(job_record_t *job_ptr)
 {
 	cons_tres.job_mem_reduce(job_ptr);
 }
+#endif

@@ -1,6 +1,6 @@
 /*
  * select/goldminer_cons_tres's select_p_* entry points that the supported
- * releases share (configure accepts 22.05, 24.11 and 26.05): every one but
+ * releases share (configure accepts 22.05, 24.11, 25.11 and 26.05): every one but
  * job_test delegates to cons_tres (loaded by cons_tres.c); those that
  * change allocations tell the job_test view (gm_usage_changed); job_test
  * goes through the release-independent gm_job_test (narrowing.c) with the
@@ -9,13 +9,13 @@
  * the entry points only that release has.
  *
  * Where the releases part, a version guard says which have what:
- *  - 22.05 and 24.11 (not 26.05): state save and restore, job_init, the
+ *  - before 25.05 (22.05, 24.11): state save and restore, job_init, the
  *    step calls, node and job info (GM_OPS_INFO);
- *  - 24.11 and 26.05 (not 22.05): job_test's exclusion argument is a
+ *  - from 24.11 on (not 22.05): job_test's exclusion argument is a
  *    resv_exc_t, plus will_run data (GM_OPS_RESV_EXC); 22.05's job_test is
  *    in ops_22_05.c;
- *  - 26.05: recovered jobs reach cons_tres through nodeinfo_set (job_init
- *    left the interface), so it changes the job_test view.
+ *  - from 25.05 on: recovered jobs reach cons_tres through nodeinfo_set
+ *    (job_init left the interface), so it changes the job_test view.
  *
  * Written in C: Slurm's internal headers do not compile as C++ (STYLE.md
  * §1-2); the policy is in the Slurm-free core (sched/select_decision.h).
@@ -28,7 +28,7 @@
 #include "src/common/node_conf.h"
 #include "src/common/run_in_daemon.h"
 
-#if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(26, 5, 0)
+#if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(25, 5, 0)
 #define GM_OPS_INFO 1
 #endif
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
@@ -184,7 +184,7 @@ extern int select_p_node_init(void)
 }
 
 #ifdef GM_OPS_RESV_EXC
-/* 24.11 and 26.05 pass what the job may not use (advanced reservations)
+/* From 24.11 on, callers pass what the job may not use (advanced reservations)
  * as a resv_exc_t, never NULL: its exc_cores holds one core bitmap per
  * node (NULL entries and a NULL array: nothing excluded), which cons_tres
  * subtracts from the free cores. */

@@ -3,7 +3,7 @@
  * (narrowing.c, cons_tres.c), the entry points the supported releases
  * share (ops_common.c, version guards where they part) and the one file
  * per Slurm release that keeps what only that release has (ops_22_05.c,
- * ops_24_11.c, ops_26_05.c, chosen by configure from the Slurm version it
+ * ops_24_11.c, ops_25_11.c for 25.11 and 26.05, chosen by configure from the Slurm version it
  * finds).
  *
  * Adding a release:
@@ -15,7 +15,7 @@
  *     nearest), with their own table and symbol names (same order);
  *  2. set plugin_id there: unique (190) where slurmctld loads every select
  *     plugin and refuses duplicates (22.05, 24.11), cons_tres's own (109)
- *     where it enables cons_tres features by the id (26.05); init and fini
+ *     where it enables cons_tres features by the id (25.05 on); init and fini
  *     with the release's return types;
  *  3. if job_test's exclusion argument changed, implement struct gm_call,
  *     gm_shim_core_excluded and gm_shim_cons_tres_job_test over it in the

@@ -1,17 +1,26 @@
 #!/bin/bash
-# Integration tests on a real Slurm cluster on this machine, of the Slurm
-# installation the build was configured with (22.05, 24.11 or 26.05): brings
-# up goldminer-devcluster with this build's plugins, runs each test_*
-# function under a watchdog, tears the cluster down and checks nothing is
-# left. Prints `integration: Slurm VERSION (PREFIX)`, `PASS: name` /
-# `FAIL: name: why` / `SKIP: name: why` per test, then
+# Integration tests on a real Slurm cluster on this machine: brings up
+# goldminer-devcluster with GoldMiner's plugins, runs each test_* function
+# under a watchdog, tears the cluster down and checks nothing is left.
+# What is tested is either a build tree (--build-dir: its plugins, tools and
+# staged Python package, on the Slurm installation the build was configured
+# with: 22.05, 24.11 or 26.05) or an installation (--installed PREFIX, e.g.
+# what the .debs put in /usr: PREFIX's goldminer-devcluster, tools,
+# goldminer-ctld, plugins and Python package, on the Slurm that installed
+# goldminer-devcluster was built for). Tests an installation cannot run
+# (they need a build-tree-only file) are skipped with the reason.
+# Prints `integration: Slurm VERSION (PREFIX)`, what is tested,
+# `PASS: name` / `FAIL: name: why` / `SKIP: name: why` per test, then
 # `integration: N passed, N failed, N skipped`.
 # Clusters of different --state-dir and --port-base (the tests' own extra
 # clusters use PORT+4000 and PORT+5000) can run side by side.
 #
-# Usage: tests/integration/run.sh --build-dir DIR [--state-dir DIR]
+# Usage: tests/integration/run.sh --build-dir DIR | --installed [PREFIX]
+#                                 [--plugin-dir DIR] [--state-dir DIR]
 #                                 [--port-base PORT] [--keep] [--only REGEX]
-# (--only: just the tests whose names match the extended regex REGEX)
+# (--installed: PREFIX defaults to /usr; --plugin-dir: the directory holding
+# spank_goldminer.so, default probed under PREFIX (installed) or BUILD/.libs;
+# --only: just the tests whose names match the extended regex REGEX)
 # Environment: GOLDMINER_TORCH2_PYTHON, the python of a venv with torch 2.x
 # (scripts/run-tests sets it to scripts/python-venv's) for test_torch2.sh,
 # which also needs the package pip installed into BUILD/python-torch2.
@@ -19,6 +28,8 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=
+installed=
+plugin_dir=
 state=/var/tmp/goldminer-itest
 port_base=16817
 keep=no
@@ -26,6 +37,13 @@ only=
 while [ $# -gt 0 ]; do
     case $1 in
         --build-dir) build=$2; shift 2 ;;
+        --installed)
+            case ${2-} in
+                /*) installed=$2; shift 2 ;;
+                ''|--*) installed=/usr; shift ;;
+                *) echo "run.sh: --installed: invalid prefix '$2': expected an absolute path" >&2; exit 2 ;;
+            esac ;;
+        --plugin-dir) plugin_dir=$2; shift 2 ;;
         --state-dir) state=$2; shift 2 ;;
         --port-base) port_base=$2; shift 2 ;;
         --keep) keep=yes; shift ;;
@@ -33,13 +51,15 @@ while [ $# -gt 0 ]; do
         *) echo "run.sh: $1: unknown option" >&2; exit 2 ;;
     esac
 done
-[ -n "$build" ] || { echo "run.sh: --build-dir is required" >&2; exit 2; }
+if [ -n "$build" ] && [ -n "$installed" ]; then
+    echo "run.sh: --build-dir and --installed exclude each other" >&2; exit 2
+fi
+[ -n "$build$installed" ] || { echo "run.sh: --build-dir DIR or --installed [PREFIX] is required" >&2; exit 2; }
 # Kept unexported for test_torch2.sh: every job inherits this environment
 # (sbatch --export=ALL), and the spank tests check that a job sees only the
 # GOLDMINER_* variables its options set.
 torch2_python=${GOLDMINER_TORCH2_PYTHON:-/var/cache/goldminer/venv-torch2/bin/python}
 unset GOLDMINER_TORCH2_PYTHON
-build=$(cd "$build" && pwd)
 case $port_base in
     ''|*[!0-9]*) echo "run.sh: --port-base: invalid value '$port_base': expected a port number" >&2; exit 2 ;;
 esac
@@ -57,26 +77,40 @@ if [ "$(id -u)" -ne 0 ]; then
     finish
 fi
 
-devcluster="$build/goldminer-devcluster"
-plugins="$build/.libs"
 work=$(mktemp -d /tmp/goldminer-itest.XXXXXX)
 export UCX_NET_DEVICES=lo
 
-# The tests' Slurm commands are those of the installation the build's
-# plugins were built for (its configure --with-slurm).
-slurm_prefix=$(sed -n 's/^SLURM_PREFIX = //p' "$build/Makefile")
-[ -n "$slurm_prefix" ] || { echo "run.sh: no SLURM_PREFIX in $build/Makefile (not a configured build dir?)" >&2; exit 2; }
+# What is tested, for every test file (lib.sh's run_test hands these on):
+#   devcluster    goldminer-devcluster
+#   tools         the directory of goldminer-consume, goldminer-dw, goldminer-top
+#   ctld_program  goldminer-ctld
+#   plugins       the directory of spank_goldminer.so and the select plugin
+#   python_dir    the directory holding the goldminer package, put first on
+#                 PYTHONPATH by the tests (with_goldminer_python); empty when
+#                 /usr/bin/python3 finds the installed package by itself
+#   build         the build tree (empty when testing an installation)
+#   slurm_prefix  the Slurm installation the cluster runs
+# shellcheck source=tests/integration/targets.sh
+. "$here/targets.sh"
+if [ -n "$build" ]; then
+    build_targets "$build" || { rm -rf "$work"; exit 2; }
+else
+    installed_targets "$installed" || { rm -rf "$work"; exit 2; }
+fi
 PATH=$slurm_prefix/sbin:$slurm_prefix/bin:$PATH
 export PATH
 # slurmctld -V reads no slurm.conf (sinfo --version does, from 24.11 on).
 slurm_version=$(slurmctld -V 2>/dev/null | sed -n 's/^slurm[^ ]* \([0-9][0-9.]*\).*/\1/p')
 echo "integration: Slurm $slurm_version ($slurm_prefix)"
+describe_targets
 
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
 
+# An installation's plugin runs its own default dw_command (the installed
+# goldminer-dw); a build tree's names the built one.
 cluster_args=(--dir "$state" --port-base "$port_base" --plugin-dir "$plugins" --debug-flags SelectType
-              --plugstack-args "max_dw_per_job=16 dw_command=$build/goldminer-dw")
+              --plugstack-args "max_dw_per_job=16${build:+ dw_command=$tools/goldminer-dw}")
 echo "integration: starting devcluster in $state"
 if ! timeout 120 "$devcluster" up "${cluster_args[@]}" >"$work/up.out" 2>&1; then
     cat "$work/up.out"
