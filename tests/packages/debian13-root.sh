@@ -23,12 +23,17 @@
 # exits non-zero on any failure.
 #
 # Usage: tests/packages/debian13-root.sh [--root DIR] [--work DIR]
-#            [--port-base PORT] [--root-only] [--keep] SRC_DIR
+#            [--port-base PORT] [--only REGEX] [--debs DIR] [--root-only]
+#            [--keep] SRC_DIR
 #   --root DIR       the cached root (default /var/cache/goldminer/debian13-root)
 #   --work DIR       host directory mounted at the same path in the root for
 #                    the clone, the build, the .debs, the devcluster's state
 #                    and the logs (default /var/tmp/gm-d)
 #   --port-base PORT the devcluster's first port (default 23200)
+#   --only REGEX     the integration tests test-debs.sh runs (its default:
+#                    a subset; '.' runs them all)
+#   --debs DIR       test these .debs (a directory under --work) instead of
+#                    building them
 #   --root-only      phase 1 only: make or update the root, build nothing
 #   --keep           leave the build directory (the .debs are always kept)
 # Environment: GOLDMINER_BUILD_LOCK, a lock file the build holds (flock) so
@@ -43,9 +48,11 @@ work=/var/tmp/gm-d
 port_base=23200
 root_only=no
 keep=no
+only=
+prebuilt=
 readonly mirror=http://deb.debian.org/debian
 readonly suite=trixie
-usage="usage: debian13-root.sh [--root DIR] [--work DIR] [--port-base PORT] [--root-only] [--keep] SRC_DIR"
+usage="usage: debian13-root.sh [--root DIR] [--work DIR] [--port-base PORT] [--only REGEX] [--debs DIR] [--root-only] [--keep] SRC_DIR"
 
 die() { echo "debian13-root: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -53,6 +60,8 @@ while [ $# -gt 0 ]; do
         --root) [ $# -ge 2 ] || die "--root: missing value ($usage)"; root=$2; shift 2 ;;
         --work) [ $# -ge 2 ] || die "--work: missing value ($usage)"; work=$2; shift 2 ;;
         --port-base) [ $# -ge 2 ] || die "--port-base: missing value ($usage)"; port_base=$2; shift 2 ;;
+        --only) [ $# -ge 2 ] || die "--only: missing value ($usage)"; only=$2; shift 2 ;;
+        --debs) [ $# -ge 2 ] || die "--debs: missing value ($usage)"; prebuilt=$2; shift 2 ;;
         --root-only) root_only=yes; shift ;;
         --keep) keep=yes; shift ;;
         -*) die "unknown option '$1' ($usage)" ;;
@@ -67,6 +76,10 @@ case $port_base in
 esac
 case $root in /*) ;; *) die "--root: invalid value '$root': expected an absolute path" ;; esac
 case $work in /*) ;; *) die "--work: invalid value '$work': expected an absolute path" ;; esac
+if [ -n "$prebuilt" ]; then
+    prebuilt=$(cd "$prebuilt" 2>/dev/null && pwd) || die "--debs: no such directory: $prebuilt"
+    case $prebuilt/ in "$work"/*) ;; *) die "--debs: $prebuilt is not under --work $work (only that is mounted in the root)" ;; esac
+fi
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, mount)"
 for cmd in debootstrap chroot mount umount flock git; do
     command -v "$cmd" >/dev/null || die "$cmd not found (apt-get install debootstrap util-linux mount git)"
@@ -294,17 +307,9 @@ clone_source() {
     rm -rf "$clone" && git clone -q --no-hardlinks "$src" "$clone" &&
         git -C "$clone" log -1 --format='commit %h %s'
 }
-step "clone $(git -C "$src" rev-parse --short HEAD)" "$logs/clone.log" clone_source || finish
-if [ ! -f "$clone/debian/control" ]; then
-    fail "make deb" "$src's HEAD has no debian/control (make deb not committed yet)"
-    finish
-fi
-
 build_deps() {
     in_root "cd $clone && apt-get build-dep -y -q ./"
 }
-step "Build-Depends installable on $suite (apt-get build-dep)" "$logs/build-dep.log" build_deps || finish
-
 build_debs() {
     flock "$build_lock" nice chroot "$root" /usr/bin/env -i \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -316,24 +321,37 @@ build_debs() {
         ../configure --with-slurm=/usr --with-slurm-src=$slurm_src
         make -j2 deb"
 }
-step "make deb (Slurm $(in_root "dpkg-query -W -f='\${Version}' slurmctld"))" "$logs/make-deb.log" build_debs || finish
 
-debs=$work/debs
-rm -rf "$debs" && mkdir -p "$debs"
-find "$clone" -maxdepth 3 -name '*.deb' -newer "$logs/clone.log" -exec cp {} "$debs"/ \;
-ls "$debs"/*.deb >/dev/null 2>&1 || { fail "make deb" "no .deb under $clone after make deb"; finish; }
-echo "debian13: phase 2 build took $(( $(date +%s) - phase2_start )) s; packages:"
-find "$debs" -name '*.deb' -printf '    %f\n' | sort
+step "clone $(git -C "$src" rev-parse --short HEAD)" "$logs/clone.log" clone_source || finish
+if [ -n "$prebuilt" ]; then
+    debs=$prebuilt
+    echo "debian13: testing the .debs of $debs (not built by this run)"
+else
+    if [ ! -f "$clone/debian/control" ]; then
+        fail "make deb" "$src's HEAD has no debian/control (make deb not committed yet)"
+        finish
+    fi
+    step "Build-Depends installable on $suite (apt-get build-dep)" "$logs/build-dep.log" build_deps || finish
+    step "make deb (Slurm $(in_root "dpkg-query -W -f='\${Version}' slurmctld"))" "$logs/make-deb.log" build_debs || finish
+    debs=$work/debs
+    rm -rf "$debs" && mkdir -p "$debs"
+    find "$clone" -maxdepth 3 -name '*.deb' -newer "$logs/clone.log" -exec cp {} "$debs"/ \;
+    ls "$debs"/*.deb >/dev/null 2>&1 || { fail "make deb" "no .deb under $clone after make deb"; finish; }
+    echo "debian13: phase 2 build took $(( $(date +%s) - phase2_start )) s; packages:"
+    find "$debs" -name '*.deb' -printf '    %f\n' | sort
+fi
 
 test_start=$(date +%s)
 if [ ! -x "$clone/tests/packages/test-debs.sh" ]; then
     fail "test-debs.sh" "$src's HEAD has no tests/packages/test-debs.sh"
     finish
 fi
-in_root "cd $clone && tests/packages/test-debs.sh --state-dir $work/itest --port-base $port_base $debs" \
+only_arg=
+[ -z "$only" ] || only_arg="--only $(printf '%q' "$only")"
+in_root "cd $clone && tests/packages/test-debs.sh --state-dir $work/itest --port-base $port_base $only_arg $debs" \
     2>&1 | tee "$logs/test-debs.log"
 # Its own PASS/FAIL/SKIP lines count into this tally.
-read -r p f s < <(sed -n 's/^[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' \
+read -r p f s < <(sed -n 's/^packages: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped.*/\1 \2 \3/p' \
     "$logs/test-debs.log" | tail -1)
 if [ -n "${p:-}" ]; then
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
