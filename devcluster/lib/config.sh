@@ -42,8 +42,11 @@ write_slurm_conf() {
   addr=$(controller_addr)
   plugindir=$slurm_plugindir
   # A missing directory in PluginDir is fatal to every Slurm program ("Bad
-  # value ... for PluginDir"); ours is only needed when it exists.
-  if [ -d "$opt_plugin_dir" ]; then plugindir=$plugindir:$opt_plugin_dir; fi
+  # value ... for PluginDir"); ours is only needed when it exists, and not
+  # twice when installed into Slurm's own (the .debs put them there).
+  if [ -d "$opt_plugin_dir" ] && [ ! "$opt_plugin_dir" -ef "$slurm_plugindir" ]; then
+    plugindir=$plugindir:$opt_plugin_dir
+  fi
   {
     cat <<EOF
 # Written by $PROG $VERSION; rewritten by every "$PROG up".

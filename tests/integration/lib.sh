@@ -8,7 +8,8 @@ run_test() {
     local name=$1 out rc
     out=$(cd "$work" && timeout -k 5 "$TEST_TIMEOUT" bash -c ". '$here/lib.sh'; \
           for f in '$here'/test_*.sh; do . \"\$f\"; done; \
-          work='$work' state='$state' devcluster='$devcluster' plugins='$plugins' \
+          work='$work' state='$state' devcluster='$devcluster' plugins='$plugins' tools='$tools' \
+          ctld_program='$ctld_program' python_dir='$python_dir' build='$build' \
           port_base='$port_base' slurm_version='$slurm_version' torch2_python='$torch2_python'; $name" 2>&1)
     rc=$?
     if [ $rc -eq 0 ]; then
@@ -22,16 +23,33 @@ run_test() {
     fi
 }
 
+# requires_build_tree WHAT: when an installation is tested, says that this
+# test needs WHAT (a file only a build tree has) and returns 77 (skipped).
+requires_build_tree() {
+    [ -z "$build" ] || return 0
+    echo "needs $1, which only a build tree has (run.sh --build-dir)"
+    return 77
+}
+
+# use_goldminer_python: makes the tested goldminer package importable in
+# this (sub)shell and what it starts (jobs inherit it: sbatch --export=ALL):
+# $python_dir first on PYTHONPATH (a build tree's staged package, or an
+# installation's outside python3's own path); an installed package in
+# python3's own path (the .debs') needs nothing.
+use_goldminer_python() {
+    if [ -n "$python_dir" ]; then export PYTHONPATH=$python_dir${PYTHONPATH:+:$PYTHONPATH}; fi
+}
+
 # run_trainer_job NAME PYTHON PACKAGE SCRIPT ARGS...: PYTHON runs
-# tests/integration/SCRIPT ARGS... (PACKAGE first on PYTHONPATH) as the
-# training script of a `sbatch --goldminer=dw=2` job named NAME (one GPU);
-# prints its output (kept in $work/NAME.JOBID), or on a failed submission
-# says why and fails.
+# tests/integration/SCRIPT ARGS... (PACKAGE first on PYTHONPATH, unless
+# empty) as the training script of a `sbatch --goldminer=dw=2` job named
+# NAME (one GPU); prints its output (kept in $work/NAME.JOBID), or on a
+# failed submission says why and fails.
 run_trainer_job() {
     local name=$1 python=$2 package=$3 script=$4 job
     shift 4
     job=$(
-        export PYTHONPATH=$package${PYTHONPATH:+:$PYTHONPATH}
+        if [ -n "$package" ]; then export PYTHONPATH=$package${PYTHONPATH:+:$PYTHONPATH}; fi
         if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
         timeout 200 sbatch --parsable --wait --time=3 -J "$name" -o "$work/$name.%j" --goldminer=dw=2,cpus-per-dw=1 \
             -p gpu --gpus=1 --wrap "$python $integration_dir/$script $*"

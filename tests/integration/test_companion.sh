@@ -4,13 +4,12 @@
 # the companion job with the batch job.
 
 test_companion_job_feeds_the_batch_jobs_session_from_cpu_nodes() {
-    local job out dw lines=3000 n bin
-    bin=$(dirname "$devcluster")
+    local job out dw lines=3000 n
     seq 1 "$lines" | sed 's/^/sample /' >"$work/cj-input.txt"
     # The job script names no address, secret or worker: goldminer-consume
     # listens on GOLDMINER_LISTEN by default.
     job=$(submit_goldminer_job --goldminer=dw=2,cpus-per-dw=1 -p gpu --gpus=1 --wrap \
-          "echo dw_job=\$GOLDMINER_DW_JOB listen=\$GOLDMINER_LISTEN; $bin/goldminer-consume \
+          "echo dw_job=\$GOLDMINER_DW_JOB listen=\$GOLDMINER_LISTEN; $tools/goldminer-consume \
            --input text:$work/cj-input.txt --epochs 2 --batch-size 50 --workers 0 --min-workers 2 \
            --join-timeout 60 --json -v") || { echo "$job"; return 1; }
     out=$(cat "$work/cj.$job")
@@ -134,11 +133,10 @@ test_a_companion_sbatch_that_never_ends_is_killed_and_the_jobs_path_is_not_searc
 # goldminer-consume --min-workers 3 waits for three workers while the job
 # starts one: only growth can let it begin.
 test_elastic_session_grows_its_companion_workers_to_dw_max() {
-    local job out n bin ids id
-    bin=$(dirname "$devcluster")
+    local job out n ids id
     seq 1 2000 | sed 's/^/sample /' >"$work/el-input.txt"
     job=$(submit_goldminer_job --goldminer=dw=1,dw-max=3,cpus-per-dw=1 -p gpu --gpus=1 --wrap \
-          "GOLDMINER_AUTOSCALE_INTERVAL=0.5 $bin/goldminer-consume --input text:$work/el-input.txt --epochs 2 \
+          "GOLDMINER_AUTOSCALE_INTERVAL=0.5 $tools/goldminer-consume --input text:$work/el-input.txt --epochs 2 \
            --batch-size 50 --workers 0 --min-workers 3 --join-timeout 120 --json -v") || { echo "$job"; return 1; }
     out=$(cat "$work/cj.$job")
     n=$(echo "$out" | grep -c '^{"epoch": [01], "samples": 2000, "unique_samples": 2000, "duplicates": 0, "missing": 0,')
@@ -165,12 +163,11 @@ test_elastic_session_grows_its_companion_workers_to_dw_max() {
 # each on the 2-core devcluster: 20 took 89 s, past submit_wait's 100 s
 # once sbatch --wait noticed the end.)
 test_elastic_session_replaces_a_killed_worker_at_once() {
-    local job out n bin
-    bin=$(dirname "$devcluster")
+    local job out n
     ctld_setup || return 1
     job=$(submit_goldminer_job --goldminer=dw=2,dw-max=2,cpus-per-dw=2 -p gpu --gpus=1 --wrap "unset GOLDMINER_CTLD
         export GOLDMINER_AUTOSCALE_INTERVAL=30 OPENBLAS_NUM_THREADS=1
-        $bin/goldminer-consume --input text:$work/ctld-input.txt --program $work/busy.pt --batch-size 100 \
+        $tools/goldminer-consume --input text:$work/ctld-input.txt --program $work/busy.pt --batch-size 100 \
           --epochs 12 --workers 0 --min-workers 2 --join-timeout 60 --json -v 2>&1 | while IFS= read -r line; do
             printf '%s\n' \"\$line\"
             case \$line in
@@ -195,13 +192,12 @@ test_elastic_session_replaces_a_killed_worker_at_once() {
 # takes the one after. Both stream their epochs at once, and their entries
 # are gone after.
 test_two_trainers_on_one_node_whose_ports_collided_get_their_own() {
-    local a b l first pa pb out lines=2000 n bin script
-    bin=$(dirname "$devcluster")
+    local a b l first pa pb out lines=2000 n script
     seq 1 "$lines" | sed 's/^/sample /' >"$work/ports-input.txt"
     # Each waits (at most 60 s) until both hold their ports, then streams.
     script="echo listen=\$GOLDMINER_LISTEN; touch $work/ports-up.\$SLURM_JOB_ID
             for i in \$(seq 240); do [ \$(ls $work/ports-up.* | wc -l) -ge 2 ] && break; sleep 0.25; done
-            $bin/goldminer-consume --input text:$work/ports-input.txt --epochs 2 --batch-size 50 --workers 0 \
+            $tools/goldminer-consume --input text:$work/ports-input.txt --epochs 2 --batch-size 50 --workers 0 \
               --min-workers 1 --join-timeout 60 --json"
     a=$(with_job_ucx sbatch --parsable --hold --time=2 --goldminer=dw=1,cpus-per-dw=1 -p gpu -w g1 --gpus=1 \
         -o "$work/ports.%j" --wrap "$script") || { echo "$a"; return 1; }

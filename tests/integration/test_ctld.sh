@@ -3,11 +3,11 @@
 # them. Sourced by run.sh (globals: work, state, devcluster).
 
 ctld_address() { sed -n 's/.* ctld=\([^ ]*\).*/\1/p' "$state/etc/plugstack.conf"; }
-ctld_top() { "$(dirname "$devcluster")/goldminer-top" --ctld "$(ctld_address)" --munge-socket "$state/munge/munge.socket" "$@"; }
+ctld_top() { "$tools/goldminer-top" --ctld "$(ctld_address)" --munge-socket "$state/munge/munge.socket" "$@"; }
 # The same as user nobody (a second user of the cluster).
 ctld_top_as_nobody() {
     setpriv --reuid=nobody --regid=nogroup --clear-groups \
-        "$(dirname "$devcluster")/goldminer-top" --ctld "$(ctld_address)" --munge-socket "$state/munge/munge.socket" "$@"
+        "$tools/goldminer-top" --ctld "$(ctld_address)" --munge-socket "$state/munge/munge.socket" "$@"
 }
 
 # JOB's FIELD in goldminer-top --json ("" while the job is not listed).
@@ -48,10 +48,8 @@ ctld_setup() {
 # epochs from data workers running the busy program; prints its id.
 # OPTIONS: its --goldminer value.
 submit_busy_job() {
-    local bin
-    bin=$(dirname "$devcluster")
     with_job_ucx env OPENBLAS_NUM_THREADS=1 sbatch --parsable --time=5 -p gpu --gpus=1 --goldminer="$1" \
-        -o "$work/ctld.%j" --wrap "GOLDMINER_AUTOSCALE_INTERVAL=1 $bin/goldminer-consume \
+        -o "$work/ctld.%j" --wrap "GOLDMINER_AUTOSCALE_INTERVAL=1 $tools/goldminer-consume \
         --input text:$work/ctld-input.txt --program $work/busy.pt --batch-size 100 --epochs $2 --workers 0 \
         --json -v" | tail -1
 }
@@ -125,7 +123,7 @@ test_ctld_restart_mid_epoch_loses_no_sample_and_keeps_the_workers() {
     wait_for 10 pid_gone "$pid" || { echo "goldminer-ctld $pid did not stop"; return 1; }
     sleep 3
     # shellcheck disable=SC2086  # its arguments, one word each
-    setsid env SLURM_CONF="$state/etc/slurm.conf" "$(dirname "$devcluster")/goldminer-ctld" $args \
+    setsid env SLURM_CONF="$state/etc/slurm.conf" "$ctld_program" $args \
         </dev/null >>"$state/log/goldminer-ctld.log" 2>&1 &
     wait_for 20 ctld_job_at_least "$job" workers 2 || { echo "job $job not listed again: $(ctld_top --json)"; return 1; }
     wait_for 100 job_gone "$job" || { echo "job $job did not end"; scancel "$job"; return 1; }
@@ -146,7 +144,7 @@ ctld_restart() {
     kill -TERM "$pid"
     wait_for 10 pid_gone "$pid" || { echo "goldminer-ctld $pid did not stop"; return 1; }
     # shellcheck disable=SC2086  # its arguments, one word each
-    setsid env SLURM_CONF="$state/etc/slurm.conf" "$@" "$(dirname "$devcluster")/goldminer-ctld" $args \
+    setsid env SLURM_CONF="$state/etc/slurm.conf" "$@" "$ctld_program" $args \
         </dev/null >>"$state/log/goldminer-ctld.log" 2>&1 &
     wait_for 10 curl -sf -o /dev/null "http://$(ctld_address)/metrics" || { echo "goldminer-ctld did not come back"; return 1; }
 }

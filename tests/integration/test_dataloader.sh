@@ -8,10 +8,9 @@
 # printed (kept in $work/NAME.JOBID); on a failed submission, says why and
 # fails. Usage: run_dataloader_job NAME ARGS...
 run_dataloader_job() {
-    local name=$1 bin
+    local name=$1
     shift
-    bin=$(dirname "$devcluster")
-    run_trainer_job "$name" /usr/bin/python3 "$bin/python" dataloader_job.py "$@"
+    run_trainer_job "$name" /usr/bin/python3 "$python_dir" dataloader_job.py "$@"
 }
 
 test_dataloader_dataset_runs_on_the_companion_workers() {

@@ -8,9 +8,8 @@
 # trainer listens on its node's address; otherwise all nodes share lo.
 submit_dataplane_job() {
     (
-        export GM_BIN GM_EPOCHS=2 GM_BATCH=50 PYTHONPATH
-        GM_BIN=$(dirname "$devcluster")
-        PYTHONPATH=$GM_BIN/python${PYTHONPATH:+:$PYTHONPATH}
+        export GM_BIN=$tools GM_EPOCHS=2 GM_BATCH=50
+        use_goldminer_python
         if nodes_have_namespaces; then
             unset UCX_NET_DEVICES
         else

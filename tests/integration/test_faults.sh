@@ -142,8 +142,7 @@ node_in_service() {
 # resumes from the saved state, and the epoch (both runs together) is
 # exactly once; no registry entry is left.
 test_fault_requeued_trainer_resumes_from_its_saved_state() {
-    local job bin out lines=3000 st
-    bin=$(dirname "$devcluster")
+    local job out lines=3000 st
     seq 1 "$lines" | sed 's/^/sample /' >"$work/rq-input.txt"
     st=$work/rq.state
     job=$(with_job_ucx sbatch --parsable --time=3 --requeue --open-mode=append --goldminer=dw=1,cpus-per-dw=1 \
@@ -151,12 +150,12 @@ test_fault_requeued_trainer_resumes_from_its_saved_state() {
           args='--input text:$work/rq-input.txt --epochs 1 --batch-size 50 --workers 0 --min-workers 1 --join-timeout 60 --json'
           echo run=\${SLURM_RESTART_COUNT:-0} node=\$SLURMD_NODENAME listen=\$GOLDMINER_LISTEN dw_job=\$GOLDMINER_DW_JOB
           if [ \${SLURM_RESTART_COUNT:-0} -eq 0 ]; then
-              $bin/goldminer-consume \$args --stop-after-batches 20 --state-out $st
+              $tools/goldminer-consume \$args --stop-after-batches 20 --state-out $st
               echo first run exit \$?
               scontrol requeue \$SLURM_JOB_ID
               sleep 60
           else
-              $bin/goldminer-consume \$args --resume $st
+              $tools/goldminer-consume \$args --resume $st
           fi") || { echo "$job"; return 1; }
     # Slurm holds a requeued batch job back (Reason=BeginTime) until its
     # old credential, revoked on the first run's node, expires (cred_expire,

@@ -28,7 +28,7 @@ clean_epochs() {
 # The trainer, as a job's script or step runs it: goldminer-consume on
 # GOLDMINER_LISTEN, waiting for MIN workers.
 consume_command() {
-    echo "$(dirname "$devcluster")/goldminer-consume --input text:$work/het-input.txt --epochs 2 --batch-size 50 \
+    echo "$tools/goldminer-consume --input text:$work/het-input.txt --epochs 2 --batch-size 50 \
 --workers 0 --min-workers $1 --join-timeout 60 --json -v"
 }
 

@@ -27,16 +27,15 @@ eth1_rx_bytes() {
 }
 
 test_ipv6_only_dw_network_carries_trainer_and_workers() {
-    local job out lines=3000 n bin node before after addr
+    local job out lines=3000 n node before after addr
     nodes_have_namespaces || { echo "skipped: needs node namespaces (netns mode) for eth1"; return 77; }
-    bin=$(dirname "$devcluster")
     seq 1 "$lines" | sed 's/^/sample /' >"$work/v6-input.txt"
     before=$(eth1_rx_bytes g1) || { echo "no eth1 on g1"; return 1; }
     # UCX_NET_DEVICES=eth1: UCX may use no other network, so the batches
     # cross the IPv6 one (the companion job inherits it from the job).
     job=$(with_plugstack_arg dw_network=eth1 submit_wait -o "$work/v6.%j" --export=ALL,UCX_NET_DEVICES=eth1 \
           --goldminer=dw=1,cpus-per-dw=1 -p gpu -w g1 --gpus=1 --wrap \
-          "echo listen=\$GOLDMINER_LISTEN; $bin/goldminer-consume --input text:$work/v6-input.txt --epochs 2 \
+          "echo listen=\$GOLDMINER_LISTEN; $tools/goldminer-consume --input text:$work/v6-input.txt --epochs 2 \
            --batch-size 50 --workers 0 --min-workers 1 --join-timeout 60 --json -v") || { echo "$job"; return 1; }
     after=$(eth1_rx_bytes g1)
     out=$(cat "$work/v6.$job")

@@ -16,11 +16,10 @@ ranks_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # reserved for them. (DDP's ranks step together, so every rank, rank 0 with
 # its replacing of lost workers included, is still running at the kill.)
 test_ddp_example_trains_on_two_nodes_with_the_jobs_workers_through_a_kill() {
-    local job out lines=8000 epochs=12 bin dw i pid victim= st
-    bin=$(dirname "$devcluster")
+    local job out lines=8000 epochs=12 dw i pid victim= st
     /usr/bin/python3 "$ranks_top/bench/dataplane/gen_criteo.py" "$work/ddp.tsv" "$lines" 1 >/dev/null
     job=$(
-        export PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH}
+        use_goldminer_python
         if nodes_have_namespaces; then unset UCX_NET_DEVICES; export GLOO_SOCKET_IFNAME=eth0; fi
         sbatch --parsable --time=4 -o "$work/ddp.%j" --goldminer=dw=4,cpus-per-dw=1 -p gpu -N2 \
             --ntasks-per-node=2 --gpus-per-task=1 --wrap \

@@ -15,8 +15,7 @@ security_user_add() {
 }
 
 test_no_secret_in_job_or_state_and_other_jobs_and_users_are_refused() {
-    local job out uid bin lines=4000 n tests_dir
-    bin=$(dirname "$devcluster")
+    local job out uid lines=4000 n tests_dir
     tests_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
     uid=$(security_user_add) || { echo "cannot create user $security_user"; return 1; }
     seq 1 "$lines" | sed 's/^/sample /' >"$work/sec-input.txt"
@@ -36,12 +35,12 @@ test_no_secret_in_job_or_state_and_other_jobs_and_users_are_refused() {
           echo state_files_with_env=\$(grep -l \"GOLDMINER_AUTH_JOB=\$SLURM_JOB_ID\" \$files | wc -l)
           echo state_files_with_secret=\$(grep -l 'GOLDMINER_SEC''RET=' \$files | wc -l)
           GOLDMINER_AUTH_JOB=\$((SLURM_JOB_ID + 1000)) GOLDMINER_TRAINER=\$GOLDMINER_LISTEN \
-            $bin/goldminer-dw --connect-timeout 30 2>$work/sec-otherjob.\$SLURM_JOB_ID &
+            $tools/goldminer-dw --connect-timeout 30 2>$work/sec-otherjob.\$SLURM_JOB_ID &
           other_job=\$!
           GOLDMINER_TRAINER=\$GOLDMINER_LISTEN UCX_TLS=tcp setpriv --reuid=$security_user --regid=$security_user --clear-groups \
-            $bin/goldminer-dw --connect-timeout 30 2>$work/sec-otheruser.\$SLURM_JOB_ID &
+            $tools/goldminer-dw --connect-timeout 30 2>$work/sec-otheruser.\$SLURM_JOB_ID &
           other_user=\$!
-          PYTHONPATH=$bin/python /usr/bin/python3 $tests_dir/sec_trainer.py text:$work/sec-input.txt 2 \$other_job \$other_user
+          ${python_dir:+PYTHONPATH=$python_dir }/usr/bin/python3 $tests_dir/sec_trainer.py text:$work/sec-input.txt 2 \$other_job \$other_user
           wait") || { echo "$job"; userdel "$security_user" 2>/dev/null; return 1; }
     userdel "$security_user" 2>/dev/null
     out=$(cat "$work/cj.$job")

@@ -190,7 +190,7 @@ test_select_preempted_workers_drain_and_the_epoch_stays_exactly_once() {
     wait_state "$hog" RUNNING 20 || { scancel "$hog"; return 1; }
     job=$(with_job_ucx sbatch --parsable --goldminer=dw=2,dw-max=4,cpus-per-dw=1 -p gpu -w g1 -N1 --gpus=1 \
           --time=5 -o "$work/pre.%j" --wrap "echo dw=\$GOLDMINER_DW_JOB; export GOLDMINER_AUTOSCALE_INTERVAL=0.5; \
-          $(dirname "$devcluster")/goldminer-consume --input text:$work/pre-big.txt --epochs 4 --batch-size 50 \
+          $tools/goldminer-consume --input text:$work/pre-big.txt --epochs 4 --batch-size 50 \
           --workers 0 --min-workers 2 --json -v") || { scancel "$hog"; return 1; }
     for i in $(seq 120); do
         dw=$(sed -n 's/^dw=\([0-9]*\)$/\1/p' "$work/pre.$job" 2>/dev/null)

@@ -5,7 +5,8 @@
 # the trainer's Python code and TorchScript program with that python.
 # GOLDMINER_TORCH2_PYTHON names the venv's python (default: the one
 # scripts/python-venv makes); without it or the package the tests skip
-# saying which is missing.
+# saying which is missing; so do they when run.sh tests an installation,
+# which has no such package.
 
 
 # The venv's python and the package dir; or a line saying what is missing
@@ -13,7 +14,8 @@
 torch2_environment() {
     local python=$torch2_python  # run.sh's, from GOLDMINER_TORCH2_PYTHON
     local package version
-    package=$(dirname "$devcluster")/python-torch2
+    requires_build_tree "the goldminer package pip installed for the torch 2.x venv (BUILD/python-torch2)" || return
+    package=$build/python-torch2
     if [ ! -x "$python" ]; then
         echo "no torch 2.x python at $python (scripts/python-venv makes it; GOLDMINER_TORCH2_PYTHON names another)"
         return 77
