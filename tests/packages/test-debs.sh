@@ -1,0 +1,159 @@
+#!/bin/bash
+# Tests the Debian packages as a site gets them: installs the .debs of
+# DEB_DIR (`make deb`'s) with apt-get (apt resolves their dependencies),
+# runs integration tests on what they installed (tests/integration/run.sh
+# --installed /usr), checks that goldminer-slurm-plugins can be removed
+# under a running cluster once slurm.conf and plugstack.conf no longer name
+# its plugins (removal.sh), then purges every package it installed,
+# leaving dpkg's package list as it found it.
+# Prints `PASS: name` / `FAIL: name: why` / `SKIP: name: why` (run.sh's own
+# lines included), then `packages: N passed, N failed, N skipped`.
+# Needs root; refuses to start when one of the packages is installed
+# already (it would purge what it did not install).
+#
+# Usage: tests/packages/test-debs.sh DEB_DIR [--only REGEX] [--state-dir DIR]
+#                                    [--port-base PORT]
+# --only: the integration tests to run (extended regex on their function
+# names; default: a --goldminer job's workers feeding its trainer every
+# sample exactly once, through goldminer-consume and through the Python
+# package's DataLoader; the select plugin keeping its reserve of CPUs next
+# to free GPUs; the SPANK plugin's tests). --state-dir and --port-base as
+# run.sh's (defaults /var/tmp/goldminer-debtest and 18817).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+deb_dir=
+only='^test_(companion_job_feeds_the_batch_jobs_session|dataloader_dataset_runs_on_the_companion_workers'
+only+='|select_cpu_job_keeps_out_of_the_reserve|sbatch_help_lists_goldminer|bad_values_are_refused'
+only+='|settings_reach_every_task|srun_option_reaches_tasks|job_without_flag_sees_nothing'
+only+='|unknown_plugstack_key_is_refused)'
+state=/var/tmp/goldminer-debtest
+port_base=18817
+while [ $# -gt 0 ]; do
+    case $1 in
+        --only) only=$2; shift 2 ;;
+        --state-dir) state=$2; shift 2 ;;
+        --port-base) port_base=$2; shift 2 ;;
+        -*) echo "test-debs.sh: $1: unknown option" >&2; exit 2 ;;
+        *) [ -z "$deb_dir" ] || { echo "test-debs.sh: $1: one DEB_DIR only" >&2; exit 2; }
+           deb_dir=$1; shift ;;
+    esac
+done
+[ -n "$deb_dir" ] || { echo "usage: tests/packages/test-debs.sh DEB_DIR [--only REGEX] [--state-dir DIR] [--port-base PORT]" >&2; exit 2; }
+deb_dir=$(cd "$deb_dir" 2>/dev/null && pwd) || { echo "test-debs.sh: $deb_dir: no such directory" >&2; exit 2; }
+
+passed=0
+failed=0
+skipped=0
+pass() { echo "PASS: $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $1: $2"; failed=$((failed + 1)); }
+skip() { echo "SKIP: $1: $2"; skipped=$((skipped + 1)); }
+started=$SECONDS
+finish() {
+    [ -z "${work:-}" ] || purge_installed
+    echo "packages: $passed passed, $failed failed, $skipped skipped ($((SECONDS - started)) s)"
+    exit $(( failed > 0 ))
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+    skip "package tests" "they need root (apt-get install, the devcluster)"
+    finish
+fi
+
+# Our packages: every goldminer-* and python3-goldminer .deb of DEB_DIR but
+# the debug symbols; one version each.
+debs=()
+packages=()
+for f in "$deb_dir"/goldminer-*.deb "$deb_dir"/python3-goldminer_*.deb; do
+    [ -f "$f" ] || continue
+    case ${f##*/} in *-dbgsym_*) continue ;; esac
+    p=$(dpkg-deb -f "$f" Package) || { echo "test-debs.sh: $f: not a .deb" >&2; exit 2; }
+    case " ${packages[*]} " in
+        *" $p "*) echo "test-debs.sh: $deb_dir holds two .debs of $p: keep one version" >&2; exit 2 ;;
+    esac
+    debs+=("$f")
+    packages+=("$p")
+done
+[ ${#debs[@]} -gt 0 ] || { echo "test-debs.sh: no goldminer-*.deb in $deb_dir (make deb makes them)" >&2; exit 2; }
+case " ${packages[*]} " in
+    *" goldminer-slurm-plugins "*) ;;
+    *) echo "test-debs.sh: no goldminer-slurm-plugins .deb in $deb_dir" >&2; exit 2 ;;
+esac
+for p in "${packages[@]}"; do
+    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)
+    case $st in
+        '' | not-installed) ;;
+        *) echo "test-debs.sh: $p is $st here already: remove it first (this test purges what it installs)" >&2; exit 2 ;;
+    esac
+done
+
+work=$(mktemp -d /tmp/goldminer-debtest.XXXXXX)
+export DEBIAN_FRONTEND=noninteractive
+# Every installed package with its version, before and after.
+installed_list() {
+    dpkg-query -W -f='${db:Status-Status} ${Package}:${Architecture} ${Version}\n' |
+        sed -n 's/^installed //p' | sort
+}
+installed_list >"$work/before"
+# The packages installed since (name:arch), one a line.
+added_packages() {
+    installed_list | awk '{ print $1 }' | comm -13 <(awk '{ print $1 }' "$work/before") -
+}
+
+# Whatever happens, the packages this run installed (ours and the
+# dependencies apt added) are purged at the end.
+cleanup_done=
+purge_installed() {
+    [ -z "$cleanup_done" ] || return 0
+    cleanup_done=1
+    removal_down
+    local added
+    added=$(added_packages)
+    if [ -n "$added" ]; then
+        # shellcheck disable=SC2086  # package names: one word each
+        apt-get purge -y $added >"$work/purge.out" 2>&1 || { fail purge "apt-get purge failed: $(tail -3 "$work/purge.out" | tr '\n' '|')"; return; }
+    fi
+    # Purged packages leave no conffiles or state either.
+    for p in "${packages[@]}"; do
+        st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)
+        case $st in
+            '' | not-installed) ;;
+            *) fail purge "$p is still $st after apt-get purge"; return ;;
+        esac
+    done
+    installed_list >"$work/after"
+    if cmp -s "$work/before" "$work/after"; then
+        pass "purge_leaves_the_packages_as_they_were ($(echo "$added" | wc -w) purged)"
+    else
+        fail purge "dpkg's list differs from before the install (apt changed a version?):\
+ $(diff "$work/before" "$work/after" | grep '^[<>]' | head -5 | tr '\n' '|')"
+    fi
+}
+trap 'purge_installed >/dev/null; rm -rf "$work"' EXIT
+
+# shellcheck source=tests/packages/removal.sh
+. "$here/removal.sh"
+
+echo "packages: apt-get install ${debs[*]}"
+if apt-get install -y "${debs[@]}" >"$work/install.out" 2>&1; then
+    pass "apt_get_install (installed: $(added_packages | tr '\n' ' '))"
+else
+    fail apt_get_install "$(tail -5 "$work/install.out" | tr '\n' '|')"
+    finish
+fi
+
+# The integration tests on the installation. Their PASS/FAIL/SKIP lines
+# count here too.
+"$top/tests/integration/run.sh" --installed /usr --state-dir "$state" --port-base "$port_base" --only "$only" \
+    2>&1 | tee "$work/integration.out"
+rc=${PIPESTATUS[0]}
+passed=$((passed + $(grep -c '^PASS: ' "$work/integration.out")))
+failed=$((failed + $(grep -c '^FAIL: ' "$work/integration.out")))
+skipped=$((skipped + $(grep -c '^SKIP: ' "$work/integration.out")))
+if [ "$rc" -ne 0 ] && ! grep -q '^FAIL: ' "$work/integration.out"; then
+    fail integration "run.sh --installed /usr exited $rc without a test result"
+fi
+
+removal_check "$state" "$port_base"
+finish
