@@ -90,6 +90,9 @@ done
 
 work=$(mktemp -d /tmp/goldminer-debtest.XXXXXX)
 export DEBIAN_FRONTEND=noninteractive
+# The packages' Slurm is the distribution's (slurmctld in /usr/sbin).
+PATH=/usr/sbin:/usr/bin:$PATH
+export PATH
 # Every installed package with its version, before and after.
 installed_list() {
     dpkg-query -W -f='${db:Status-Status} ${Package}:${Architecture} ${Version}\n' |
