@@ -10,6 +10,7 @@
 //   LeaseReturn* / Heartbeat* ... -> disconnected. The session sends each
 //   ready worker a Heartbeat every kSessionHeartbeatS besides.
 // Anything else, or a frame the decoder refuses, drops that connection.
+#include <algorithm>
 #include <cstdio>
 
 #include "gmcore/log.h"
