@@ -111,8 +111,15 @@ purge_installed() {
     [ -z "$cleanup_done" ] || return 0
     cleanup_done=1
     removal_down
-    local added
+    local added p
     added=$(added_packages)
+    # Ours removed but not purged (conffiles left) are purged too.
+    for p in "${packages[@]}"; do
+        case $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) in
+            '' | not-installed | installed) ;;
+            *) added+=" $p" ;;
+        esac
+    done
     if [ -n "$added" ]; then
         # shellcheck disable=SC2086  # package names: one word each
         apt-get purge -y $added >"$work/purge.out" 2>&1 || { fail purge "apt-get purge failed: $(tail -3 "$work/purge.out" | tr '\n' '|')"; return; }
