@@ -143,7 +143,7 @@ fetch_schedmd_source() {
         die "--slurm-source: no checksum for $_file: put SchedMD's published SHA-256 for it in a SHA256SUMS file beside it ('HASH  $_file')"
     if [ ! -d "$3/slurm-wlm-$_version" ]; then
         say "checking $2 (SHA-256 $_sha)" >&2
-        printf '%s  %s\n' "$_sha" "$2" | sha256sum -c --status ||
+        printf "%s  %s\n" "$_sha" "$2" | sha256sum -c --status 2>/dev/null ||
             die "--slurm-source: $2: SHA-256 is not $_sha (a corrupt or different file; download it again from https://download.schedmd.com/slurm/)"
         mkdir -p "$3"
         unpack_slurm_tree "$2" "$_version" "$3"
