@@ -64,13 +64,9 @@ case $port_base in
     ''|*[!0-9]*) echo "run.sh: --port-base: invalid value '$port_base': expected a port number" >&2; exit 2 ;;
 esac
 
-passed=0
-failed=0
-skipped=0
-pass() { echo "PASS: $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $1: $2"; failed=$((failed + 1)); }
-skip() { echo "SKIP: $1: $2"; skipped=$((skipped + 1)); }
-finish() { echo "integration: $passed passed, $failed failed, $skipped skipped"; exit $(( failed > 0 )); }
+# shellcheck source=tests/integration/tally.sh
+. "$here/tally.sh"
+finish() { tally_line integration; exit $(( failed > 0 )); }
 
 if [ "$(id -u)" -ne 0 ]; then
     skip "integration tests" "they need root (munge, slurmd, network namespaces)"

@@ -43,16 +43,12 @@ done
 [ -n "$deb_dir" ] || { echo "usage: tests/packages/test-debs.sh DEB_DIR [--only REGEX] [--state-dir DIR] [--port-base PORT]" >&2; exit 2; }
 deb_dir=$(cd "$deb_dir" 2>/dev/null && pwd) || { echo "test-debs.sh: $deb_dir: no such directory" >&2; exit 2; }
 
-passed=0
-failed=0
-skipped=0
-pass() { echo "PASS: $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $1: $2"; failed=$((failed + 1)); }
-skip() { echo "SKIP: $1: $2"; skipped=$((skipped + 1)); }
+# shellcheck source=tests/integration/tally.sh
+. "$top/tests/integration/tally.sh"
 started=$SECONDS
 finish() {
     [ -z "${work:-}" ] || purge_installed
-    echo "packages: $passed passed, $failed failed, $skipped skipped ($((SECONDS - started)) s)"
+    tally_line packages "($((SECONDS - started)) s)"
     exit $(( failed > 0 ))
 }
 
@@ -80,13 +76,21 @@ case " ${packages[*]} " in
     *" goldminer-slurm-plugins "*) ;;
     *) echo "test-debs.sh: no goldminer-slurm-plugins .deb in $deb_dir" >&2; exit 2 ;;
 esac
-for p in "${packages[@]}"; do
-    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)
-    case $st in
-        '' | not-installed) ;;
-        *) echo "test-debs.sh: $p is $st here already: remove it first (this test purges what it installs)" >&2; exit 2 ;;
-    esac
-done
+# The first of our packages that dpkg knows in any state but not-installed
+# (config-files included), as "PACKAGE STATE"; nothing when there is none.
+one_known() {
+    local p st
+    for p in "${packages[@]}"; do
+        st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)
+        case $st in
+            '' | not-installed) ;;
+            *) echo "$p $st"; return ;;
+        esac
+    done
+}
+known=$(one_known)
+[ -z "$known" ] ||
+    { echo "test-debs.sh: ${known% *} is ${known##* } here already: remove it first (this test purges what it installs)" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/goldminer-debtest.XXXXXX)
 export DEBIAN_FRONTEND=noninteractive
@@ -125,13 +129,8 @@ purge_installed() {
         apt-get purge -y $added >"$work/purge.out" 2>&1 || { fail purge "apt-get purge failed: $(tail -3 "$work/purge.out" | tr '\n' '|')"; return; }
     fi
     # Purged packages leave no conffiles or state either.
-    for p in "${packages[@]}"; do
-        st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)
-        case $st in
-            '' | not-installed) ;;
-            *) fail purge "$p is still $st after apt-get purge"; return ;;
-        esac
-    done
+    known=$(one_known)
+    [ -z "$known" ] || { fail purge "${known% *} is still ${known##* } after apt-get purge"; return; }
     installed_list >"$work/after"
     if cmp -s "$work/before" "$work/after"; then
         pass "purge_leaves_the_packages_as_they_were ($(echo "$added" | wc -w) purged)"
