@@ -26,7 +26,11 @@ live_pid() {
 pid_is() {
   local comm
   comm=$(cat "/proc/$1/comm" 2>/dev/null) || return 1
-  [ "$comm" = "$2" ] || return 1
+  # Debian 13's Slurm runs slurmctld-wlm, slurmd-wlm (through alternatives).
+  case $comm in
+    "$2" | "$2-wlm") ;;
+    *) return 1 ;;
+  esac
   # A zombie has exited: the daemons are reparented, so we never reap them.
   is_alive "$1" || return 1
   tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -qxF -- "$3"

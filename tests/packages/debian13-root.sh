@@ -28,7 +28,7 @@
 #   --root DIR       the cached root (default /var/cache/goldminer/debian13-root)
 #   --work DIR       host directory mounted at the same path in the root for
 #                    the clone, the build, the .debs, the devcluster's state
-#                    and the logs (default /var/tmp/gm-d)
+#                    and the logs (default /var/tmp/goldminer-debian13)
 #   --port-base PORT the devcluster's first port (default 23200)
 #   --only REGEX     the integration tests test-debs.sh runs (its default:
 #                    a subset; '.' runs them all)
@@ -37,14 +37,14 @@
 #   --root-only      phase 1 only: make or update the root, build nothing
 #   --keep           leave the build directory (the .debs are always kept)
 # Environment: GOLDMINER_BUILD_LOCK, a lock file the build holds (flock) so
-# that it does not run beside other builds on a small machine.
+# that it does not run beside other builds on a small machine (unset: none).
 # The steps are run through step() and the cleanup through trap, which
 # the checker cannot follow.
 # shellcheck disable=SC2317
 set -u
 
 root=/var/cache/goldminer/debian13-root
-work=/var/tmp/gm-d
+work=/var/tmp/goldminer-debian13
 port_base=23200
 root_only=no
 keep=no
@@ -85,14 +85,10 @@ for cmd in debootstrap chroot mount umount flock git; do
     command -v "$cmd" >/dev/null || die "$cmd not found (apt-get install debootstrap util-linux mount git)"
 done
 
-passed=0
-failed=0
-skipped=0
-pass() { echo "PASS: $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $1: $2"; failed=$((failed + 1)); }
-skip() { echo "SKIP: $1: $2"; skipped=$((skipped + 1)); }
+# shellcheck source=tests/integration/tally.sh
+. "$(dirname "$0")/../integration/tally.sh"
 finish() {
-    echo "debian13: $passed passed, $failed failed, $skipped skipped"
+    tally_line debian13
     exit $(( failed > 0 ))
 }
 
@@ -300,8 +296,9 @@ fi
 phase2_start=$(date +%s)
 slurm_src=$(cat "$stamps/slurm-src")
 clone=$work/src
-build_lock=${GOLDMINER_BUILD_LOCK:-/tmp/gm/build.lock}
-mkdir -p "$(dirname "$build_lock")"
+# The build under `flock GOLDMINER_BUILD_LOCK` when that is set.
+with_build_lock=()
+[ -z "${GOLDMINER_BUILD_LOCK:-}" ] || with_build_lock=(flock "$GOLDMINER_BUILD_LOCK")
 
 clone_source() {
     rm -rf "$clone" && git clone -q --no-hardlinks "$src" "$clone" &&
@@ -311,7 +308,7 @@ build_deps() {
     in_root "cd $clone && apt-get build-dep -y -q ./"
 }
 build_debs() {
-    flock "$build_lock" nice chroot "$root" /usr/bin/env -i \
+    "${with_build_lock[@]}" nice chroot "$root" /usr/bin/env -i \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive TERM=dumb /bin/sh -c "
         set -e
@@ -319,7 +316,7 @@ build_debs() {
         autoreconf -fi >/dev/null
         mkdir -p build && cd build
         ../configure --with-slurm=/usr --with-slurm-src=$slurm_src
-        make -j2 deb"
+        make -j\$(nproc) deb"
 }
 
 step "clone $(git -C "$src" rev-parse --short HEAD)" "$logs/clone.log" clone_source || finish
