@@ -66,6 +66,29 @@ unpack_slurm_tree() {
     mv "$3/slurm-wlm-$2.part" "$3/slurm-wlm-$2"
 }
 
+# fetch_orig ORIG DIR: the tarball that ORIG, a line of `apt-get source
+# --print-uris` ('URI' NAME SIZE SHA256:HASH), names, downloaded into DIR
+# unless a copy with that SHA-256 is there, checked against it; prints its
+# path. Returns 1, saying why, when the download fails.
+fetch_orig() {
+    _o_uri=$(printf '%s\n' "$1" | sed "s/^'\([^']*\)'.*/\1/")
+    _o_file=$(printf '%s\n' "$1" | awk '{ print $2 }')
+    _o_sha=$(printf '%s\n' "$1" | sed -n 's/.* SHA256:\([0-9a-f]*\)$/\1/p')
+    [ -n "$_o_sha" ] || die "no SHA256 for $_o_file in the Sources index"
+    if ! printf '%s  %s\n' "$_o_sha" "$2/$_o_file" | sha256sum -c --status 2>/dev/null; then
+        say "downloading $_o_uri" >&2
+        if ! curl -fsSL --retry 3 -o "$2/$_o_file.part" "$_o_uri"; then
+            rm -f "$2/$_o_file.part"
+            say "download of $_o_uri failed" >&2
+            return 1
+        fi
+        printf '%s  %s\n' "$_o_sha" "$2/$_o_file.part" | sha256sum -c --status ||
+            die "$_o_uri: SHA-256 differs from the Sources index ($_o_sha)"
+        mv "$2/$_o_file.part" "$2/$_o_file"
+    fi
+    printf '%s\n' "$2/$_o_file"
+}
+
 # fetch_debian_source RELEASE SUITE SRC_PARENT: unpacks the upstream
 # tarball of SUITE's slurm-wlm source package (its .orig.tar.gz, checked
 # against the SHA-256 in SUITE's signed Sources index) under SRC_PARENT
@@ -88,9 +111,7 @@ fetch_debian_source() {
         say "Debian $2 has no slurm-wlm source package with an .orig tarball" >&2
         return 1
     }
-    _uri=$(printf '%s\n' "$_orig" | sed "s/^'\([^']*\)'.*/\1/")
     _file=$(printf '%s\n' "$_orig" | awk '{ print $2 }')
-    _sha=$(printf '%s\n' "$_orig" | sed -n 's/.* SHA256:\([0-9a-f]*\)$/\1/p')
     _upstream=${_file#slurm-wlm_}
     _upstream=${_upstream%.orig.tar.*}
     case $_upstream in
@@ -98,19 +119,11 @@ fetch_debian_source() {
         *) say "Debian $2's slurm-wlm is $_upstream, not Slurm $1 (install-deps.sh SLURM_RELEASES names the suite)" >&2
            return 1 ;;
     esac
-    [ -n "$_sha" ] || die "no SHA256 for $_file in Debian $2's Sources index"
     if [ ! -d "$3/slurm-wlm-$_upstream" ]; then
-        if ! printf '%s  %s\n' "$_sha" "$3/$_file" | sha256sum -c --status 2>/dev/null; then
-            say "downloading Slurm $_upstream ($_uri)" >&2
-            if ! curl -fsSL --retry 3 -o "$3/$_file.part" "$_uri"; then
-                rm -f "$3/$_file.part"
-                say "Debian $2 lists slurm-wlm $_upstream but the download of $_uri failed" >&2
-                return 1
-            fi
-            printf '%s  %s\n' "$_sha" "$3/$_file.part" | sha256sum -c --status ||
-                die "$_uri: SHA-256 differs from Debian $2's Sources index ($_sha)"
-            mv "$3/$_file.part" "$3/$_file"
-        fi
+        fetch_orig "$_orig" "$3" >/dev/null || {
+            say "Debian $2 lists slurm-wlm $_upstream but does not serve it here" >&2
+            return 1
+        }
         unpack_slurm_tree "$3/$_file" "$_upstream" "$3"
     fi
     printf '%s\n' "$_upstream"

@@ -55,6 +55,10 @@ readonly suite=trixie
 usage="usage: debian13-root.sh [--root DIR] [--work DIR] [--port-base PORT] [--only REGEX] [--debs DIR] [--root-only] [--keep] SRC_DIR"
 
 die() { echo "debian13-root: $*" >&2; exit 2; }
+say() { echo "debian13-root: $*"; }
+# fetch_orig: the .orig tarball's download and check, as install-deps.sh's.
+# shellcheck source=scripts/install-slurm-release.sh
+. "$(dirname "$0")/../../scripts/install-slurm-release.sh"
 while [ $# -gt 0 ]; do
     case $1 in
         --root) [ $# -ge 2 ] || die "--root: missing value ($usage)"; root=$2; shift 2 ;;
@@ -243,7 +247,7 @@ install_packages() {
 # archive's proxies here serve it but not every .dsc and .debian.tar.xz, so
 # `apt-get source` fails; Debian's patches do not change the headers used.
 slurm_source() {
-    local ver upstream parent=/usr/local/src/goldminer tree orig uri file sha
+    local ver upstream parent=/usr/local/src/goldminer tree orig file
     ver=$(in_root "dpkg-query -W -f='\${Version}' slurmctld") || return 1
     upstream=${ver#*:}
     upstream=${upstream%%-*}
@@ -255,22 +259,10 @@ slurm_source() {
             echo "debian13-root: $suite's Sources index has no .orig tarball of slurm-wlm $ver" >&2
             return 1
         }
-        uri=$(printf '%s\n' "$orig" | sed "s/^'\([^']*\)'.*/\1/")
-        file=$(printf '%s\n' "$orig" | awk '{ print $2 }')
-        sha=$(printf '%s\n' "$orig" | sed -n 's/.* SHA256:\([0-9a-f]*\)$/\1/p')
-        [ -n "$sha" ] || { echo "debian13-root: no SHA256 for $file in $suite's Sources index" >&2; return 1; }
         mkdir -p "$root$parent"
-        if ! printf '%s  %s\n' "$sha" "$root$parent/$file" | sha256sum -c --status 2>/dev/null; then
-            echo "downloading $uri"
-            in_root "curl -fsSL --retry 3 -o $parent/$file.part '$uri'" || return 1
-            printf '%s  %s\n' "$sha" "$root$parent/$file.part" | sha256sum -c --status || {
-                echo "debian13-root: $uri: SHA-256 differs from $suite's Sources index ($sha)" >&2
-                return 1
-            }
-            mv "$root$parent/$file.part" "$root$parent/$file"
-        fi
+        file=$(fetch_orig "$orig" "$root$parent") || return 1
         rm -rf "$root$tree" && mkdir -p "$root$tree" &&
-            tar -xf "$root$parent/$file" -C "$root$tree" --strip-components=1 || return 1
+            tar -xf "$file" -C "$root$tree" --strip-components=1 || return 1
         in_root "cd $tree && ./configure -q --prefix=/usr --sysconfdir=/etc/slurm" || return 1
     fi
     echo "$tree" >"$stamps/slurm-src"
