@@ -13,6 +13,7 @@
 #define GOLDMINER_SCHED_DW_ALLOCATION_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace goldminer {
@@ -24,6 +25,13 @@ struct DwClaim {
   int64_t cpu_per_worker = 1000;  // milli-CPU of one data worker
   int min_workers = 0;  // floor: granted before any job gets more
   int max_workers = 0;  // the job's dw-max
+  // The job's measured speeds, (workers, speed) in base_speed's units
+  // (1: what its GPUs allow), ascending by workers; empty before any
+  // measurement: the model above alone.
+  std::vector<std::pair<int, double>> measured;
+  // No more workers than this (its measured knee, one more while it
+  // re-probes above it); -1: no cap but max_workers.
+  int cap = -1;
 };
 
 // Workers that bring a claim to full speed (or to max_workers).
