@@ -20,6 +20,7 @@ struct QueueMetrics {
   double trainer_wait_fraction = 0; // share of the window the trainer waited
   double per_worker_rate = 0;       // batches/s one worker produces
   double queue_fill = 0;            // 0 empty .. 1 full
+  double samples_per_s = 0;         // samples/s the trainer took
 };
 
 // Thread-compatible; one per job.
