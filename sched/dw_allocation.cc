@@ -11,7 +11,116 @@ namespace {
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
-double speed(const DwClaim& c, int k) { return std::min(1.0, c.base_speed + k * c.gain_per_worker); }
+bool is_measured(const DwClaim& c) { return !c.measured.empty(); }
+
+// The most workers a claim may have: max_workers, and cap when set.
+int limit_of(const DwClaim& c) {
+  int limit = std::max(c.max_workers, 0);
+  return c.cap >= 0 ? std::min(limit, c.cap) : limit;
+}
+
+// A measured claim above its largest measured count: from (workers, speed)
+// on, speed rises by `slope` a worker (the last measured segment's slope
+// or the model's gain, the smaller; never below 0), up to 1.
+struct Tail {
+  int workers = 0;
+  double speed = 0;
+  double slope = 0;
+};
+
+Tail tail_of(const DwClaim& c) {
+  Tail t{0, std::clamp(c.base_speed, 0.0, 1.0), c.gain_per_worker};
+  for (const auto& [w, s] : c.measured) {
+    const double v = std::clamp(s, 0.0, 1.0);
+    if (w <= t.workers) {  // a measured 0 replaces base_speed; others are out of order
+      if (w == 0) t.speed = v;
+      continue;
+    }
+    t.slope = (v - t.speed) / (w - t.workers);
+    t.workers = w;
+    t.speed = v;
+  }
+  t.slope = std::max(0.0, std::min(t.slope, c.gain_per_worker));
+  return t;
+}
+
+// A measured claim's speed: piecewise-linear through (0, base_speed) and
+// the measured points, then its tail (see dw_allocation.h).
+double measured_speed(const DwClaim& c, int k) {
+  int pw = 0;
+  double ps = std::clamp(c.base_speed, 0.0, 1.0);
+  for (const auto& [w, s] : c.measured) {
+    const double v = std::clamp(s, 0.0, 1.0);
+    if (w <= pw) {
+      if (w == 0) ps = v;
+      continue;
+    }
+    if (k <= w) return ps + (v - ps) * (k - pw) / (w - pw);
+    pw = w;
+    ps = v;
+  }
+  const Tail t = tail_of(c);
+  return std::min(1.0, t.speed + (k - t.workers) * t.slope);
+}
+
+double speed(const DwClaim& c, int k) {
+  return is_measured(c) ? measured_speed(c, k) : std::min(1.0, c.base_speed + k * c.gain_per_worker);
+}
+
+// How a measured claim gets workers beyond `from`: the upper concave hull
+// of -R/s(k) for k in [from, to], as segments: segment j ends at ends[j]
+// workers (it starts where j - 1 ended, or at `from`), and values[j], its
+// seconds saved per milli-CPU per worker, falls with j. A start at speed
+// 0 makes a first segment of infinite value up to the first count that
+// moves the job. Only segments that save time are kept.
+struct Hull {
+  std::vector<int> ends;
+  std::vector<double> values;
+};
+
+Hull hull_of(const DwClaim& c, int from, int to) {
+  Hull h;
+  if (from >= to) return h;
+  std::vector<double> v(static_cast<size_t>(to - from + 1));
+  for (int k = from; k <= to; ++k) {
+    const double s = speed(c, k);
+    v[k - from] = s > 0 ? -c.remaining_work / s : -kInfinite;
+  }
+  auto at = [&](int k) { return v[static_cast<size_t>(k - from)]; };
+  int start = from;
+  while (start < to && at(start) == -kInfinite) ++start;
+  if (at(start) == -kInfinite) return h;  // no count moves the job
+  if (start > from) {
+    h.ends.push_back(start);
+    h.values.push_back(kInfinite);
+  }
+  std::vector<int> upper;  // monotone chain: the hull's vertices
+  for (int k = start; k <= to; ++k) {
+    while (upper.size() >= 2) {
+      const int a = upper[upper.size() - 2], m = upper.back();
+      // m on or below the line from a to k: not a vertex of the upper hull.
+      if ((at(m) - at(a)) * (k - a) <= (at(k) - at(a)) * (m - a)) upper.pop_back();
+      else break;
+    }
+    upper.push_back(k);
+  }
+  const double cpu = static_cast<double>(c.cpu_per_worker);
+  for (size_t j = 1; j < upper.size(); ++j) {
+    const double value = (at(upper[j]) - at(upper[j - 1])) / (upper[j] - upper[j - 1]) / cpu;
+    if (!(value > 0)) break;  // values fall: no later segment saves time either
+    h.ends.push_back(upper[j]);
+    h.values.push_back(value);
+  }
+  return h;
+}
+
+// Workers of a measured claim at marginal value >= lambda: the end of its
+// last hull segment worth lambda, or `from`.
+int64_t hull_workers_at_or_above(const Hull& h, int from, double lambda) {
+  int64_t k = from;
+  for (size_t j = 0; j < h.ends.size() && h.values[j] >= lambda; ++j) k = h.ends[j];
+  return k;
+}
 
 // Workers k < cap whose marginal value per milli-CPU is >= lambda. Below
 // the saturating worker, speeds are uncapped and the count has a closed
@@ -30,14 +139,34 @@ int64_t workers_at_or_above(const DwClaim& c, int cap, double lambda) {
 }  // namespace
 
 int saturating_workers(const DwClaim& c) {
-  if (c.gain_per_worker <= 0 || c.base_speed >= 1.0 || c.remaining_work <= 0) return 0;
-  double k = std::ceil((1.0 - c.base_speed) / c.gain_per_worker - 1e-9);
-  return static_cast<int>(std::min<double>(k, c.max_workers));
+  if (c.remaining_work <= 0) return 0;
+  const int limit = limit_of(c);
+  if (!is_measured(c)) {
+    if (c.gain_per_worker <= 0 || c.base_speed >= 1.0) return 0;
+    double k = std::ceil((1.0 - c.base_speed) / c.gain_per_worker - 1e-9);
+    return static_cast<int>(std::min<double>(k, limit));
+  }
+  // The first count of the highest speed: scanned up to the largest
+  // measured count; the tail rises steadily, so its best is its end.
+  const Tail t = tail_of(c);
+  int best = 0;
+  double best_speed = speed(c, 0);
+  for (int k = 1; k <= std::min(limit, t.workers); ++k) {
+    const double s = speed(c, k);
+    if (s > best_speed) best = k, best_speed = s;
+  }
+  if (limit > t.workers && t.slope > 0 && t.speed < 1.0) {
+    const double full = t.workers + std::ceil((1.0 - t.speed) / t.slope - 1e-9);
+    const int end = static_cast<int>(std::min<double>(full, limit));
+    if (speed(c, end) > best_speed) best = end;
+  }
+  return best;
 }
 
 double marginal_value(const DwClaim& c, int k) {
   if (k >= saturating_workers(c)) return 0;
   double now = speed(c, k), next = speed(c, k + 1);
+  if (!(next > now)) return 0;  // a measured worker that does not speed the job up
   double saved = now <= 0 ? kInfinite : c.remaining_work / now - c.remaining_work / next;
   return saved / static_cast<double>(c.cpu_per_worker);
 }
@@ -72,13 +201,26 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
   // Water-filling: the smallest lambda (seconds saved per milli-CPU) whose
   // allocation fits, by bisection on log(lambda) between the smallest and
   // largest marginal values in play; the leftover then goes one worker at
-  // a time by exact marginal value.
+  // a time by exact marginal value (a measured claim: one hull segment at
+  // a time, then single workers; see dw_allocation.h).
+  std::vector<Hull> hulls;  // measured claims' hulls from their floors; none for model claims
+  if (std::any_of(claims.begin(), claims.end(), is_measured)) hulls.resize(n);
+  const auto measured_at = [&](size_t i) { return !hulls.empty() && is_measured(claims[i]); };
   std::vector<size_t> open;  // claims that may still get workers
   double lo = std::numeric_limits<double>::max(), hi = 0;
   for (size_t i = 0; i < n; ++i) {
     if (out[i] >= cap[i]) continue;
+    double first, last;
+    if (measured_at(i)) {
+      hulls[i] = hull_of(claims[i], out[i], cap[i]);
+      if (hulls[i].ends.empty()) continue;
+      first = hulls[i].values.front();
+      last = hulls[i].values.back();
+    } else {
+      first = marginal_value(claims[i], out[i]);
+      last = marginal_value(claims[i], cap[i] - 1);
+    }
     open.push_back(i);
-    double first = marginal_value(claims[i], out[i]), last = marginal_value(claims[i], cap[i] - 1);
     if (std::isfinite(first)) hi = std::max(hi, first);
     lo = std::min(lo, last);
   }
@@ -86,7 +228,8 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
   auto cost_at = [&](double lambda, bool keep) {
     int64_t used = 0;
     for (size_t i : open) {
-      int64_t k = std::max<int64_t>(out[i], workers_at_or_above(claims[i], cap[i], lambda));
+      int64_t k = measured_at(i) ? hull_workers_at_or_above(hulls[i], out[i], lambda)
+                                 : std::max<int64_t>(out[i], workers_at_or_above(claims[i], cap[i], lambda));
       if (keep) counts[i] = static_cast<int>(k);
       used += (k - out[i]) * claims[i].cpu_per_worker;
     }
@@ -105,18 +248,48 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
   }
   out = counts;
 
+  // A claim's next step: one worker, or a measured claim's next hull
+  // segment (whole); its value per milli-CPU and workers.
+  struct Step {
+    double value = 0;
+    int workers = 0;
+  };
+  auto step_of = [&](size_t i) -> Step {
+    if (!measured_at(i)) return out[i] < cap[i] ? Step{marginal_value(claims[i], out[i]), 1} : Step{};
+    const Hull& h = hulls[i];
+    for (size_t j = 0; j < h.ends.size(); ++j)
+      if (h.ends[j] > out[i]) return Step{h.values[j], h.ends[j] - out[i]};
+    return Step{};
+  };
   using Entry = std::pair<double, size_t>;
   std::vector<Entry> heap;
   for (size_t i : open)
-    if (out[i] < cap[i]) heap.push_back({marginal_value(claims[i], out[i]), i});
+    if (step_of(i).workers > 0) heap.push_back({step_of(i).value, i});
   std::priority_queue<Entry> next(std::less<Entry>(), std::move(heap));
   while (!next.empty() && left > 0) {
     size_t i = next.top().second;
     next.pop();
-    if (claims[i].cpu_per_worker > left) continue;
-    ++out[i];
-    left -= claims[i].cpu_per_worker;
-    if (out[i] < cap[i]) next.push({marginal_value(claims[i], out[i]), i});
+    const Step step = step_of(i);
+    const int64_t cost = step.workers * claims[i].cpu_per_worker;
+    if (cost > left) continue;
+    out[i] += step.workers;
+    left -= cost;
+    if (const Step after = step_of(i); after.workers > 0) next.push({after.value, i});
+  }
+
+  // What no whole segment fits: single workers of measured claims, the
+  // highest exact marginal value first, while one saves time.
+  while (!hulls.empty() && left > 0) {
+    size_t best = n;
+    double best_value = 0;
+    for (size_t i : open) {
+      if (!measured_at(i) || out[i] >= cap[i] || claims[i].cpu_per_worker > left) continue;
+      const double v = marginal_value(claims[i], out[i]);
+      if (v > best_value) best = i, best_value = v;
+    }
+    if (best == n) break;
+    ++out[best];
+    left -= claims[best].cpu_per_worker;
   }
   return out;
 }

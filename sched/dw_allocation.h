@@ -9,6 +9,19 @@
 // R/s(k) - R/s(k+1) seconds, per milli-CPU it holds. Values fall with k, so
 // giving CPUs to the highest marginal values first (water-filling) is
 // optimal for this separable convex objective.
+//
+// A claim with measured speeds (`measured`, from the job's scaling curve)
+// is valued by them instead: s(k) runs piecewise-linearly through
+// (0, base_speed) and the measured points, each capped at 1; above the
+// largest measured count it rises with the smaller of the last measured
+// segment's slope and gain_per_worker (never below 0, never above 1). Such
+// a curve may be flat, fall, or rise again after a flat stretch, so its
+// marginal values need not fall with k: allocate_workers gives a measured
+// claim its workers by the upper concave hull of -R/s(k), one hull
+// segment at a time (a stretch that pays only as a whole, e.g. a flat one
+// before a rise, is granted whole or not at all, so it never stops in a
+// dip); CPUs left over after that go one worker at a time to the highest
+// exact marginal value above 0.
 #ifndef GOLDMINER_SCHED_DW_ALLOCATION_H_
 #define GOLDMINER_SCHED_DW_ALLOCATION_H_
 
@@ -30,20 +43,25 @@ struct DwClaim {
   // measurement: the model above alone.
   std::vector<std::pair<int, double>> measured;
   // No more workers than this (its measured knee, one more while it
-  // re-probes above it); -1: no cap but max_workers.
+  // re-probes above it); -1: no cap but max_workers. Workers above it
+  // have marginal value 0 and are never granted (model claims too).
   int cap = -1;
 };
 
-// Workers that bring a claim to full speed (or to max_workers).
+// Workers that bring a claim to full speed (or to max_workers, or cap);
+// for a measured claim, the fewest workers at which s(k) is highest.
 int saturating_workers(const DwClaim& claim);
 
-// Seconds saved by the (k+1)-th worker of `claim`, per milli-CPU.
+// Seconds saved by the (k+1)-th worker of `claim`, per milli-CPU; 0 from
+// saturating_workers on, and for a measured worker that does not speed
+// the job up.
 double marginal_value(const DwClaim& claim, int k);
 
 // Worker counts per claim (same order) using at most `cpu_capacity`
 // milli-CPU. Floors come first, in order of the value of each job's first
 // worker; the rest goes by marginal value per milli-CPU. No job gets more
-// than its saturating count. Runs in O(J log(1/eps)) for J claims.
+// than its saturating count. Runs in O(J log(1/eps)) for J model claims;
+// a measured claim adds O(its saturating count) per bisection step.
 std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cpu_capacity);
 
 }  // namespace goldminer

@@ -66,6 +66,111 @@ TEST(DwAllocationTest, NeverExceedsCapacity) {
   }
 }
 
+// A claim valued by measured speeds (workers, speed), base 0.
+DwClaim measured(std::vector<std::pair<int, double>> points, double gain, int max_workers = 16, int floor = 0) {
+  DwClaim c = claim(1, gain, max_workers, floor);
+  c.measured = std::move(points);
+  return c;
+}
+
+TEST(DwAllocationTest, MeasuredSpeedsAreInterpolatedThenExtendedNoSteeperThanTheModel) {
+  // Rising: 0.1 a worker to 6; above, the last segment's slope (0.1, below
+  // the model's 0.25) to full speed at 10, capped by max_workers.
+  DwClaim rising = measured({{2, 0.2}, {6, 0.6}}, 0.25);
+  EXPECT_EQ(saturating_workers(rising), 10);
+  EXPECT_NEAR(marginal_value(rising, 3) * 1000, 1 / 0.3 - 1 / 0.4, 1e-9) << "between measured points";
+  EXPECT_NEAR(marginal_value(rising, 7) * 1000, 1 / 0.7 - 1 / 0.8, 1e-9) << "above them";
+  EXPECT_EQ(saturating_workers(measured({{2, 0.2}, {6, 0.6}}, 0.05)), 14) << "the model's gain is the smaller slope";
+  EXPECT_EQ(saturating_workers(measured({{2, 0.2}, {6, 0.6}}, 0.25, 8)), 8) << "max_workers";
+  // Flat from 2 on: workers above 2 add nothing.
+  DwClaim flat = measured({{2, 0.4}, {6, 0.4}}, 0.25);
+  EXPECT_EQ(saturating_workers(flat), 2);
+  EXPECT_EQ(marginal_value(flat, 2), 0);
+  // Falling: the best measured count, and nothing above it.
+  DwClaim falling = measured({{2, 0.5}, {6, 0.3}}, 0.25);
+  EXPECT_EQ(saturating_workers(falling), 2);
+  EXPECT_EQ(marginal_value(falling, 4), 0);
+  // Speeds above 1 count as 1.
+  EXPECT_EQ(saturating_workers(measured({{2, 0.5}, {4, 1.5}}, 0.25)), 4);
+}
+
+TEST(DwAllocationTest, TheCapIsAKneeNoWorkerAboveItIsGranted) {
+  DwClaim rising = measured({{2, 0.2}, {6, 0.6}}, 0.25);
+  rising.cap = 3;
+  EXPECT_EQ(saturating_workers(rising), 3);
+  EXPECT_EQ(marginal_value(rising, 3), 0);
+  EXPECT_EQ(allocate_workers({rising}, 100000), (std::vector<int>{3}));
+  rising.cap = 4;  // re-probing one above the knee
+  EXPECT_EQ(allocate_workers({rising}, 100000), (std::vector<int>{4}));
+  DwClaim model = claim(100, 0.1, 16);
+  model.cap = 2;
+  EXPECT_EQ(allocate_workers({model, claim(100, 0.1, 16)}, 8000), (std::vector<int>{2, 6}))
+      << "a model claim's cap too";
+}
+
+// Scarce CPUs: after both floors, the flat job's second worker (2.5 s per
+// unit of work) and the rising job's to its sixth (5, 1.67, 0.83, 0.5,
+// 0.33) beat the flat job's third (1/0.4 - 1/0.405 = 0.03).
+TEST(DwAllocationTest, ScarceCpusGoToTheJobWhoseMeasuredCurveRises) {
+  DwClaim flat = measured({{2, 0.4}, {6, 0.42}}, 0.2, 16, 1);
+  DwClaim rising = measured({{2, 0.2}, {6, 0.6}}, 0.2, 16, 1);
+  EXPECT_EQ(allocate_workers({flat, rising}, 8000), (std::vector<int>{2, 6}));
+  EXPECT_EQ(allocate_workers({rising, flat}, 8000), (std::vector<int>{6, 2})) << "whatever the order";
+}
+
+// A measured claim flat from 2 to 4 workers, then rising to full speed at
+// 6, beside a model claim saturating at 4. Worker by worker, the flat
+// stretch's first worker is worth nothing and the model claim takes the
+// CPUs; by the curve's concave hull the stretch is worth 0.6 a worker up
+// to 5 as a whole, more than the model claim's fourth worker (0.33).
+TEST(DwAllocationTest, AFlatStretchBeforeARiseIsGrantedWhole) {
+  std::vector<DwClaim> claims = {measured({{2, 0.3}, {4, 0.3}, {6, 1.0}}, 0.35, 6), claim(1, 0.25, 4)};
+  std::vector<int> k = allocate_workers(claims, 8000);
+  EXPECT_EQ(k, (std::vector<int>{5, 3}));
+  auto time_of = [&](const std::vector<int>& counts) {
+    double total = 0;
+    for (size_t i = 0; i < claims.size(); ++i) {
+      double t = 0;  // 1/s(k) from the marginal values: 1/s(k) = 1/s(k_max) + sum of the rest
+      for (int w = counts[i]; w < saturating_workers(claims[i]); ++w) t += marginal_value(claims[i], w) * 1000;
+      total += t;
+    }
+    return total;
+  };
+  EXPECT_LT(time_of(k), time_of({2, 4})) << "better than worker-by-worker";
+  EXPECT_LE(time_of(k), time_of({6, 2}));
+  EXPECT_LE(time_of(k), time_of({4, 4}));
+}
+
+TEST(DwAllocationTest, MeasuredClaimsNeverExceedCapacityOrCap) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<DwClaim> claims;
+    int n = 2 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < n; ++i) {
+      if (rng() % 3 == 0) {
+        claims.push_back(claim(50 + rng() % 500, 0.05 + (rng() % 100) / 400.0, 12, 1));
+        continue;
+      }
+      std::vector<std::pair<int, double>> points;
+      for (int w = 1 + static_cast<int>(rng() % 2); w <= 12; w += 1 + static_cast<int>(rng() % 3))
+        points.push_back({w, (rng() % 1000) / 800.0});
+      DwClaim c = measured(points, 0.05 + (rng() % 100) / 400.0, 12, 1);
+      c.remaining_work = 50 + rng() % 500;
+      c.cap = static_cast<int>(rng() % 14) - 1;
+      claims.push_back(c);
+    }
+    int64_t cap = 1000 * static_cast<int64_t>(rng() % (3 * n + 10));
+    auto k = allocate_workers(claims, cap);
+    EXPECT_LE(std::accumulate(k.begin(), k.end(), int64_t{0}) * 1000, cap) << "round " << round;
+    for (size_t i = 0; i < k.size(); ++i) {
+      EXPECT_LE(k[i], saturating_workers(claims[i])) << "round " << round << " claim " << i;
+      if (claims[i].cap >= 0) {
+        EXPECT_LE(k[i], claims[i].cap) << "round " << round << " claim " << i;
+      }
+    }
+  }
+}
+
 // Water-filling is optimal for this separable convex objective: compare with
 // exhaustive greedy one worker at a time (exact marginal values).
 TEST(DwAllocationTest, MatchesExactGreedyOnRandomClaims) {
