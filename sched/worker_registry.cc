@@ -53,7 +53,8 @@ std::string encode_report(const SessionReport& r) {
          "\ndw_max=" + std::to_string(r.dw_max) + "\ncpus_per_dw=" + number(r.cpus_per_dw) +
          "\nwait=" + number(r.trainer_wait_fraction) + "\nfill=" + number(r.queue_fill) +
          "\nconsumption=" + number(r.consumption_rate) + "\nper_worker=" + number(r.per_worker_rate) +
-         "\nsamples_per_s=" + number(r.samples_per_s) + "\nhosts=" + hosts + "\n";
+         "\nsamples_per_s=" + number(r.samples_per_s) + "\nhosts=" + hosts + "\ncurve=" + format_curve(r.curve) +
+         "\nknee=" + std::to_string(r.knee) + "\nprobing=" + (r.probing ? "1" : "0") + "\n";
 }
 
 namespace {
@@ -98,7 +99,7 @@ Expected<uint32_t> parse_job(const std::string& what, const std::string& value) 
 
 Expected<SessionReport> decode_report(const std::string& text) {
   auto f = strict_fields(text, {"job", "nonce", "workers", "dw_max", "cpus_per_dw", "wait", "fill", "consumption",
-                                "per_worker", "samples_per_s", "hosts"}, "report");
+                                "per_worker", "samples_per_s", "hosts", "curve", "knee", "probing"}, "report");
   if (!f.ok()) return f.status();
   SessionReport r;
   Status st;
@@ -126,7 +127,16 @@ Expected<SessionReport> decode_report(const std::string& text) {
   real("consumption", 0, 1e12, &r.consumption_rate);
   real("per_worker", 0, 1e12, &r.per_worker_rate);
   real("samples_per_s", 0, 1e15, &r.samples_per_s);
+  count("knee", -1, r.dw_max, &r.knee);
   if (!st.ok()) return st;
+  const std::string& probing = f->at("probing");
+  if (probing != "0" && probing != "1")
+    return Status::error("report: probing: invalid value '" + probing.substr(0, 40) + "': expected 0 or 1");
+  r.probing = probing == "1";
+  if (r.probing && r.knee < 0) return Status::error("report: probing: 1 without a knee");
+  auto curve = parse_curve(f->at("curve"));
+  if (!curve.ok()) return Status::error("report: " + curve.status().message());
+  r.curve = std::move(*curve);
   std::istringstream hosts(f->at("hosts"));
   std::string h;
   while (std::getline(hosts, h, ','))
@@ -165,6 +175,15 @@ DwClaim claim_of(const SessionReport& r) {
   c.cpu_per_worker = std::max<int64_t>(1, std::llround(r.cpus_per_dw * 1000));
   c.max_workers = r.dw_max;
   c.min_workers = std::min(1, r.dw_max);
+  c.cap = r.knee >= 0 ? r.knee + (r.probing ? 1 : 0) : -1;
+  // Measured: speeds from the curve (see worker_registry.h); the model's
+  // gain above bounds only the slope beyond the largest measured count.
+  double top = 0;
+  for (const CurvePoint& p : r.curve) top = std::max(top, p.samples_per_s);
+  const double d = std::max(r.samples_per_s / (1 - wait), top);
+  if (top > 0)  // a curve of zeros says nothing of what a worker adds
+    for (const CurvePoint& p : r.curve)
+      if (!(r.probing && p.workers > r.knee)) c.measured.push_back({p.workers, p.samples_per_s / d});
   return c;
 }
 
@@ -220,7 +239,11 @@ std::string WorkerRegistry::json(const ViewOf& view) const {
            ", \"dw_max\": " + std::to_string(r.dw_max) + ", \"cpus_per_dw\": " + shown(r.cpus_per_dw) +
            ", \"trainer_wait_fraction\": " + shown(r.trainer_wait_fraction) +
            ", \"queue_fill\": " + shown(r.queue_fill) + ", \"samples_per_s\": " + shown(r.samples_per_s) +
-           ", \"hosts\": ";
+           ", \"curve\": [";
+    for (size_t p = 0; p < r.curve.size(); ++p)
+      out += (p ? ", [" : "[") + std::to_string(r.curve[p].workers) + ", " + shown(r.curve[p].samples_per_s) + "]";
+    out += "], \"knee\": " + (r.knee >= 0 ? std::to_string(r.knee) : "null") +
+           ", \"probing\": " + (r.probing ? "true" : "false") + ", \"hosts\": ";
     if (!full) {
       out += "null}";
       continue;
@@ -239,17 +262,24 @@ std::string WorkerRegistry::table(const ViewOf& view) const {
   std::snprintf(line, sizeof line, "worker CPUs: %s, held by %zu jobs' workers: %s\n\n", shown(worker_cpus_).c_str(),
                 jobs_.size(), shown(held).c_str());
   std::string out = line;
-  std::snprintf(line, sizeof line, "%-10s %-10s %7s %6s %6s %5s %5s %11s  %s\n", "JOB", "USER", "WORKERS", "TARGET",
-                "DW-MAX", "WAIT%", "FILL%", "SAMPLES/S", "WORKER HOSTS");
+  std::snprintf(line, sizeof line, "%-10s %-10s %7s %6s %6s %5s %5s %5s %11s  %s\n", "JOB", "USER", "WORKERS",
+                "TARGET", "DW-MAX", "KNEE", "WAIT%", "FILL%", "SAMPLES/S", "WORKER HOSTS");
   out += line;
   for (const auto& [id, e] : jobs_) {
     const JobView v = view_of(view, e);
     if (v == JobView::kHidden) continue;
     const SessionReport& r = e.report;
+    const std::string knee = r.knee < 0 ? "-" : std::to_string(r.knee) + (r.probing ? "+1" : "");
+    // The curve on a line of its own below the row: "2:13.7k 6:7.9k".
+    std::string curve;
+    for (const CurvePoint& p : r.curve)
+      curve += (curve.empty() ? "" : " ") + std::to_string(p.workers) + ":" + short_rate(p.samples_per_s);
+    if (!curve.empty()) curve = std::string(11, ' ') + "curve (workers:samples/s): " + curve + "\n";
     if (v == JobView::kFigures) {
-      std::snprintf(line, sizeof line, "%-10u %-10.10s %7d %6d %6d %5.0f %5.0f %11.0f  %s\n", id, "-", r.workers,
-                    e.target, r.dw_max, 100 * r.trainer_wait_fraction, 100 * r.queue_fill, r.samples_per_s, "-");
-      out += line;
+      std::snprintf(line, sizeof line, "%-10u %-10.10s %7d %6d %6d %5s %5.0f %5.0f %11.0f  %s\n", id, "-", r.workers,
+                    e.target, r.dw_max, knee.c_str(), 100 * r.trainer_wait_fraction, 100 * r.queue_fill,
+                    r.samples_per_s, "-");
+      out += line + curve;
       continue;
     }
     std::map<std::string, int> per_host;
@@ -260,10 +290,10 @@ std::string WorkerRegistry::table(const ViewOf& view) const {
     char buf[4096];
     std::string user = getpwuid_r(e.uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr ? pw.pw_name
                                                                                                 : std::to_string(e.uid);
-    std::snprintf(line, sizeof line, "%-10u %-10.10s %7d %6d %6d %5.0f %5.0f %11.0f  %s\n", id, user.c_str(),
-                  r.workers, e.target, r.dw_max, 100 * r.trainer_wait_fraction, 100 * r.queue_fill, r.samples_per_s,
-                  hosts.empty() ? "-" : hosts.c_str());
-    out += line;
+    std::snprintf(line, sizeof line, "%-10u %-10.10s %7d %6d %6d %5s %5.0f %5.0f %11.0f  %s\n", id, user.c_str(),
+                  r.workers, e.target, r.dw_max, knee.c_str(), 100 * r.trainer_wait_fraction, 100 * r.queue_fill,
+                  r.samples_per_s, hosts.empty() ? "-" : hosts.c_str());
+    out += line + curve;
   }
   return out;
 }
@@ -296,6 +326,19 @@ std::string WorkerRegistry::prometheus(const ViewOf& view) const {
       if (view_of(view, e) != JobView::kHidden)
         out += std::string(g.name) + "{job=\"" + std::to_string(id) + "\"} " + shown(g.value(e)) + "\n";
   }
+  // The measured knee (jobs that know one) and curve (a series per count).
+  out += "# HELP goldminer_job_knee Workers above which the job's measured growth did not pay.\n"
+         "# TYPE goldminer_job_knee gauge\n";
+  for (const auto& [id, e] : jobs_)
+    if (view_of(view, e) != JobView::kHidden && e.report.knee >= 0)
+      out += "goldminer_job_knee{job=\"" + std::to_string(id) + "\"} " + std::to_string(e.report.knee) + "\n";
+  out += "# HELP goldminer_job_curve_samples_per_second Samples per second the job measured at each worker count.\n"
+         "# TYPE goldminer_job_curve_samples_per_second gauge\n";
+  for (const auto& [id, e] : jobs_)
+    if (view_of(view, e) != JobView::kHidden)
+      for (const CurvePoint& p : e.report.curve)
+        out += "goldminer_job_curve_samples_per_second{job=\"" + std::to_string(id) + "\",workers=\"" +
+               std::to_string(p.workers) + "\"} " + shown(p.samples_per_s) + "\n";
   return out;
 }
 

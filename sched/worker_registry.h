@@ -16,6 +16,15 @@
 // not known to a session: it is taken as equal for all jobs, so the
 // allocation maximises the jobs' summed progress rate per CPU (marginal
 // 1/speed, as dw_allocation.h).
+//
+// A session that has measured its scaling curve (scaling_curve.h) is
+// valued by it instead: speed at k workers = samples/s measured at k / D,
+// D the larger of its demand in samples/s (samples/s / (1 - wait)) and
+// the most it measured; the model above then only bounds the slope beyond
+// the largest measured count. The job's knee caps it (no worker above it);
+// while it re-probes, one more is allowed and the points above the knee
+// (what the probe measures afresh) are left out, so the probe worker is
+// valued by the curve below the knee.
 #ifndef GOLDMINER_SCHED_WORKER_REGISTRY_H_
 #define GOLDMINER_SCHED_WORKER_REGISTRY_H_
 
@@ -27,6 +36,7 @@
 
 #include "gmcore/status.h"
 #include "sched/dw_allocation.h"
+#include "sched/scaling_curve.h"
 
 namespace goldminer {
 
@@ -42,6 +52,13 @@ struct SessionReport {
   double per_worker_rate = 0;    // batches/s one worker made at best; 0: not measured
   double samples_per_s = 0;
   std::vector<std::string> worker_hosts;  // where its workers run, one per worker
+  // The job's measured scaling curve, ascending by workers ("curve=W:S,W:S",
+  // format_curve; "" before any measurement), its knee (workers above which
+  // growth did not pay; -1 none known, else 0..dw_max) and whether it
+  // re-probes one worker above the knee now (only with a knee).
+  std::vector<CurvePoint> curve;
+  int knee = -1;
+  bool probing = false;
 };
 
 // The report as "key=value" lines (what the session signs); decode is
@@ -96,12 +113,14 @@ class WorkerRegistry {
   const std::map<uint32_t, JobEntry>& jobs() const { return jobs_; }
 
   // goldminer-top --json: {"worker_cpus": C, "worker_cpus_held": H,
-  // "jobs": [{"job": J, "uid": U, "workers": N, "target": T, ...}, ...]}
+  // "jobs": [{"job": J, "uid": U, "workers": N, "target": T, ...,
+  // "curve": [[W, S], ...], "knee": K or null, "probing": B, "hosts": [...]}, ...]}
   // ("uid" and "hosts" null in a kFigures row). `view` null: all kFull.
   std::string json(const ViewOf& view = nullptr) const;
   // Prometheus text exposition (goldminer_* gauges, one series per job).
   std::string prometheus(const ViewOf& view = nullptr) const;
-  // goldminer-top's screen: the cluster's worker CPUs, then a row per job.
+  // goldminer-top's screen: the cluster's worker CPUs, then a row per job
+  // (KNEE: "-", K, or "K+1" while it re-probes), its curve on a line below.
   std::string table(const ViewOf& view = nullptr) const;
 
  private:

@@ -41,6 +41,154 @@ TEST(WorkerRegistryTest, ReportsRoundTripAndBadOnesAreNamed) {
   bad.replace(bad.find("wait=0.5"), 8, "wait=2");
   EXPECT_EQ(decode_report(bad).status().message(), "report: wait: invalid value '2': expected a number from 0 to 1");
   EXPECT_EQ(decode_report("garbage\n").status().message(), "report: expected key=value, got 'garbage'");
+  EXPECT_TRUE(back->curve.empty());
+  EXPECT_EQ(back->knee, -1);
+  EXPECT_FALSE(back->probing);
+}
+
+// A report's text with KEY's line replaced by KEY=VALUE.
+std::string with(std::string text, const std::string& key, const std::string& value) {
+  size_t at = text.find("\n" + key + "=") + 1;
+  text.replace(at, text.find('\n', at) - at, key + "=" + value);
+  return text;
+}
+
+std::vector<CurvePoint> curve(std::vector<std::pair<int, double>> points) {
+  std::vector<CurvePoint> out;
+  for (const auto& [w, s] : points) out.push_back(CurvePoint{w, s, 0, 0});
+  return out;
+}
+
+TEST(WorkerRegistryTest, TheMeasuredCurveAndKneeRoundTripAndBadOnesAreNamed) {
+  SessionReport r = report(42, 25);
+  r.curve = curve({{2, 13700}, {6, 7900}});
+  r.knee = 2;
+  r.probing = true;
+  const std::string text = encode_report(r);
+  EXPECT_NE(text.find("\ncurve=2:13700,6:7900\nknee=2\nprobing=1\n"), std::string::npos) << text;
+  auto back = decode_report(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->curve.size(), 2u);
+  EXPECT_EQ(back->curve[1].workers, 6);
+  EXPECT_DOUBLE_EQ(back->curve[1].samples_per_s, 7900);
+  EXPECT_EQ(back->knee, 2);
+  EXPECT_TRUE(back->probing);
+  EXPECT_EQ(decode_report(with(text, "knee", "17")).status().message(),
+            "report: knee: invalid value '17': expected a number from -1 to 16");
+  EXPECT_EQ(decode_report(with(text, "probing", "yes")).status().message(),
+            "report: probing: invalid value 'yes': expected 0 or 1");
+  EXPECT_EQ(decode_report(with(with(text, "knee", "-1"), "probing", "1")).status().message(),
+            "report: probing: 1 without a knee");
+  EXPECT_EQ(decode_report(with(text, "curve", "6:7900,2:13700")).status().message(),
+            "report: curve: entry '2:13700': worker counts must be ascending and distinct");
+  EXPECT_EQ(decode_report(with(text, "curve", "2:fast")).status().message(),
+            "report: curve: entry '2:fast': samples/s must be a number from 0 to 1e15");
+  std::string old = text.substr(0, text.find("curve="));
+  EXPECT_EQ(decode_report(old).status().message(), "report: curve: missing") << "strict: no key is optional";
+}
+
+// A flat job (13.7k samples/s at 2 workers and at 6) and a rising one
+// (5k at 2, 15k at 6, its trainer waiting half the time: D = 30k).
+SessionReport flat_job(uint32_t job) {
+  SessionReport r = report(job, 12.5);
+  r.curve = curve({{2, 13700}, {6, 13700}});
+  r.samples_per_s = 13700;
+  r.trainer_wait_fraction = 0;
+  return r;
+}
+SessionReport rising_job(uint32_t job) {
+  SessionReport r = report(job, 12.5);
+  r.curve = curve({{2, 5000}, {6, 15000}});
+  r.samples_per_s = 15000;
+  return r;
+}
+
+TEST(WorkerRegistryTest, AMeasuredClaimComesFromTheCurveAndTheKneeCapsIt) {
+  DwClaim c = claim_of(rising_job(1));
+  ASSERT_EQ(c.measured.size(), 2u);
+  EXPECT_EQ(c.measured[0].first, 2);
+  EXPECT_DOUBLE_EQ(c.measured[0].second, 5000.0 / 30000) << "D = 15000 / (1 - 0.5)";
+  EXPECT_DOUBLE_EQ(c.measured[1].second, 0.5);
+  EXPECT_EQ(c.cap, -1);
+  SessionReport r = rising_job(1);
+  r.trainer_wait_fraction = 0;
+  r.samples_per_s = 4000;
+  EXPECT_DOUBLE_EQ(claim_of(r).measured[1].second, 1) << "D: at least the most measured";
+  r.knee = 2;
+  EXPECT_EQ(claim_of(r).cap, 2);
+  EXPECT_EQ(claim_of(r).measured.size(), 2u);
+  r.probing = true;
+  EXPECT_EQ(claim_of(r).cap, 3) << "one above the knee while it re-probes";
+  EXPECT_EQ(claim_of(r).measured.size(), 1u) << "the points above the knee are what the probe measures";
+  // No curve yet: the model alone, as before.
+  DwClaim model = claim_of(report(1, 25));
+  EXPECT_TRUE(model.measured.empty());
+  EXPECT_EQ(model.cap, -1);
+  EXPECT_DOUBLE_EQ(model.gain_per_worker, 0.25);
+}
+
+// 8 worker CPUs: one worker each first; then the flat job's second worker
+// (1/0.5 - 1 = 1 per unit of work) and the rising one's (k/12 a worker up
+// to 6, then its last segment's slope: 6, 2, 1, 0.6, 0.4 from 2 to 6).
+TEST(WorkerRegistryTest, TheJobWhoseMeasuredCurveRisesGetsTheCpus) {
+  WorkerRegistry reg(8, 30);
+  ASSERT_TRUE(reg.accept(flat_job(1), 1000, 1000, 0).ok());
+  ASSERT_TRUE(reg.accept(rising_job(2), 1000, 1000, 0).ok());
+  reg.reallocate(1);
+  EXPECT_EQ(reg.target(1), 2);
+  EXPECT_EQ(reg.target(2), 6);
+  // Plenty of CPUs: the flat one still stops where its curve does, the
+  // rising one runs to full speed (its slope 1/12 from 6: at 12).
+  reg.set_worker_cpus(100);
+  reg.reallocate(2);
+  EXPECT_EQ(reg.target(1), 2);
+  EXPECT_EQ(reg.target(2), 12);
+}
+
+// A rising job that found its knee at 2 (6 workers paid nothing more):
+// never above it, whatever the CPUs, until it re-probes; then one above.
+TEST(WorkerRegistryTest, TheKneeCapsATargetAndAProbeAllowsOneMore) {
+  SessionReport r = rising_job(1);
+  r.curve = curve({{1, 5000}, {2, 10000}, {6, 10000}});
+  r.knee = 2;
+  WorkerRegistry reg(100, 30);
+  ASSERT_TRUE(reg.accept(r, 1000, 1000, 0).ok());
+  reg.reallocate(0);
+  EXPECT_EQ(reg.target(1), 2);
+  r.probing = true;
+  ASSERT_TRUE(reg.accept(r, 1000, 1000, 1).ok());
+  reg.reallocate(1);
+  EXPECT_EQ(reg.target(1), 3);
+}
+
+TEST(WorkerRegistryTest, ShowsTheCurveAndKneeInJsonTableAndPrometheus) {
+  WorkerRegistry reg(8, 30);
+  SessionReport r = flat_job(5);
+  r.knee = 2;
+  ASSERT_TRUE(reg.accept(r, 4294967, 4294967, 0).ok());
+  ASSERT_TRUE(reg.accept(report(6, 25), 4294967, 4294967, 0).ok());
+  reg.reallocate(0);
+  std::string json = reg.json([](const JobEntry&) { return JobView::kFigures; });
+  EXPECT_NE(json.find("\"curve\": [[2, 13700], [6, 13700]], \"knee\": 2, \"probing\": false, \"hosts\": null}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"curve\": [], \"knee\": null, \"probing\": false"), std::string::npos) << json;
+  std::string table = reg.table();
+  EXPECT_NE(table.find("5          4294967          1      2     16     2     0    10       13700  c1,c2\n"
+                       "           curve (workers:samples/s): 2:13.7k 6:13.7k\n6 "),
+            std::string::npos)
+      << table;
+  std::string text = reg.prometheus();
+  EXPECT_NE(text.find("# TYPE goldminer_job_knee gauge\ngoldminer_job_knee{job=\"5\"} 2\n# HELP"), std::string::npos)
+      << "only the job that knows its knee: " << text;
+  EXPECT_NE(text.find("goldminer_job_curve_samples_per_second{job=\"5\",workers=\"2\"} 13700\n"
+                      "goldminer_job_curve_samples_per_second{job=\"5\",workers=\"6\"} 13700\n"),
+            std::string::npos)
+      << text;
+  // Hidden: neither its curve nor its knee.
+  text = reg.prometheus([](const JobEntry&) { return JobView::kHidden; });
+  EXPECT_EQ(text.find("{job=\"5\""), std::string::npos) << text;
+  EXPECT_EQ(reg.table([](const JobEntry&) { return JobView::kHidden; }).find("curve"), std::string::npos);
 }
 
 TEST(WorkerRegistryTest, AnswersRoundTripAndBadOnesAreNamed) {
@@ -111,7 +259,7 @@ TEST(WorkerRegistryTest, ShowsEachJobAsJsonAndPrometheusText) {
   EXPECT_EQ(reg.json(),
             "{\"worker_cpus\": 8, \"worker_cpus_held\": 2, \"jobs\": [{\"job\": 3, \"uid\": 1000, \"workers\": 2, \"target\": 4, "
             "\"dw_max\": 16, \"cpus_per_dw\": 1, \"trainer_wait_fraction\": 0.5, \"queue_fill\": 0.1, "
-            "\"samples_per_s\": 12800, \"hosts\": [\"c1\", \"c2\"]}]}");
+            "\"samples_per_s\": 12800, \"curve\": [], \"knee\": null, \"probing\": false, \"hosts\": [\"c1\", \"c2\"]}]}");
   std::string text = reg.prometheus();
   EXPECT_NE(text.find("# TYPE goldminer_job_worker_target gauge\ngoldminer_job_worker_target{job=\"3\"} 4\n"),
             std::string::npos)
@@ -125,8 +273,8 @@ TEST(WorkerRegistryTest, ShowsEachJobAsJsonAndPrometheusText) {
   top.reallocate(0);
   EXPECT_EQ(top.table(),
             "worker CPUs: 8, held by 1 jobs' workers: 3\n\n"
-            "JOB        USER       WORKERS TARGET DW-MAX WAIT% FILL%   SAMPLES/S  WORKER HOSTS\n"
-            "3          4294967          3      4     16    50    10       12800  c1*2,c2\n");
+            "JOB        USER       WORKERS TARGET DW-MAX  KNEE WAIT% FILL%   SAMPLES/S  WORKER HOSTS\n"
+            "3          4294967          3      4     16     -    50    10       12800  c1*2,c2\n");
 }
 
 }  // namespace
