@@ -27,7 +27,7 @@ Expected<long> integer_variable(const std::string& name, const std::string& valu
 ElasticController::ElasticController(const ElasticConfig& config, WorkerLauncher* launcher, double now_s)
     : config_(config),
       launcher_(launcher),
-      autosizer_(config.autosizer),
+      policy_(config.autosizer),
       pending_(config.initial_workers),
       pending_deadline_(now_s + config.join_grace_s) {}
 
@@ -56,9 +56,15 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int 
   last_workers_ = held_ = m.workers;
   last_joined_ = std::max(last_joined_, m.joined);
   last_target_ = target;
-  if (target >= 0) return follow(m, now_s, target);
+  const ScalingDecision d = policy_.observe(m, now_s, settling(now_s), target >= 0);
+  if (target >= 0) {
+    ElasticStep followed = follow(m, now_s, std::min(target, policy_.ceiling(now_s)), d.change < 0);
+    followed.decision = d.why;
+    return followed;
+  }
   over_target_ = 0;
-  const int change = autosizer_.observe(m);
+  step.decision = d.why;
+  const int change = d.change;
   if (change > 0) {
     // Workers already on their way (waiting in Slurm's queue, or started
     // and not yet joined) are the growth asked for: more would overshoot.
@@ -86,7 +92,8 @@ ElasticStep ElasticController::replace_lost(int lost, int workers, int joined, d
   pending_ = std::max(0, pending_ - std::max(0, joined - last_joined_));
   last_joined_ = std::max(last_joined_, joined);
   last_workers_ = workers;
-  const int want = std::clamp(last_target_ >= 0 ? last_target_ : held_, a.min_workers, a.max_workers);
+  const int want = std::clamp(std::min(last_target_ >= 0 ? last_target_ : held_, policy_.ceiling(now_s)),
+                              a.min_workers, a.max_workers);
   if (!settling(now_s)) pending_ = 0;
   const int on_way = std::max(pending_, launched_ ? launcher_->waiting() : 0);
   if (lost <= 0 || workers + on_way >= want || now_s < retry_at_) return step;
@@ -97,8 +104,9 @@ ElasticStep ElasticController::replace_lost(int lost, int workers, int joined, d
 // goldminer-ctld's target: workers on their way (started, not joined,
 // within the join grace) count towards it; beyond it, waiting ones are
 // cancelled, then connected ones drained, once `patience` observations
-// agree (one report's dip does not cost a worker).
-ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int target) {
+// agree (one report's dip does not cost a worker), or `at_once` (the
+// job's own measurements undid a growth: several windows agreed already).
+ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int target, bool at_once) {
   ElasticStep step;
   const AutosizerConfig& a = config_.autosizer;
   const int t = std::max(a.min_workers, std::min(a.max_workers, target));
@@ -118,7 +126,7 @@ ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int t
   // drains connected ones. Waiting ones are cancelled first.
   const int excess = m.workers + on_way - t;
   over_target_ = excess > 0 ? over_target_ + 1 : 0;
-  if (over_target_ >= a.patience) {
+  if (over_target_ >= a.patience || (at_once && excess > 0)) {
     if (launched_) {
       step.cancelled = launcher_->cancel_waiting(excess);
       pending_ = std::max(0, pending_ - step.cancelled);

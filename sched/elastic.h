@@ -28,6 +28,7 @@
 
 #include "goldminer/elastic.h"
 #include "sched/autosizer.h"
+#include "sched/scaling_policy.h"
 #include "sched/worker_registry.h"
 #include "gmcore/slurm_command.h"
 #include "gmcore/status.h"
@@ -44,6 +45,7 @@ struct ElasticStep {
   int cancelled = 0;  // waiting workers cancelled
   int drain = 0;      // connected workers the session should drain
   std::string error;  // why a start failed
+  std::string decision;  // the scaling policy's line for this window ("" none)
 };
 
 // Thread-compatible; one per session. The launcher must outlive it.
@@ -52,10 +54,13 @@ class ElasticController {
   ElasticController(const ElasticConfig& config, WorkerLauncher* launcher, double now_s);
 
   // One observation window (m.workers: connected workers) ending at `now_s`
-  // (seconds, the same clock as the constructor's). With `target` >= 0
-  // (goldminer-ctld's, kept within min and max workers) the job grows to
-  // it at once and shrinks to it after `patience` observations agree;
-  // below 0 the autosizer decides.
+  // (seconds, the same clock as the constructor's). The scaling policy
+  // (scaling_policy.h) measures it and judges every growth. With `target`
+  // >= 0 (goldminer-ctld's, kept within min and max workers and below the
+  // policy's ceiling) the job grows to it at once and shrinks to it after
+  // `patience` observations agree, or at once when its own measurements
+  // undid a growth; below 0 the policy (the autosizer's proposals, judged)
+  // decides.
   ElasticStep observe(const QueueMetrics& m, double now_s, int target = -1);
 
   // `lost` connected workers left without being asked to (killed, their
@@ -67,14 +72,17 @@ class ElasticController {
   // already on their way.
   ElasticStep replace_lost(int lost, int workers, int joined, double now_s);
 
+  // The measured curve and knee goldminer-ctld is told of.
+  const ScalingPolicy& policy() const { return policy_; }
+
  private:
-  ElasticStep follow(const QueueMetrics& m, double now_s, int target);
+  ElasticStep follow(const QueueMetrics& m, double now_s, int target, bool at_once);
   // Starts up to `n`; the target then counts them until they join.
   void start(int n, double now_s, ElasticStep* step);
 
   ElasticConfig config_;
   WorkerLauncher* launcher_;
-  Autosizer autosizer_;
+  ScalingPolicy policy_;
   // Workers on their way: started (or the job's first), not yet joined,
   // expected until the deadline.
   bool settling(double now_s);

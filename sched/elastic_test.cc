@@ -35,6 +35,10 @@ ElasticConfig config(int initial, int max) {
   c.autosizer.min_workers = 1;
   c.autosizer.max_workers = max;
   c.autosizer.patience = 2;
+  // Every window measures its count at once (scaling_policy_test.cc covers
+  // settling and judging).
+  c.autosizer.settle_windows = 0;
+  c.autosizer.measure_windows = 1;
   c.join_grace_s = 30;
   c.retry_after_s = 60;
   return c;
@@ -48,6 +52,7 @@ QueueMetrics queue(int workers, int joined, double rate, double trainer_wait_fra
   m.workers = workers;
   m.joined = joined;
   m.arrival_rate = m.consumption_rate = rate;
+  m.samples_per_s = 100 * rate;
   m.per_worker_rate = 10;
   m.trainer_wait_fraction = trainer_wait_fraction;
   m.queue_fill = queue_fill;
@@ -200,8 +205,12 @@ TEST(ElasticTest, NeverAboveMaxAndNotWhileWorkersWaitForResources) {
   l.waiting_now = 1;  // Slurm has no CPUs for it yet
   for (double t = 3; t < 100; ++t) EXPECT_EQ(c.observe(starved(1), t).started, 0);
   l.waiting_now = 0;
-  EXPECT_EQ(c.observe(starved(2), 100).started + c.observe(starved(2), 101).started, 1) << "max 3: one more, not two";
-  for (double t = 102; t < 110; ++t) EXPECT_EQ(c.observe(starved(3), t).started, 0);
+  // The window the second worker arrives in judges its growth (paid); the
+  // next proposal comes after `patience` more.
+  int more = 0;
+  for (double t = 100; t < 103; ++t) more += c.observe(starved(2), t).started;
+  EXPECT_EQ(more, 1) << "max 3: one more, not two";
+  for (double t = 103; t < 110; ++t) EXPECT_EQ(c.observe(starved(3), t).started, 0);
   EXPECT_EQ(l.started, 2);
 }
 
@@ -249,6 +258,55 @@ TEST(ElasticTest, AFailedStartWaitsBeforeTheNextTry) {
   for (double t = 3; t < 62; ++t) EXPECT_TRUE(c.observe(starved(1), t).error.empty()) << t;
   l.refuse_after = 10;
   EXPECT_EQ(c.observe(starved(1), 62).started + c.observe(starved(1), 63).started, 1);
+}
+
+// Workers that only share the trainer's cores: 2 make 2,000 samples/s, 6
+// make less. Sizing itself, the job grows (the trainer waits), measures
+// the growth, and drains it again in the window that judged it.
+TEST(ElasticTest, AGrowthThatDidNotPayIsDrainedAgain) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  auto flat = [](int workers) {
+    QueueMetrics m = starved(workers, workers);
+    m.samples_per_s = workers <= 2 ? 1000.0 * workers : 2000 - 100.0 * (workers - 2);
+    m.consumption_rate = m.samples_per_s / 100;
+    return m;
+  };
+  double t = 1;
+  for (; t < 10 && l.started == 0; ++t) c.observe(flat(2), t);
+  ASSERT_GT(l.started, 0);
+  const int grown = 2 + l.started;
+  ElasticStep s;
+  for (; t < 20 && s.drain == 0; ++t) s = c.observe(flat(grown), t);
+  EXPECT_EQ(s.drain, grown - 2) << s.decision;
+  EXPECT_NE(s.decision.find("did not pay: back to 2"), std::string::npos) << s.decision;
+  EXPECT_EQ(c.policy().knee(), 2);
+  // Held at the knee while the trainer still waits, until the back-off ends.
+  const int before = l.started;
+  for (double u = t; u < t + 30; ++u) c.observe(flat(2), u);
+  EXPECT_EQ(l.started, before);
+}
+
+// Following goldminer-ctld's target, a growth that did not pay is drained
+// at once (no `patience`), and the target is capped at the knee after.
+TEST(ElasticTest, FollowingATargetAboveTheKneeDrainsAtOnce) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  auto flat = [](int workers) {
+    QueueMetrics m = starved(workers, workers);
+    m.samples_per_s = 1000.0 * std::min(workers, 2);
+    m.consumption_rate = m.samples_per_s / 100;
+    return m;
+  };
+  c.observe(flat(2), 1, 2);
+  c.observe(flat(2), 2, 2);
+  EXPECT_EQ(c.observe(flat(2), 3, 6).started, 4);
+  ElasticStep s;
+  double t = 4;
+  for (; t < 12 && s.drain == 0; ++t) s = c.observe(flat(6), t, 6);
+  EXPECT_EQ(s.drain, 4) << s.decision;
+  EXPECT_EQ(c.policy().ceiling(t), 2);
+  EXPECT_EQ(c.observe(flat(2), t, 6).started, 0) << "the target is capped at the knee";
 }
 
 TEST(ElasticTest, ShrinksByCancellingWaitingWorkersFirstThenDraining) {

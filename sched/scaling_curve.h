@@ -26,7 +26,7 @@ namespace goldminer {
 
 struct CurveConfig {
   int settle_windows = 1;     // windows dropped after the count changed
-  int measure_windows = 2;    // settled windows before a count counts as measured
+  int measure_windows = 3;    // settled windows before a count counts as measured
   int keep_windows = 6;       // the most recent windows kept per count
   double noise_floor = 0.05;  // the band is at least this share of the median
   double max_age_s = 300;     // windows older than this are forgotten

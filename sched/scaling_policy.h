@@ -3,15 +3,21 @@
 // only what the queue model predicts. The Autosizer (autosizer.h) still
 // proposes growth while the trainer waits; this policy
 //
-// - judges every growth (whoever asked for it: the autosizer or
+// - grows (the autosizer's proposal) only from a measured count, and
+//   judges every growth (whoever asked for it: the autosizer or
 //   goldminer-ctld's target) once the new count is measured: a step from
-//   a to b workers whose measured gain is below `pay_fraction` of what the
-//   model predicted for it is undone (back to a), and a becomes the job's
-//   knee;
+//   a to b workers whose measured gain, less the noise band of the two
+//   medians, is below `pay_fraction` of what the model predicted for it
+//   (or is within the noise) is undone (back to the best measured count
+//   up to a), which becomes the job's knee; a step of several workers
+//   whose gain was beyond the noise but short of that goes back to a plus
+//   the workers the gain was worth at the model's rate per worker, and on
+//   from there one worker at a time at once;
 // - holds the job at its knee for a back-off (`reprobe_after_s`, doubled
 //   after every probe that did not pay, at most `reprobe_max_s`), then
 //   re-probes one worker above it (a trainer's step time or the other
-//   jobs' load may have changed); a probe that pays clears the knee;
+//   jobs' load may have changed); a probe that pays clears the knee, and
+//   once a job has had a knee it grows one worker at a time;
 // - shrinks by one when one worker fewer, measured and fresh, kept the
 //   throughput within `shrink_band` of the current count's.
 //
@@ -21,8 +27,11 @@
 // it never waited (wait capped at 0.95), min(D, c + (b - a) r) - c.
 //
 // Every decision comes with one log line naming the figures it used, e.g.
-//   "6 workers: 7.9k samples/s, 2: 13.7k (model: +41.2k): did not pay:
+//   "6 workers: 7.9k samples/s, 2: 13.7k (model: +23.3k): did not pay:
 //    back to 2, the knee; next probe above it in 60 s"
+//   "4 workers: 20.1k samples/s, 2: 14.2k (model: +6.0k): paid: keeping 4"
+//   "7 workers: 10.8k samples/s, 6: 10.7k: one fewer within 5 %: back to 6"
+//   "probing 3 workers, above the knee 2 (after 60 s)"
 // Slurm-free; thread-compatible; one per job.
 #ifndef GOLDMINER_SCHED_SCALING_POLICY_H_
 #define GOLDMINER_SCHED_SCALING_POLICY_H_
@@ -40,6 +49,10 @@ struct ScalingDecision {
   int change = 0;    // > 0 add, < 0 remove, 0 keep
   std::string why;   // the decision's log line; "" when nothing was judged
 };
+
+// The model's samples/s gain from `added` workers more, from a window `m`
+// (see above); 0 when the window measured no flow or no worker rate.
+double predicted_gain(const QueueMetrics& m, int added);
 
 class ScalingPolicy {
  public:
@@ -69,7 +82,11 @@ class ScalingPolicy {
   };
   ScalingDecision judge(const QueueMetrics& m, double now_s);
   ScalingDecision maybe_shrink(const QueueMetrics& m, double now_s);
-  double predicted_gain(const QueueMetrics& m, int added) const;
+  // Sets the knee at `workers` and the next probe's time.
+  void hold_at(int workers, double now_s, bool failed_probe);
+  // The measured points as a decision line lists them: `first`, then the
+  // others from the most workers down ("6 workers: 7.9k samples/s, 2: 13.7k").
+  std::string figures(int first) const;
 
   AutosizerConfig config_;
   Autosizer autosizer_;
@@ -77,11 +94,12 @@ class ScalingPolicy {
   bool judging_ = false;
   Step step_;
   int last_workers_ = -1;
-  QueueMetrics before_;       // the last window before the count rose
+  QueueMetrics previous_;     // the window before this one
+  int steady_windows_ = 0;    // windows since the count last changed
   int knee_ = -1;
+  bool had_knee_ = false;     // grows one worker at a time since
   double backoff_s_ = 0;      // the current back-off; 0: none yet
   double reprobe_at_ = 0;
-  int shrink_hold_ = -1;      // a count whose measured shrink was refused
 };
 
 }  // namespace goldminer

@@ -42,7 +42,7 @@ struct AutosizerConfig {
   double shrink_band = 0.05;
   double noise_floor = 0.05;
   int settle_windows = 1;
-  int measure_windows = 2;
+  int measure_windows = 3;
   double reprobe_after_s = 60;
   double reprobe_max_s = 960;
 };

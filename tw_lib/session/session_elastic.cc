@@ -70,6 +70,7 @@ void Session::Impl::elastic_loop() {
     const double ranks = o_.rank0.empty() ? 1.0 : static_cast<double>(o_.world_size);
     m.consumption_rate = ranks * static_cast<double>(consumed_total_ - consumed) / window;
     m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
+    m.samples_per_s = m.consumption_rate * o_.batch_size;
     // The fill as the trainer found it when it took batches in the
     // window; now, when it took none.
     m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)
@@ -103,6 +104,7 @@ void Session::Impl::elastic_loop() {
       }
     }
     const ElasticStep step = controller.observe(m, t, target);
+    if (!step.decision.empty()) log::info("goldminer: session: scaling: " + step.decision);
     char why[160];
     std::snprintf(why, sizeof why, "%d workers, trainer waited %.0f %% of the last %.1f s, queue %.0f %% full",
                   m.workers, 100 * m.trainer_wait_fraction, window, 100 * m.queue_fill);
