@@ -87,6 +87,10 @@ void Session::Impl::elastic_loop() {
     SessionReport report;
     if (e.report) {
       report = report_of(m);
+      // What the job measured so far (as of the last window), its knee.
+      report.curve = controller.policy().curve().points();
+      report.knee = controller.policy().knee();
+      report.probing = controller.policy().probing(t);
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(w.id.substr(0, w.id.rfind(':')));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
