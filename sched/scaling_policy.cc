@@ -80,7 +80,7 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
       step_.predicted = predicted_gain(previous_, step_.to - step_.from);
       curve_.forget(m.workers);
     }
-  } else if (changed && m.workers > last_workers_ && last_workers_ > 0) {
+  } else if (changed && m.workers > last_workers_ && last_workers_ > 0 && previous_.samples_per_s > 0) {
     // A growth (the autosizer's or goldminer-ctld's): judged once measured,
     // against fresh windows at the new count.
     judging_ = true;
@@ -109,8 +109,10 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   }
   if (follow) return d;
   if (proposal > 0) {
-    // Measure, then grow: a growth is judged against the count it left.
-    if (m.workers > 0 && !curve_.point(m.workers)) return d;
+    // Measure, then grow: a growth is judged against the count it left
+    // (while nothing flows, the trainer waiting for its first workers or
+    // batch, there is nothing to measure or judge).
+    if (m.workers > 0 && m.samples_per_s > 0 && !curve_.point(m.workers)) return d;
     d.change = std::max(0, std::min({proposal, ceiling(now_s) - m.workers, had_knee_ ? 1 : proposal}));
   } else {
     d.change = proposal;
@@ -122,7 +124,8 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s) {
   ScalingDecision d;
   judging_ = false;
   const auto to = curve_.point(step_.to), from = curve_.point(step_.from);
-  if (!to || !from) return d;  // the count before was never measured: nothing to compare
+  // The count before was never measured, or nothing flowed: nothing to compare.
+  if (!to || !from || from->samples_per_s <= 0) return d;
   const double gain = to->samples_per_s - from->samples_per_s;
   const double noise = std::hypot(to->band, from->band);
   char model[64] = "";

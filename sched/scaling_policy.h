@@ -4,7 +4,7 @@
 // proposes growth while the trainer waits; this policy
 //
 // - grows (the autosizer's proposal) only from a measured count, and
-//   judges every growth (whoever asked for it: the autosizer or
+//   judges every growth from a count at which samples flowed (whoever asked for it: the autosizer or
 //   goldminer-ctld's target) once the new count is measured: a step from
 //   a to b workers whose measured gain, less the noise band of the two
 //   medians, is below `pay_fraction` of what the model predicted for it

@@ -256,6 +256,18 @@ TEST(ScalingPolicyTest, JudgingWaitsForWorkersOnTheirWay) {
   EXPECT_EQ(p.knee(), -1);
 }
 
+TEST(ScalingPolicyTest, WhileNothingFlowsGrowthIsNeitherHeldNorJudged) {
+  // The trainer waits for 3 workers before its first batch: 0 samples/s.
+  SyntheticJob job{[](int k) { return k < 3 ? 0.0 : 1000.0 * k; }, 1e9};
+  AutosizerConfig cfg = settings(8);
+  ScalingPolicy p(cfg);
+  int k = 1;
+  int i = 0;
+  for (; i < 6 && k < 3; ++i) k += p.observe(job.window(k), i * kInterval, false).change;
+  EXPECT_EQ(k, 3) << "one worker a window, unmeasured";
+  EXPECT_EQ(p.knee(), -1);
+}
+
 TEST(ScalingPolicyTest, ModelPrediction) {
   QueueMetrics m;
   m.consumption_rate = 100, m.samples_per_s = 10000, m.per_worker_rate = 50, m.trainer_wait_fraction = 0.5;
