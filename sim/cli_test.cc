@@ -91,7 +91,7 @@ TEST_F(CliTest, BadOptionsExitTwo) {
   EXPECT_EQ(policy.status, 2);
   EXPECT_EQ(policy.out,
             "goldminer-sim: --policy: invalid value 'fifo': expected one of bundled, goldminer, "
-            "goldminer-joblevel\n");
+            "goldminer-joblevel, goldminer-measured\n");
   SimRun missing = run_sim("--nodes " + nodes_.path() + " --policy bundled");
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.out.find("--trace"), std::string::npos) << missing.out;

@@ -7,6 +7,8 @@ void Simulation::account(double dt) {
   if (dt <= 0) return;
   usage_.gpu_time += held_gpu_ * dt;
   usage_.effective_time += effective_gpu_ * dt;
+  usage_.worker_cpu += static_cast<double>(held_workers_ * dw_cpu_) * dt;
+  usage_.wasted_worker_cpu += static_cast<double>(wasted_workers_ * dw_cpu_) * dt;
   // A GPU job being dispatched waits too (as a live run measures it:
   // submitted, not yet started), though not for CPUs.
   if (!queued_gpu_.empty() || dispatching_gpu_ > 0) {
@@ -63,6 +65,9 @@ void Simulation::summarize(double decision_s, SimResult* r) {
   r->jobs = static_cast<int>(jobs_.size());
   r->gpus = static_cast<double>(total_gpu_) / 1000.0;
   r->cpu_starved_share = r->gpu_jobs ? static_cast<double>(starved) / r->gpu_jobs : 0;
+  r->worker_cpu_s = usage_.worker_cpu / 1000.0;
+  r->wasted_worker_cpu_s = usage_.wasted_worker_cpu / 1000.0;
+  r->undone_growths = undone_growths_;
   if (jct.empty()) return;
   std::sort(jct.begin(), jct.end());
   auto pct = [&](double p) {

@@ -11,8 +11,9 @@ Expected<Policy> parse_policy(const std::string& name) {
   if (name == "bundled") return Policy::kBundled;
   if (name == "goldminer") return Policy::kGoldminer;
   if (name == "goldminer-joblevel") return Policy::kGoldminerJobLevel;
+  if (name == "goldminer-measured") return Policy::kGoldminerMeasured;
   return Status::error("goldminer-sim: --policy: invalid value '" + name +
-                       "': expected one of bundled, goldminer, goldminer-joblevel");
+                       "': expected one of bundled, goldminer, goldminer-joblevel, goldminer-measured");
 }
 
 const char* policy_name(Policy policy) {
@@ -20,6 +21,7 @@ const char* policy_name(Policy policy) {
     case Policy::kBundled: return "bundled";
     case Policy::kGoldminer: return "goldminer";
     case Policy::kGoldminerJobLevel: return "goldminer-joblevel";
+    case Policy::kGoldminerMeasured: return "goldminer-measured";
   }
   return "unknown";
 }
@@ -34,12 +36,14 @@ std::string to_json(const SimResult& r) {
                 "\"avg_jct_gpu_s\": %.1f, \"offered_load\": %.4f, \"unplaceable_jobs\": %d, "
                 "\"never_ran_jobs\": %d, \"contended_share\": %.4f, \"events\": %lld, "
                 "\"decision_us_per_event\": %.2f, \"gpu_wait_cpu_short_fraction\": %.4f, "
-                "\"cpu_starved_share\": %.4f}",
+                "\"cpu_starved_share\": %.4f, \"worker_cpu_s\": %.0f, \"wasted_worker_cpu_s\": %.0f, "
+                "\"undone_growths\": %d}",
                 r.policy.c_str(), r.jobs, r.gpus, r.avg_jct_s, r.p50_jct_s, r.p95_jct_s,
                 r.p99_jct_s, r.avg_queue_s, r.gpu_alloc_rate, r.gpu_effective_rate,
                 r.cpu_short_wait_s, r.makespan_s, r.gpu_jobs, r.avg_jct_gpu_s, r.offered_load,
                 r.unplaceable, r.never_ran, r.contended_share, static_cast<long long>(r.events),
-                r.decision_us_per_event, r.gpu_wait_cpu_short_fraction, r.cpu_starved_share);
+                r.decision_us_per_event, r.gpu_wait_cpu_short_fraction, r.cpu_starved_share, r.worker_cpu_s,
+                r.wasted_worker_cpu_s, r.undone_growths);
   return buf;
 }
 

@@ -57,6 +57,8 @@ void Simulation::start(int i, int node) {
     elastic_.push_back(i);
     total_want_ += int64_t{j.saturating} * dw_cpu_;
     new_elastic_.push_back(i);
+    j.noise = SplitMix64(splitmix64(options_.seed ^ 0x4e4f495345ULL) + static_cast<uint64_t>(i));  // "NOISE"
+    if (measured_policy()) start_measuring(i);
   } else {
     set_speed(i, speed_of(j));
     if (now_ < j.ready_at) wakeups_.push({j.ready_at, i});
@@ -69,6 +71,8 @@ void Simulation::start(int i, int node) {
 // first (cancelled), then delivering ones (drained at once).
 void Simulation::set_workers(int i, int n) {
   Job& j = jobs_[i];
+  held_workers_ += n - j.workers;
+  wasted_workers_ -= wasted_workers(j);
   if (n > j.workers) {
     const double at = std::max(now_, j.ready_at) + options_.model.worker_start_s;
     if (at <= now_) {
@@ -87,6 +91,7 @@ void Simulation::set_workers(int i, int n) {
     j.active -= drop;
   }
   j.workers = n;
+  wasted_workers_ += wasted_workers(j);
 }
 
 // A job became ready, or some of its workers began to deliver.
@@ -116,8 +121,12 @@ void Simulation::finish(int i) {
     j.elastic_slot = -1;
     total_want_ -= int64_t{j.saturating} * dw_cpu_;
   }
+  held_workers_ -= j.workers;
+  wasted_workers_ -= wasted_workers(j);
   j.workers = j.active = 0;
   j.starting.clear();
+  ++j.window_stamp;  // its scheduled window is stale
+  j.window_due = false;
 }
 
 // Best fit among `candidates` (node indices): the node left with the
@@ -201,11 +210,16 @@ void Simulation::dequeue_head(int c) {
 }
 
 void Simulation::allocate_data_workers() {
+  reallocate_ = false;
   std::vector<int> fresh;
   fresh.swap(new_elastic_);
   // Enough worker CPUs for every job at full speed, and every job that
-  // was here before already at full speed: only the new ones change.
-  if (all_saturated_ && total_want_ <= worker_capacity_) {
+  // was here before already at full speed: only the new ones change
+  // (goldminer's model claims; the autosizer's while speeds are linear).
+  const bool model_saturates = options_.policy == Policy::kGoldminer ||
+                               (options_.policy == Policy::kGoldminerJobLevel &&
+                                options_.model.speed_curve == SpeedCurveModel::kLinear);
+  if (model_saturates && all_saturated_ && total_want_ <= worker_capacity_) {
     for (int i : fresh) {
       Job& j = jobs_[i];
       if (options_.policy == Policy::kGoldminerJobLevel) converge_autosizer(j, j.saturating);
@@ -215,7 +229,9 @@ void Simulation::allocate_data_workers() {
     return;
   }
   std::vector<int> counts(elastic_.size(), 0);
-  if (options_.policy == Policy::kGoldminer) {
+  if (measured_policy()) {
+    counts = allocate_measured();
+  } else if (options_.policy == Policy::kGoldminer) {
     std::vector<DwClaim> claims;
     claims.reserve(elastic_.size());
     for (int i : elastic_) claims.push_back(claim_of(jobs_[i]));
@@ -237,27 +253,43 @@ void Simulation::allocate_data_workers() {
   all_saturated_ = true;
   for (size_t k = 0; k < elastic_.size(); ++k) {
     Job& j = jobs_[elastic_[k]];
+    const bool changed = counts[k] != j.workers;
     set_workers(elastic_[k], counts[k]);
+    if (measured_policy() && changed) schedule_window(elastic_[k]);  // the new count is to be measured
     all_saturated_ &= j.workers >= j.saturating;
     set_speed(elastic_[k], speed_of(j));
   }
 }
 
+// What one observation window of job j with `workers` reads now: one
+// worker makes g (per_worker_rate); the workers deliver d(k) into the
+// queue, the trainer takes min(1, d(k)) and waits the rest of the window;
+// the queue is full when they deliver more than it takes. With
+// measure_noise > 0 the delivered and taken rates read x (1 + noise x Z),
+// one draw per window. Rates are in units of full speed (samples/s too:
+// 1000 at full speed).
+QueueMetrics Simulation::window_metrics(Job& j, int workers) {
+  const double noise = options_.model.measure_noise;
+  const double z = noise > 0 ? measured(1.0, noise, &j.noise) : 1.0;
+  QueueMetrics m;
+  m.workers = workers;
+  m.per_worker_rate = gain_per_worker(j);
+  m.arrival_rate = j.curve.delivered(workers) * z;
+  m.consumption_rate = std::min(1.0, j.curve.delivered(workers)) * z;
+  m.trainer_wait_fraction = std::clamp(1.0 - m.consumption_rate, 0.0, 1.0);
+  m.queue_fill = j.curve.delivered(workers) > 1.0 ? 1.0 : 0.0;
+  m.samples_per_s = 1000 * m.consumption_rate;
+  return m;
+}
+
 // The autosizer observes every few seconds and queue metrics settle in
 // seconds, while jobs run for minutes: it may converge at each event (up
-// to 4 observations of the exact metrics). Returns the workers granted,
-// at most `available`.
+// to 4 observations of the metrics). Returns the workers granted, at most
+// `available`.
 int Simulation::converge_autosizer(Job& j, int available) {
-  const double g = gain_per_worker(j);
   int workers = std::min(j.workers, available);
   for (int round = 0; round < 4; ++round) {
-    QueueMetrics m;
-    m.workers = workers;
-    m.per_worker_rate = g;
-    m.arrival_rate = workers * g;
-    m.consumption_rate = std::min(1.0, m.arrival_rate);
-    m.trainer_wait_fraction = 1.0 - m.consumption_rate;
-    m.queue_fill = m.arrival_rate > 1.0 ? 1.0 : 0.0;
+    QueueMetrics m = window_metrics(j, workers);
     int wanted = std::max(0, workers + j.autosizer->observe(m));
     int granted = std::min(wanted, available);
     if (granted == workers) break;

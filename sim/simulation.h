@@ -1,7 +1,7 @@
 // The simulation state behind simulate() (simulator.h), internal to sim/:
 // the event loop and job admission (simulator.cc), placement, queueing and
 // data workers (sim_scheduling.cc), and the GPU-time accounting and summary
-// (sim_accounting.cc).
+// (sim_accounting.cc), and goldminer-measured's windows (sim_measured.cc).
 #ifndef GOLDMINER_SIM_SIMULATION_H_
 #define GOLDMINER_SIM_SIMULATION_H_
 
@@ -17,6 +17,7 @@
 #include "sched/autosizer.h"
 #include "sched/dw_allocation.h"
 #include "sched/placement.h"
+#include "sched/scaling_policy.h"
 #include "sim/simulator.h"
 
 namespace goldminer::sim::internal {
@@ -31,6 +32,8 @@ struct Usage {
   double contended_time = 0, contended_gpu_time = 0, contended_effective_time = 0;
   double cpu_short_wait = 0;  // GPU-job seconds queued while GPUs were free
   double gpu_wait = 0;        // GPU-job seconds queued
+  double worker_cpu = 0;      // milli-CPU seconds held by data workers
+  double wasted_worker_cpu = 0;  // of those, by workers that added nothing
 };
 
 struct Job {
@@ -54,6 +57,20 @@ struct Job {
   int saturating = 0;       // workers that bring it to full speed
   int elastic_slot = -1;    // index in Simulation::elastic_, or -1
   std::unique_ptr<Autosizer> autosizer;
+  SpeedCurve curve;         // its true speed with k data workers
+  int useful = 0;           // workers that add something (SpeedCurve::useful)
+  SplitMix64 noise{0};      // its measurements' noise draws
+  // goldminer-measured (sim_measured.cc): the job's policy, its cap while
+  // no knee is known, its last window's end and the stamp of its
+  // scheduled window (older ones are stale).
+  std::unique_ptr<ScalingPolicy> scaling;
+  int explore_cap = 0;
+  bool knee_seen = false;
+  double last_window = 0;
+  uint32_t window_stamp = 0;
+  bool window_due = false;
+  int observed = -1;        // workers its last window saw
+  int cap = -1;             // the cap its last claim carried
   int node = -1;
   double start = -1, finish = -1;
 };
@@ -85,6 +102,7 @@ class Simulation {
   }
 
   bool goldminer() const { return options_.policy != Policy::kBundled; }
+  bool measured_policy() const { return options_.policy == Policy::kGoldminerMeasured; }
 
   // Adds the pods that ran in the trace and fit some node, at the offered
   // load the options ask for (see SimOptions::load).
@@ -158,8 +176,32 @@ class Simulation {
   double speed_of(const Job& j) const {
     if (now_ < j.ready_at) return 0;
     if (j.pre_cpu == 0) return j.fixed_speed;
-    return std::min(1.0, j.active * gain_per_worker(j));
+    return j.curve.speed(j.active);
   }
+
+  // Workers of job j that add nothing (speed_curve.h).
+  static int wasted_workers(const Job& j) { return std::max(0, j.workers - j.useful); }
+
+  // What one observation window of job j reads now (noisy when
+  // measure_noise > 0), its metrics in units of full speed.
+  QueueMetrics window_metrics(Job& j, int workers);
+
+  // goldminer-measured (sim_measured.cc).
+  void start_measuring(int i);
+  // Feeds job i's policy the windows that ended since its last, up to now.
+  void catch_up(int i);
+  // One window of job i ending at `t` (not after now).
+  void observe_window(int i, double t);
+  // The most workers job j may have at `t`: its knee (one more while it
+  // re-probes), or its exploring cap while no knee is known.
+  int measured_cap(const Job& j, double t) const;
+  int next_explore_cap(const Job& j) const;
+  // A scheduled window of job i.
+  void window_event(int i);
+  // Schedules job i's next window while it has something to measure.
+  void schedule_window(int i);
+  DwClaim measured_claim_of(const Job& j) const;
+  std::vector<int> allocate_measured();
 
   // Gives job i `n` workers. Added ones deliver worker_start_s after they
   // are allocated, and not before the job is ready (its companion job is
@@ -237,6 +279,18 @@ class Simulation {
   // (stale ones, of finished jobs, are ignored).
   using Wakeup = std::pair<double, int>;
   std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<Wakeup>> wakeups_;
+  // (time, job, stamp): a goldminer-measured job's observation window ends.
+  struct WindowEvent {
+    double time;
+    int job;
+    uint32_t stamp;
+    bool operator>(const WindowEvent& o) const { return time > o.time; }
+  };
+  std::priority_queue<WindowEvent, std::vector<WindowEvent>, std::greater<WindowEvent>> windows_;
+  bool reallocate_ = false;       // a measured job's cap changed
+  int undone_growths_ = 0;
+  int64_t held_workers_ = 0;      // data workers held by running jobs
+  int64_t wasted_workers_ = 0;    // of those, workers that add nothing
   double held_gpu_ = 0, effective_gpu_ = 0;  // milli-GPU held; weighted by speed
   Usage usage_;
 };

@@ -83,7 +83,8 @@ Expected<SimResult> Simulation::run(SimResult result) {
     drop_stale_finishes();
     double t_finish = finishes_.empty() ? kNever : finishes_.top().time;
     double t_wakeup = wakeups_.empty() ? kNever : wakeups_.top().first;
-    double t = std::min({t_submit, t_arrival, t_finish, t_wakeup});
+    double t_window = windows_.empty() ? kNever : windows_.top().time;
+    double t = std::min({t_submit, t_arrival, t_finish, t_wakeup, t_window});
     if (t == kNever)
       return Status::error("goldminer-sim: stalled at t=" + std::to_string(now_) +
                            ": running jobs make no progress and nothing arrives");
@@ -104,6 +105,11 @@ Expected<SimResult> Simulation::run(SimResult result) {
       wakeups_.pop();
       wake(i);
     }
+    while (!windows_.empty() && windows_.top().time <= now_) {
+      const WindowEvent e = windows_.top();
+      windows_.pop();
+      if (e.stamp == jobs_[e.job].window_stamp && jobs_[e.job].finish < 0) window_event(e.job);
+    }
     for (; next_submit < jobs_.size() && jobs_[next_submit].arrival <= now_; ++next_submit)
       dispatching_gpu_ += jobs_[next_submit].gpu > 0;
     std::vector<int> arrivals;
@@ -113,7 +119,7 @@ Expected<SimResult> Simulation::run(SimResult result) {
     }
 
     // A job or worker that began to deliver frees and asks for nothing.
-    if (finished || !arrivals.empty()) {
+    if (finished || !arrivals.empty() || reallocate_) {
       auto t0 = std::chrono::steady_clock::now();
       schedule(arrivals);
       if (goldminer()) allocate_data_workers();
@@ -196,12 +202,16 @@ Job Simulation::make_job(const TracePod& p, double arrival) const {
   if (j.pre_cpu > 0) {
     DwClaim c = claim_of(j);
     j.saturating = saturating_workers(c);
+    j.curve = draw_speed_curve(options_.model.speed_curve, options_.model.concave, p, gain_per_worker(j),
+                               options_.seed);
+    j.useful = j.curve.useful(options_.model.dw_max);
   }
   if (options_.policy == Policy::kGoldminerJobLevel && j.pre_cpu > 0) {
     AutosizerConfig c;
     c.min_workers = 0;
     c.max_workers = options_.model.dw_max;
-    c.patience = 1;  // the simulator's metrics are exact, not noisy
+    // Exact metrics: one observation is enough; noisy ones: its default.
+    if (options_.model.measure_noise <= 0) c.patience = 1;
     j.autosizer = std::make_unique<Autosizer>(c);
   }
   return j;
@@ -234,6 +244,8 @@ Expected<SimResult> simulate(const std::vector<TracePod>& pods, const std::vecto
   if (options.model.cpus_per_dw <= 0 || options.model.remote_efficiency <= 0 ||
       options.model.trainer_cpus_per_gpu < 0)
     return Status::error("goldminer-sim: job model parameters must be positive");
+  if (!(options.model.measure_noise >= 0) || !(options.model.window_s > 0))
+    return Status::error("goldminer-sim: --measure-noise must be >= 0 and --window-s > 0");
   if (!(options.model.job_start_s >= 0) || !(options.model.worker_start_s >= 0) || !(options.model.dispatch_s >= 0))
     return Status::error("goldminer-sim: --job-start-s, --worker-start-s and --dispatch-s: invalid value: "
                          "expected >= 0");

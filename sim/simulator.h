@@ -31,6 +31,15 @@
 //   starts (both 0 for traces: their run times include the launch).
 // - goldminer-joblevel: the same split, but each job sizes its workers with
 //   its own Autosizer and gets them first come, first served.
+// - goldminer-measured: goldminer's allocation with measured claims: each
+//   job's ScalingPolicy (sched/scaling_policy.h) observes a window every
+//   window_s seconds (sim_measured.cc), judges every growth and sets its
+//   knee; the claim carries the measured speeds and the cap (the knee, or
+//   while none is known a cap that doubles whenever the job has been
+//   measured at it).
+// - Speed curves (speed_curve.h): linear to saturation (default) or
+//   concave with a knee drawn per job; measurements read the true speed
+//   with seeded noise (measure_noise).
 // - CPU-only pods are ordinary jobs in every policy; under the goldminer
 //   policies they respect each node's CPU reserve. Data workers are
 //   preemptible: ordinary jobs see their CPUs as free.
@@ -45,11 +54,12 @@
 
 #include "gmcore/status.h"
 #include "sim/demand_model.h"
+#include "sim/speed_curve.h"
 #include "sim/trace.h"
 
 namespace goldminer::sim {
 
-enum class Policy { kBundled, kGoldminer, kGoldminerJobLevel };
+enum class Policy { kBundled, kGoldminer, kGoldminerJobLevel, kGoldminerMeasured };
 
 Expected<Policy> parse_policy(const std::string& name);
 const char* policy_name(Policy policy);
@@ -83,6 +93,17 @@ struct JobModel {
   // them at 1 / factor, as the trace saw, and goldminer can give them the
   // rest.
   double cpu_demand_factor = 1.0;
+  // How a GPU job's speed rises with its data workers (speed_curve.h):
+  // linear to saturation, as the goldminer policy's allocation assumes, or
+  // concave with a knee drawn per job from `concave`.
+  SpeedCurveModel speed_curve = SpeedCurveModel::kLinear;
+  ConcaveCurves concave;
+  // Relative standard deviation of one window's measured rate (the
+  // policies that measure see only that): 0 = exact.
+  double measure_noise = 0;
+  // Seconds of one observation window (goldminer-measured; the trainer
+  // session's interval).
+  double window_s = 5;
 };
 
 struct SimOptions {
@@ -137,6 +158,12 @@ struct SimResult {
   double gpu_wait_cpu_short_fraction = 0;
   double cpu_starved_share = 0;   // GPU jobs whose request runs them below full speed
   double makespan_s = 0;
+  // CPU-seconds held by data workers in all, and by those that added
+  // nothing (speed_curve.h: a job's workers above SpeedCurve::useful()),
+  // starting ones included.
+  double worker_cpu_s = 0;
+  double wasted_worker_cpu_s = 0;
+  int undone_growths = 0;  // goldminer-measured: growths that did not pay
   double offered_load = 0;        // GPU work offered / (GPUs x arrival span)
   double decision_us_per_event = 0;
   int64_t events = 0;

@@ -30,6 +30,10 @@ void print_human(const SimResult& r) {
               "waiting)\n",
               r.avg_queue_s, r.cpu_short_wait_s, 100 * r.gpu_wait_cpu_short_fraction);
   std::printf("  GPU jobs below full speed with their CPU request: %.0f%%\n", 100 * r.cpu_starved_share);
+  std::printf("  data workers held %.0f CPU-s, %.0f CPU-s of them by workers that added nothing", r.worker_cpu_s,
+              r.wasted_worker_cpu_s);
+  if (r.policy == "goldminer-measured") std::printf("; %d growths undone", r.undone_growths);
+  std::printf("\n");
   std::printf("  GPU allocation %.1f%%, effective %.1f%%, makespan %.0f s\n", 100 * r.gpu_alloc_rate,
               100 * r.gpu_effective_rate, r.makespan_s);
   std::printf("  %lld events, %.1f us of scheduling per event; skipped %d never-run and %d "
@@ -71,6 +75,12 @@ int main(int argc, char** argv) {
                 2);
   if (!(options.model.worker_start_s >= 0) || !(options.model.job_start_s >= 0) || !(options.model.dispatch_s >= 0))
     return fail("goldminer-sim: --worker-start-s, --job-start-s and --dispatch-s must be >= 0", 2);
+  auto curve = parse_speed_curve(a.speed_curve_text);
+  if (!curve.ok()) return fail(curve.status().message(), 2);
+  options.model.speed_curve = *curve;
+  if (!(options.model.measure_noise >= 0) || !(options.model.measure_noise < 1))
+    return fail("goldminer-sim: --measure-noise: invalid value: expected [0, 1)", 2);
+  if (!(options.model.window_s > 0)) return fail("goldminer-sim: --window-s: invalid value: expected > 0", 2);
   if (options.model.dw_floor < 0 || options.model.dw_max < 1)
     return fail("goldminer-sim: --dw-floor must be >= 0 and --dw-max >= 1", 2);
 
@@ -94,7 +104,9 @@ int main(int argc, char** argv) {
   }
   if (!plot.empty()) {
     std::vector<Series> series;
-    for (Policy p : {Policy::kBundled, Policy::kGoldminerJobLevel, Policy::kGoldminer}) {
+    std::vector<Policy> plotted = {Policy::kBundled, Policy::kGoldminerJobLevel, Policy::kGoldminer};
+    if (options.policy == Policy::kGoldminerMeasured) plotted.push_back(options.policy);
+    for (Policy p : plotted) {
       if (p == options.policy) {
         series.emplace_back(policy_name(p), result->timeline);
         continue;

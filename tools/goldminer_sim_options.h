@@ -12,7 +12,7 @@
 namespace goldminer {
 
 struct SimArgs {
-  std::string trace, nodes_path, policy_text, plot, demand_text, jobs_csv;
+  std::string trace, nodes_path, policy_text, plot, demand_text, jobs_csv, speed_curve_text = "linear";
   int gpus = 0;
   uint64_t seed = 1;
   sim::SimOptions options;
@@ -31,8 +31,9 @@ inline CommandOptions sim_command(SimArgs* a) {
                               &a->trace, "The pods of the trace."),
               required_option("nodes", "NODES.csv", "nodes CSV (sn, cpu_milli, memory_mib, gpu)", &a->nodes_path,
                               "The node table."),
-              required_option("policy", "POLICY", "bundled | goldminer | goldminer-joblevel", &a->policy_text,
-                              R"(\fBbundled\fR, \fBgoldminer\fR or \fBgoldminer\-joblevel\fR.)"),
+              required_option("policy", "POLICY", "bundled | goldminer | goldminer-joblevel | goldminer-measured",
+                              &a->policy_text,
+                              R"(\fBbundled\fR, \fBgoldminer\fR, \fBgoldminer\-joblevel\fR or \fBgoldminer\-measured\fR.)"),
               option("gpus", "N", "",
                      "sample about N GPUs of the node table and thin the trace in proportion (default: full scale)",
                      &a->gpus, R"(Simulate a sample of about \fIN\fR GPUs instead of the full node table. GPU
@@ -98,9 +99,28 @@ from a job's submission to its script's start).)"),
 left for pre\-processing a GPU job needs for full speed, >= 1.
 Above 1 models jobs that were CPU\-starved in the trace; see
 docs/SIMULATION.md for the results with 1 and 2.)"),
-              option("plot", "OUT.svg", "", "write GPU allocation over time of all three policies to this SVG",
-                     &a->plot, R"(Also replay the other two policies on the same sample and write GPU
-allocation over time of all three to \fIOUT.svg\fR.)"),
+              option("speed-curve", "linear|concave", "linear",
+                     "how a GPU job's speed rises with its data workers: linear to saturation, or concave with a knee "
+                     "drawn per job",
+                     &a->speed_curve_text, R"(How a GPU job's speed rises with its data workers (see \fBJOB MODEL\fR):
+\fBlinear\fR to saturation (what the \fBgoldminer\fR policy's allocation
+assumes), or \fBconcave\fR with diminishing returns and a knee drawn per
+job.)"),
+              option("measure-noise", "N", "0",
+                     "relative standard deviation of one window's measured rate (the policies that measure see only "
+                     "that)",
+                     &m.measure_noise, R"(Relative standard deviation of one observation window's measured rate:
+each window reads the true rate x (1 + \fIN\fR x Z), Z standard normal,
+seeded per job from \fB\-\-seed\fR (the same on every machine).
+\fBgoldminer\-joblevel\fR's autosizer and \fBgoldminer\-measured\fR's
+policy see only these readings; 0 reads exactly.)"),
+              option("window-s", "S", "5", "goldminer-measured: seconds of one observation window", &m.window_s,
+                     R"(Seconds of one observation window of \fBgoldminer\-measured\fR: a probe
+costs its settle and measure windows at the probed count.)"),
+              option("plot", "OUT.svg", "", "write GPU allocation over time of bundled, goldminer-joblevel and goldminer (and the --policy) to this SVG",
+                     &a->plot, R"(Also replay \fBbundled\fR, \fBgoldminer\-joblevel\fR and \fBgoldminer\fR
+on the same sample (those that are not \fB\-\-policy\fR) and write GPU
+allocation over time of each, and of \fB\-\-policy\fR, to \fIOUT.svg\fR.)"),
               option("jobs-csv", "OUT.csv", "",
                      "write every replayed job (its model: GPUs, CPUs requested and needed, work; and its arrival, "
                      "start and finish) to this CSV",

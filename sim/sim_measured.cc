@@ -1,0 +1,144 @@
+// goldminer-measured in the simulator: goldminer's cluster-level
+// allocation with measured claims (sched/dw_allocation.h), each job's
+// count judged by its own ScalingPolicy (sched/scaling_policy.h) in
+// follow mode, as goldminer-ctld and the trainer session do.
+//
+// Windows as time: a job's trainer ends an observation window every
+// window_s seconds from its first progress; the simulator is event-driven,
+// so a job's windows are events only while it has something to measure
+// (workers starting, a count not yet seen, or fewer settled windows at its
+// count than the policy needs to judge it). Windows it skipped meanwhile
+// (its state did not change) are fed at the next event that needs its
+// curve, at their own times, at most the curve's keep_windows of them: the
+// older ones would be dropped anyway. A job whose knee is known gets a
+// window at its next re-probe time, so its cap rises then.
+//
+// Learning: while no knee is known a job's cap starts at max(1, dw-floor)
+// workers and, each time the job has been measured at the whole cap and
+// the growth to it paid, rises to twice its count, but no further than
+// the linear model says would bring it to full speed from its measured
+// speed (up to dw-max); the allocation grants up to the cap, by the
+// claim's measured speeds. A growth that did not pay is
+// undone (the knee: the claim's cap), re-probed one worker above it after
+// the policy's back-off.
+#include "sim/simulation.h"
+
+namespace goldminer::sim::internal {
+
+void Simulation::start_measuring(int i) {
+  Job& j = jobs_[i];
+  AutosizerConfig c;
+  c.min_workers = std::max(1, options_.model.dw_floor);
+  c.max_workers = options_.model.dw_max;
+  j.scaling = std::make_unique<ScalingPolicy>(c);
+  j.explore_cap = std::min(c.min_workers, c.max_workers);
+  j.last_window = j.ready_at;
+  schedule_window(i);
+}
+
+int Simulation::measured_cap(const Job& j, double t) const {
+  return j.scaling->knee() >= 0 ? j.scaling->ceiling(t) : j.explore_cap;
+}
+
+// The next cap of a job measured at its whole cap, no knee known: twice
+// its count, but no more than the linear model says would bring it to
+// full speed from its measured speed there; one more once a knee was
+// found (a re-probe above it paid).
+int Simulation::next_explore_cap(const Job& j) const {
+  const int a = j.workers;
+  if (j.knee_seen) return a + 1;
+  const auto here = j.scaling->curve().point(a);
+  const double speed = here ? here->samples_per_s / 1000 : 0;
+  const double g = gain_per_worker(j);
+  const double to_full = speed < 1 ? std::ceil((1 - speed) / g - 1e-9) : 1;
+  return a + static_cast<int>(std::clamp(to_full, 1.0, static_cast<double>(std::max(a, 1))));
+}
+
+void Simulation::observe_window(int i, double t) {
+  Job& j = jobs_[i];
+  QueueMetrics m = window_metrics(j, j.active);
+  const bool settling = !j.starting.empty();
+  ScalingDecision d = j.scaling->observe(m, t, settling, /*follow=*/true);
+  j.observed = m.workers;
+  if (d.change < 0 && d.why.find("did not pay") != std::string::npos) ++undone_growths_;
+  // Measured at its whole cap, and no knee: try twice as many; once a
+  // knee was found, one more (a re-probe above it paid).
+  if (j.scaling->knee() >= 0) {
+    j.explore_cap = j.scaling->knee();
+    j.knee_seen = true;
+  } else if (d.change == 0 && !settling && j.active == j.workers && j.workers >= j.explore_cap &&
+             j.explore_cap < options_.model.dw_max &&
+             j.scaling->curve().settled_windows() >= AutosizerConfig().measure_windows) {
+    j.explore_cap = std::min(next_explore_cap(j), options_.model.dw_max);
+  }
+  const int cap = measured_cap(j, t);
+  if (cap != j.cap || d.change != 0) reallocate_ = true;
+  j.cap = cap;
+}
+
+void Simulation::catch_up(int i) {
+  Job& j = jobs_[i];
+  const double w = options_.model.window_s;
+  if (now_ < j.last_window + w) return;
+  int64_t n = static_cast<int64_t>(std::floor((now_ - j.last_window) / w + 1e-9));
+  const int64_t keep = CurveConfig().keep_windows;
+  if (n > keep) {
+    j.last_window += static_cast<double>(n - keep) * w;
+    n = keep;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    j.last_window += w;
+    observe_window(i, std::min(j.last_window, now_));
+  }
+}
+
+void Simulation::window_event(int i) {
+  jobs_[i].window_due = false;
+  catch_up(i);
+  schedule_window(i);
+}
+
+void Simulation::schedule_window(int i) {
+  Job& j = jobs_[i];
+  if (j.window_due || j.finish >= 0) return;
+  const double w = options_.model.window_s;
+  const bool busy = !j.starting.empty() || j.observed != j.active ||
+                    j.scaling->curve().settled_windows() < AutosizerConfig().measure_windows;
+  double at = kNever;
+  if (busy) {
+    at = j.last_window + w;
+  } else if (j.scaling->knee() >= 0 && !j.scaling->probing(now_)) {
+    // The back-off's end, by bisection on the policy's own clock.
+    double lo = now_, hi = now_ + AutosizerConfig().reprobe_max_s + w;
+    if (!j.scaling->probing(hi)) return;
+    for (int it = 0; it < 60 && hi - lo > 1e-3; ++it) {
+      const double mid = (lo + hi) / 2;
+      (j.scaling->probing(mid) ? hi : lo) = mid;
+    }
+    at = j.last_window + std::ceil((hi - j.last_window) / w - 1e-9) * w;
+  }
+  if (at == kNever) return;
+  j.window_due = true;
+  windows_.push({std::max(at, now_), i, ++j.window_stamp});
+}
+
+DwClaim Simulation::measured_claim_of(const Job& j) const {
+  DwClaim c = claim_of(j);
+  for (const CurvePoint& p : j.scaling->curve().points()) c.measured.emplace_back(p.workers, p.samples_per_s / 1000);
+  c.cap = measured_cap(j, now_);
+  return c;
+}
+
+std::vector<int> Simulation::allocate_measured() {
+  for (int i : elastic_) catch_up(i);
+  std::vector<DwClaim> claims;
+  claims.reserve(elastic_.size());
+  for (int i : elastic_) {
+    claims.push_back(measured_claim_of(jobs_[i]));
+    jobs_[i].cap = claims.back().cap;
+  }
+  reallocate_ = false;  // the caps just read are what this allocation uses
+  return allocate_workers(claims, worker_capacity_);
+}
+
+}  // namespace goldminer::sim::internal
