@@ -1,6 +1,8 @@
 // goldminer-top: goldminer-ctld's view of the cluster's data workers, per
 // job: workers and where they run, target, trainer wait, queue fill,
-// samples/s; refreshed like top, or once (--once; --json for scripts).
+// samples/s, its measured scaling curve and knee (goldminer-ctld renders
+// them: WorkerRegistry::table, json); refreshed like top, or once (--once;
+// --json for scripts).
 // Each request carries a munge credential of the user: goldminer-ctld
 // shows the user's own jobs in full (every job to root, SlurmUser and
 // operators), and without a credential only the totals.
