@@ -88,7 +88,7 @@ test_ctld_refuses_a_report_from_another_user_and_a_replay() {
     local job report cred out
     job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; return 1; }
     wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; return 1; }
-    report=$(printf 'job=%s\nnonce=7\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\n' "$job")
+    report=$(printf 'job=%s\nnonce=7\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\n' "$job")
     cred=$(setpriv --reuid=nobody --regid=nogroup --clear-groups munge -S "$state/munge/munge.socket" -s "$report") ||
         { echo "munge as nobody failed: $cred"; scancel "$job"; return 1; }
     out=$(curl -s -w ' %{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
@@ -159,7 +159,7 @@ test_ctld_a_non_owner_sees_no_other_users_uid_name_or_host() {
     local job report cred out row
     job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; return 1; }
     wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; return 1; }
-    report=$(printf 'job=%s\nnonce=9\nworkers=1\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=secret-host-7\n' "$job")
+    report=$(printf 'job=%s\nnonce=9\nworkers=1\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=secret-host-7\ncurve=\nknee=-1\nprobing=0\n' "$job")
     cred=$(munge -S "$state/munge/munge.socket" -s "$report")
     out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
     expect_eq "root's report" "$out" 200 || { scancel "$job"; return 1; }
@@ -196,7 +196,7 @@ test_ctld_a_thousand_reports_for_unknown_jobs_run_squeue_a_bounded_number_of_tim
     # shellcheck disable=SC2016  # expanded by the inner shell
     setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c '
         for i in $(seq 1 1000); do
-            printf "job=%s\nnonce=%s\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\n" \
+            printf "job=%s\nnonce=%s\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\n" \
                 $((3000000 + i)) "$i" | munge -S "$1" || exit 1
         done' sh "$state/munge/munge.socket" >"$creds" || { echo "munge as nobody failed"; ctld_restart; return 1; }
     start=$SECONDS
@@ -226,10 +226,72 @@ PY
     # Root's own report is taken: nobody's storm spent only nobody's lookups.
     job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; ctld_restart; return 1; }
     wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; ctld_restart; return 1; }
-    report=$(printf 'job=%s\nnonce=11\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\n' "$job")
+    report=$(printf 'job=%s\nnonce=11\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\n' "$job")
     out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
         "http://$(ctld_address)/report")
     scancel "$job"
     ctld_restart || return 1
     expect_eq "root's report" "$out" 200 || return 1
+}
+
+# None of the JOBS is listed by goldminer-ctld.
+ctld_not_listed() {
+    local j
+    for j in "$@"; do [ -z "$(ctld_job_field "$j" job)" ] || return 1; done
+}
+
+# ctld_post_report JOB NONCE CPUS_PER_DW WAIT SAMPLES_PER_S CURVE KNEE: a
+# report of root's for JOB (no worker connected; dw-max 8; the trainer
+# took 100 batches/s, one worker makes 25) with the measured CURVE
+# (W:S,W:S) and KNEE (-1: none), munge-signed and POSTed as a session's
+# client does; prints the HTTP status.
+ctld_post_report() {
+    local report
+    report=$(printf 'job=%s\nnonce=%s\nworkers=0\ndw_max=8\ncpus_per_dw=%s\nwait=%s\nfill=0\nconsumption=100\nper_worker=25\nsamples_per_s=%s\nhosts=\ncurve=%s\nknee=%s\nprobing=0\n' \
+        "$@")
+    curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
+        "http://$(ctld_address)/report"
+}
+
+# Two running jobs of root's report measured scaling curves (real sessions
+# on this machine cannot make controlled ones): one flat above 2 workers
+# (20k samples/s at 2 and at 6, its knee 2), one still rising (5k at 2, 15k
+# at 6, its trainer waiting half the time). Worker CPUs are made scarce:
+# each worker holds a quarter of them. Checked: the rising job's target is
+# above the flat one's, the flat one's at most its knee, the two within
+# the CPUs; /metrics shows the knee and the curve, goldminer-top the
+# KNEE column and the curve line.
+test_ctld_gives_the_cpus_to_the_job_whose_curve_rises() {
+    local flat rising cpus per out tf tr json top line
+    flat=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 120') || { echo "$flat"; return 1; }
+    rising=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 120') || { echo "$rising"; scancel "$flat"; return 1; }
+    if ! wait_for 30 job_running "$flat" || ! wait_for 30 job_running "$rising"; then
+        echo "jobs $flat, $rising not running"; scancel "$flat" "$rising"; return 1
+    fi
+    cpus=$(ctld_top --json | jq .worker_cpus)
+    per=$(awk -v c="$cpus" 'BEGIN { printf "%.3f", c / 4 }')
+    awk -v p="$per" 'BEGIN { exit !(p >= 0.001) }' || { echo "no worker CPUs: $cpus"; scancel "$flat" "$rising"; return 1; }
+    out=$(ctld_post_report "$flat" 21 "$per" 0 20000 1:10000,2:20000,6:20000 2)
+    expect_eq "flat job's report" "$out" 200 || { scancel "$flat" "$rising"; return 1; }
+    out=$(ctld_post_report "$rising" 22 "$per" 0.5 15000 2:5000,6:15000 -1)
+    expect_eq "rising job's report" "$out" 200 || { scancel "$flat" "$rising"; return 1; }
+    tf=$(ctld_job_field "$flat" target) tr=$(ctld_job_field "$rising" target)
+    echo "  worker CPUs $cpus, $per a worker: targets flat $flat: $tf, rising $rising: $tr"
+    json=$(ctld_top --json) top=$(ctld_top --once)
+    while IFS= read -r line; do echo "  top: $line"; done <<<"$top"
+    out=$(curl -s "http://$(ctld_address)/metrics" -H "Authorization: Munge $(munge -S "$state/munge/munge.socket" -s 'goldminer-ctld GET /metrics')")
+    scancel "$flat" "$rising"
+    # Their targets would hold worker CPUs from the next tests' jobs until
+    # goldminer-ctld drops them (--stale-after, 30 s).
+    wait_for 60 ctld_not_listed "$flat" "$rising" || { echo "jobs $flat, $rising still listed"; return 1; }
+    if [ -z "$tf" ] || [ -z "$tr" ]; then echo "not listed: $(ctld_top --json)"; return 1; fi
+    if [ "$tr" -le "$tf" ] || [ "$tf" -gt 2 ]; then echo "targets flat $tf, rising $tr"; return 1; fi
+    awk -v a="$tf" -v b="$tr" -v p="$per" -v c="$cpus" 'BEGIN { exit !((a + b) * p <= c + 1e-6) }' ||
+        { echo "targets $tf + $tr of $per CPUs each exceed $cpus"; return 1; }
+    expect_eq "flat job's curve and knee" "$(echo "$json" | jq -c --argjson j "$flat" '.jobs[] | select(.job == $j) | [.curve, .knee, .probing]')" \
+        '[[[1,10000],[2,20000],[6,20000]],2,false]' || return 1
+    expect_contains "metrics" "$out" "goldminer_job_knee{job=\"$flat\"} 2" || return 1
+    expect_contains "metrics" "$out" "goldminer_job_curve_samples_per_second{job=\"$rising\",workers=\"6\"} 15000" || return 1
+    if echo "$out" | grep -q "goldminer_job_knee{job=\"$rising\"}"; then echo "a knee for job $rising: $out"; return 1; fi
+    expect_contains "top" "$top" "curve (workers:samples/s): 2:5.0k 6:15.0k" || return 1
 }
