@@ -7,7 +7,9 @@
 // window_s seconds from its first progress; the simulator is event-driven,
 // so a job's windows are events only while it has something to measure
 // (workers starting, a count not yet seen, or fewer settled windows at its
-// count than the policy needs to judge it). Windows it skipped meanwhile
+// count than the curve keeps: the policy judges a growth after
+// measure_windows of them, and the later ones let it shrink a count that
+// paid on a lucky reading). Windows it skipped meanwhile
 // (its state did not change) are fed at the next event that needs its
 // curve, at their own times, at most the curve's keep_windows of them: the
 // older ones would be dropped anyway. A job whose knee is known gets a
@@ -103,7 +105,7 @@ void Simulation::schedule_window(int i) {
   if (j.window_due || j.finish >= 0) return;
   const double w = options_.model.window_s;
   const bool busy = !j.starting.empty() || j.observed != j.active ||
-                    j.scaling->curve().settled_windows() < AutosizerConfig().measure_windows;
+                    j.scaling->curve().settled_windows() < CurveConfig().keep_windows;
   double at = kNever;
   if (busy) {
     at = j.last_window + w;
