@@ -110,6 +110,24 @@ TEST_F(CliTest, BadOptionsExitTwo) {
   EXPECT_EQ(latency.status, 2);
   EXPECT_EQ(latency.out, "goldminer-sim: --worker-start-s, --job-start-s and --dispatch-s must be >= 0\n");
   EXPECT_EQ(run_sim(files + " --job-start-s 1.5 --worker-start-s 0 --dispatch-s 0.5").status, 0);
+  SimRun curve = run_sim(files + " --speed-curve cubic");
+  EXPECT_EQ(curve.status, 2);
+  EXPECT_EQ(curve.out, "goldminer-sim: --speed-curve: invalid value 'cubic': expected one of linear, concave\n");
+  SimRun noise = run_sim(files + " --measure-noise -0.1");
+  EXPECT_EQ(noise.status, 2);
+  EXPECT_EQ(noise.out, "goldminer-sim: --measure-noise: invalid value: expected [0, 1)\n");
+  SimRun window = run_sim(files + " --window-s 0");
+  EXPECT_EQ(window.status, 2);
+  EXPECT_EQ(window.out, "goldminer-sim: --window-s: invalid value: expected > 0\n");
+}
+
+TEST_F(CliTest, MeasuredPolicyReportsWastedWorkerCpu) {
+  SimRun r = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() +
+                     " --policy goldminer-measured --speed-curve concave --measure-noise 0.05");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("policy goldminer-measured: 2 jobs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CPU-s of them by workers that added nothing; "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" growths undone"), std::string::npos) << r.out;
 }
 
 }  // namespace
