@@ -61,6 +61,7 @@ void Simulation::observe_window(int i, double t) {
   QueueMetrics m = window_metrics(j, j.active);
   const bool settling = !j.starting.empty();
   ScalingDecision d = j.scaling->observe(m, t, settling, /*follow=*/true);
+  j.measured_stale = true;
   j.observed = m.workers;
   if (d.change < 0 && d.why.find("did not pay") != std::string::npos) ++undone_growths_;
   // Measured at its whole cap, and no knee: try twice as many; once a
@@ -124,9 +125,14 @@ void Simulation::schedule_window(int i) {
   windows_.push({std::max(at, now_), i, ++j.window_stamp});
 }
 
-DwClaim Simulation::measured_claim_of(const Job& j) const {
+DwClaim Simulation::measured_claim_of(Job& j) {
   DwClaim c = claim_of(j);
-  for (const CurvePoint& p : j.scaling->curve().points()) c.measured.emplace_back(p.workers, p.samples_per_s / 1000);
+  if (j.measured_stale) {
+    j.measured.clear();
+    for (const CurvePoint& p : j.scaling->curve().points()) j.measured.emplace_back(p.workers, p.samples_per_s / 1000);
+    j.measured_stale = false;
+  }
+  c.measured = j.measured;
   c.cap = measured_cap(j, now_);
   return c;
 }

@@ -71,6 +71,10 @@ struct Job {
   bool window_due = false;
   int observed = -1;        // workers its last window saw
   int cap = -1;             // the cap its last claim carried
+  // Its curve's measured points as a claim carries them, read again only
+  // after a window (reading the medians is most of the replay's time).
+  std::vector<std::pair<int, double>> measured;
+  bool measured_stale = true;
   int node = -1;
   double start = -1, finish = -1;
 };
@@ -200,7 +204,7 @@ class Simulation {
   void window_event(int i);
   // Schedules job i's next window while it has something to measure.
   void schedule_window(int i);
-  DwClaim measured_claim_of(const Job& j) const;
+  DwClaim measured_claim_of(Job& j);
   std::vector<int> allocate_measured();
 
   // Gives job i `n` workers. Added ones deliver worker_start_s after they
