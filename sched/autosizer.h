@@ -21,6 +21,7 @@ struct QueueMetrics {
   double per_worker_rate = 0;       // batches/s one worker produces
   double queue_fill = 0;            // 0 empty .. 1 full
   double samples_per_s = 0;         // samples/s the trainer took
+  int warming = 0;                  // connected workers that have delivered no batch yet
 };
 
 // Thread-compatible; one per job.

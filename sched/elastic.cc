@@ -58,7 +58,10 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int 
   last_target_ = target;
   const ScalingDecision d = policy_.observe(m, now_s, settling(now_s), target >= 0);
   if (target >= 0) {
-    ElasticStep followed = follow(m, now_s, std::min(target, policy_.ceiling(now_s)), d.change < 0);
+    // Measure, then grow, under goldminer-ctld too: no start while workers
+    // are on their way, a growth is judged or this count is not measured.
+    const bool may_grow = !settling(now_s) && !policy_.holds_growth(m);
+    ElasticStep followed = follow(m, now_s, std::min(target, policy_.ceiling(now_s)), d.change < 0, may_grow);
     followed.decision = d.why;
     return followed;
   }
@@ -106,7 +109,7 @@ ElasticStep ElasticController::replace_lost(int lost, int workers, int joined, d
 // cancelled, then connected ones drained, once `patience` observations
 // agree (one report's dip does not cost a worker), or `at_once` (the
 // job's own measurements undid a growth: several windows agreed already).
-ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int target, bool at_once) {
+ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int target, bool at_once, bool may_grow) {
   ElasticStep step;
   const AutosizerConfig& a = config_.autosizer;
   const int t = std::max(a.min_workers, std::min(a.max_workers, target));
@@ -114,7 +117,7 @@ ElasticStep ElasticController::follow(const QueueMetrics& m, double now_s, int t
   const int on_way = std::max(pending_, launched_ ? launcher_->waiting() : 0);
   if (m.workers + on_way < t) {
     over_target_ = 0;
-    if (now_s >= retry_at_) {
+    if (may_grow && now_s >= retry_at_) {
       pending_ = on_way;
       start(t - m.workers - on_way, now_s, &step);
     }

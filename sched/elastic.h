@@ -76,7 +76,8 @@ class ElasticController {
   const ScalingPolicy& policy() const { return policy_; }
 
  private:
-  ElasticStep follow(const QueueMetrics& m, double now_s, int target, bool at_once);
+  // `may_grow`: starts are allowed now (ScalingPolicy::holds_growth).
+  ElasticStep follow(const QueueMetrics& m, double now_s, int target, bool at_once, bool may_grow);
   // Starts up to `n`; the target then counts them until they join.
   void start(int n, double now_s, ElasticStep* step);
 

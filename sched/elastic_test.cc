@@ -65,34 +65,57 @@ QueueMetrics starved(int workers, int joined = 0) { return queue(workers, joined
 // The queue stays full; consumption 5 batches/s.
 QueueMetrics oversupplied(int workers, int joined = 0) { return queue(workers, joined, 5, 0, 1); }
 
-// goldminer-ctld's target: growth at once (no patience), counting the
-// workers on their way; shrinking cancels waiting ones, then drains
-// connected ones, only after `patience` agreeing observations.
+// goldminer-ctld's target: growth at once (no patience) once the count it
+// leaves is measured, counting the workers on their way; shrinking cancels
+// waiting ones, then drains connected ones, only after `patience`
+// agreeing observations.
 TEST(ElasticTest, FollowsTheCtldTarget) {
   FakeLauncher l;
   ElasticController c(config(2, 8), &l, 0);
-  // The first two have not joined; a target of 5 starts the other 3 now.
-  ElasticStep s = c.observe(oversupplied(0), 1, 5);
+  // The trainer takes all its workers make (10 batches/s each), the queue
+  // full: every worker pays.
+  auto busy = [](int workers, int joined = 0) { return queue(workers, joined, 10.0 * workers, 0, 1); };
+  // The first two have not joined: nothing more starts (measure, then grow).
+  ElasticStep s = c.observe(busy(0), 1, 5);
+  EXPECT_EQ(s.started, 0);
+  // Both joined, and (this config) the window measured their count: a
+  // target of 5 starts the other 3 now.
+  s = c.observe(busy(2, 2), 1.5, 5);
   EXPECT_EQ(s.started, 3);
   l.waiting_now = 3;
-  EXPECT_EQ(c.observe(oversupplied(0), 2, 5).started, 0) << "5 on their way already";
+  EXPECT_EQ(c.observe(busy(2, 2), 2, 5).started, 0) << "5 on their way already";
   // The target drops to 3 while all wait: after 2 observations, 2 of those
   // the launcher started are cancelled, nothing is drained.
-  EXPECT_EQ(c.observe(oversupplied(0), 3, 3).cancelled, 0) << "one observation is not enough";
-  s = c.observe(oversupplied(0), 3.5, 3);
+  EXPECT_EQ(c.observe(busy(2, 2), 3, 3).cancelled, 0) << "one observation is not enough";
+  s = c.observe(busy(2, 2), 3.5, 3);
   EXPECT_EQ(s.cancelled, 2);
   EXPECT_EQ(s.drain, 0);
   l.waiting_now = 0;
-  // All three joined; the target falls to 1: drained after 2 observations.
-  EXPECT_EQ(c.observe(oversupplied(3), 4, 1).drain, 0);
-  s = c.observe(oversupplied(3), 5, 1);
+  // The third joined; the target falls to 1: drained after 2 observations.
+  EXPECT_EQ(c.observe(busy(3), 4, 1).drain, 0);
+  s = c.observe(busy(3), 5, 1);
   EXPECT_EQ(s.drain, 2);
   // Never below min_workers.
-  EXPECT_EQ(c.observe(oversupplied(1), 6, 0).drain, 0) << "kept at min_workers 1";
+  EXPECT_EQ(c.observe(busy(1), 6, 0).drain, 0) << "kept at min_workers 1";
   // Grows beyond max_workers never: 8 at most.
   s = c.observe(starved(1), 7, 50);
   EXPECT_EQ(s.started, 7);
   EXPECT_EQ(l.started, 10);
+}
+
+// A target that moves while a growth is judged starts nothing more until
+// the judgement.
+TEST(ElasticTest, NoStartWhileAGrowthIsJudged) {
+  FakeLauncher l;
+  ElasticConfig cfg = config(2, 8);
+  cfg.autosizer.measure_windows = 3;
+  ElasticController c(cfg, &l, 0);
+  for (double t = 1; t <= 3; ++t) c.observe(starved(2, 2), t, 2);
+  EXPECT_EQ(c.observe(starved(2, 2), 4, 4).started, 2);
+  // Joined; judged after 3 windows at 4 (this config drops none).
+  EXPECT_EQ(c.observe(starved(4, 4), 5, 8).started, 0) << "judging";
+  EXPECT_EQ(c.observe(starved(4, 4), 6, 8).started, 0) << "judging";
+  EXPECT_EQ(c.observe(starved(4, 4), 7, 8).started, 4) << "judged: paid (linear), then the target";
 }
 
 // Both first workers joined and one was lost before the first observation:

@@ -73,10 +73,11 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   const bool changed = last_workers_ >= 0 && m.workers != last_workers_;
   steady_windows_ = changed ? 0 : steady_windows_ + 1;
   if (changed && judging_) {
-    if (m.workers < step_.from) {
+    if (m.workers <= step_.from) {
       judging_ = false;  // workers left (lost or drained): nothing to judge
-    } else if (m.workers > step_.to) {
-      step_.to = m.workers;  // more of the growth joined
+    } else {
+      // More of the growth joined, or some of it left: judged at the new count.
+      step_.to = m.workers;
       step_.predicted = predicted_gain(previous_, step_.to - step_.from);
       curve_.forget(m.workers);
     }
@@ -84,13 +85,19 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
     // A growth (the autosizer's or goldminer-ctld's): judged once measured,
     // against fresh windows at the new count.
     judging_ = true;
+    confirming_ = false;
     step_ = {last_workers_, m.workers, predicted_gain(previous_, m.workers - last_workers_)};
     curve_.forget(m.workers);
     if (knee_ >= 0 && step_.from >= knee_)
       d.why = "probing " + std::to_string(m.workers) + " workers, above the knee " + std::to_string(knee_) +
               " (after " + seconds(backoff_s_) + ")";
   }
-  curve_.observe(m.workers, m.samples_per_s, now_s, changed);
+  // Workers that joined and have delivered nothing yet (a Python worker
+  // starts torch first) make a window measure neither count; for at most
+  // three measurements' worth of windows (one that never delivers must not
+  // stop all measuring).
+  const bool warming = m.warming > 0 && steady_windows_ < 3 * (1 + std::max(1, config_.measure_windows));
+  curve_.observe(m.workers, m.samples_per_s, now_s, changed || warming);
   last_workers_ = m.workers;
   previous_ = m;
   const int proposal = autosizer_.observe(m);  // keeps its streaks either way
@@ -98,7 +105,7 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   if (judging_) {
     // Judged when its workers are all here (or have stopped coming for
     // long) and the new count has its measured windows.
-    const int need = std::max(1, config_.measure_windows);
+    const int need = std::max(1, config_.measure_windows) * (confirming_ ? 2 : 1);
     if (m.workers != step_.to || curve_.settled_windows() < need || (settling && curve_.settled_windows() < 3 * need))
       return d;
     return judge(m, now_s);
@@ -120,6 +127,10 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   return d;
 }
 
+bool ScalingPolicy::holds_growth(const QueueMetrics& m) const {
+  return judging_ || (m.samples_per_s > 0 && !curve_.point(m.workers));
+}
+
 ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s) {
   ScalingDecision d;
   judging_ = false;
@@ -134,6 +145,16 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s) {
   // that much (a worker is kept on evidence, not on a lucky window).
   const bool significant = gain > noise;
   if (significant && gain - noise >= config_.pay_fraction * step_.predicted) {
+    if (knee_ >= 0 && step_.to > knee_ && !confirming_) {
+      // A re-probe above the knee moves it for good: measured twice as
+      // long (its windows and as many more) before it does, so that one
+      // lucky reading does not.
+      confirming_ = true;
+      judging_ = true;
+      d.why = figures(step_.to) + model + ": paid once: measuring " + std::to_string(step_.to) + " again";
+      return d;
+    }
+    confirming_ = false;
     if (knee_ >= 0 && step_.to > knee_) knee_ = -1, backoff_s_ = 0;
     d.why = figures(step_.to) + model + ": paid: keeping " + std::to_string(step_.to);
     return d;

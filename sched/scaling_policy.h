@@ -16,7 +16,9 @@
 // - holds the job at its knee for a back-off (`reprobe_after_s`, doubled
 //   after every probe that did not pay, at most `reprobe_max_s`), then
 //   re-probes one worker above it (a trainer's step time or the other
-//   jobs' load may have changed); a probe that pays clears the knee, and
+//   jobs' load may have changed); a probe that pays over twice the
+//   windows (its own and as many more: one lucky reading must not move
+//   the knee for good) clears the knee, and
 //   once a job has had a knee it grows one worker at a time;
 // - shrinks by one when one worker fewer, measured and fresh, kept the
 //   throughput within `shrink_band` of the current count's.
@@ -74,6 +76,10 @@ class ScalingPolicy {
   // The most workers the job should have now: the knee (one more when
   // probing), or max_workers.
   int ceiling(double now_s) const;
+  // No workers are to be started now, whoever asks (goldminer-ctld's
+  // target included): a growth is being judged, or samples flow and the
+  // count the window `m` ended with is not measured yet (measure, then grow).
+  bool holds_growth(const QueueMetrics& m) const;
 
  private:
   struct Step {  // a growth being judged
@@ -92,6 +98,7 @@ class ScalingPolicy {
   Autosizer autosizer_;
   ScalingCurve curve_;
   bool judging_ = false;
+  bool confirming_ = false;   // a re-probe that paid once, measured again
   Step step_;
   int last_workers_ = -1;
   QueueMetrics previous_;     // the window before this one

@@ -71,6 +71,7 @@ void Session::Impl::elastic_loop() {
     m.consumption_rate = ranks * static_cast<double>(consumed_total_ - consumed) / window;
     m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
     m.samples_per_s = m.consumption_rate * o_.batch_size;
+    for (const auto& [peer, w] : per_worker_) m.warming += w.batches == 0;
     // The fill as the trainer found it when it took batches in the
     // window; now, when it took none.
     m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)
