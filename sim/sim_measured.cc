@@ -20,7 +20,10 @@
 // the growth to it paid, rises to twice its count, but no further than
 // the linear model says would bring it to full speed from its measured
 // speed (up to dw-max); the allocation grants up to the cap, by the
-// claim's measured speeds. A growth that did not pay is
+// claim's measured speeds. No job grows while its growth is held
+// (ScalingPolicy::holds_growth, or workers still on their way): the cap is
+// then what it holds, as goldminer-ctld's target is under
+// ElasticController::observe. A growth that did not pay is
 // undone (the knee: the claim's cap), re-probed one worker above it after
 // the policy's back-off.
 #include "sim/simulation.h"
@@ -39,7 +42,13 @@ void Simulation::start_measuring(int i) {
 }
 
 int Simulation::measured_cap(const Job& j, double t) const {
-  return j.scaling->knee() >= 0 ? j.scaling->ceiling(t) : j.explore_cap;
+  const int cap = j.scaling->knee() >= 0 ? j.scaling->ceiling(t) : j.explore_cap;
+  // Growth held, as the real controller holds it: workers on their way or
+  // a count no window has seen yet (its workers are settling), a growth
+  // being judged, or the count not yet measured. Before its first window
+  // a job gets its first workers (the trainer starts them itself).
+  const bool held = j.observed >= 0 && (j.observed != j.workers || j.holds_growth);
+  return held ? std::min(cap, j.workers) : cap;
 }
 
 // The next cap of a job measured at its whole cap, no knee known: twice
@@ -63,6 +72,7 @@ void Simulation::observe_window(int i, double t) {
   ScalingDecision d = j.scaling->observe(m, t, settling, /*follow=*/true);
   j.measured_stale = true;
   j.observed = m.workers;
+  j.holds_growth = j.scaling->holds_growth(m);
   if (d.change < 0 && d.why.find("did not pay") != std::string::npos) ++undone_growths_;
   // Measured at its whole cap, and no knee: try twice as many; once a
   // knee was found, one more (a re-probe above it paid).

@@ -70,6 +70,7 @@ struct Job {
   uint32_t window_stamp = 0;
   bool window_due = false;
   int observed = -1;        // workers its last window saw
+  bool holds_growth = false;  // its policy held growth after that window
   int cap = -1;             // the cap its last claim carried
   // Its curve's measured points as a claim carries them, read again only
   // after a window (reading the medians is most of the replay's time).
@@ -197,7 +198,9 @@ class Simulation {
   // One window of job i ending at `t` (not after now).
   void observe_window(int i, double t);
   // The most workers job j may have at `t`: its knee (one more while it
-  // re-probes), or its exploring cap while no knee is known.
+  // re-probes), or its exploring cap while no knee is known; no more than
+  // it holds while its growth is held (measure, then grow: as
+  // ElasticController::observe under goldminer-ctld).
   int measured_cap(const Job& j, double t) const;
   int next_explore_cap(const Job& j) const;
   // A scheduled window of job i.
