@@ -4,7 +4,8 @@
 # average JCT (bundled / goldminer: > 1 means goldminer is faster) and of
 # GPU allocation (goldminer / bundled), and the CPU-seconds held by data
 # workers (worker_cpu_s) and by those that added nothing (wasted_cpu_s),
-# all measured in this run.
+# and (goldminer-measured) the jobs that ended with their knee above their
+# useful workers (knees_above), all measured in this run.
 #
 # Usage: bench/sim_ratios.sh [BUILD_DIR] [LOAD] [SEEDS] [SCALES] [DEMAND] [CURVE] [NOISE]
 #   LOAD    offered GPU load (default 0.9: the baseline queues at 64 and 512)
@@ -43,8 +44,9 @@ model+=(--speed-curve "$curve" --measure-noise "$noise")
 policies="bundled goldminer-joblevel goldminer"
 [ "$curve" = linear ] || policies="$policies goldminer-measured"
 [ -x "$sim" ] || { echo "bench/sim_ratios.sh: $sim is not built (make goldminer-sim)" >&2; exit 1; }
-printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %8s %9s %7s %13s %13s\n' \
-    gpus seed policy jobs avg_jct_s avg_queue avg_cpu_w cpu_frac alloc jct_ratio alloc_r worker_cpu_s wasted_cpu_s
+printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %8s %9s %7s %13s %13s %11s\n' \
+    gpus seed policy jobs avg_jct_s avg_queue avg_cpu_w cpu_frac alloc jct_ratio alloc_r worker_cpu_s wasted_cpu_s \
+    knees_above
 echo "load $load, ${model[*]}"
 for scale in $scales; do
     for seed in $seeds; do
@@ -59,13 +61,14 @@ for scale in $scales; do
             if [ "$policy" = bundled ]; then out=$base; else out=$("$sim" "${args[@]}" --policy "$policy"); fi
             jct=$(echo "$out" | field avg_jct_s)
             alloc=$(echo "$out" | field gpu_alloc_rate)
-            printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %8s %9.3f %7.3f %13s %13s\n' \
+            printf '%-6s %-5s %-19s %7s %10s %10s %8s %8s %8s %9.3f %7.3f %13s %13s %11s\n' \
                 "$(echo "$out" | field gpus)" "$seed" "$policy" "$(echo "$out" | field jobs)" "$jct" \
                 "$(echo "$out" | field avg_queue_s)" "$(echo "$out" | field cpu_short_wait_s)" \
                 "$(echo "$out" | field gpu_wait_cpu_short_fraction)" "$alloc" \
                 "$(awk -v a="$base_jct" -v b="$jct" 'BEGIN {print a / b}')" \
                 "$(awk -v a="$alloc" -v b="$base_alloc" 'BEGIN {print a / b}')" \
-                "$(echo "$out" | field worker_cpu_s)" "$(echo "$out" | field wasted_worker_cpu_s)"
+                "$(echo "$out" | field worker_cpu_s)" "$(echo "$out" | field wasted_worker_cpu_s)" \
+                "$(echo "$out" | field knees_above_useful)"
         done
     done
 done

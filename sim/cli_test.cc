@@ -127,7 +127,8 @@ TEST_F(CliTest, MeasuredPolicyReportsWastedWorkerCpu) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("policy goldminer-measured: 2 jobs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("CPU-s of them by workers that added nothing; "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" growths undone"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" growths undone, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" jobs ended with their knee above their useful workers"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ TEST(MeasuredTest, ModelPolicyWastesTheWorkersPastTheKnee) {
   SimResult measured = run(one_job(), kNode, options(Policy::kGoldminerMeasured, 1.0));
   EXPECT_EQ(measured.wasted_worker_cpu_s, 0);
   EXPECT_GE(measured.undone_growths, 1);
+  EXPECT_EQ(measured.knees_above_useful, 0) << "its knee, 1, is below its useful workers, 2";
   EXPECT_LT(measured.worker_cpu_s, gm.worker_cpu_s / 3);
 }
 

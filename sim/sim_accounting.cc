@@ -68,6 +68,7 @@ void Simulation::summarize(double decision_s, SimResult* r) {
   r->worker_cpu_s = usage_.worker_cpu / 1000.0;
   r->wasted_worker_cpu_s = usage_.wasted_worker_cpu / 1000.0;
   r->undone_growths = undone_growths_;
+  r->knees_above_useful = knees_above_useful_;
   if (jct.empty()) return;
   std::sort(jct.begin(), jct.end());
   auto pct = [&](double p) {

@@ -37,13 +37,13 @@ std::string to_json(const SimResult& r) {
                 "\"never_ran_jobs\": %d, \"contended_share\": %.4f, \"events\": %lld, "
                 "\"decision_us_per_event\": %.2f, \"gpu_wait_cpu_short_fraction\": %.4f, "
                 "\"cpu_starved_share\": %.4f, \"worker_cpu_s\": %.0f, \"wasted_worker_cpu_s\": %.0f, "
-                "\"undone_growths\": %d}",
+                "\"undone_growths\": %d, \"knees_above_useful\": %d}",
                 r.policy.c_str(), r.jobs, r.gpus, r.avg_jct_s, r.p50_jct_s, r.p95_jct_s,
                 r.p99_jct_s, r.avg_queue_s, r.gpu_alloc_rate, r.gpu_effective_rate,
                 r.cpu_short_wait_s, r.makespan_s, r.gpu_jobs, r.avg_jct_gpu_s, r.offered_load,
                 r.unplaceable, r.never_ran, r.contended_share, static_cast<long long>(r.events),
                 r.decision_us_per_event, r.gpu_wait_cpu_short_fraction, r.cpu_starved_share, r.worker_cpu_s,
-                r.wasted_worker_cpu_s, r.undone_growths);
+                r.wasted_worker_cpu_s, r.undone_growths, r.knees_above_useful);
   return buf;
 }
 

@@ -109,6 +109,7 @@ void Simulation::finish(int i) {
   Job& j = jobs_[i];
   j.finish = now_;
   j.remaining = 0;
+  if (j.scaling && j.scaling->knee() > j.useful) ++knees_above_useful_;
   change_node(j.node, j.gpu, j.cpu_on_node);
   --running_;
   held_gpu_ -= static_cast<double>(j.gpu);

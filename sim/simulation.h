@@ -296,6 +296,7 @@ class Simulation {
   std::priority_queue<WindowEvent, std::vector<WindowEvent>, std::greater<WindowEvent>> windows_;
   bool reallocate_ = false;       // a measured job's cap changed
   int undone_growths_ = 0;
+  int knees_above_useful_ = 0;
   int64_t held_workers_ = 0;      // data workers held by running jobs
   int64_t wasted_workers_ = 0;    // of those, workers that add nothing
   double held_gpu_ = 0, effective_gpu_ = 0;  // milli-GPU held; weighted by speed

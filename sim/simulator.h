@@ -164,6 +164,9 @@ struct SimResult {
   double worker_cpu_s = 0;
   double wasted_worker_cpu_s = 0;
   int undone_growths = 0;  // goldminer-measured: growths that did not pay
+  // goldminer-measured: jobs that ended with their knee above their useful
+  // workers (a growth past them was judged to have paid).
+  int knees_above_useful = 0;
   double offered_load = 0;        // GPU work offered / (GPUs x arrival span)
   double decision_us_per_event = 0;
   int64_t events = 0;

@@ -265,7 +265,8 @@ TEST(SimulatorTest, JsonHasEveryKey) {
   std::string json = to_json(run({pod("a", 4000, 1, 0, 10)}, nodes, Policy::kGoldminer));
   for (const char* key : {"policy", "jobs", "gpus", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
                           "avg_queue_s", "gpu_alloc_rate", "gpu_effective_rate", "cpu_short_wait_s",
-                          "makespan_s", "worker_cpu_s", "wasted_worker_cpu_s", "undone_growths"})
+                          "makespan_s", "worker_cpu_s", "wasted_worker_cpu_s", "undone_growths",
+                          "knees_above_useful"})
     EXPECT_NE(json.find(std::string("\"") + key + "\": "), std::string::npos) << key;
   EXPECT_EQ(json.find("\"policy\": \"goldminer\""), 1u);
 }

@@ -32,7 +32,9 @@ void print_human(const SimResult& r) {
   std::printf("  GPU jobs below full speed with their CPU request: %.0f%%\n", 100 * r.cpu_starved_share);
   std::printf("  data workers held %.0f CPU-s, %.0f CPU-s of them by workers that added nothing", r.worker_cpu_s,
               r.wasted_worker_cpu_s);
-  if (r.policy == "goldminer-measured") std::printf("; %d growths undone", r.undone_growths);
+  if (r.policy == "goldminer-measured")
+    std::printf("; %d growths undone, %d jobs ended with their knee above their useful workers", r.undone_growths,
+                r.knees_above_useful);
   std::printf("\n");
   std::printf("  GPU allocation %.1f%%, effective %.1f%%, makespan %.0f s\n", 100 * r.gpu_alloc_rate,
               100 * r.gpu_effective_rate, r.makespan_s);
