@@ -92,12 +92,13 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
       d.why = "probing " + std::to_string(m.workers) + " workers, above the knee " + std::to_string(knee_) +
               " (after " + seconds(backoff_s_) + ")";
   }
-  // Workers that joined and have delivered nothing yet (a Python worker
-  // starts torch first) make a window measure neither count; for at most
-  // three measurements' worth of windows (one that never delivers must not
-  // stop all measuring).
-  const bool warming = m.warming > 0 && steady_windows_ < 3 * (1 + std::max(1, config_.measure_windows));
-  curve_.observe(m.workers, m.samples_per_s, now_s, changed || warming);
+  // Windows in which a joined worker has delivered nothing yet (a Python
+  // worker starts torch first) are left out, for at most `measure_windows`
+  // after the count changed: a growth is then judged within two settle
+  // windows even where the new workers never deliver (they may be what
+  // slows the others down).
+  const bool warming = !changed && m.warming > 0 && steady_windows_ <= std::max(1, config_.measure_windows);
+  if (!warming) curve_.observe(m.workers, m.samples_per_s, now_s, changed);
   last_workers_ = m.workers;
   previous_ = m;
   const int proposal = autosizer_.observe(m);  // keeps its streaks either way

@@ -80,7 +80,7 @@ scaling_job() {
 # output; prints the decisions, what it found and each violation; fails on
 # one. The connected count follows the session's "worker ... joined" and
 # "worker ... left/dropped" lines; a decision interval is what judging a
-# count takes: 1 settle + 2 measure windows of INTERVAL s. A decision that
+# count takes: 1 settle + 3 measure windows of INTERVAL s. A decision that
 # undoes a growth ("did not pay: back to K, the knee", or "paid less than
 # ...: back to K") or shrinks ("one fewer ...: back to K") holds the job at
 # K. Checked, for each growth undone: a "draining" line within a window;
@@ -129,9 +129,9 @@ check_scaling_log() {
             if (t - td > 2 * iv + 0.5)
                 bad(sprintf("more than %d workers %.1f s after the decision (at most %d s: 2 windows)",
                             knee + 1, t - td, 2 * iv))
-            if (t - held_from > 6 * iv + 0.5)
+            if (t - held_from > 8 * iv + 0.5)
                 bad(sprintf("more than %d workers for %.1f s (at most %d s: 2 decision intervals)",
-                            knee + 1, t - held_from, 6 * iv))
+                            knee + 1, t - held_from, 8 * iv))
             printf "  back to %d workers at %.1f s: %d were held %.1f s, %.1f s after the decision\n",
                    n, t - t0, judged, t - held_from, t - td
             pending = 0
