@@ -41,14 +41,18 @@ void Simulation::start_measuring(int i) {
   schedule_window(i);
 }
 
-int Simulation::measured_cap(const Job& j, double t) const {
+int Simulation::measured_cap(Job& j, double t) {
   const int cap = j.scaling->knee() >= 0 ? j.scaling->ceiling(t) : j.explore_cap;
   // Growth held, as the real controller holds it: workers on their way or
   // a count no window has seen yet (its workers are settling), a growth
   // being judged, or the count not yet measured. Before its first window
-  // a job gets its first workers (the trainer starts them itself).
-  const bool held = j.observed >= 0 && (j.observed != j.workers || j.holds_growth);
-  return held ? std::min(cap, j.workers) : cap;
+  // a job gets its first workers (the trainer starts them itself). The
+  // policy's state changes only at windows, so its answer is asked once
+  // after each, when it matters.
+  if (cap <= j.workers || j.observed < 0) return cap;
+  if (j.observed != j.workers) return j.workers;
+  if (j.holds_growth < 0) j.holds_growth = j.scaling->holds_growth(j.last_metrics) ? 1 : 0;
+  return j.holds_growth ? j.workers : cap;
 }
 
 // The next cap of a job measured at its whole cap, no knee known: twice
@@ -72,7 +76,8 @@ void Simulation::observe_window(int i, double t) {
   ScalingDecision d = j.scaling->observe(m, t, settling, /*follow=*/true);
   j.measured_stale = true;
   j.observed = m.workers;
-  j.holds_growth = j.scaling->holds_growth(m);
+  j.last_metrics = m;
+  j.holds_growth = -1;
   if (d.change < 0 && d.why.find("did not pay") != std::string::npos) ++undone_growths_;
   // Measured at its whole cap, and no knee: try twice as many; once a
   // knee was found, one more (a re-probe above it paid).

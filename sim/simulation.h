@@ -70,7 +70,11 @@ struct Job {
   uint32_t window_stamp = 0;
   bool window_due = false;
   int observed = -1;        // workers its last window saw
-  bool holds_growth = false;  // its policy held growth after that window
+  QueueMetrics last_metrics;  // what that window read
+  // Whether its policy holds growth after that window (holds_growth): -1
+  // not asked yet (asked only when the cap would let it grow: it reads a
+  // median).
+  int holds_growth = -1;
   int cap = -1;             // the cap its last claim carried
   // Its curve's measured points as a claim carries them, read again only
   // after a window (reading the medians is most of the replay's time).
@@ -201,7 +205,7 @@ class Simulation {
   // re-probes), or its exploring cap while no knee is known; no more than
   // it holds while its growth is held (measure, then grow: as
   // ElasticController::observe under goldminer-ctld).
-  int measured_cap(const Job& j, double t) const;
+  int measured_cap(Job& j, double t);
   int next_explore_cap(const Job& j) const;
   // A scheduled window of job i.
   void window_event(int i);
