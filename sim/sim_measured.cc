@@ -13,7 +13,9 @@
 // (its state did not change) are fed at the next event that needs its
 // curve, at their own times, at most the curve's keep_windows of them: the
 // older ones would be dropped anyway. A job whose knee is known gets a
-// window at its next re-probe time, so its cap rises then.
+// window at its next re-probe time, so its cap rises then, and every job
+// one at least every reprobe_max_s, so that the policy's probe one worker
+// below a count held that long comes as under the trainer's windows.
 //
 // Learning: while no knee is known a job's cap starts at max(1, dw-floor)
 // workers and, each time the job has been measured at the whole cap and
@@ -42,7 +44,11 @@ void Simulation::start_measuring(int i) {
 }
 
 int Simulation::measured_cap(Job& j, double t) {
-  const int cap = j.scaling->knee() >= 0 ? j.scaling->ceiling(t) : j.explore_cap;
+  // The policy's ceiling (its knee, one more while it re-probes), as the
+  // controller caps goldminer-ctld's target; while no knee is known, the
+  // exploring cap below it.
+  int cap = j.scaling->ceiling(t);
+  if (j.scaling->knee() < 0) cap = std::min(cap, j.explore_cap);
   // Growth held, as the real controller holds it: workers on their way or
   // a count no window has seen yet (its workers are settling), a growth
   // being judged, or the count not yet measured. Before its first window
@@ -122,20 +128,24 @@ void Simulation::schedule_window(int i) {
   const double w = options_.model.window_s;
   const bool busy = !j.starting.empty() || j.observed != j.active ||
                     j.scaling->curve().settled_windows() < CurveConfig().keep_windows;
+  const double reprobe_max_s = AutosizerConfig().reprobe_max_s;
   double at = kNever;
   if (busy) {
     at = j.last_window + w;
-  } else if (j.scaling->knee() >= 0 && !j.scaling->probing(now_)) {
-    // The back-off's end, by bisection on the policy's own clock.
-    double lo = now_, hi = now_ + AutosizerConfig().reprobe_max_s + w;
-    if (!j.scaling->probing(hi)) return;
-    for (int it = 0; it < 60 && hi - lo > 1e-3; ++it) {
-      const double mid = (lo + hi) / 2;
-      (j.scaling->probing(mid) ? hi : lo) = mid;
+  } else {
+    // At least one window every reprobe_max_s: the policy's probe one
+    // worker below a count held that long comes at a window.
+    at = j.last_window + std::ceil(reprobe_max_s / w - 1e-9) * w;
+    double lo = now_, hi = now_ + reprobe_max_s + w;
+    if (j.scaling->knee() >= 0 && !j.scaling->probing(now_) && j.scaling->probing(hi)) {
+      // The back-off's end, by bisection on the policy's own clock.
+      for (int it = 0; it < 60 && hi - lo > 1e-3; ++it) {
+        const double mid = (lo + hi) / 2;
+        (j.scaling->probing(mid) ? hi : lo) = mid;
+      }
+      at = std::min(at, j.last_window + std::ceil((hi - j.last_window) / w - 1e-9) * w);
     }
-    at = j.last_window + std::ceil((hi - j.last_window) / w - 1e-9) * w;
   }
-  if (at == kNever) return;
   j.window_due = true;
   windows_.push({std::max(at, now_), i, ++j.window_stamp});
 }
