@@ -14,7 +14,7 @@
 #   DEMAND  "calibrated" (default: --demand-model calibrated), or a number F:
 #           --demand-model request --cpu-demand-factor F
 #   CURVE   --speed-curve: linear (default) or concave; concave adds the
-#           policy goldminer-measured (10-14 s a replay at 64 GPUs; more
+#           policy goldminer-measured (25-37 s a replay at 64 GPUs; more
 #           than 15 minutes at 512: give SCALES 64)
 #   NOISE   --measure-noise (default 0)
 set -eu
