@@ -82,8 +82,6 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
       step_.predicted = predicted_gain(previous_, step_.to - step_.from);
       curve_.forget(m.workers);
     }
-  } else if (changed && returning_) {
-    returning_ = false;  // back from a probe below: not judged
   } else if (changed && m.workers > last_workers_ && last_workers_ > 0 && previous_.samples_per_s > 0) {
     // A growth (the autosizer's or goldminer-ctld's): judged once measured,
     // against fresh windows at the new count.
@@ -118,7 +116,7 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
     ScalingDecision s = maybe_shrink(m, now_s);
     if (s.change != 0) return s;
     s = maybe_probe_below(m, now_s);
-    if (s.change != 0 || !s.why.empty()) return s;
+    if (s.change != 0) return s;
   }
   if (follow) return d;
   if (proposal > 0) {
@@ -206,29 +204,8 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s) {
 ScalingDecision ScalingPolicy::maybe_probe_below(const QueueMetrics& m, double now_s) {
   ScalingDecision d;
   if (down_to_ >= 0) {
-    // Judged by the shrink rule once measured: one fewer within
-    // shrink_band stays (the knee); otherwise straight back up, unjudged
-    // (a growth back is not a new growth).
-    const auto low = curve_.point(down_to_), high = curve_.point(down_to_ + 1);
-    if (m.workers != down_to_) {
-      down_to_ = -1;  // the count moved away: the probe is over
-      return d;
-    }
-    if (!low) return d;
-    const int k = down_to_ + 1;
-    down_to_ = -1;
-    if (!high) return d;
-    const std::string figs = figures(k - 1);
-    if (low->samples_per_s >= high->samples_per_s * (1 - config_.shrink_band)) {
-      hold_at(k - 1, now_s, false);
-      d.why = figs + ": one fewer within " + percent(config_.shrink_band) + ": staying at " + std::to_string(k - 1) +
-              ", the knee";
-      return d;
-    }
-    returning_ = true;
-    d.change = 1;
-    d.why = figs + ": one fewer lost " + percent(1 - low->samples_per_s / high->samples_per_s) + ": back to " +
-            std::to_string(k);
+    // Measured, or the count moved away: the probe is over.
+    if (curve_.point(down_to_) || m.workers < down_to_) down_to_ = -1;
     return d;
   }
   const int k = m.workers;

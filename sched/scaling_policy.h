@@ -23,10 +23,9 @@
 // - shrinks by one when one worker fewer, measured and fresh, kept the
 //   throughput within `shrink_band` of the current count's;
 // - tries one worker fewer, once per `reprobe_max_s`, where that count is
-//   not measured (any more): within `shrink_band` it stays there (the
-//   knee), otherwise it goes straight back (unjudged). A knee that moved
-//   up on a lucky reading, or a growth of several workers whose last ones
-//   add nothing, comes down; one that pays stays.
+//   not measured (any more): a knee that moved up on a lucky reading, or
+//   a growth of several workers whose last ones add nothing, comes down.
+//   Growth back from there is judged as any other.
 //
 // The model's prediction for a step from a to b (batches/s, then samples/s
 // at the window's samples per batch): with c the trainer's rate, r one
@@ -114,7 +113,6 @@ class ScalingPolicy {
   bool had_knee_ = false;     // grows one worker at a time since
   double backoff_s_ = 0;      // the current back-off; 0: none yet
   int down_to_ = -1;          // a probe one worker below: its count, the ceiling until measured
-  bool returning_ = false;    // the next rise is the way back from a probe below
   double probe_below_at_ = -1;  // when the next probe below may come; -1: not scheduled
   double reprobe_at_ = 0;
 };
