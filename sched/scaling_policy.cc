@@ -44,9 +44,8 @@ ScalingPolicy::ScalingPolicy(const AutosizerConfig& config)
     : config_(config), autosizer_(config), curve_(curve_config(config)) {}
 
 int ScalingPolicy::ceiling(double now_s) const {
-  const int top = down_to_ >= 0 ? down_to_ : config_.max_workers;
-  if (knee_ < 0) return top;
-  return std::clamp(std::min(top, knee_ + (probing(now_s) ? 1 : 0)), config_.min_workers, config_.max_workers);
+  if (knee_ < 0) return config_.max_workers;
+  return std::clamp(knee_ + (probing(now_s) ? 1 : 0), config_.min_workers, config_.max_workers);
 }
 
 std::string ScalingPolicy::figures(int first) const {
@@ -114,8 +113,6 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   }
   if (!changed) {
     ScalingDecision s = maybe_shrink(m, now_s);
-    if (s.change != 0) return s;
-    s = maybe_probe_below(m, now_s);
     if (s.change != 0) return s;
   }
   if (follow) return d;
@@ -193,31 +190,6 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s) {
   d.change = back - m.workers;
   d.why = figures(step_.to) + model + ": did not pay: back to " + std::to_string(back) +
           ", the knee; next probe above it in " + seconds(backoff_s_);
-  return d;
-}
-
-// A count held for long whose one-fewer count is not measured (never, or
-// not for max_age_s) is tried one worker lower, once per reprobe_max_s:
-// a knee that moved up on a lucky reading, or a growth of several workers
-// whose last ones add nothing, comes down again. While it is measured the
-// ceiling is that count; then growth back is judged as any other.
-ScalingDecision ScalingPolicy::maybe_probe_below(const QueueMetrics& m, double now_s) {
-  ScalingDecision d;
-  if (down_to_ >= 0) {
-    // Measured, or the count moved away: the probe is over.
-    if (curve_.point(down_to_) || m.workers < down_to_) down_to_ = -1;
-    return d;
-  }
-  const int k = m.workers;
-  if (k - 1 < std::max(1, config_.min_workers) || m.samples_per_s <= 0 || !curve_.point(k) || curve_.point(k - 1))
-    return d;
-  if (probe_below_at_ < 0) probe_below_at_ = now_s + config_.reprobe_max_s;
-  if (now_s < probe_below_at_) return d;
-  probe_below_at_ = now_s + config_.reprobe_max_s;
-  down_to_ = k - 1;
-  d.change = -1;
-  d.why = "probing " + std::to_string(k - 1) + " workers, one below " + std::to_string(k) + " (" +
-          std::to_string(k - 1) + " not measured for " + seconds(config_.reprobe_max_s) + ")";
   return d;
 }
 

@@ -21,11 +21,7 @@
 //   the knee for good) clears the knee, and
 //   once a job has had a knee it grows one worker at a time;
 // - shrinks by one when one worker fewer, measured and fresh, kept the
-//   throughput within `shrink_band` of the current count's;
-// - tries one worker fewer, once per `reprobe_max_s`, where that count is
-//   not measured (any more): a knee that moved up on a lucky reading, or
-//   a growth of several workers whose last ones add nothing, comes down.
-//   Growth back from there is judged as any other.
+//   throughput within `shrink_band` of the current count's.
 //
 // The model's prediction for a step from a to b (batches/s, then samples/s
 // at the window's samples per batch): with c the trainer's rate, r one
@@ -38,7 +34,6 @@
 //   "4 workers: 20.1k samples/s, 2: 14.2k (model: +6.0k): paid: keeping 4"
 //   "7 workers: 10.8k samples/s, 6: 10.7k: one fewer within 5 %: back to 6"
 //   "probing 3 workers, above the knee 2 (after 60 s)"
-//   "probing 5 workers, one below 6 (5 not measured for 960 s)"
 // Slurm-free; thread-compatible; one per job.
 #ifndef GOLDMINER_SCHED_SCALING_POLICY_H_
 #define GOLDMINER_SCHED_SCALING_POLICY_H_
@@ -93,7 +88,6 @@ class ScalingPolicy {
   };
   ScalingDecision judge(const QueueMetrics& m, double now_s);
   ScalingDecision maybe_shrink(const QueueMetrics& m, double now_s);
-  ScalingDecision maybe_probe_below(const QueueMetrics& m, double now_s);
   // Sets the knee at `workers` and the next probe's time.
   void hold_at(int workers, double now_s, bool failed_probe);
   // The measured points as a decision line lists them: `first`, then the
@@ -112,8 +106,6 @@ class ScalingPolicy {
   int knee_ = -1;
   bool had_knee_ = false;     // grows one worker at a time since
   double backoff_s_ = 0;      // the current back-off; 0: none yet
-  int down_to_ = -1;          // a probe one worker below: its count, the ceiling until measured
-  double probe_below_at_ = -1;  // when the next probe below may come; -1: not scheduled
   double reprobe_at_ = 0;
 };
 
