@@ -14,8 +14,9 @@
 // curve, at their own times, at most the curve's keep_windows of them: the
 // older ones would be dropped anyway. A job whose knee is known gets a
 // window at its next re-probe time, so its cap rises then, and every job
-// one at least every reprobe_max_s, so that the policy's probe one worker
-// below a count held that long comes as under the trainer's windows.
+// one at least every reprobe_max_s, so that its measurements age (and
+// anything the policy does with time comes) as under the trainer's
+// windows.
 //
 // Learning: while no knee is known a job's cap starts at max(1, dw-floor)
 // workers and, each time the job has been measured at the whole cap and
@@ -133,8 +134,8 @@ void Simulation::schedule_window(int i) {
   if (busy) {
     at = j.last_window + w;
   } else {
-    // At least one window every reprobe_max_s: the policy's probe one
-    // worker below a count held that long comes at a window.
+    // At least one window every reprobe_max_s (as under the trainer's
+    // windows, whatever the policy does with time comes at a window).
     at = j.last_window + std::ceil(reprobe_max_s / w - 1e-9) * w;
     double lo = now_, hi = now_ + reprobe_max_s + w;
     if (j.scaling->knee() >= 0 && !j.scaling->probing(now_) && j.scaling->probing(hi)) {
