@@ -14,8 +14,8 @@
 #   DEMAND  "calibrated" (default: --demand-model calibrated), or a number F:
 #           --demand-model request --cpu-demand-factor F
 #   CURVE   --speed-curve: linear (default) or concave; concave adds the
-#           policy goldminer-measured (25-37 s a replay at 64 GPUs; more
-#           than 15 minutes at 512: give SCALES 64)
+#           policy goldminer-measured (2-12 s a replay at 64 GPUs; 512
+#           is untested since it was too slow: give SCALES 64)
 #   NOISE   --measure-noise (default 0)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)

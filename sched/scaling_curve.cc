@@ -24,6 +24,7 @@ ScalingCurve::ScalingCurve(CurveConfig config) : config_(config) {
 }
 
 void ScalingCurve::expire(double now_s) {
+  if (now_s != now_s_) cache_.clear();
   now_s_ = now_s;
   for (auto it = windows_.begin(); it != windows_.end();) {
     auto& w = it->second;
@@ -42,6 +43,7 @@ void ScalingCurve::observe(int workers, double samples_per_s, double now_s, bool
   // The first windows after a change measure neither count.
   if (++since_change_ <= config_.settle_windows) return;
   if (!std::isfinite(samples_per_s) || samples_per_s < 0) return;
+  cache_.clear();
   auto& w = windows_[workers];
   w.push_back({samples_per_s, now_s});
   while (static_cast<int>(w.size()) > config_.keep_windows) w.pop_front();
@@ -49,6 +51,12 @@ void ScalingCurve::observe(int workers, double samples_per_s, double now_s, bool
 }
 
 std::optional<CurvePoint> ScalingCurve::point(int workers) const {
+  auto cached = cache_.find(workers);
+  if (cached != cache_.end()) return cached->second;
+  return cache_[workers] = compute(workers);
+}
+
+std::optional<CurvePoint> ScalingCurve::compute(int workers) const {
   auto it = windows_.find(workers);
   if (it == windows_.end()) return std::nullopt;
   std::vector<double> rates;
@@ -76,7 +84,10 @@ std::vector<CurvePoint> ScalingCurve::points() const {
   return out;
 }
 
-void ScalingCurve::forget(int workers) { windows_.erase(workers); }
+void ScalingCurve::forget(int workers) {
+  windows_.erase(workers);
+  cache_.clear();
+}
 
 std::string format_curve(const std::vector<CurvePoint>& points) {
   std::string out;

@@ -67,7 +67,11 @@ class ScalingCurve {
     double at_s;
   };
   void expire(double now_s);
+  std::optional<CurvePoint> compute(int workers) const;
   CurveConfig config_;
+  // point()'s answers since the windows last changed (the policies ask
+  // for the same points many times a window).
+  mutable std::map<int, std::optional<CurvePoint>> cache_;
   std::map<int, std::deque<Window>> windows_;
   int current_ = -1;  // the count of the last window
   int since_change_ = 0;  // windows at current_ since it changed
