@@ -185,6 +185,9 @@ struct WorkerMetrics {
   uint64_t batches = 0;
   uint64_t bytes = 0;
   double batches_per_s = 0;  // since it joined
+  // Asked to drain (elastic shrink, Session::drain_workers): it finishes
+  // the batch in hand, returns its leases and leaves.
+  bool draining = false;
 };
 
 // What the scheduler's autosizer reads.

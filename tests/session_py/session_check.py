@@ -496,13 +496,21 @@ def check_metrics(folder):
         print("metrics keys: " + " ".join(sorted(m)))
         print("workers %d" % m["workers"])
         check(m["workers"] == 2 and len(m["per_worker"]) == 2, "metrics %s" % m)
-        check(sorted(m["per_worker"][0]) == ["batches", "batches_per_s", "bytes", "id"], "per_worker %s" % m)
+        check(sorted(m["per_worker"][0]) == ["batches", "batches_per_s", "bytes", "draining", "id"], "per_worker %s" % m)
         check(sum(w["batches"] for w in m["per_worker"]) >= 3, "per_worker batches %s" % m["per_worker"])
         check(0 <= m["queue_fill"] <= 1 and m["epoch"] == 0, "metrics %s" % m)
         check(s.address.startswith("ucx://127.0.0.1:"), "address %s" % s.address)
         asked = s.drain_workers(1)
         print("drain_workers(1) -> %d" % asked)
         check(asked == 1, "drain_workers asked %d" % asked)
+        # Until it left, the worker asked shows as draining (the other not).
+        deadline = time.time() + 10
+        m = s.metrics()
+        while m["workers"] == 2 and not any(w["draining"] for w in m["per_worker"]) and time.time() < deadline:
+            time.sleep(0.01)
+            m = s.metrics()
+        check(m["workers"] < 2 or [w["draining"] for w in m["per_worker"]].count(True) == 1,
+              "one worker draining or gone after drain_workers(1): %s" % m["per_worker"])
         for batch in it:
             count.add(check_batch("text", batch, s.last_sample_ids))
         print("after drain: " + count.line(0))

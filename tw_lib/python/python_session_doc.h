@@ -119,7 +119,7 @@ Methods and attributes:
                    queue_fill, arrival_rate, consumption_rate, trainer_wait_fraction,
                    workers, workers_lost, workers_rejected, bad_records,
                    duplicates_dropped, splits_failed, per_worker: [{id, batches, bytes,
-                   batches_per_s}]).
+                   batches_per_s, draining}]).
   drain_workers(n) asks up to n workers to finish their batch and leave; returns how many.
   wait_for_workers(n, timeout=60)
                    waits until n workers are connected and returns how many are; raises

@@ -36,6 +36,14 @@ void Session::Impl::elastic_loop() {
   // Its own waits and queue stand for every rank's, as DDP's ranks step
   // together. mu_ held.
   auto job_workers = [&] { return static_cast<int>(per_worker_.size() + other_ranks_workers_); };
+  // Those the job keeps: workers asked to drain (or about to be) are
+  // leaving, so a shrink is not asked for twice while a drain is under
+  // way (below min_workers, or both an undo's and a shrink's).
+  auto kept_workers = [&] {
+    int draining = static_cast<int>(drain_requests_);
+    for (const auto& [peer, w] : per_worker_) draining += w.draining;
+    return std::max(0, job_workers() - draining);
+  };
   auto job_arrived = [&] { return arrived_total_ + other_ranks_arrived_; };
   uint64_t arrived = job_arrived(), consumed = consumed_total_, fills = fill_samples_;
   double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
@@ -49,7 +57,7 @@ void Session::Impl::elastic_loop() {
     // node lost, preempted) is replaced at once, not at the interval's end.
     while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || job_left() > left_seen; })) {
       if (elastic_stop_) return;
-      const int lost = job_left() - left_seen, workers = job_workers(), joined = joined_total_ + redirected_total_;
+      const int lost = job_left() - left_seen, workers = kept_workers(), joined = joined_total_ + redirected_total_;
       left_seen = job_left();
       lock.unlock();  // the launcher runs sbatch
       const ElasticStep step = controller.replace_lost(lost, workers, joined, now());
@@ -63,7 +71,7 @@ void Session::Impl::elastic_loop() {
     if (elastic_stop_) return;
     const double t = now(), window = std::max(1e-9, t - since);
     QueueMetrics m;
-    m.workers = job_workers();
+    m.workers = kept_workers();
     m.joined = joined_total_ + redirected_total_;
     m.arrival_rate = static_cast<double>(job_arrived() - arrived) / window;
     // Every rank takes as many batches as rank 0 (they step together).
@@ -71,7 +79,7 @@ void Session::Impl::elastic_loop() {
     m.consumption_rate = ranks * static_cast<double>(consumed_total_ - consumed) / window;
     m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
     m.samples_per_s = m.consumption_rate * o_.batch_size;
-    for (const auto& [peer, w] : per_worker_) m.warming += w.batches == 0;
+    for (const auto& [peer, w] : per_worker_) m.warming += w.batches == 0 && !w.draining;
     // The fill as the trainer found it when it took batches in the
     // window; now, when it took none.
     m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)

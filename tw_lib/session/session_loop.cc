@@ -69,6 +69,10 @@ void Session::Impl::run() {
       if (w.phase == Phase::kReady && !w.draining) {
         w.draining = true;
         w.asked_to_drain = true;
+        {
+          std::lock_guard<std::mutex> lock(mu_);  // the elastic loop counts it as leaving
+          per_worker_[peer].draining = true;
+        }
         send(peer, wire::Drain{});
         --drains;
       }
