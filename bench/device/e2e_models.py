@@ -110,10 +110,9 @@ def jpeg_decoder():
         why = f"torchvision: {e}"
     try:
         import PIL.Image  # noqa: F401
-        import numpy  # noqa: F401
         return "PIL", None
     except Exception as e:
-        return None, f"{why}; PIL/numpy: {e}"
+        return None, f"{why}; PIL: {e}"
 
 
 def jpeg_files(folder):
@@ -158,10 +157,10 @@ class JpegCrops(torch.utils.data.Dataset):
                                    mode=ImageReadMode.RGB).permute(1, 2, 0)
             except RuntimeError:  # e.g. CMYK: PIL converts it, where present
                 pass
-        import numpy as np
         from PIL import Image
         with Image.open(path) as image:
-            return torch.from_numpy(np.asarray(image.convert("RGB")).copy())
+            rgb = image.convert("RGB")
+            return torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8).view(rgb.height, rgb.width, 3)
 
     def __getitem__(self, i):
         if self.program is None:
