@@ -18,6 +18,9 @@
 #       $OUT (or /tmp/gm-cuda-out): gpu.txt, pip_install.txt, version.txt,
 #       receive_memory_test.txt, staging_check.txt, staging_bench.txt;
 #       exits non-zero when a step failed
+#   bench/device/cuda_checks.sh install            there: the package only
+#       (as `run` installs it), from GM_CUDA_PACK (default .devcuda); prints
+#       PYTHONPATH=... last (bench/device/gpu_node.sh)
 #   bench/device/cuda_selftest.sh                  here, after pack: `run`
 #       with what the pack replaces hidden (no GPU: checks the install)
 #
@@ -51,8 +54,48 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-pack=$src/.devcuda
+# `install` also takes the pack that bench/device/pack.sh carries (DEVCUDA).
+pack=${GM_CUDA_PACK:-$src/.devcuda}
 die() { echo "cuda_checks.sh: $*" >&2; exit 1; }
+
+# The goldminer package pip-installed from the pack into $work/pkg for
+# $PYTHON, checked to load from there; its output also in $out.
+install_package() {
+  out=${OUT:-/tmp/gm-cuda-out}
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  PYTHON=${PYTHON:-python3}
+  work=${GM_CUDA_WORK:-/tmp/gm-cuda}
+  [ -f "$pack/build/python-build-info.txt" ] ||
+    die "$pack missing or not a pack: run 'cuda_checks.sh pack' on the build machine and carry .devcuda"
+  nvidia-smi -L 2>&1 | tee "$out/gpu.txt"
+
+  # The build directory setup.py reads, with this machine's paths.
+  case $work in /*) ;; *) die "GM_CUDA_WORK must be an absolute path: $work" ;; esac
+  { rm -rf "$work" && mkdir -p "$work" && cp -r "$pack/build" "$work/build"; } || die "cannot write $work"
+  sed -i "s|@BUILD@|$work/build|g; s|@SRC@|$src|g; s|@PACK@|$pack|g" \
+    "$work/build/python-build-info.txt" "$work/build/python/goldminer/_build_info.py"
+
+  echo "== pip install ./python into $work/pkg ($("$PYTHON" -V 2>&1), $(command -v "$PYTHON"))"
+  ver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || die "$PYTHON does not run"
+  inc=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("include"))')
+  if [ ! -f "$inc/Python.h" ]; then
+    [ -f "$pack/python-include/python$ver/Python.h" ] ||
+      die "Python.h missing: $PYTHON (Python $ver) has no headers in $inc (install python$ver-dev), and the pack has none for $ver (pack with TARGET_PYTHON=$ver)"
+    echo "cuda_checks.sh: $inc has no Python.h: compiling with the packed headers of Python $ver"
+    export CFLAGS="-I$pack/python-include/python$ver ${CFLAGS:-}"
+  fi
+  GOLDMINER_BUILD_DIR=$work/build "$PYTHON" -m pip install --no-index --find-links "$pack/wheels" --no-cache-dir \
+    --target "$work/pkg" "$src/python" 2>&1 | tee "$out/pip_install.txt" ||
+    die "pip install ./python failed (the end of its output above; all of it in pip_install.txt)"
+  export PYTHONPATH=$work/pkg UCX_MODULE_DIR=$pack/lib/ucx
+  "$PYTHON" -m goldminer --version 2>&1 | tee "$out/version.txt" || die "python -m goldminer --version failed"
+  where=$("$PYTHON" -c 'import goldminer._session as s; print(s.__file__)') || die "goldminer._session does not load"
+  case $where in "$work/pkg/"*) ;; *) die "goldminer._session came from $where, not the package just installed in $work/pkg" ;; esac
+  # What it loads (by its DT_RPATH; LD_LIBRARY_PATH plays no part).
+  { echo "goldminer._session: $where"; env -u LD_LIBRARY_PATH ldd "$where"; } | tee -a "$out/version.txt"
+  ! env -u LD_LIBRARY_PATH ldd "$where" | grep -q 'not found' || die "$where: a library it needs is not found (above)"
+}
 
 case ${1:-} in
 pack)
@@ -130,43 +173,12 @@ pack)
   echo "cuda_checks.sh: $(grep -c '^lib keep' "$pack/MANIFEST") libraries carried, $(grep -c '^lib stub' "$pack/MANIFEST") stubbed"
   echo "cuda_checks.sh: wrote $pack ($(du -sb "$pack" | cut -f1) bytes; with the tracked tree $(( $(du -sb "$pack" | cut -f1) + $(cd "$src" && git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) )) of 67108864 the device machine takes)"
   ;;
-run)
-  out=${OUT:-/tmp/gm-cuda-out}
-  mkdir -p "$out"
-  out=$(cd "$out" && pwd)
+run | install)
   rc=0
-  PYTHON=${PYTHON:-python3}
-  work=${GM_CUDA_WORK:-/tmp/gm-cuda}
-  if [ ! -f "$pack/build/python-build-info.txt" ] || [ ! -x "$pack/bin/receive_memory_test" ]; then
-    die "$pack missing or not a pack: run 'cuda_checks.sh pack' on the build machine and carry .devcuda"
-  fi
-  nvidia-smi -L 2>&1 | tee "$out/gpu.txt"
-
-  # The build directory setup.py reads, with this machine's paths.
-  case $work in /*) ;; *) die "GM_CUDA_WORK must be an absolute path: $work" ;; esac
-  { rm -rf "$work" && mkdir -p "$work" && cp -r "$pack/build" "$work/build"; } || die "cannot write $work"
-  sed -i "s|@BUILD@|$work/build|g; s|@SRC@|$src|g; s|@PACK@|$pack|g" \
-    "$work/build/python-build-info.txt" "$work/build/python/goldminer/_build_info.py"
-
-  echo "== pip install ./python into $work/pkg ($("$PYTHON" -V 2>&1), $(command -v "$PYTHON"))"
-  ver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || die "$PYTHON does not run"
-  inc=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("include"))')
-  if [ ! -f "$inc/Python.h" ]; then
-    [ -f "$pack/python-include/python$ver/Python.h" ] ||
-      die "Python.h missing: $PYTHON (Python $ver) has no headers in $inc (install python$ver-dev), and the pack has none for $ver (pack with TARGET_PYTHON=$ver)"
-    echo "cuda_checks.sh: $inc has no Python.h: compiling with the packed headers of Python $ver"
-    export CFLAGS="-I$pack/python-include/python$ver ${CFLAGS:-}"
-  fi
-  GOLDMINER_BUILD_DIR=$work/build "$PYTHON" -m pip install --no-index --find-links "$pack/wheels" --no-cache-dir \
-    --target "$work/pkg" "$src/python" 2>&1 | tee "$out/pip_install.txt" ||
-    die "pip install ./python failed (the end of its output above; all of it in pip_install.txt)"
-  export PYTHONPATH=$work/pkg UCX_MODULE_DIR=$pack/lib/ucx
-  "$PYTHON" -m goldminer --version 2>&1 | tee "$out/version.txt" || die "python -m goldminer --version failed"
-  where=$("$PYTHON" -c 'import goldminer._session as s; print(s.__file__)') || die "goldminer._session does not load"
-  case $where in "$work/pkg/"*) ;; *) die "goldminer._session came from $where, not the package just installed in $work/pkg" ;; esac
-  # What it loads (by its DT_RPATH; LD_LIBRARY_PATH plays no part).
-  { echo "goldminer._session: $where"; env -u LD_LIBRARY_PATH ldd "$where"; } | tee -a "$out/version.txt"
-  ! env -u LD_LIBRARY_PATH ldd "$where" | grep -q 'not found' || die "$where: a library it needs is not found (above)"
+  [ "$1" = install ] || [ -x "$pack/bin/receive_memory_test" ] ||
+    die "$pack/bin/receive_memory_test missing: run 'cuda_checks.sh pack' on the build machine and carry .devcuda"
+  install_package
+  [ "$1" = run ] || { echo "PYTHONPATH=$PYTHONPATH"; exit 0; }
   "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "this torch %s sees no GPU (torch.cuda.is_available() is False): the CUDA checks below will say they skipped or fail" % torch.__version__)' || rc=1
 
   echo "== receive_memory_test"
@@ -181,7 +193,7 @@ run)
   exit $rc
   ;;
 *)
-  echo "usage: cuda_checks.sh pack [BUILDDIR] | run" >&2
+  echo "usage: cuda_checks.sh pack [BUILDDIR] | run | install" >&2
   exit 2
   ;;
 esac

@@ -33,7 +33,9 @@
 # environment: SHARED_DATA=../shared/data (relative to the source tree),
 #   PYTHON=/usr/bin/python3 (with torch 1.13, the binaries' libtorch),
 #   XZ_THREADS=1, MAX_MIB=56 (fail above this archive size: the copy to the
-#   device machine is limited to 64 MiB with the source tree)
+#   device machine is limited to 64 MiB with the source tree), DEVCUDA (a
+#   pack of `bench/device/cuda_checks.sh pack`, e.g. .devcuda: carried in the
+#   archive as devcuda/, without its test binary, for gpu_node.sh)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -95,6 +97,15 @@ echo "pack.sh: worker programs (torch $torch_py)"
 echo "pack.sh: $jpeg_dir"
 cp -r "$jpeg_dir" "$root/data/datasets/images_jpeg"
 
+# The goldminer package's build inputs (bench/device/gpu_node.sh installs it
+# there with cuda_checks.sh install), without the CUDA test binary.
+if [ -n "${DEVCUDA:-}" ]; then
+  [ -f "$DEVCUDA/build/python-build-info.txt" ] ||
+    die "DEVCUDA=$DEVCUDA: not a pack of bench/device/cuda_checks.sh pack (no build/python-build-info.txt)"
+  echo "pack.sh: the goldminer package's build inputs from $DEVCUDA"
+  mkdir -p "$root/devcuda" && cp -a "$DEVCUDA"/. "$root/devcuda/" && rm -rf "$root/devcuda/bin"
+fi
+
 # The newest symbol versions the carried objects need from the target's glibc
 # and libstdc++ (run.sh checks them before running anything).
 mapfile -t carried < <(find "$root/bin" "$root/lib" -type f ! -name time)
@@ -111,6 +122,7 @@ newest() { objdump -T "${carried[@]}" 2>/dev/null | grep -oE "\\($1_[0-9.]+\\)" 
   echo "ucx $(dpkg-query -W -f '${Version}' libucx0 2>/dev/null || echo unknown)"
   echo "programs-torch $torch_py"
   echo "images $(find "$root/data/datasets/images_jpeg" -type f | wc -l)"
+  [ -z "${DEVCUDA:-}" ] || echo "devcuda $(sed -n 's/^commit //p' "$DEVCUDA/MANIFEST")"
   sed 's/^/lib /' "$stage/libs.txt"
 } > "$root/MANIFEST"
 
@@ -122,6 +134,6 @@ tar -C "$root" --owner=0 --group=0 -cf - . | xz --x86 --lzma2=preset=9 -T"$XZ_TH
 mv "$archive.part" "$archive"
 mib=$(( $(stat -c %s "$archive") / 1048576 ))
 [ "$mib" -le "$MAX_MIB" ] || die "$archive is $mib MiB, over MAX_MIB=$MAX_MIB"
-grep -E "^(commit|dirty|needs-[a-z]+|libtorch|ucx|programs-torch|images) " "$root/MANIFEST" | sed 's/^/pack.sh:   /'
+grep -E "^(commit|dirty|needs-[a-z]+|libtorch|ucx|programs-torch|images|devcuda) " "$root/MANIFEST" | sed 's/^/pack.sh:   /'
 echo "pack.sh: $(grep -c '^lib keep' "$root/MANIFEST") libraries carried, $(grep -c '^lib stub' "$root/MANIFEST") stubbed"
 echo "pack.sh: wrote $archive ($(stat -c %s "$archive") bytes, $mib MiB)"

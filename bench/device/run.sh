@@ -20,11 +20,16 @@
 # usage (repository root): bash bench/device/run.sh
 # environment: OUT (results folder; default: a new /tmp/gm-devpack-out.XXXXXX),
 #   GM_DIR=/tmp/gm, PYTHON=python3, K_SCALING="1 2 4 8 12" (K of (b)),
-#   K_COMPARE="1 2 4 8" (K of (c)), UCX_NET_DEVICES=lo; the scripts' other
+#   K_COMPARE="1 2 4 8" (K of (c)), SCALING_ROWS and SCALING_REPEAT (ROWS and
+#   REPEAT of (b); default ROWS, REPEAT, else the script's), COMPARE_ROWS and
+#   COMPARE_REPEAT (of (c), likewise), COMPARE_DECODES="full" (JPEG_DECODE of
+#   each (c) run: the first runs DATASETS, the others the JPEG half again,
+#   e.g. "full resized-crop:224"), UCX_NET_DEVICES=lo; the scripts' other
 #   variables (ROWS, REPEAT, EPOCHS, BATCH, CRITEO_EPOCHS, JPEG_EPOCHS, ...) pass
 #   through. GM_EXEC_PREFIX: a command put before each carried binary
 #   (selftest.sh uses it to hide this machine's libraries).
-# writes: $OUT/scaling.txt, $OUT/dataloader_compare.txt (also on stdout),
+# writes: $OUT/scaling.txt, $OUT/dataloader_compare.txt and one
+#   dataloader_compare-DECODE.txt per further decode (also on stdout),
 #   $OUT/env.txt (machine, versions, the libraries each binary loads),
 #   $OUT/MANIFEST (what was packed)
 set -euo pipefail
@@ -35,6 +40,13 @@ out=${OUT:-}
 PYTHON=${PYTHON:-python3}
 K_SCALING=${K_SCALING:-"1 2 4 8 12"}
 K_COMPARE=${K_COMPARE:-"1 2 4 8"}
+# Each benchmark sized on its own (one ROWS for both made the DataLoader
+# side of the comparison run for as long as the scaling run needed rows).
+SCALING_ROWS=${SCALING_ROWS:-${ROWS:-100000}}
+SCALING_REPEAT=${SCALING_REPEAT:-${REPEAT:-5}}
+COMPARE_ROWS=${COMPARE_ROWS:-${ROWS:-100000}}
+COMPARE_REPEAT=${COMPARE_REPEAT:-${REPEAT:-2}}
+COMPARE_DECODES=${COMPARE_DECODES:-full}
 die() { echo "run.sh: $*" >&2; exit 1; }
 
 [ -f "$archive" ] || die "$archive missing: run bench/device/pack.sh on the build machine and carry .devpack"
@@ -116,6 +128,9 @@ fi
   [ -r /etc/os-release ] && echo "os $(. /etc/os-release && echo "$PRETTY_NAME")"
   echo "cores $(nproc) (of $(getconf _NPROCESSORS_ONLN))"
   grep -m1 'model name' /proc/cpuinfo || true
+  # Hyperthreads: two workers on one core's siblings each run slower, and
+  # the CPU seconds per sample of (b) rise with k for that alone.
+  lscpu 2>/dev/null | grep -E '^(Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)):' || true
   grep -E 'MemTotal|MemAvailable' /proc/meminfo || true
   echo "loadavg $(cat /proc/loadavg)"
   echo "glibc ${glibc:-unknown}"
@@ -144,11 +159,19 @@ export PYTHON UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 export PROGRAMS_DIR=$gm/programs SHARED_DATA=$gm/data GNU_TIME=$gm/bin/time
 failed=""
 t0=$SECONDS
-K=$K_SCALING bash "$src/bench/dataplane/scaling.sh" "$gm/build" 2>&1 | tee "$out/scaling.txt" || failed="$failed scaling.sh"
+K=$K_SCALING ROWS=$SCALING_ROWS REPEAT=$SCALING_REPEAT bash "$src/bench/dataplane/scaling.sh" "$gm/build" 2>&1 | tee "$out/scaling.txt" || failed="$failed scaling.sh"
 echo "run.sh: scaling.sh: $((SECONDS - t0)) s"
 t0=$SECONDS
-K=$K_COMPARE bash "$src/bench/dataplane/dataloader_compare.sh" "$gm/build" 2>&1 | tee "$out/dataloader_compare.txt" ||
-  failed="$failed dataloader_compare.sh"
+# Criteo and JPEG with the first decode, then JPEG alone with each other.
+first=1
+for decode in $COMPARE_DECODES; do
+  name=dataloader_compare${decode:+-${decode%%:*}}
+  [ "$first" = 1 ] && datasets=${DATASETS:-"criteo jpeg"} || datasets=jpeg
+  K=$K_COMPARE DATASETS=$datasets JPEG_DECODE=${decode:-full} ROWS=$COMPARE_ROWS REPEAT=$COMPARE_REPEAT \
+    bash "$src/bench/dataplane/dataloader_compare.sh" "$gm/build" 2>&1 | tee "$out/$name.txt" ||
+    failed="$failed dataloader_compare.sh(${decode:-full})"
+  first=0
+done
 echo "run.sh: dataloader_compare.sh: $((SECONDS - t0)) s"
 echo "run.sh: results in $out"
 [ -z "$failed" ] || die "failed:$failed (see above and $out)"
