@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import secrets
+import signal
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,8 @@ def parse_args():
     ap.add_argument("--resnet-depth", default="3,4,6,3", help="bottleneck blocks per stage")
     ap.add_argument("--case-timeout", type=float, default=40.0,
                     help="seconds per case: workers' start, warm-up and timed steps")
+    ap.add_argument("--budget", type=float, default=0,
+                    help="seconds for the whole run (0: none): cases are shortened to fit, then skipped")
     ap.add_argument("--amp", choices=["on", "off"], default=None,
                     help="bfloat16 autocast in the step (default: on with cuda)")
     a = ap.parse_args()
@@ -249,7 +252,7 @@ def train(a, model, batches, restart, deadline):
         if time.monotonic() > deadline:
             break
     if t_start is None:
-        raise RuntimeError(f"the case timeout ({a.case_timeout:.0f} s, --case-timeout) passed before the "
+        raise RuntimeError(f"the case's {a.case_limit:.0f} s (--case-timeout, --budget) passed before the "
                            f"{a.warmup} warm-up steps were done")
     sync()
     wall = time.monotonic() - t_start
@@ -261,11 +264,11 @@ def train(a, model, batches, restart, deadline):
 
 
 def dataloader_case(a, model, cores):
-    deadline = time.monotonic() + a.case_timeout
+    deadline = time.monotonic() + a.case_limit
     os.sched_setaffinity(0, cores)
     torch.set_num_threads(a.slot_cores)  # the same step in every case
     kw = dict(num_workers=len(cores), multiprocessing_context="fork", persistent_workers=True,
-              pin_memory=a.device == "cuda", timeout=max(a.case_timeout, 30))
+              pin_memory=a.device == "cuda", timeout=max(a.case_limit, 10))
     if model == "dlrm":
         loader = torch.utils.data.DataLoader(CriteoBatches(a.tsv, a.criteo_pt, a.batch_dlrm), batch_size=None, **kw)
     else:
@@ -279,7 +282,7 @@ def dataloader_case(a, model, cores):
 
 
 def goldminer_case(a, model):
-    deadline = time.monotonic() + a.case_timeout
+    deadline = time.monotonic() + a.case_limit
     import goldminer
     os.sched_setaffinity(0, a.slot)
     torch.set_num_threads(a.slot_cores)
@@ -292,7 +295,7 @@ def goldminer_case(a, model):
                   records_per_split=a.batch_resnet, jpeg_decode="resized-crop:224")
     session = goldminer.Session(**kw, workers=0, listen="ucx://127.0.0.1:0", secret=secret,
                                 device="cuda" if a.device == "cuda" else None,
-                                timeout=max(a.case_timeout, 30), first_worker_timeout=60)
+                                timeout=max(a.case_limit, 10), first_worker_timeout=60)
     env = dict(os.environ, GOLDMINER_SECRET=secret)
     dw = a.dw
     procs = []
@@ -332,6 +335,9 @@ def main():
     warnings.filterwarnings("ignore", message=r"`torch\.jit\.", category=FutureWarning)
     os.environ["PYTHONWARNINGS"] = "ignore::FutureWarning"  # make_programs.py, gen_criteo.py
     a = parse_args()
+    # SIGTERM (e.g. timeout(1)) ends the run through the finally blocks: the
+    # workers stopped, the temporary files removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("e2e_train.py: terminated (SIGTERM)"))
     os.environ.setdefault("UCX_NET_DEVICES", "lo")
     if a.device == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -357,6 +363,12 @@ def main():
                                   ("goldminer", lambda: goldminer_case(a, model))):
                 workers = {"dataloader-slot": len(a.slot), "dataloader-wide": len(a.wide)}.get(pipeline, a.workers)
                 t0 = time.monotonic()
+                left = a.budget - (t0 - t_all) - 10 if a.budget else a.case_timeout  # 10 s for the report
+                a.case_limit = min(a.case_timeout, left)
+                if a.case_limit < 10:
+                    print(f"e2e_train.py: {model} {pipeline} SKIPPED: --budget {a.budget:.0f} s is spent", flush=True)
+                    failed.append((model, pipeline))
+                    continue
                 try:
                     r = run()
                 except (RuntimeError, OSError) as e:
