@@ -45,7 +45,7 @@ class DLRM(nn.Module):
         self.tables = nn.ModuleList(nn.Embedding(m + 1, dim, sparse=True) for m in CRITEO_MODS)
         self.bottom = _mlp([CRITEO_DENSE, *bottom, dim])
         n = len(CRITEO_MODS) + 1
-        self.pairs = torch.triu_indices(n, n, offset=1)
+        self.register_buffer("pairs", torch.triu_indices(n, n, offset=1), persistent=False)  # moves with .to()
         self.top = _mlp([dim + n * (n - 1) // 2, *top, 1], last_relu=False)
 
     def forward(self, dense, sparse):

@@ -421,7 +421,8 @@ def report(a, results, skip, seconds):
     print(f"all cases: {seconds:.0f} s")
     step_note = ("GPU busy = the sum of CUDA-event times around forward + backward + optimizer step over the\n"
                  "  timed wall time (batches already on the GPU: the DataLoader's pinned and copied with\n"
-                 "  non_blocking before the step, goldminer's staged by Session(device='cuda'))"
+                 "  non_blocking before the step, goldminer's staged by Session(device='cuda'); gaps inside\n"
+                 "  a step while the host launches kernels count as busy)"
                  if a.device == "cuda" else
                  "CPU STAND-IN: the 'GPU' step runs on the CPU with the slot's thread count, competing with\n"
                  "  the data workers for the cores; step busy = its wall time over the timed wall time. Not GPU\n"
