@@ -26,7 +26,8 @@
 #   one epoch), EPOCHS_A=1, EPOCHS_B=3, BATCH=4096, PYTHON=/usr/bin/python3,
 #   PROGRAMS_DIR (a folder with a ready criteo.pt), VALGRIND=valgrind,
 #   JOBS=2 (runs at once; each is one process or K under callgrind)
-# Takes about 4 minutes on 2 cores (each run loads libtorch under callgrind).
+# Takes about 10 minutes on 2 shared cores (each run loads libtorch under
+# callgrind, about 90 s of it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench=worker_cost.sh
@@ -79,7 +80,7 @@ workers() {  # workers EPOCHS K OUT
   consume "$1" 0 --listen ucx://127.0.0.1:0 > "$3.json" 2> "$3.err" &
   pid=$!
   for ((i = 0; i < 600; i++)); do
-    addr=$(sed -n 's/.*listening on //p' "$3.err")
+    addr=$(sed -n 's/.*listening on //p' "$3.err" 2>/dev/null)
     [ -z "$addr" ] || break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
@@ -87,7 +88,7 @@ workers() {  # workers EPOCHS K OUT
   [ -n "$addr" ] || { kill "$pid" 2>/dev/null; echo "$bench: goldminer-consume did not listen" >&2; return 1; }
   for ((i = 0; i < $2; i++)); do
     cg --log-file="$3.%p.log" --callgrind-out-file="$3.%p.out" "$build/goldminer-dw" --trainer "$addr" \
-      --threads 1 --intra-op-threads 1 &
+      --threads 1 --intra-op-threads 1 2> "$3.dw$i.err" &
     pids+=($!)
   done
   wait "$pid" || return 1

@@ -49,13 +49,14 @@ t_start=$SECONDS
 if [ "${SELFCHECK:-0}" = 1 ]; then
   : "${K_SCALING:=1 2}" "${SCALING_ROWS:=20000}" "${SCALING_REPEAT:=1}" "${EPOCHS:=2}"
   : "${K_COMPARE:=1 2}" "${COMPARE_ROWS:=5000}" "${COMPARE_REPEAT:=1}" "${JPEG_EPOCHS:=2}"
-  e2e_sizes=(--device cpu --slot-cores 1 --wide-cores 2 --workers 1)
+  e2e_sizes=(--device cpu --slot-cores 1 --wide-cores 2 --workers 1 --steps 6 --warmup 2 --batch-dlrm 512
+             --batch-resnet 8 --resnet-width 8 --resnet-depth "1,1,1,1" --case-timeout 60)
   share=(600 0 300 300)
 else
   [ "$(nproc)" -ge 16 ] || echo "gpu_node.sh: warning: $(nproc) cores here; the sizes are for 16 (SELFCHECK=1 for a small machine)" >&2
   : "${K_SCALING:=1 2 4 8 12 14}" "${SCALING_ROWS:=400000}" "${SCALING_REPEAT:=5}" "${EPOCHS:=4}"
   : "${K_COMPARE:=1 4 8 12}" "${COMPARE_ROWS:=100000}" "${COMPARE_REPEAT:=2}" "${JPEG_EPOCHS:=3}"
-  e2e_sizes=(--device cuda --slot-cores 2 --wide-cores 12)
+  e2e_sizes=(--device cuda --slot-cores 2 --wide-cores 12 --budget 190)  # within its share, a table
   share=(200 0 60 200)  # seconds: run.sh (scaling + compare), -, install, e2e
 fi
 export K_SCALING SCALING_ROWS SCALING_REPEAT EPOCHS BATCH=${BATCH:-4096}
