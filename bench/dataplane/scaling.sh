@@ -12,7 +12,9 @@
 #   warm-up and not counted), BATCH=4096, PYTHON=/usr/bin/python3,
 #   PROGRAMS_DIR (a folder with a ready criteo.pt: copied instead of scripting
 #   it with $PYTHON, whose torch then need not match the binaries' libtorch),
-#   GNU_TIME=/usr/bin/time (GNU time, for the CPU seconds)
+#   GNU_TIME=/usr/bin/time (GNU time, for the CPU seconds), PERF=perf (where
+#   it counts instructions and cycles: instructions per sample and IPC of
+#   each run, start-up included)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench=scaling.sh
@@ -42,17 +44,43 @@ make_criteo_and_programs criteo.pt
 input="criteo-tsv:$tmp/criteo.tsv"
 echo "scaling.sh: $((ROWS * REPEAT)) generated Criteo rows ($(du -m "$tmp/criteo.tsv" | cut -f1) MB), batch $BATCH, $EPOCHS epochs (first not counted), $(nproc) cores"
 
-timed "$tmp/inproc.time" "$build/bench/inprocess_bench" --input "$input" --program "$tmp/criteo.pt" \
+# perf, where the machine lets it count: instructions and cycles of each
+# run (all its processes) tell more work per sample from slower cores
+# (hyperthread siblings, lower clocks, caches) when CPU seconds rise with k.
+PERF=${PERF:-perf}
+perf_ok=0
+if command -v "$PERF" > /dev/null && "$PERF" stat -x, -e instructions,cycles -o "$tmp/perf.probe" true 2> /dev/null &&
+   grep -qE '^[0-9]+,,instructions' "$tmp/perf.probe"; then
+  perf_ok=1
+fi
+counted() {  # counted NAME COMMAND...: timed, and counted by perf where it can
+  if [ "$perf_ok" = 1 ]; then
+    timed "$tmp/$1.time" "$PERF" stat -x, -e instructions,cycles -o "$tmp/$1.perf" "${@:2}"
+  else
+    timed "$tmp/$1.time" "${@:2}"
+  fi
+}
+
+counted inproc "$build/bench/inprocess_bench" --input "$input" --program "$tmp/criteo.pt" \
   --batch-size "$BATCH" --epochs "$EPOCHS" > "$tmp/inproc.json"
 for k in $K; do
-  timed "$tmp/k$k.time" "$build/goldminer-consume" --input "$input" --program "$tmp/criteo.pt" \
+  counted "k$k" "$build/goldminer-consume" --input "$input" --program "$tmp/criteo.pt" \
     --batch-size "$BATCH" --epochs "$EPOCHS" --workers "$k" --json > "$tmp/k$k.json" 2> "$tmp/k$k.err" ||
     { echo "scaling.sh: goldminer-consume --workers $k failed:" >&2; cat "$tmp/k$k.err" >&2; exit 1; }
 done
 
-"$PYTHON" - "$tmp" "$K" "$(nproc)" <<'PY'
+"$PYTHON" - "$tmp" "$K" "$(nproc)" "$perf_ok" "$PERF" <<'PY'
 import json, sys
 tmp, ks, cores = sys.argv[1], [int(k) for k in sys.argv[2].split()], int(sys.argv[3])
+perf = sys.argv[4] == "1"
+
+def counts(name):
+    c = {}
+    for line in open(f"{tmp}/{name}.perf"):
+        f = line.strip().split(",")
+        if len(f) > 2 and f[0].isdigit():
+            c[f[2].split(":")[0]] = int(f[0])
+    return c
 
 def rate(name):
     epochs = [json.loads(l) for l in open(f"{tmp}/{name}.json") if l.startswith("{")]
@@ -79,6 +107,17 @@ for k in ks:
     rows.append((k, r, w))
     print(f"{'consume, ' + str(k) + ' worker' + ('s' if k > 1 else ''):<24}{r:>12.0f}{r / base:>14.2f}"
           f"{r / one:>8.2f}{cpu(f'k{k}') / total * 1e6:>17.2f}{w:>14.3f}")
+if perf:
+    print(f"\n{'run (perf stat, all processes)':<32}{'instructions/sample':>21}{'IPC':>7}")
+    for name, label in [("inproc", "in-process")] + [(f"k{k}", f"k={k}") for k in ks]:
+        c = counts(name)
+        if "instructions" in c and c.get("cycles"):
+            print(f"{label:<32}{c['instructions'] / rate(name)[1]:>21.0f}{c['instructions'] / c['cycles']:>7.2f}")
+        else:
+            print(f"{label:<32}{'not counted':>21}")
+else:
+    print(f"\nperf: {sys.argv[5]} cannot count instructions and cycles here (missing, or no PMU, or"
+          " perf_event_paranoid): no instructions or IPC per run")
 print("\nsummary")
 for k, r, w in rows:
     print(f"  k={k}: {r / base:.2f}x in-process, {r / one:.2f}x one worker (linear would be {k}x)")

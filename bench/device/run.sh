@@ -165,7 +165,8 @@ t0=$SECONDS
 # Criteo and JPEG with the first decode, then JPEG alone with each other.
 first=1
 for decode in $COMPARE_DECODES; do
-  name=dataloader_compare${decode:+-${decode%%:*}}
+  name=dataloader_compare
+  [ "$decode" = full ] || name=$name-${decode%%:*}
   [ "$first" = 1 ] && datasets=${DATASETS:-"criteo jpeg"} || datasets=jpeg
   K=$K_COMPARE DATASETS=$datasets JPEG_DECODE=${decode:-full} ROWS=$COMPARE_ROWS REPEAT=$COMPARE_REPEAT \
     bash "$src/bench/dataplane/dataloader_compare.sh" "$gm/build" 2>&1 | tee "$out/$name.txt" ||
