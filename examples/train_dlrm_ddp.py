@@ -20,8 +20,8 @@ DistributedDataParallel (gloo on CPU, nccl on GPUs).
 Prints one JSON object per epoch and rank on stdout: epoch, rank,
 world_size, samples, batches, id_sum (the sum of the samples' places in the
 input: over the ranks N(N-1)/2 when each sample came once), loss,
-params_digest (a sum over the model's parameters after the epoch: equal on
-every rank when DDP kept them in step), seconds.
+params_digest (a sum over the model's parameters after the epoch: equal, up
+to rounding, on every rank when DDP kept them in step), seconds.
 """
 import argparse
 import json

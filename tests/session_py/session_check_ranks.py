@@ -7,6 +7,7 @@ ranks: rank=/world_size= (and RANK/WORLD_SIZE) give every sample on one rank
 and the same len() and batches on each; ddp: examples/train_dlrm_ddp.py with 2
 ranks under DDP (gloo) reads every sample on one rank, the ranks in step."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -79,13 +80,20 @@ def check_ddp(folder):
     for epoch in range(2):
         ranks = sorted((l for l in lines if l["epoch"] == epoch), key=lambda l: l["rank"])
         check([l["rank"] for l in ranks] == [0, 1], "epoch %d: ranks %s" % (epoch, ranks))
-        print("ddp epoch %d: batches %d %d, samples %d + %d of %d, id sums add up: %s, parameters equal: %s" %
+        # In step: the same parameters up to rounding. Bitwise equality was
+        # too strict once (torch 2.15, gloo on CPU, a loaded run: the same
+        # batch counts, the sums apart; DDP on CPU is not bitwise
+        # deterministic, pytorch/pytorch#36871); a step one rank missed
+        # moves the sum by far more than a millionth. Unequal sums are printed.
+        d0, d1 = ranks[0]["params_digest"], ranks[1]["params_digest"]
+        in_step = math.isclose(d0, d1, rel_tol=1e-6, abs_tol=1e-9)
+        print("ddp epoch %d: batches %d %d, samples %d + %d of %d, id sums add up: %s, parameters in step: %s%s" %
               (epoch, ranks[0]["batches"], ranks[1]["batches"], ranks[0]["samples"], ranks[1]["samples"], total,
-               ranks[0]["id_sum"] + ranks[1]["id_sum"] == total * (total - 1) // 2,
-               ranks[0]["params_digest"] == ranks[1]["params_digest"]))
+               ranks[0]["id_sum"] + ranks[1]["id_sum"] == total * (total - 1) // 2, in_step,
+               "" if d0 == d1 else " (digests %r and %r)" % (d0, d1)))
         check(ranks[0]["batches"] == ranks[1]["batches"], "the ranks took different numbers of batches")
         check(ranks[0]["samples"] + ranks[1]["samples"] == total, "the ranks' samples do not add up")
         check(ranks[0]["id_sum"] + ranks[1]["id_sum"] == total * (total - 1) // 2, "the ranks' id sums")
-        check(ranks[0]["params_digest"] == ranks[1]["params_digest"], "DDP ranks' parameters differ")
+        check(in_step, "DDP ranks' parameters differ: digests %r and %r" % (d0, d1))
     print("OK")
 

@@ -118,7 +118,7 @@ std::vector<Case> all_cases() {
       {"from RANK and WORLD_SIZE: rank 1 of 3",
        "rank out of range: ValueError: goldminer.Session: rank 3 is not a rank of world_size 3", "OK"});
   c.push_back({"SessionPy", "DdpExampleTrainsTwoRanksInStepOnEverySampleOnce", kSession, "ddp",
-               {"ddp epoch 0: ", "ddp epoch 1: ", "id sums add up: True, parameters equal: True", "\nOK"}});
+               {"ddp epoch 0: ", "ddp epoch 1: ", "id sums add up: True, parameters in step: True", "\nOK"}});
   c.push_back({"SessionPy", "ErrorsNameTheFileAndTheCause", kSession, "errors",
                {"missing file: RuntimeError: ", "no_such_file.txt", "corrupt record: RuntimeError: ", "day_1.tsv",
                 "workers exited: RuntimeError: ", "exit status 3", "missing goldminer-dw: RuntimeError: ",
