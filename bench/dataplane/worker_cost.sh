@@ -59,7 +59,8 @@ tmp=$(mktemp -d /tmp/gm-worker-cost.XXXXXX)
 trap 'if [ $? = 0 ]; then rm -rf "$tmp"; else echo "$bench: its files are kept in $tmp" >&2; fi' EXIT
 make_criteo_and_programs criteo.pt
 input="criteo-tsv:$tmp/criteo.tsv"
-cg() { "$VALGRIND" --tool=callgrind "$@"; }
+# cg OUT COMMAND...: COMMAND under callgrind, its files OUT.PID.log and OUT.PID.out.
+cg() { "$VALGRIND" --tool=callgrind --log-file="$1.%p.log" --callgrind-out-file="$1.%p.out" "${@:2}"; }
 
 # consume EPOCHS WORKERS [ARGUMENTS...]; PREFIX (words): what runs it.
 consume() {
@@ -87,7 +88,7 @@ workers() {  # workers EPOCHS K OUT
   done
   [ -n "$addr" ] || { kill "$pid" 2>/dev/null; echo "$bench: goldminer-consume did not listen" >&2; return 1; }
   for ((i = 0; i < $2; i++)); do
-    cg --log-file="$3.%p.log" --callgrind-out-file="$3.%p.out" "$build/goldminer-dw" --trainer "$addr" \
+    cg "$3" "$build/goldminer-dw" --trainer "$addr" \
       --threads 1 --intra-op-threads 1 2> "$3.dw$i.err" &
     pids+=($!)
   done
@@ -100,10 +101,10 @@ run() {
   local name=$1 e=$2 out=$tmp/$1.$2
   case $name in
     inproc)
-      cg --log-file="$out.%p.log" --callgrind-out-file="$out.%p.out" "$build/bench/inprocess_bench" \
+      cg "$out" "$build/bench/inprocess_bench" \
         --input "$input" --program "$tmp/criteo.pt" --batch-size "$BATCH" --epochs "$e" > "$out.json" ;;
     trainer)
-      PREFIX="cg --log-file=$out.%p.log --callgrind-out-file=$out.%p.out" consume "$e" 1 > "$out.json" 2> "$out.err" ;;
+      PREFIX="cg $out" consume "$e" 1 > "$out.json" 2> "$out.err" ;;
     worker*) workers "$e" "${name#worker}" "$out" ;;
   esac || { echo "$bench: $name over $e epochs failed:" >&2; cat "$out.err" "$out".*.log 2>/dev/null | tail -20 >&2; return 1; }
 }
