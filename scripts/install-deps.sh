@@ -1,6 +1,17 @@
 #!/bin/sh
-# Installs every Debian package that the build, the demo and the tests need,
+# Installs every Debian package that the build, the demo, the tests and the
+# documented build commands (./configure && make, make deb, make rpm) need,
 # plus Slurm's source tree (internal headers for the select plugin).
+# The packages come from two places that cannot drift apart:
+#   - debian/control's Build-Depends (every build profile, so the check
+#     suite's python3-torch and munge too), installed with
+#     `apt-get build-dep` on this tree whenever dpkg-checkbuilddeps finds
+#     one unmet;
+#   - the list below: only what the control file does not name (the
+#     compilers' extras, Slurm's daemons and commands, the tools the test
+#     command, the demo and the packaging checks run).
+# scripts/fresh-check runs this script in a pristine Debian 12 root and
+# checks that every program those commands call is then present.
 # Idempotent: a second run installs nothing and re-uses the source tree.
 #
 # Usage: scripts/install-deps.sh [--slurm RELEASE [--slurm-source FILE]]
@@ -76,17 +87,15 @@ fi
 
 packages="
  build-essential autoconf automake libtool pkg-config dpkg-dev ccache
- slurm-wlm slurmctld slurmd slurm-client libslurm-dev
- munge libmunge-dev libpam0g-dev libpmix-dev
- openmpi-bin libopenmpi-dev libucx-dev ucx-utils libhwloc-dev
- libboost-program-options-dev libgtest-dev libgmock-dev googletest
- clang libclang-rt-14-dev
- libtorch-dev python3-torch python3-torchvision python3-pybind11 python3-numpy python3-venv libdlpack-dev
+ slurm-wlm slurmctld slurmd slurm-client
+ libpam0g-dev libpmix-dev ucx-utils
+ googletest clang libclang-rt-14-dev
+ python3-torchvision python3-numpy python3-venv
  python3-pip python3-setuptools python3-wheel
  libopenblas0-pthread
- libjpeg62-turbo-dev
  iproute2 util-linux procps
  jq curl
+ lintian rpm rpmlint debootstrap
 "
 
 missing=""
@@ -104,6 +113,20 @@ if [ -n "$missing" ]; then
     apt-get install -y -q --no-install-recommends $missing
 else
     say "all packages present"
+fi
+
+# debian/control's build dependencies (make deb's, and the library headers
+# that ./configure looks for): apt resolves the control file itself.
+top=$(cd "$(dirname "$0")/.." && pwd)
+if dpkg-checkbuilddeps "$top/debian/control" >/dev/null 2>&1; then
+    say "build dependencies of debian/control present"
+else
+    say "installing debian/control's build dependencies: $(dpkg-checkbuilddeps "$top/debian/control" 2>&1 | sed 's/.*Unmet build dependencies: //')"
+    [ -n "$missing" ] || apt-get update -q
+    apt-get build-dep -y -q --no-install-recommends "$top" ||
+        die "apt-get build-dep $top failed (the Build-Depends of $top/debian/control)"
+    dpkg-checkbuilddeps "$top/debian/control" ||
+        die "build dependencies still unmet after apt-get build-dep (debian/control)"
 fi
 
 if [ -n "$release" ]; then
