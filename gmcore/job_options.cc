@@ -64,6 +64,10 @@ std::string JobOptions::canonical() const {
 }
 
 Expected<JobOptions> parse_job_options(const std::string& text, const AdminConfig& admin) {
+  if (text.size() > kMaxJobOptionsLength)
+    return Status::error("goldminer: the option's value is " + std::to_string(text.size()) +
+                         " bytes long, more than the limit of " + std::to_string(kMaxJobOptionsLength) +
+                         " (keys: dw, dw-max, cpus-per-dw, transport, mode)");
   auto values = parse_options(job_option_table(), split(text, ','), "goldminer");
   if (!values.ok()) return values.status();
 

@@ -33,6 +33,11 @@ struct JobOptions {
 
 const OptionTable& job_option_table();
 
+// The longest value of --goldminer taken (every key with its longest
+// value is under 200 bytes): Slurm hands the value to slurmctld, slurmd and
+// slurmstepd, which parse it as root; a longer one is refused unread.
+inline constexpr size_t kMaxJobOptionsLength = 1024;
+
 // Parses the value of --goldminer ("" = all defaults) under the site's
 // limits. Errors read "goldminer: <key>: invalid value '<v>': <why>".
 Expected<JobOptions> parse_job_options(const std::string& text, const AdminConfig& admin);

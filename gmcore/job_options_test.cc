@@ -16,6 +16,20 @@ TEST(JobOptionsTest, EmptyValueTakesDefaults) {
   EXPECT_EQ(o->canonical(), "dw=1,dw-max=8,cpus-per-dw=2,transport=ucx,mode=elastic");
 }
 
+TEST(JobOptionsTest, AValueLongerThanTheLimitIsRefusedUnread) {
+  // Every key at its longest form fits with room to spare.
+  const std::string longest = "dw=0000000000000001,dw-max=0000000000000008,cpus-per-dw=0000000000000002,"
+                              "transport=ucx,mode=elastic";
+  EXPECT_EQ(refusal(longest), "accepted");
+  EXPECT_EQ(refusal(std::string(kMaxJobOptionsLength, ',')), "accepted");
+  const std::string huge = "dw=1," + std::string(64 << 20, 'x');
+  EXPECT_EQ(refusal(huge), "goldminer: the option's value is " + std::to_string(huge.size()) +
+                               " bytes long, more than the limit of 1024 (keys: dw, dw-max, cpus-per-dw, "
+                               "transport, mode)");
+  EXPECT_EQ(refusal(std::string(kMaxJobOptionsLength + 1, ',')).substr(0, 42),
+            "goldminer: the option's value is 1025 byte");
+}
+
 TEST(JobOptionsTest, AllKeys) {
   auto o = parse_job_options("dw=3,dw-max=6,cpus-per-dw=4,transport=ucx,mode=static",
                              AdminConfig());

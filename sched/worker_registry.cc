@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gmcore/json.h"
+#include "gmcore/printable.h"
 
 namespace goldminer {
 namespace {
@@ -139,8 +140,14 @@ Expected<SessionReport> decode_report(const std::string& text) {
   r.curve = std::move(*curve);
   std::istringstream hosts(f->at("hosts"));
   std::string h;
-  while (std::getline(hosts, h, ','))
-    if (!h.empty()) r.worker_hosts.push_back(h);
+  while (std::getline(hosts, h, ',')) {
+    if (h.empty()) continue;
+    // Host names reach operators' terminals (goldminer-top) and scrapers.
+    if (!is_host_name(h))
+      return Status::error("report: hosts: invalid host name '" + printable(h.substr(0, 64)) +
+                           "': expected letters, digits and . - _ : [ ] (at most 255)");
+    r.worker_hosts.push_back(h);
+  }
   return r;
 }
 

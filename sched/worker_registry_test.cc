@@ -46,6 +46,25 @@ TEST(WorkerRegistryTest, ReportsRoundTripAndBadOnesAreNamed) {
   EXPECT_FALSE(back->probing);
 }
 
+TEST(WorkerRegistryTest, AHostNameThatIsATerminalEscapeIsRefusedAndShownEscaped) {
+  // A window-title change and a screen clear, as real bytes in the report.
+  std::string evil = encode_report(report(42, 25));
+  evil.replace(evil.find("hosts=c1,c2"), 11, "hosts=c1,\x1b]0;pwned\x07\x1b[2J");
+  auto refused = decode_report(evil);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "report: hosts: invalid host name '\\x1b]0;pwned\\x07\\x1b[2J': expected letters, digits and . - _ : [ ] "
+            "(at most 255)");
+  std::string spaced = encode_report(report(42, 25));
+  spaced.replace(spaced.find("hosts=c1,c2"), 11, "hosts=c1,c 2");
+  EXPECT_FALSE(decode_report(spaced).ok());
+  std::string addresses = encode_report(report(42, 25));
+  addresses.replace(addresses.find("hosts=c1,c2"), 11, "hosts=10.0.0.7,[::1],gpu-07.example");
+  auto ok = decode_report(addresses);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->worker_hosts, (std::vector<std::string>{"10.0.0.7", "[::1]", "gpu-07.example"}));
+}
+
 // A report's text with KEY's line replaced by KEY=VALUE.
 std::string with(std::string text, const std::string& key, const std::string& value) {
   size_t at = text.find("\n" + key + "=") + 1;

@@ -21,6 +21,7 @@
 #include "ctld/client/ctld_client.h"
 #include "ctld/client/http.h"
 #include "gmcore/credential.h"
+#include "gmcore/printable.h"
 #include "tools/goldminer_top_options.h"
 
 using namespace goldminer;
@@ -50,7 +51,8 @@ Expected<std::string> fetch(const std::string& ctld, const std::string& path, Cr
   }
   auto r = http_call(ctld, request, 5);
   if (!r.ok()) return r.status();
-  if (r->status != 200) return Status::error(ctld + path + " answered " + std::to_string(r->status) + ": " + r->body);
+  if (r->status != 200)
+    return Status::error(ctld + path + " answered " + std::to_string(r->status) + ": " + printable(r->body));
   return r->body;
 }
 
@@ -73,7 +75,9 @@ int main(int argc, char** argv) {
   if (json || once) {
     auto body = fetch(ctld, json ? "/jobs" : "/top", munge.get());
     if (!body.ok()) return fail(body.status().message(), 1);
-    std::fputs(body->c_str(), stdout);
+    // The table goes to a terminal: nothing in it may be a control
+    // sequence. JSON escapes its own (for scripts, byte for byte).
+    std::fputs(json ? body->c_str() : printable(*body, true).c_str(), stdout);
     return 0;
   }
   struct sigaction sa {};
@@ -88,7 +92,8 @@ int main(int argc, char** argv) {
     localtime_r(&t, &tm);
     std::strftime(when, sizeof when, "%H:%M:%S", &tm);
     std::printf("\033[H\033[2Jgoldminer-top  %s  %s\n\n%s", ctld.c_str(), when,
-                body.ok() ? body->c_str() : ("cannot reach goldminer-ctld: " + body.status().message() + "\n").c_str());
+                body.ok() ? printable(*body, true).c_str()
+                          : ("cannot reach goldminer-ctld: " + body.status().message() + "\n").c_str());
     std::fflush(stdout);
     for (double waited = 0; waited < interval && !g_stop; waited += 0.1)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -72,6 +72,23 @@ def cache_dir():
     return os.path.join(xdg, "goldminer")
 
 
+def check_private(path, what):
+    """Refuses `path` (the split cache, a compiled split's folder or the
+    split itself) unless this user or root owns it and no one else may
+    write it: a module loaded from there runs as this user, so a shared
+    cache where another user can plant or swap a .so is an attack."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise RuntimeError("goldminer.split: %s %s: %s" % (what, path, e)) from None
+    euid = os.geteuid()
+    if st.st_uid not in (euid, 0) or st.st_mode & 0o022:
+        raise RuntimeError(
+            "goldminer.split: %s %s is owned by uid %d with mode %o: a compiled split is loaded only from a "
+            "folder this user (uid %d) or root owns and that no one else may write (chmod go-w, or set "
+            "GOLDMINER_CACHE_DIR to a private folder)" % (what, path, st.st_uid, st.st_mode & 0o7777, euid))
+
+
 def sources_root():
     """The directory the split's sources (_build_info.SPLIT_SOURCES) are
     relative to: goldminer/_csrc in an installed package, else the source
@@ -184,7 +201,7 @@ def _compiled():
     target = os.path.join(directory, "_split" + sysconfig.get_config_var("EXT_SUFFIX"))
     if not os.path.isfile(target):
         try:
-            os.makedirs(directory, exist_ok=True)
+            os.makedirs(directory, mode=0o700, exist_ok=True)
             lock = open(os.path.join(cache, key + ".lock"), "w")
         except OSError as e:
             raise RuntimeError("goldminer.split: cannot use the cache directory %s for the split compiled for "
@@ -199,6 +216,9 @@ def _compiled():
                 except BaseException:
                     shutil.rmtree(directory, ignore_errors=True)
                     raise
+    for path, what in ((cache, "the cache directory"), (directory, "the folder of the split"),
+                       (target, "the compiled split")):
+        check_private(path, what)
     loader = importlib.machinery.ExtensionFileLoader("goldminer._split", target)
     spec = importlib.util.spec_from_file_location("goldminer._split", target, loader=loader)
     try:

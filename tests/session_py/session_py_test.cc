@@ -200,6 +200,12 @@ std::vector<Case> all_cases() {
   c.push_back({"VersionPy", "NamesThePackageTorchPythonWorkerAndSplit", "version_check.py", "",
                {"line 1 as expected: True", "line 2 as expected: True", "line 3 as expected: True",
                 "line 4 as expected: True", "split line: True", "\nOK"}});
+  // A shared split cache: a .so another user planted, a folder anyone may
+  // write; each refused before anything loads.
+  c.push_back({"SplitCachePy", "RefusesASplitAnotherUserCouldHavePlanted", "split_cache_check.py", "",
+               {"another user's split refused: True", "a cache anyone may write refused: True",
+                "a private cache passes: True", "\nOK"},
+               "another user's split refused: skipped"});
   return c;
 }
 
