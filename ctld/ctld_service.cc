@@ -110,13 +110,16 @@ Expected<uid_t> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse
   const std::string job = "job " + std::to_string(job_id);
   // Neither the owner nor the state goes back: only what the reporter knows.
   *refused = text(403, "report refused: " + job + " is not a running job of uid " + std::to_string(asker));
+  // A registered job is checked again whenever the cache's answer
+  // expires (its TTL), so a job that ended or was requeued stops steering
+  // the pool within a TTL; those re-checks cost the reporter nothing.
+  bool registered;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = owners_.find(job_id);
-    if (it != owners_.end()) return it->second;
+    registered = registered_.count(job_id) != 0;
   }
   JobOwnerCache::Refusal refusal;
-  auto owner = owners_cache_.get(job_id, asker, now_(), &refusal);
+  auto owner = owners_cache_.get(job_id, asker, now_(), &refusal, !registered);
   if (refusal == JobOwnerCache::Refusal::kThrottled) {
     const double wait = owners_cache_.retry_after_s(asker, now_());
     log::verbose("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) +
@@ -129,15 +132,19 @@ Expected<uid_t> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse
     *refused = text(503, "busy: other lookups of jobs in hand; try again");
     return Status::error("busy");
   }
-  if (!owner.ok()) {
-    log::error("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) +
-               " refused: " + owner.status().message());
-    return Status::error(owner.status().message());
-  }
-  if (owner->state != "RUNNING") {
-    log::error("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) + " refused: it is " +
-               (owner->state.empty() ? "unknown" : owner->state) + ", not running");
-    return Status::error("not running");
+  if (!owner.ok() || owner->state != "RUNNING") {
+    const std::string why = !owner.ok() ? owner.status().message()
+                                        : "it is " + (owner->state.empty() ? std::string("unknown") : owner->state) +
+                                              ", not running";
+    log::error("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) + " refused: " + why);
+    if (registered) {
+      // Its workers' CPUs go back to the pool now, not when it falls silent.
+      std::lock_guard<std::mutex> lock(mu_);
+      registry_.drop(job_id);
+      registered_.erase(job_id);
+      log::info("goldminer-ctld: " + job + ": dropped (" + why + ")");
+    }
+    return Status::error(why);
   }
   return owner->uid;
 }
@@ -197,11 +204,11 @@ HttpResponse CtldService::report(const std::string& body) {
       log::error("goldminer-ctld: " + st.message());
       return refused;
     }
-    owners_[report->job_id] = *owner;
+    registered_.insert(report->job_id);
     registry_.set_worker_cpus(pool_cpus());
     registry_.reallocate(now);
-    for (auto it = owners_.begin(); it != owners_.end();)
-      it = registry_.jobs().count(it->first) == 0 ? owners_.erase(it) : std::next(it);
+    for (auto it = registered_.begin(); it != registered_.end();)
+      it = registry_.jobs().count(*it) == 0 ? registered_.erase(it) : std::next(it);
     answer.target = registry_.target(report->job_id);
     for (const auto& [id, e] : registry_.jobs()) {
       auto b = before.find(id);

@@ -35,6 +35,7 @@ struct Ctld {
   FakeCredentials signer{64030};
   double clock = 0;
   std::atomic<int> squeue_runs{0};
+  std::atomic<bool> job10_ended{false};  // squeue then says COMPLETED
   CtldService service;
   std::unique_ptr<HttpServer> server;
   std::thread serving;
@@ -51,6 +52,7 @@ struct Ctld {
             &signer,
             [this](uint32_t job) -> Expected<JobOwner> {
               ++squeue_runs;
+              if (job == 10 && job10_ended) return JobOwner{1000, "COMPLETED"};
               if (job == 10 || job == 11) return JobOwner{1000, "RUNNING"};
               if (job == 12) return JobOwner{1000, "PENDING"};
               if (job == 13) return JobOwner{1001, "RUNNING"};
@@ -276,6 +278,43 @@ TEST(CtldServiceTest, AThousandReportsForUnknownJobsCostABoundedNumberOfSqueueRu
   HttpResponse own = ctld.service.handle(HttpRequest{"POST", "/report", *other.encode(encode_report(report(13, 1, 10)), nullptr)});
   EXPECT_EQ(own.status, 200) << own.body;
   EXPECT_EQ(ctld.squeue_runs, 11);
+}
+
+// A registered job is asked about again once the cache's answer expires
+// (10 s), at goldminer-ctld's cost, not the reporter's lookups: after
+// Slurm says it ended, its next report is refused and it is dropped at
+// once, its CPUs back in the pool; before, reports reached the registry
+// on the owner cached at registration.
+TEST(CtldServiceTest, AJobThatEndedIsDroppedAtItsNextReportAndItsRechecksAreFree) {
+  Ctld ctld(8);
+  FakeCredentials user(1000);
+  auto post = [&](uint32_t job, uint64_t nonce) {
+    SessionReport r = report(job, 2, 25);
+    r.nonce = nonce;
+    return ctld.service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(r), nullptr)});
+  };
+  ASSERT_EQ(post(10, 1).status, 200);
+  ASSERT_EQ(post(11, 2).status, 200);
+  EXPECT_EQ(ctld.squeue_runs, 2);
+  // Within the TTL the cached answer serves; past it, re-checks, free.
+  uint64_t nonce = 3;
+  for (int i = 0; i < 30; ++i) {
+    ctld.clock += 11;
+    ASSERT_EQ(post(10, nonce++).status, 200) << i;
+    ASSERT_EQ(post(11, nonce++).status, 200) << i;
+  }
+  EXPECT_EQ(ctld.squeue_runs, 62) << "one re-check per job per TTL";
+  HttpResponse unknown = post(100000, nonce++);
+  EXPECT_EQ(unknown.status, 403) << "the uid's own lookups are untouched by the re-checks: " << unknown.body;
+  ctld.job10_ended = true;
+  EXPECT_EQ(post(10, nonce++).status, 200) << "the cached answer still says RUNNING";
+  ctld.clock += 11;
+  HttpResponse ended = post(10, nonce++);
+  EXPECT_EQ(ended.status, 403);
+  EXPECT_EQ(ended.body, "report refused: job 10 is not a running job of uid 1000\n");
+  const std::string jobs = ctld.get("/jobs", 64030).body;
+  EXPECT_EQ(jobs.find("\"job\": 10,"), std::string::npos) << "dropped at once: " << jobs;
+  EXPECT_NE(jobs.find("\"job\": 11,"), std::string::npos) << jobs;
 }
 
 // Injected: a spare-CPU lookup (scontrol show node) that hangs until

@@ -63,13 +63,13 @@ size_t JobOwnerCache::lookups() const {
   return lookups_;
 }
 
-Expected<JobOwner> JobOwnerCache::get(uint32_t job_id, uid_t asker, double now_s, Refusal* refusal) {
+Expected<JobOwner> JobOwnerCache::get(uint32_t job_id, uid_t asker, double now_s, Refusal* refusal, bool charge) {
   *refusal = Refusal::kNone;
   Answer answer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!cached(job_id, now_s, &answer)) {
-      if (!take_token(asker, now_s)) {
+      if (charge && !take_token(asker, now_s)) {
         *refusal = Refusal::kThrottled;
         return Status::error("too many lookups of jobs by uid " + std::to_string(asker));
       }

@@ -48,7 +48,9 @@ class JobOwnerCache {
   // left. An error is Slurm's answer (not known, squeue failed) with
   // `refusal` kNone, or a refusal to look it up now: kThrottled (the uid's
   // lookups are spent), kBusy (another lookup held the way over wait_s).
-  Expected<JobOwner> get(uint32_t job_id, uid_t asker, double now_s, Refusal* refusal);
+  // `charge` false: a lookup takes none of `asker`'s (goldminer-ctld's
+  // re-check of a job it has registered, once its answer expires).
+  Expected<JobOwner> get(uint32_t job_id, uid_t asker, double now_s, Refusal* refusal, bool charge = true);
 
   // Lookups made (squeue runs).
   size_t lookups() const;

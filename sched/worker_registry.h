@@ -105,6 +105,10 @@ class WorkerRegistry {
   // Drops stale jobs and shares the worker CPUs among the rest.
   void reallocate(double now_s);
 
+  // Forgets `job_id` (Slurm says it no longer runs); its CPUs are shared
+  // at the next reallocate().
+  void drop(uint32_t job_id) { jobs_.erase(job_id); }
+
   // The job's target; -1 when it is not registered.
   int target(uint32_t job_id) const;
 
