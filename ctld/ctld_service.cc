@@ -106,7 +106,7 @@ HttpResponse CtldService::view(const HttpRequest& request) {
   return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.prometheus(shown)};
 }
 
-Expected<uid_t> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused) {
+Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused) {
   const std::string job = "job " + std::to_string(job_id);
   // Neither the owner nor the state goes back: only what the reporter knows.
   *refused = text(403, "report refused: " + job + " is not a running job of uid " + std::to_string(asker));
@@ -146,7 +146,7 @@ Expected<uid_t> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse
     }
     return Status::error(why);
   }
-  return owner->uid;
+  return owner;
 }
 
 void CtldService::refresh_spare() {
@@ -172,8 +172,10 @@ void CtldService::refresh_spare() {
 
 double CtldService::pool_cpus() {
   if (settings_.worker_cpus >= 0) return settings_.worker_cpus;
+  // What Slurm says the registered jobs' workers hold: a report's own
+  // workers x cpus_per_dw (10^6 x 65536, say) never grows the pool.
   double held = 0;
-  for (const auto& [id, e] : registry_.jobs()) held += e.report.workers * e.report.cpus_per_dw;
+  for (const auto& [id, cpus] : registered_) held += cpus;
   std::lock_guard<std::mutex> lock(spare_mu_);
   return spare_ + held;
 }
@@ -199,16 +201,16 @@ HttpResponse CtldService::report(const std::string& body) {
     const double now = now_();
     std::map<uint32_t, int> before;
     for (const auto& [id, e] : registry_.jobs()) before[id] = e.target;
-    Status st = registry_.accept(*report, verified->uid, *owner, now);
+    Status st = registry_.accept(*report, verified->uid, owner->uid, now);
     if (!st.ok()) {
       log::error("goldminer-ctld: " + st.message());
       return refused;
     }
-    registered_.insert(report->job_id);
+    registered_[report->job_id] = owner->worker_cpus;
     registry_.set_worker_cpus(pool_cpus());
     registry_.reallocate(now);
     for (auto it = registered_.begin(); it != registered_.end();)
-      it = registry_.jobs().count(*it) == 0 ? registered_.erase(it) : std::next(it);
+      it = registry_.jobs().count(it->first) == 0 ? registered_.erase(it) : std::next(it);
     answer.target = registry_.target(report->job_id);
     for (const auto& [id, e] : registry_.jobs()) {
       auto b = before.find(id);

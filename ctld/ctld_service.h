@@ -92,7 +92,7 @@ class CtldService {
   JobView view_of(const Viewer& viewer, const JobEntry& e) const;
   // The job's owner, registered or looked up (at a cost to `asker`'s
   // lookups); `refused` the response when there is none to take.
-  Expected<uid_t> owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused);
+  Expected<JobOwner> owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused);
   void refresh_spare();  // not under mu_: runs spare_cpus_ at most once at a time
   double pool_cpus();    // under mu_
 
@@ -104,9 +104,11 @@ class CtldService {
 
   std::mutex mu_;
   WorkerRegistry registry_;
-  // Registered jobs: their re-checks (once the cache's answer expires) are
-  // goldminer-ctld's, not the reporting uid's lookups.
-  std::set<uint32_t> registered_;
+  // Registered jobs and the CPUs Slurm says their data workers hold
+  // (JobOwner::worker_cpus): what the pool counts as theirs, whatever
+  // their reports claim. Their re-checks (once the cache's answer
+  // expires) are goldminer-ctld's, not the reporting uid's lookups.
+  std::map<uint32_t, double> registered_;
 
   std::mutex spare_mu_;  // after mu_ when both; never while spare_cpus_ runs
   double spare_ = 0, spare_at_ = -1e300;

@@ -172,13 +172,62 @@ TEST(CtldServiceTest, TheSpareCpusComeFromTheNodesPlusThoseWorkersHold) {
   double spare = 3;
   CtldSettings s;  // worker_cpus < 0: from the nodes
   s.pool_refresh_s = 0;
-  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{0, "RUNNING"}); },
+  // Slurm: job 10's companion job holds 2 CPUs, job 11's none.
+  CtldService service(s, &signer,
+                      [](uint32_t job) { return Expected<JobOwner>(JobOwner{0, "RUNNING", job == 10 ? 2.0 : 0.0}); },
                       [&] { return Expected<double>(spare); }, [] { return 0.0; });
   FakeCredentials user(0);
   HttpResponse r = service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(report(10, 2, 10)), nullptr)});
   ASSERT_EQ(r.status, 200) << r.body;
   auto jobs = service.handle(HttpRequest{"GET", "/jobs", ""});  // the totals: no credential needed
   EXPECT_EQ(jobs.body.rfind("{\"worker_cpus\": 5, \"worker_cpus_held\": 2,", 0), 0u) << jobs.body;
+}
+
+// Injected: job 11 of the same uid, whose companion job Slurm says holds
+// no CPUs, reports a million workers, then a million workers of 65536
+// CPUs each, beside job 10 (2 CPUs held, by Slurm and by its report).
+// Checked: the pool stays Slurm's (spare + 2) and job 10's target never
+// falls below what it was when job 11 reported honestly.
+TEST(CtldServiceTest, AReportClaimingAMillionWorkersOrCpusChangesNoOtherJobsTarget) {
+  FakeCredentials signer(0);
+  CtldSettings s;
+  s.pool_refresh_s = 0;
+  CtldService service(s, &signer,
+                      [](uint32_t job) { return Expected<JobOwner>(JobOwner{0, "RUNNING", job == 10 ? 2.0 : 0.0}); },
+                      [] { return Expected<double>(6.0); }, [] { return 0.0; });
+  FakeCredentials user(0);
+  uint64_t nonce = 1;
+  auto post = [&](SessionReport r) {
+    r.nonce = nonce++;
+    HttpResponse a = service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(r), nullptr)});
+    EXPECT_EQ(a.status, 200) << a.body;
+    auto jobs = service.handle(HttpRequest{"GET", "/jobs", ""});
+    return jobs.body.substr(0, jobs.body.find(", \"jobs\""));
+  };
+  auto target_of_10 = [&] {
+    SessionReport r = report(10, 2, 10);
+    r.nonce = nonce++;
+    HttpResponse a = service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(r), nullptr)});
+    auto sealed = signer.decode(a.body);
+    if (!sealed.ok()) return -1;
+    auto answer = decode_answer(sealed->payload);
+    return answer.ok() ? answer->target : -1;
+  };
+  post(report(10, 2, 10));
+  const std::string totals = post(report(11, 0, 0));
+  EXPECT_EQ(totals.rfind("{\"worker_cpus\": 8,", 0), 0u) << totals;
+  const int honest = target_of_10();
+  ASSERT_GT(honest, 0);
+  SessionReport millions = report(11, 1000000, 0);
+  EXPECT_EQ(post(millions).rfind("{\"worker_cpus\": 8,", 0), 0u) << "no CPUs from a claim of workers";
+  EXPECT_EQ(target_of_10(), honest);
+  millions.cpus_per_dw = 65536;
+  EXPECT_EQ(post(millions).rfind("{\"worker_cpus\": 8,", 0), 0u) << "nor from a claim of CPUs";
+  EXPECT_GE(target_of_10(), honest);
+  SessionReport cheap = report(11, 1, 0);
+  cheap.cpus_per_dw = 0.001;
+  HttpResponse refused = service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(cheap), nullptr)});
+  EXPECT_EQ(refused.status, 400) << "workers cheaper than a CPU: " << refused.body;
 }
 
 // Injected: job 10 of uid 1000 registered (worker host c1), job 13 of uid
@@ -327,7 +376,7 @@ TEST(CtldServiceTest, AHangingScontrolHoldsUpNoReportAndNoOtherView) {
   FakeCredentials signer(64030);
   CtldSettings s;  // worker_cpus < 0: from the nodes
   s.pool_refresh_s = 0;
-  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{1000, "RUNNING"}); },
+  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{1000, "RUNNING", 1}); },
                       [&]() -> Expected<double> {
                         if (scontrol_runs++ > 0) released.wait();
                         return 4.0;

@@ -122,7 +122,9 @@ Expected<SessionReport> decode_report(const std::string& text) {
   r.nonce = *nonce;
   count("workers", 0, 1 << 20, &r.workers);
   count("dw_max", 1, 1 << 20, &r.dw_max);
-  real("cpus_per_dw", 0.001, 1 << 16, &r.cpus_per_dw);
+  // Slurm gives a task whole CPUs: a claim of less would make its workers
+  // look cheaper than anyone's in the allocation.
+  real("cpus_per_dw", 1, 1 << 16, &r.cpus_per_dw);
   real("wait", 0, 1, &r.trainer_wait_fraction);
   real("fill", 0, 1, &r.queue_fill);
   real("consumption", 0, 1e12, &r.consumption_rate);

@@ -20,6 +20,7 @@
 
 #include "ctld/ctld_service.h"
 #include "ctld/http_server.h"
+#include "gmcore/companion_job.h"
 #include "gmcore/log.h"
 #include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
@@ -71,6 +72,21 @@ Expected<JobOwner> job_owner(uint32_t job_id) {
   JobOwner owner;
   if (!(in >> uid >> owner.state) || uid < 0) return Status::error("not known to Slurm");
   owner.uid = static_cast<uid_t>(uid);
+  if (owner.state != "RUNNING") return owner;
+  // The CPUs its data workers hold: its running companion jobs of the same
+  // user (what the pool counts for it, whatever its reports say).
+  auto held = slurm("squeue", {"--noheader", "--name=" + companion_job_name(job_id), "--states=RUNNING",
+                               "--format=%U %C"});
+  if (!held.ok()) {
+    log::error("goldminer-ctld: job " + std::to_string(job_id) + ": the CPUs of its data workers are unknown (" +
+               held.status().message() + "): counted as none");
+    return owner;
+  }
+  std::istringstream rows(*held);
+  long row_uid = -1;
+  double cpus = 0;
+  while (rows >> row_uid >> cpus)
+    if (row_uid == uid && cpus > 0) owner.worker_cpus += cpus;
   return owner;
 }
 
