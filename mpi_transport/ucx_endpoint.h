@@ -227,6 +227,7 @@ class UcxEndpoint final : public Endpoint {
   // ucx_trainer.cc: the listening side.
   void send_bind(ucp_ep_h ep, uint64_t token);
   void make_room_for_a_peer();
+  void raise_descriptor_limit();
   std::optional<std::string> preauth_refusal(Peer* p, size_t length) const;
   std::vector<uint8_t> answer_shm_offer(Peer* p);
   void sweep_stale();

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,6 +307,25 @@ TEST(UcxPreauthTest, HundredConnectionsAnnouncing2GiBCostLittleMemory) {
   Event m = next_of(&seen, server->get(), Event::Kind::kMessage);
   ASSERT_EQ(m.frame->size(), frame.size());
   EXPECT_EQ(std::memcmp(m.frame->data(), frame.data(), frame.size()), 0);
+}
+
+// A trainer started at a soft descriptor limit of 1,024 (what Slurm passes
+// on from a submitting shell) under a higher hard one: listening raises the
+// soft limit to the hard one, so connections that are none of its workers'
+// leave room for the files the trainer opens.
+TEST(UcxPreauthTest, ListeningRaisesTheSoftDescriptorLimitToTheHardOne) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max <= 1024) GTEST_SKIP() << "the hard descriptor limit is " << saved.rlim_max << ": nothing to raise";
+  rlimit low = saved;
+  low.rlim_cur = 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto server = serve();
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  rlimit now{};
+  getrlimit(RLIMIT_NOFILE, &now);
+  EXPECT_EQ(now.rlim_cur, saved.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &saved);
 }
 
 // Injects 4 rendezvous frames of 1 MiB to a trainer whose receive budget

@@ -3,6 +3,9 @@
 // bulk message comes from, workers' shared-memory arenas and the frames in
 // them, and the reset of accepted sockets that are none of its workers'.
 #include <arpa/inet.h>
+#include <sys/resource.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <set>
@@ -43,7 +46,22 @@ Status UcxEndpoint::start_listener(const std::string& host_port) {
   address_ = "ucx://" + sockaddr_text(&attr.sockaddr, sizeof attr.sockaddr);
   if (options_.handshake_timeout_ms > 0)
     sweeper_.emplace(port, std::chrono::milliseconds(options_.handshake_timeout_ms));
+  raise_descriptor_limit();
   return Status();
+}
+
+// Trainer: the soft limit on descriptors raised to the hard one (Slurm
+// passes on the submitting shell's, often 1,024): connections that are
+// none of its workers' then leave room for the files, CUDA and checkpoints
+// the trainer opens. Said when it cannot.
+void UcxEndpoint::raise_descriptor_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  const rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    log::info("goldminer: ucx: cannot raise the descriptor limit from " + std::to_string(was) + " to " +
+              std::to_string(lim.rlim_max) + ": " + std::strerror(errno));
 }
 
 // Trainer: tells a new worker its token and where to send (kBindAmId).
