@@ -67,6 +67,7 @@
 #ifndef GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 #define GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
@@ -105,6 +106,8 @@ constexpr size_t kShmOfferMax = 256;
 constexpr auto kBulkGrace = std::chrono::milliseconds(200);
 // How often the trainer looks for accepted sockets that are none of its
 // workers' (stale_sockets.h).
+// The trainer's soft descriptor limit at least (where the hard one allows).
+constexpr rlim_t kDescriptorSoftLimit = 65536;
 constexpr auto kSweepInterval = std::chrono::seconds(1);
 using Clock = std::chrono::steady_clock;
 

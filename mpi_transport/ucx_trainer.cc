@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <cstring>
@@ -50,18 +51,22 @@ Status UcxEndpoint::start_listener(const std::string& host_port) {
   return Status();
 }
 
-// Trainer: the soft limit on descriptors raised to the hard one (Slurm
-// passes on the submitting shell's, often 1,024): connections that are
-// none of its workers' then leave room for the files, CUDA and checkpoints
-// the trainer opens. Said when it cannot.
+// Trainer: the soft limit on descriptors raised towards the hard one
+// (Slurm passes on the submitting shell's, often 1,024): connections that
+// are none of its workers' then leave room for the files, CUDA and
+// checkpoints the trainer opens. At most kDescriptorSoftLimit: children
+// inherit it, and some close every descriptor up to it one by one. Said
+// when it cannot.
 void UcxEndpoint::raise_descriptor_limit() {
   rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t want = std::min<rlim_t>(lim.rlim_max, kDescriptorSoftLimit);
+  if (lim.rlim_cur >= want) return;
   const rlim_t was = lim.rlim_cur;
-  lim.rlim_cur = lim.rlim_max;
+  lim.rlim_cur = want;
   if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
     log::info("goldminer: ucx: cannot raise the descriptor limit from " + std::to_string(was) + " to " +
-              std::to_string(lim.rlim_max) + ": " + std::strerror(errno));
+              std::to_string(want) + ": " + std::strerror(errno));
 }
 
 // Trainer: tells a new worker its token and where to send (kBindAmId).
