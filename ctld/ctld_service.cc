@@ -106,6 +106,29 @@ HttpResponse CtldService::view(const HttpRequest& request) {
   return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.prometheus(shown)};
 }
 
+Expected<SlurmCpus::Held> parse_companion_cpus(const std::string& squeue_out) {
+  SlurmCpus::Held held;
+  std::istringstream lines(squeue_out);
+  const std::string prefix = "goldminer-dw.";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    std::istringstream fields(line);
+    long long uid = -1;
+    double cpus = -1;
+    if (!(fields >> uid >> cpus) || uid < 0 || !(cpus >= 0 && cpus <= 1e9))
+      return Status::error("squeue: cannot read the line '" + line.substr(0, 80) + "' (expected UID CPUS NAME)");
+    std::string name;
+    std::getline(fields >> std::ws, name);
+    if (name.size() <= prefix.size() || name.rfind(prefix, 0) != 0 ||
+        name.find_first_not_of("0123456789", prefix.size()) != std::string::npos || name.size() > prefix.size() + 10)
+      continue;
+    const unsigned long long job = std::strtoull(name.c_str() + prefix.size(), nullptr, 10);
+    if (job == 0 || job > 4294967295ull) continue;
+    held[static_cast<uint32_t>(job)][static_cast<uid_t>(uid)] += cpus;
+  }
+  return held;
+}
+
 Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused) {
   const std::string job = "job " + std::to_string(job_id);
   // Neither the owner nor the state goes back: only what the reporter knows.
@@ -161,7 +184,8 @@ void CtldService::refresh_spare() {
   refreshing_ = false;
   spare_at_ = now_();
   if (spare.ok()) {
-    spare_ = *spare;
+    spare_ = spare->spare;
+    held_ = std::move(spare->workers);
     if (!spare_error_.empty()) log::info("goldminer-ctld: spare CPUs known again: " + cpus(spare_));
     spare_error_.clear();
   } else if (spare.status().message() != spare_error_) {
@@ -172,11 +196,17 @@ void CtldService::refresh_spare() {
 
 double CtldService::pool_cpus() {
   if (settings_.worker_cpus >= 0) return settings_.worker_cpus;
-  // What Slurm says the registered jobs' workers hold: a report's own
-  // workers x cpus_per_dw (10^6 x 65536, say) never grows the pool.
-  double held = 0;
-  for (const auto& [id, cpus] : registered_) held += cpus;
+  // What Slurm says the registered jobs' workers hold (their owner's
+  // companion jobs), read with the spare CPUs: a report's own workers x
+  // cpus_per_dw (10^6 x 65536, say) never grows the pool.
   std::lock_guard<std::mutex> lock(spare_mu_);
+  double held = 0;
+  for (const auto& [id, e] : registry_.jobs()) {
+    auto job = held_.find(id);
+    if (job == held_.end()) continue;
+    auto mine = job->second.find(e.uid);
+    if (mine != job->second.end()) held += mine->second;
+  }
   return spare_ + held;
 }
 
@@ -206,11 +236,11 @@ HttpResponse CtldService::report(const std::string& body) {
       log::error("goldminer-ctld: " + st.message());
       return refused;
     }
-    registered_[report->job_id] = owner->worker_cpus;
+    registered_.insert(report->job_id);
     registry_.set_worker_cpus(pool_cpus());
     registry_.reallocate(now);
     for (auto it = registered_.begin(); it != registered_.end();)
-      it = registry_.jobs().count(it->first) == 0 ? registered_.erase(it) : std::next(it);
+      it = registry_.jobs().count(*it) == 0 ? registered_.erase(it) : std::next(it);
     answer.target = registry_.target(report->job_id);
     for (const auto& [id, e] : registry_.jobs()) {
       auto b = before.find(id);

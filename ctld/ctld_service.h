@@ -47,8 +47,8 @@ namespace goldminer {
 
 struct CtldSettings {
   // CPUs for data workers; < 0: the spare CPUs `spare_cpus` finds, plus
-  // those the registered jobs' workers hold, looked up at most every
-  // pool_refresh_s.
+  // those the registered jobs' workers hold as Slurm says, looked up at
+  // most every pool_refresh_s.
   double worker_cpus = -1;
   double pool_refresh_s = 2;
   double stale_after_s = 30;  // a job not heard from this long is dropped
@@ -68,11 +68,28 @@ struct SlurmAccess {
 };
 Expected<SlurmAccess> parse_slurm_access(const std::string& show_config);
 
+// What goldminer-ctld reads of Slurm each pool refresh: the spare CPUs of
+// the workers' nodes (scontrol show node) and, from one squeue of the
+// running jobs, the CPUs each job's companion jobs (goldminer-dw.J) hold
+// and whose they are.
+struct SlurmCpus {
+  double spare = 0;
+  // job J -> uid -> CPUs of the running jobs named goldminer-dw.J that uid
+  // owns (anyone may name a job so: only the owner's count for J).
+  using Held = std::map<uint32_t, std::map<uid_t, double>>;
+  Held workers;
+};
+
+// squeue --format="%U %C %j" rows (the name last: it may hold spaces): the
+// CPUs of running jobs named goldminer-dw.J, by J and uid; other names are
+// skipped, a row without a uid and CPUs is an error naming it.
+Expected<SlurmCpus::Held> parse_companion_cpus(const std::string& squeue_out);
+
 // Thread-safe.
 class CtldService {
  public:
   using OwnerLookup = JobOwnerCache::Lookup;
-  using SpareCpus = std::function<Expected<double>()>;
+  using SpareCpus = std::function<Expected<SlurmCpus>()>;
   using Now = std::function<double()>;  // seconds, monotonic
 
   CtldService(CtldSettings settings, CredentialService* credentials, OwnerLookup owner, SpareCpus spare_cpus, Now now);
@@ -104,14 +121,15 @@ class CtldService {
 
   std::mutex mu_;
   WorkerRegistry registry_;
-  // Registered jobs and the CPUs Slurm says their data workers hold
-  // (JobOwner::worker_cpus): what the pool counts as theirs, whatever
-  // their reports claim. Their re-checks (once the cache's answer
-  // expires) are goldminer-ctld's, not the reporting uid's lookups.
-  std::map<uint32_t, double> registered_;
+  // Registered jobs: their re-checks (once the cache's answer expires) are
+  // goldminer-ctld's, not the reporting uid's lookups.
+  std::set<uint32_t> registered_;
 
   std::mutex spare_mu_;  // after mu_ when both; never while spare_cpus_ runs
   double spare_ = 0, spare_at_ = -1e300;
+  // What Slurm says each job's workers hold (SlurmCpus::workers): the pool
+  // counts these for the registered jobs, never what a report claims.
+  SlurmCpus::Held held_;
   bool refreshing_ = false;
   std::string spare_error_;  // the last lookup's failure, logged once
 };

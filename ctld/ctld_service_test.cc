@@ -28,6 +28,14 @@ SessionReport report(uint32_t job, int workers, double per_worker) {
   return r;
 }
 
+// What Slurm says: `spare` CPUs and the companion jobs' CPUs by job and uid.
+SlurmCpus with_held(double spare, SlurmCpus::Held held) {
+  SlurmCpus c;
+  c.spare = spare;
+  c.workers = std::move(held);
+  return c;
+}
+
 // A ctld on a real loopback port; jobs 10 and 11 are uid 1000's, 12 is
 // pending, 13 is uid 1001's; the service signs as uid 64030 (SlurmUser,
 // who sees every job). `private_jobs`: Slurm's PrivateData has "jobs".
@@ -58,7 +66,7 @@ struct Ctld {
               if (job == 13) return JobOwner{1001, "RUNNING"};
               return Status::error("not known to Slurm");
             },
-            [] { return Expected<double>(0.0); }, [this] { return clock; }) {
+            [] { return Expected<SlurmCpus>(SlurmCpus{}); }, [this] { return clock; }) {
     server = std::move(HttpServer::listen("127.0.0.1:0")).value();
     address = "127.0.0.1:" + std::to_string(server->port());
     serving = std::thread([this] { server->serve([this](const HttpRequest& r) { return service.handle(r); }); });
@@ -154,7 +162,7 @@ TEST(CtldServiceTest, TheClientTakesAnswersOnlyFromTheCtld) {
   CtldSettings s;
   s.worker_cpus = 8;
   CtldService fake(s, &impostor, [](uint32_t) { return Expected<JobOwner>(JobOwner{1000, "RUNNING"}); },
-                   [] { return Expected<double>(0.0); }, [] { return 0.0; });
+                   [] { return Expected<SlurmCpus>(SlurmCpus{}); }, [] { return 0.0; });
   auto server = std::move(HttpServer::listen("127.0.0.1:0")).value();
   std::thread serving([&] { server->serve([&](const HttpRequest& r) { return fake.handle(r); }); });
   CtldClient client("127.0.0.1:" + std::to_string(server->port()), std::make_shared<FakeCredentials>(1000), 64030);
@@ -172,10 +180,9 @@ TEST(CtldServiceTest, TheSpareCpusComeFromTheNodesPlusThoseWorkersHold) {
   double spare = 3;
   CtldSettings s;  // worker_cpus < 0: from the nodes
   s.pool_refresh_s = 0;
-  // Slurm: job 10's companion job holds 2 CPUs, job 11's none.
-  CtldService service(s, &signer,
-                      [](uint32_t job) { return Expected<JobOwner>(JobOwner{0, "RUNNING", job == 10 ? 2.0 : 0.0}); },
-                      [&] { return Expected<double>(spare); }, [] { return 0.0; });
+  // Slurm: job 10's companion job holds 2 CPUs.
+  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{0, "RUNNING"}); },
+                      [&] { return Expected<SlurmCpus>(with_held(spare, {{10, {{0, 2}}}})); }, [] { return 0.0; });
   FakeCredentials user(0);
   HttpResponse r = service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(report(10, 2, 10)), nullptr)});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -192,9 +199,11 @@ TEST(CtldServiceTest, AReportClaimingAMillionWorkersOrCpusChangesNoOtherJobsTarg
   FakeCredentials signer(0);
   CtldSettings s;
   s.pool_refresh_s = 0;
-  CtldService service(s, &signer,
-                      [](uint32_t job) { return Expected<JobOwner>(JobOwner{0, "RUNNING", job == 10 ? 2.0 : 0.0}); },
-                      [] { return Expected<double>(6.0); }, [] { return 0.0; });
+  // Slurm: job 10's companion job holds 2 CPUs; a job named goldminer-dw.11
+  // of another uid holds 50 (anyone may name a job so: not job 11's).
+  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{0, "RUNNING"}); },
+                      [] { return Expected<SlurmCpus>(with_held(6, {{10, {{0, 2}}}, {11, {{1001, 50}}}})); },
+                      [] { return 0.0; });
   FakeCredentials user(0);
   uint64_t nonce = 1;
   auto post = [&](SessionReport r) {
@@ -329,6 +338,20 @@ TEST(CtldServiceTest, AThousandReportsForUnknownJobsCostABoundedNumberOfSqueueRu
   EXPECT_EQ(ctld.squeue_runs, 11);
 }
 
+// squeue's rows (UID CPUS NAME): the companion jobs' CPUs by job and uid;
+// names that are not goldminer-dw.J exactly (with spaces, a suffix, no
+// number) are skipped; a row without a uid and CPUs is an error naming it.
+TEST(CtldServiceTest, CompanionJobCpusAreReadFromSqueueByJobAndUid) {
+  auto held = parse_companion_cpus(
+      "0 4 goldminer-dw.10\n0 4 goldminer-dw.10\n1001 8 goldminer-dw.10\n1000 2 train.py\n"
+      "1001 99 goldminer-dw.11 0 999\n1001 99 goldminer-dw.11x\n1001 99 goldminer-dw.\n"
+      "1000 16 goldminer-dw.12\n\n");
+  ASSERT_TRUE(held.ok()) << held.status().message();
+  EXPECT_EQ(*held, (SlurmCpus::Held{{10, {{0, 8}, {1001, 8}}}, {12, {{1000, 16}}}}));
+  EXPECT_EQ(parse_companion_cpus("root 4 goldminer-dw.10\n").status().message(),
+            "squeue: cannot read the line 'root 4 goldminer-dw.10' (expected UID CPUS NAME)");
+}
+
 // A registered job is asked about again once the cache's answer expires
 // (10 s), at goldminer-ctld's cost, not the reporter's lookups: after
 // Slurm says it ended, its next report is refused and it is dropped at
@@ -376,10 +399,10 @@ TEST(CtldServiceTest, AHangingScontrolHoldsUpNoReportAndNoOtherView) {
   FakeCredentials signer(64030);
   CtldSettings s;  // worker_cpus < 0: from the nodes
   s.pool_refresh_s = 0;
-  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{1000, "RUNNING", 1}); },
-                      [&]() -> Expected<double> {
+  CtldService service(s, &signer, [](uint32_t) { return Expected<JobOwner>(JobOwner{1000, "RUNNING"}); },
+                      [&]() -> Expected<SlurmCpus> {
                         if (scontrol_runs++ > 0) released.wait();
-                        return 4.0;
+                        return with_held(4, {{10, {{1000, 1}}}});
                       },
                       [] { return 0.0; });
   FakeCredentials user(1000);

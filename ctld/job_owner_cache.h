@@ -24,9 +24,6 @@ namespace goldminer {
 struct JobOwner {
   uid_t uid = 0;
   std::string state;  // as squeue prints it: RUNNING, PENDING, ...
-  // CPUs its data workers hold as Slurm sees them (its companion jobs
-  // running now); 0 when it has none or Slurm could not say.
-  double worker_cpus = 0;
 };
 
 struct JobOwnerCacheLimits {

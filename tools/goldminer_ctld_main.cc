@@ -20,7 +20,6 @@
 
 #include "ctld/ctld_service.h"
 #include "ctld/http_server.h"
-#include "gmcore/companion_job.h"
 #include "gmcore/log.h"
 #include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
@@ -72,21 +71,6 @@ Expected<JobOwner> job_owner(uint32_t job_id) {
   JobOwner owner;
   if (!(in >> uid >> owner.state) || uid < 0) return Status::error("not known to Slurm");
   owner.uid = static_cast<uid_t>(uid);
-  if (owner.state != "RUNNING") return owner;
-  // The CPUs its data workers hold: its running companion jobs of the same
-  // user (what the pool counts for it, whatever its reports say).
-  auto held = slurm("squeue", {"--noheader", "--name=" + companion_job_name(job_id), "--states=RUNNING",
-                               "--format=%U %C"});
-  if (!held.ok()) {
-    log::error("goldminer-ctld: job " + std::to_string(job_id) + ": the CPUs of its data workers are unknown (" +
-               held.status().message() + "): counted as none");
-    return owner;
-  }
-  std::istringstream rows(*held);
-  long row_uid = -1;
-  double cpus = 0;
-  while (rows >> row_uid >> cpus)
-    if (row_uid == uid && cpus > 0) owner.worker_cpus += cpus;
   return owner;
 }
 
@@ -176,12 +160,20 @@ int main(int argc, char** argv) {
   std::unique_ptr<CredentialService> credentials = munge_credentials(munge_socket);
   PlacementConfig placement;
   placement.cpus_per_gpu = reserve;
-  auto spare = [partition, placement]() -> Expected<double> {
+  auto spare = [partition, placement]() -> Expected<SlurmCpus> {
     auto out = slurm("scontrol", {"--details", "--oneliner", "show", "node"});
     if (!out.ok()) return Status::error("scontrol show node: " + out.status().message());
     auto nodes = parse_node_list(*out, partition);
     if (!nodes.ok()) return Status::error("scontrol show node: " + nodes.status().message());
-    return spare_worker_cpus(*nodes, placement);
+    SlurmCpus found;
+    found.spare = spare_worker_cpus(*nodes, placement);
+    // What the companion jobs hold, whose: one squeue for all of them.
+    auto running = slurm("squeue", {"--noheader", "--states=RUNNING", "--format=%U %C %j"});
+    if (!running.ok()) return Status::error("squeue: " + running.status().message());
+    auto held = parse_companion_cpus(*running);
+    if (!held.ok()) return held.status();
+    found.workers = std::move(*held);
+    return found;
   };
   const auto start = std::chrono::steady_clock::now();
   auto now = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
