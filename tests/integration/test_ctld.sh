@@ -54,18 +54,31 @@ submit_busy_job() {
         --json -v" | tail -1
 }
 
+# submit_waiting_job GOLDMINER_OPTIONS: a job whose goldminer.DataLoader
+# items each wait 4 ms (waiting_job.py): its workers, which cost no core,
+# bound it, so each one added pays on this machine too and the session's
+# measured scaling keeps them; prints the job id.
+submit_waiting_job() {
+    with_job_ucx env PYTHONPATH="$python_dir${PYTHONPATH:+:$PYTHONPATH}" sbatch --parsable --time=5 -p gpu --gpus=1 \
+        --goldminer="$1" -o "$work/ctld.%j" \
+        --wrap "GOLDMINER_AUTOSCALE_INTERVAL=1 /usr/bin/python3 $integration_dir/waiting_job.py 4000 1000" | tail -1
+}
+
 # Two jobs compete for the worker CPUs (4 CPUs per worker; the spare CPUs
 # of partition dw hold 6 such workers). The first, alone, gets them all;
 # when the second comes, goldminer-ctld shares them: the first drains, the
 # second's workers start (first come first served would leave it none).
+# Their workers wait rather than compute (submit_waiting_job): workers that
+# compete for this machine's two cores stop paying near 2, and the
+# session's measured scaling would then rightly keep the first job below 6.
 test_ctld_shares_worker_cpus_between_competing_jobs() {
     local a b cpus ta tb wa wb
     ctld_setup || return 1
-    a=$(submit_busy_job dw=1,dw-max=8,cpus-per-dw=4 1000) || { echo "$a"; return 1; }
+    a=$(submit_waiting_job dw=1,dw-max=8,cpus-per-dw=4) || { echo "$a"; return 1; }
     wait_for 90 ctld_job_at_least "$a" workers 6 ||
         { echo "job $a never had 6 workers: $(ctld_top --json)"; tail -5 "$work/ctld.$a"; scancel "$a"; return 1; }
     cpus=$(ctld_top --json | jq .worker_cpus)
-    b=$(submit_busy_job dw=1,dw-max=8,cpus-per-dw=4 1000) || { echo "$b"; scancel "$a"; return 1; }
+    b=$(submit_waiting_job dw=1,dw-max=8,cpus-per-dw=4) || { echo "$b"; scancel "$a"; return 1; }
     # Both listed, their targets within the CPUs, the second's >= 2.
     wait_for 90 ctld_job_at_least "$b" workers 2 ||
         { echo "job $b never had 2 workers: $(ctld_top --json)"; scancel "$a" "$b"; return 1; }
