@@ -160,8 +160,11 @@ Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpRespo
                                         : "it is " + (owner->state.empty() ? std::string("unknown") : owner->state) +
                                               ", not running";
     log::error("goldminer-ctld: " + job + ": report from uid " + std::to_string(asker) + " refused: " + why);
-    if (registered) {
-      // Its workers' CPUs go back to the pool now, not when it falls silent.
+    // Slurm's answer that it no longer runs (not a failed squeue, which
+    // refuses this report only): its workers' CPUs go back to the pool
+    // now, not when it falls silent.
+    const bool ended = owner.ok() || owner.status().message() == "not known to Slurm";
+    if (registered && ended) {
       std::lock_guard<std::mutex> lock(mu_);
       registry_.drop(job_id);
       registered_.erase(job_id);

@@ -44,6 +44,7 @@ struct Ctld {
   double clock = 0;
   std::atomic<int> squeue_runs{0};
   std::atomic<bool> job10_ended{false};  // squeue then says COMPLETED
+  std::atomic<bool> squeue_fails{false};  // every lookup then fails (timed out)
   CtldService service;
   std::unique_ptr<HttpServer> server;
   std::thread serving;
@@ -60,6 +61,7 @@ struct Ctld {
             &signer,
             [this](uint32_t job) -> Expected<JobOwner> {
               ++squeue_runs;
+              if (squeue_fails) return Status::error("squeue: timed out after 10 s");
               if (job == 10 && job10_ended) return JobOwner{1000, "COMPLETED"};
               if (job == 10 || job == 11) return JobOwner{1000, "RUNNING"};
               if (job == 12) return JobOwner{1000, "PENDING"};
@@ -387,6 +389,12 @@ TEST(CtldServiceTest, AJobThatEndedIsDroppedAtItsNextReportAndItsRechecksAreFree
   const std::string jobs = ctld.get("/jobs", 64030).body;
   EXPECT_EQ(jobs.find("\"job\": 10,"), std::string::npos) << "dropped at once: " << jobs;
   EXPECT_NE(jobs.find("\"job\": 11,"), std::string::npos) << jobs;
+  // A squeue that fails says nothing of the job: this report is refused,
+  // the job stays registered.
+  ctld.squeue_fails = true;
+  ctld.clock += 11;
+  EXPECT_EQ(post(11, nonce++).status, 403);
+  EXPECT_NE(ctld.get("/jobs", 64030).body.find("\"job\": 11,"), std::string::npos) << "kept";
 }
 
 // Injected: a spare-CPU lookup (scontrol show node) that hangs until
