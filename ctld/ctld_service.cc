@@ -135,11 +135,12 @@ Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpRespo
   *refused = text(403, "report refused: " + job + " is not a running job of uid " + std::to_string(asker));
   // A registered job is checked again whenever the cache's answer
   // expires (its TTL), so a job that ended or was requeued stops steering
-  // the pool within a TTL; those re-checks cost the reporter nothing.
+  // the pool within a TTL; those re-checks are goldminer-ctld's, not the
+  // reporter's lookups.
   bool registered;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    registered = registered_.count(job_id) != 0;
+    registered = registry_.jobs().count(job_id) != 0;
   }
   JobOwnerCache::Refusal refusal;
   auto owner = owners_cache_.get(job_id, asker, now_(), &refusal, !registered);
@@ -167,7 +168,6 @@ Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpRespo
     if (registered && ended) {
       std::lock_guard<std::mutex> lock(mu_);
       registry_.drop(job_id);
-      registered_.erase(job_id);
       log::info("goldminer-ctld: " + job + ": dropped (" + why + ")");
     }
     return Status::error(why);
@@ -239,11 +239,8 @@ HttpResponse CtldService::report(const std::string& body) {
       log::error("goldminer-ctld: " + st.message());
       return refused;
     }
-    registered_.insert(report->job_id);
     registry_.set_worker_cpus(pool_cpus());
     registry_.reallocate(now);
-    for (auto it = registered_.begin(); it != registered_.end();)
-      it = registry_.jobs().count(*it) == 0 ? registered_.erase(it) : std::next(it);
     answer.target = registry_.target(report->job_id);
     for (const auto& [id, e] : registry_.jobs()) {
       auto b = before.find(id);

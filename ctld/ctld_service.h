@@ -121,9 +121,6 @@ class CtldService {
 
   std::mutex mu_;
   WorkerRegistry registry_;
-  // Registered jobs: their re-checks (once the cache's answer expires) are
-  // goldminer-ctld's, not the reporting uid's lookups.
-  std::set<uint32_t> registered_;
 
   std::mutex spare_mu_;  // after mu_ when both; never while spare_cpus_ runs
   double spare_ = 0, spare_at_ = -1e300;
