@@ -1,7 +1,7 @@
 // Helpers shared by the transports' tests (tests/transport_test): polling
 // an endpoint for events, sending while the other side polls, test frames,
-// a TCP connection to a port on 127.0.0.1, a process's resident memory, an
-// attacker announcing large frames.
+// a TCP connection to a port on 127.0.0.1, a process's resident memory, a
+// host memory that records what it handed out. Strangers: stranger.h.
 #ifndef GOLDMINER_MPI_TRANSPORT_TEST_UTIL_H_
 #define GOLDMINER_MPI_TRANSPORT_TEST_UTIL_H_
 
@@ -76,6 +76,21 @@ inline Event next_of(std::vector<Event>* seen, Endpoint* ep, Event::Kind kind) {
   return wait_for(ep, kind);
 }
 
+// Polls `server` and `client` in turns until `client` sees an event
+// other than kConnected (a frame `server` sent it, or its drop): a
+// trainer's first frames to a worker wait for the worker's address.
+inline Event next_at_client(Endpoint* server, Endpoint* client, int timeout_ms = 20000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    (void)server->poll(1);
+    auto e = client->poll(10);
+    EXPECT_TRUE(e.ok());
+    if (e.ok() && e->has_value() && (*e)->kind != Event::Kind::kConnected) return std::move(**e);
+  }
+  ADD_FAILURE() << "no event at the client within " << timeout_ms << " ms";
+  return {};
+}
+
 // `o` for a server whose test has no handshake: every peer is trusted as
 // it connects (Options::trust_on_connect).
 inline Options trusting(Options o = {}) {
@@ -107,42 +122,6 @@ inline long rss_kib(pid_t pid = 0) {
   while (std::getline(status, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
   return -1;
-}
-
-// An attacker of a ucx server at `address`, for the pre-authentication
-// tests: `count` connections one after another, each sending (send_async)
-// one frame of `bytes` bytes from a read-only mapping that is never touched
-// (nothing of that size exists here either), then polling until the server
-// drops it (up to `timeout_ms`). The connections are kept open to the end.
-// Returns how many the server dropped. Run it in a process of its own: each
-// connection is a UCX context of its own.
-inline int announce_frames(const std::string& address, int count, size_t bytes, int timeout_ms = 10000) {
-  void* big = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (big == MAP_FAILED) return -1;
-  std::vector<std::unique_ptr<Endpoint>> held;
-  int dropped = 0;
-  for (int i = 0; i < count; ++i) {
-    Options o;
-    o.shm_arena_bytes = 0;
-    o.send_timeout_ms = timeout_ms;
-    auto c = connect(address, o);
-    if (!c.ok()) continue;
-    // The completion may come as late as the endpoint's destructor.
-    Status started = (*c)->send_async(0, static_cast<const uint8_t*>(big), bytes, [](Status) {});
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (started.ok() && std::chrono::steady_clock::now() < deadline) {
-      auto e = (*c)->poll(50);
-      if (!e.ok()) break;
-      if (e->has_value() && (*e)->kind == Event::Kind::kDisconnected) {
-        ++dropped;
-        break;
-      }
-    }
-    held.push_back(std::move(c).value());
-  }
-  held.clear();
-  munmap(big, bytes);
-  return dropped;
 }
 
 // A HostMemory that records what it handed out (and says it is pinned when

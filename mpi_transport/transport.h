@@ -3,7 +3,8 @@
 // data workers (clients: each connects to one trainer), with three
 // implementations behind one factory:
 //
-//   ucx://HOST:PORT   UCX active messages over a listener; workers join and
+//   ucx://HOST:PORT   UCX active messages, after a handshake on a socket of
+//                     the trainer's own (ucx_endpoint.h); workers join and
 //                     leave at any time; peer failure is an event. A
 //                     worker on the trainer's node puts its large frames
 //                     in a shared-memory arena the trainer maps (one copy,
@@ -68,7 +69,9 @@ class Endpoint {
 
   // Sends one frame to `peer` (a client has one peer, 0). Returns once the
   // bytes may be reused; fails if the peer is gone or does not take the
-  // message within the endpoint's send timeout.
+  // message within the endpoint's send timeout. ucx: a server's first
+  // frames to a peer it has just authenticated wait for that peer's answer
+  // to the bind (ucx_endpoint.h): the peer must be polling.
   virtual Status send(PeerId peer, const uint8_t* data, size_t size) = 0;
 
   // Starts sending one frame to `peer` and returns without waiting for it:
@@ -127,27 +130,36 @@ class Endpoint {
 
 struct Options {
   uint64_t max_message = uint64_t{1} << 32;  // larger announced frames are refused
-  // ucx server, limits on a peer not yet authenticated() (anyone who can
-  // reach the port can connect; the port registry names it): a frame
-  // larger than preauth_max_message, or more than preauth_max_frames
-  // frames, drops the peer with the reason as its kDisconnected event, and
-  // nothing of the announced size is allocated. 16 KiB holds the handshake
-  // with room to spare: a Hello (worker id, 32-byte nonce) and an Auth
-  // (32-byte MAC, or a munge credential of a few hundred bytes) are each
-  // under 1 KiB; 8 frames are the two the handshake needs plus what a
-  // worker may send before the session has read its Auth.
+  // ucx, limits on a peer not yet authenticated() (anyone who can reach
+  // the trainer's port can connect; the port registry names it). Until
+  // then the peer is only a socket of the trainer's own (ucx_endpoint.h):
+  // nothing of it reaches UCX. A frame larger than preauth_max_message, or
+  // more than preauth_max_frames frames, drops the peer with the reason as
+  // its kDisconnected event, and nothing of the announced size is
+  // allocated. 16 KiB holds the handshake with room to spare: a Hello
+  // (worker id, 32-byte nonce) and an Auth (32-byte MAC, or a munge
+  // credential of a few hundred bytes) are each under 1 KiB; 8 frames are
+  // the two the handshake needs plus what a worker may send before the
+  // session has read its Auth. Frames on that socket are at most
+  // preauth_max_message bytes in both directions, also on a worker's side.
   size_t preauth_max_message = size_t{16} << 10;
   uint32_t preauth_max_frames = 8;
-  // At most this many peers connected and not yet authenticated; one more
-  // evicts the oldest of them (kDisconnected, "evicted: ..."). The oldest,
-  // not the newcomer: refusing newcomers would let whoever holds this many
-  // silent connections open lock every worker out until the session's
-  // handshake timeout, and keep doing so by reconnecting; evicting the
-  // oldest costs a real worker its place only if this many connections
-  // arrive during its own handshake (a round trip), and it retries. 64
-  // covers the workers of a large job starting at once (goldminer-dw
-  // retries while its connect timeout lasts). 0: no limit.
+  // ucx server: at most this many connections not yet authenticated; one
+  // more closes one of them first: the oldest that has sent nothing (a
+  // worker sends its Hello the moment it connects), else the oldest. The
+  // oldest, not the newcomer: refusing newcomers would let whoever holds
+  // this many connections open lock every worker out, and keep doing so by
+  // reconnecting; closing the oldest silent one costs a real worker its
+  // place only if this many connections that have all sent a frame arrive
+  // during its own handshake (a round trip), and it retries. 64 covers the
+  // workers of a large job starting at once (goldminer-dw retries while its
+  // connect timeout lasts). A connection that never sent a frame was never
+  // the owner's peer: closing it raises no event. 0: no limit.
   uint32_t max_pending_peers = 64;
+  // ucx server: of those, at most this many from one IP address (the
+  // room is then made among that address's own): one source cannot push
+  // out the workers of other nodes. 0: no limit.
+  uint32_t max_pending_per_source = 32;
   // Server: every peer counts as authenticated as soon as it connects (for
   // tests and benchmarks of the transport alone, whose owner has no
   // handshake). Never for a listener others can reach.
@@ -179,11 +191,12 @@ struct Options {
   // on the same node (virtual; pages are touched as frames use them). 0:
   // every frame goes by copy.
   size_t shm_arena_bytes = size_t{256} << 20;
-  // ucx server: a connection accepted on the listener that has not become a
-  // worker's within this time (bytes that are no connection request, or
-  // none) is reset; UCX 1.13 would keep some of them open for good
-  // (stale_sockets.h). 0: never.
-  int handshake_timeout_ms = 10000;
+  // ucx server: a connection not authenticated within this time is closed
+  // (the session's own handshake timeout, longer, covers its owner's
+  // side). 2 s: a worker's handshake is two round trips and a munge
+  // decode, milliseconds; goldminer-dw retries while its connect timeout
+  // lasts. 0: never.
+  int handshake_timeout_ms = 2000;
   // Server: where received frames' buffers come from (null: pageable).
   // With pinned memory the ucx trainer refuses workers' shared-memory
   // arenas: their frames come by copy into this memory instead.

@@ -115,7 +115,11 @@ TEST_P(TransportTest, ServerDropsAPeer) {
   while (peers.size() < 2) peers.push_back(next_of(&seen, server->get(), Event::Kind::kMessage).peer);
   (*server)->disconnect(peers[0]);
   EXPECT_FALSE((*server)->send(peers[0], hello, sizeof hello).ok());
-  EXPECT_TRUE((*server)->send(peers[1], hello, sizeof hello).ok()) << "the other worker is unaffected";
+  Status sent = Status::error("not done");
+  ASSERT_TRUE((*server)->send_async(peers[1], hello, sizeof hello, [&](Status s) { sent = s; }).ok());
+  EXPECT_EQ(testing::next_at_client(server->get(), b->get()).kind, Event::Kind::kMessage)
+      << "the other worker is unaffected";
+  EXPECT_TRUE(sent.ok()) << sent.message();
 }
 
 // Frames started back to back with send_async, large (rendezvous for UCX)

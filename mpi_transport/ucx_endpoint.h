@@ -5,45 +5,55 @@
 // connecting side: its endpoints and its arena). Internal to
 // libgoldminer_transport.
 //
-// ucx://HOST:PORT: UCX active messages (ucp) over a listener, so workers
-// connect by socket address whenever they start.
+// ucx://HOST:PORT: the trainer listens on a TCP socket of its own
+// (handshake_socket.h says why), so workers connect by socket address
+// whenever they start; the frames go by UCX active messages (ucp).
 //
-//
-// Each worker (client) has two endpoints to its trainer (server):
-//   control  created by socket address with UCP_ERR_HANDLING_MODE_PEER, so a
-//            lost peer (kill -9, a dead node) becomes a kDisconnected event.
-//            The trainer sends on it; the worker sends nothing on it.
-//   bulk     created by the trainer's worker address, which the trainer
-//            sends on the control endpoint right after accepting it
-//            (kBindAmId: a random 64-bit token, the trainer's boot id and
-//            network namespace, the address), without error-handling
-//            mode. UCX 1.13 selects its shared-memory transports
-//            (posix/sysv eager, cma single-copy rendezvous) only for such
-//            endpoints (posix/sysv lack peer-failure support), and
-//            TCP or the fabric where the trainer is on another node. The
-//            worker sends every message on it, the token as AM header; the
-//            trainer maps the token to the peer. One endpoint per direction
-//            keeps each direction in order. When the control endpoint fails,
-//            the bulk endpoint is closed with it.
-// A worker's first send waits for the bind message (or the trainer's
-// failure) and creates the bulk endpoint, so no message of a worker goes
-// on the control endpoint. Except: a trainer of the same kernel (boot id)
-// in another network namespace (a container, goldminer-devcluster's
-// nodes). UCX 1.13 then takes it for a peer on this node, but its posix and
-// sysv transports wake their peer through an abstract Unix socket, which
-// does not cross network namespaces: the bulk endpoint's first message
-// would never be seen. Such a worker sends on its control endpoint, where
-// UCX uses neither (TCP, and cma's single copy for large frames); the
-// arena, which needs no socket, still works.
+// A worker's connection, in order:
+//   1. It connects to the trainer's socket. Frames of either side go there
+//      as records of at most preauth_max_message bytes (the owner's
+//      handshake: Hello, Challenge, Auth or Error).
+//   2. When the trainer's owner calls authenticated(peer), the trainer
+//      sends a bind record: a random 64-bit token, its boot id and network
+//      namespace, and its UCP worker address. Nobody else ever gets that
+//      address. A worker takes a bind only from a trainer it has itself
+//      authenticated (verify_trainer).
+//   3. The worker creates its bulk endpoint from that address and answers
+//      with its own UCP worker address; the trainer creates its control
+//      endpoint to the worker from it and sends a ready record. Frames the
+//      trainer's owner sends in between wait for that endpoint; the
+//      worker's next frame waits for the ready record, so every frame
+//      after those on the socket follows them in order.
+//   control  the trainer's endpoint to the worker's address; it sends here.
+//   bulk     the worker's endpoint to the trainer's address; it sends every
+//            message here, the token as AM header (the trainer maps the
+//            token to the peer). One endpoint per direction keeps each
+//            direction in order.
+//   UCX 1.13 pairs the two (both are made from worker addresses) and
+//   needs them in one error-handling mode: none, since UCX selects its
+//   shared-memory transports (posix/sysv eager, cma single-copy rendezvous)
+//   only for such endpoints (posix/sysv lack peer-failure support), and
+//   TCP or the fabric where the trainer is on another node.
+//   The socket stays open: its end is the peer's loss on either side
+//   (neither endpoint reports failure), with keepalive probes for a node
+//   that goes silent.
+// Except: a trainer of the same kernel (boot id) in another network
+// namespace (a container, goldminer-devcluster's nodes). UCX 1.13 then
+// takes it for a peer on this node, but its posix and sysv transports wake
+// their peer through an abstract Unix socket, which does not cross network
+// namespaces: the bulk endpoint's first message would never be seen. Such
+// a worker's endpoints both have peer-failure mode, where UCX uses
+// neither (TCP, and cma's single copy for large frames); the arena, which
+// needs no socket, still works.
 //
 // A message is one AM with the frame as its data: small ones arrive eagerly
 // and are copied once into a pooled buffer; large ones arrive by rendezvous,
 // received by UCX straight into a pooled buffer (zero copy; one copy in all
 // with cma, which copies from the sender's memory into the receiver's).
 //
-// Shared memory (shm_arena.h): right after creating its bulk endpoint a
-// worker offers the trainer its arena (kShmOfferAmId); the trainer maps it
-// and answers on the control endpoint (kShmAckAmId: mapped, or why not).
+// Shared memory (shm_arena.h): right after the ready record a worker
+// offers the trainer its arena (kShmOfferAmId); the trainer maps it and
+// answers on its control endpoint (kShmAckAmId: mapped, or why not).
 // From then on the worker copies each frame of at least kShmMinFrame bytes
 // into a free arena block (or has built it in one: reserve()) and sends
 // only the block's descriptor
@@ -53,17 +63,13 @@
 // copy as above. A worker on another node is refused (boot id) and sends
 // by copy.
 //
-// Before authentication (transport.h, Endpoint::authenticated): the
-// trainer takes from a peer its owner has not yet vouched for at most
-// preauth_max_frames frames of at most preauth_max_message bytes, into a
-// small pageable pool of their own (never the pinned one), and drops it
-// for anything more, before any buffer of the announced size exists (a
-// rendezvous announcement is answered without fetching its data). Its
-// arena offer is kept (a few dozen bytes) and answered only once it is
-// authenticated, before anything the owner sends it then (the ack goes on
-// the control endpoint, where the owner's Program and Credit follow), so
-// the worker's batches find the arena accepted. At most max_pending_peers
-// such peers exist; one more evicts the oldest.
+// Before authentication (transport.h, Endpoint::authenticated) a peer is
+// only a socket: the trainer takes at most preauth_max_frames frames of at
+// most preauth_max_message bytes, into a small pageable pool of their own
+// (never the pinned one), and drops it for anything more, before any buffer
+// of the announced size exists; at most max_pending_peers such sockets are
+// open (max_pending_per_source from one address), the silent ones evicted
+// first, and each for at most handshake_timeout_ms.
 #ifndef GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 #define GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 
@@ -84,16 +90,15 @@
 #include <vector>
 
 #include "mpi_transport/buffer_pool.h"
+#include "mpi_transport/handshake_socket.h"
 #include "mpi_transport/shm_arena.h"
-#include "mpi_transport/stale_sockets.h"
 #include "mpi_transport/transport.h"
 
 namespace goldminer::transport {
 
 constexpr unsigned kAmId = 7;           // a frame
-constexpr unsigned kBindAmId = 8;       // trainer -> worker: BindHead + trainer's worker address
 constexpr unsigned kShmOfferAmId = 9;   // worker -> trainer: its arena (ShmOffer)
-constexpr unsigned kShmAckAmId = 10;    // trainer -> worker: 1 mapped / 0 + why not / 2 answer later
+constexpr unsigned kShmAckAmId = 10;    // trainer -> worker: 1 mapped / 0 + why not
 constexpr unsigned kShmFrameAmId = 11;  // worker -> trainer: a frame in the arena (ShmDescriptor)
 // Smaller frames (lease requests, heartbeats) go by copy: an eager copy of
 // a few KiB costs less than the descriptor's round trip.
@@ -102,16 +107,20 @@ constexpr size_t kShmMinFrame = 64 << 10;
 // no longer one of a peer it has not authenticated.
 constexpr size_t kShmOfferMax = 256;
 // How long the trainer keeps taking a worker's bulk messages after its
-// control endpoint failed.
+// socket ended (or, across network namespaces, its endpoint failed).
 constexpr auto kBulkGrace = std::chrono::milliseconds(200);
-// How often the trainer looks for accepted sockets that are none of its
-// workers' (stale_sockets.h).
 // The trainer's soft descriptor limit at least (where the hard one allows).
 constexpr rlim_t kDescriptorSoftLimit = 65536;
-constexpr auto kSweepInterval = std::chrono::seconds(1);
+// The longest UCP worker address a bind or address record may carry (a
+// few hundred bytes per device in UCX 1.13).
+constexpr size_t kMaxWorkerAddress = 64 << 10;
+// Records one socket yields per read, so one peer cannot hold the loop.
+constexpr size_t kRecordsPerRead = 16;
+// Connections the trainer accepts per pass of its loop.
+constexpr int kAcceptsPerPass = 256;
 using Clock = std::chrono::steady_clock;
 
-// The bind message's fixed part; the trainer's worker address follows.
+// The bind record's fixed part; the trainer's worker address follows.
 struct BindHead {
   uint64_t token;
   uint64_t network_namespace;  // network_namespace_id(); 0: unknown
@@ -166,16 +175,29 @@ class UcxEndpoint final : public Endpoint {
   std::string peer_name(PeerId peer) const { return server_ ? "peer " + std::to_string(peer) : "the trainer"; }
 
   struct Peer {
-    ucp_ep_h control = nullptr;  // peer-failure mode; the trainer sends here
-    ucp_ep_h bulk = nullptr;     // the worker's sends (client: its own; server: the reply endpoint)
+    std::unique_ptr<HandshakeSocket> socket;  // the connection to the trainer's socket
+    Clock::time_point connected{};    // trainer: when it was accepted
+    ucp_ep_h control = nullptr;  // trainer: peer-failure mode, to the worker's address; it sends here
+    ucp_ep_h bulk = nullptr;     // worker: its sends; trainer: the reply endpoint of its messages
     uint64_t token = 0;          // trainer: names the peer in the header of its bulk messages
     std::shared_ptr<ShmMapping> shm;  // trainer: the worker's arena, once mapped
-    std::string client;               // trainer: the worker's address on the listener, "IP:PORT"
+    std::string client;               // trainer: the worker's address on the socket, "IP:PORT"
     bool authenticated = false;       // authenticated() was called (trainer: or trust_on_connect;
                                       // worker: or no verify_trainer)
-    uint32_t preauth_frames = 0;      // frames taken before that
+    bool announced = false;           // trainer: kConnected went (at its first frame)
+    bool bound = false;               // trainer: the bind record went; worker: it came
+    bool ready = false;               // the UCX endpoints exist (trainer: control; worker: bulk)
+    uint32_t preauth_frames = 0;      // frames taken before authentication
     bool shm_offered = false;         // trainer: an offer came (only the first counts)
-    std::vector<uint8_t> shm_offer;   // trainer: that offer, kept until authenticated
+    // Trainer: frames its owner sent after the bind, until the control
+    // endpoint exists (send_async's bytes stay valid until `done`).
+    struct Queued {
+      const uint8_t* data;
+      size_t size;
+      std::function<void(Status)> done;
+      std::string to;
+    };
+    std::deque<Queued> queued;
   };
   struct Bind {
     uint64_t token = 0;
@@ -207,7 +229,7 @@ class UcxEndpoint final : public Endpoint {
   Expected<ucs_status_ptr_t> start_send(PeerId peer, const uint8_t* data, size_t size, ucp_request_param_t* p);
   static void on_sent(void* request, ucs_status_t status, void* user_data);
   void wait_efd(int ms);
-  void add_peer(PeerId peer, ucp_ep_h control, uint64_t token);
+  void add_peer(PeerId peer, std::unique_ptr<HandshakeSocket> socket);
   void drop_peer(PeerId peer, bool force);
   void abandon(PeerId peer, ucs_status_ptr_t req);
   bool settle(ucs_status_ptr_t req);
@@ -226,16 +248,26 @@ class UcxEndpoint final : public Endpoint {
   static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t* param);
   void shutdown();
+  // The handshake sockets (both sides).
+  void pump();
+  void read_socket(PeerId peer);
+  void take_record(PeerId peer, Record r);
+  void socket_frame(PeerId peer, const std::vector<uint8_t>& bytes);
+  std::optional<size_t> record_limit(const Peer& p, RecordKind kind) const;
+  std::vector<uint8_t> bind_head(uint64_t token) const;
+  bool same_kernel_other_namespace(const BindHead& head) const;
+  bool lost(PeerId peer) const;
 
   // ucx_trainer.cc: the listening side.
-  void send_bind(ucp_ep_h ep, uint64_t token);
-  void make_room_for_a_peer();
+  void accept_connections();
+  void make_room_for(const std::string& source);
+  void expire_handshakes();
+  void send_bind(PeerId peer);
+  void on_address(PeerId peer, const std::vector<uint8_t>& address);
   void raise_descriptor_limit();
   std::optional<std::string> preauth_refusal(Peer* p, size_t length) const;
-  std::vector<uint8_t> answer_shm_offer(Peer* p);
-  void sweep_stale();
+  std::vector<uint8_t> answer_shm_offer(Peer* p, const uint8_t* offer, size_t length);
   std::optional<PeerId> sender(const void* header, size_t header_length, const ucp_am_recv_param_t* param);
-  static void on_conn_request(ucp_conn_request_h req, void* arg);
   static ucs_status_t on_shm_offer(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                    const ucp_am_recv_param_t* param);
   static ucs_status_t on_shm_frame(void* arg, const void* header, size_t header_length, void* data, size_t length,
@@ -243,8 +275,8 @@ class UcxEndpoint final : public Endpoint {
 
   // ucx_worker.cc: the connecting side.
   Status bind();
+  void on_bind(const std::vector<uint8_t>& record);
   void offer_shm(ucp_ep_h bulk);
-  static ucs_status_t on_bind(void* arg, const void*, size_t, void* data, size_t length, const ucp_am_recv_param_t*);
   static ucs_status_t on_shm_ack(void* arg, const void*, size_t, void* data, size_t length,
                                  const ucp_am_recv_param_t*);
 
@@ -252,15 +284,15 @@ class UcxEndpoint final : public Endpoint {
   Options options_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  ucp_listener_h listener_ = nullptr;
+  int listen_fd_ = -1;  // trainer: its handshake socket
   int efd_ = -1;
   bool unfinished_close_ = false;
   std::atomic<bool> woken_{false};
   std::string address_;
-  std::vector<uint8_t> worker_address_;  // trainer: what workers connect their bulk endpoint to
-  const std::string boot_id_ = node_boot_id();                // bind message: same kernel?
-  const uint64_t network_namespace_ = network_namespace_id();  // bind message: same network namespace?
-  std::optional<Bind> bind_;             // worker: the trainer's bind message
+  std::vector<uint8_t> worker_address_;  // this side's UCP worker address (the bind or address record)
+  const std::string boot_id_ = node_boot_id();                // bind record: same kernel?
+  const uint64_t network_namespace_ = network_namespace_id();  // bind record: same network namespace?
+  std::optional<Bind> bind_;             // worker: the trainer's bind record
   std::shared_ptr<BufferPool> pool_ = BufferPool::create(size_t{1} << 30, options_.memory, options_.receive_budget);
   // Frames of peers not yet authenticated, pageable whatever
   // options_.memory is (nothing is registered with CUDA for a stranger);
@@ -269,20 +301,18 @@ class UcxEndpoint final : public Endpoint {
   std::set<PeerId> unauthenticated_;  // trainer: the oldest first
   bool waiting_for_room_ = false;     // a rendezvous frame waits for the receive budget
   std::map<PeerId, Peer> peers_;
-  std::unordered_map<ucp_ep_h, PeerId> peer_of_;    // control endpoint -> peer
+  std::unordered_map<ucp_ep_h, PeerId> peer_of_;    // endpoint with failure reports -> peer
   std::unordered_map<uint64_t, PeerId> peer_of_token_;  // trainer: token -> peer
   PeerId next_peer_ = 1;
   std::deque<Event> events_;
-  std::deque<ucp_conn_request_h> conn_requests_;
-  std::optional<StaleSocketSweeper> sweeper_;  // trainer, unless handshake_timeout_ms is 0
-  Clock::time_point next_sweep_{};
   std::deque<std::pair<ucp_ep_h, ucs_status_t>> failed_;
+  std::deque<std::pair<PeerId, std::string>> lost_;  // peers whose socket ended, and why
   struct Closing {
     PeerId peer;
-    ucs_status_t status;
+    std::string reason;
     Clock::time_point at;  // when to drop the peer and report it
   };
-  std::deque<Closing> closing_;  // peers whose control endpoint failed
+  std::deque<Closing> closing_;  // peers whose socket or control endpoint failed
   std::deque<Rndv> rndv_;
   std::map<PeerId, std::deque<std::shared_ptr<Slot>>> order_;  // peers with a rendezvous in progress
   std::deque<std::pair<PeerId, std::string>> refused_;  // peers to drop, and why
@@ -291,11 +321,15 @@ class UcxEndpoint final : public Endpoint {
   // Worker: the arena's state; stats_.shared_memory_status says it in words.
   // Atomic: reserve() reads it on other threads (and arena_ only once it is
   // kInUse, after which arena_ does not change).
-  // kDeferred: the trainer answers once it has authenticated this worker.
-  enum class Shm { kNotUsed, kOffered, kDeferred, kInUse };
+  enum class Shm { kNotUsed, kOffered, kInUse };
   std::atomic<Shm> shm_{Shm::kNotUsed};
   Arrivals arrival_;
   PathStats stats_;
+  bool shm_tried_ = false;  // worker: the arena was offered (or is off)
+  // Trainer: connections closed before they sent a frame (evicted or
+  // timed out), and when that was last logged.
+  uint64_t silent_closed_ = 0, silent_logged_ = 0;
+  Clock::time_point silent_log_at_{};
 };
 
 }  // namespace goldminer::transport

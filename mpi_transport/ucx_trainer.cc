@@ -1,7 +1,8 @@
-// The ucx:// transport's listening side, the trainer (ucx_endpoint.h): the
-// listener, the bind message to each worker it accepts, which worker a
-// bulk message comes from, workers' shared-memory arenas and the frames in
-// them, and the reset of accepted sockets that are none of its workers'.
+// The ucx:// transport's listening side, the trainer (ucx_endpoint.h): its
+// socket, the connections pending authentication (room, timeouts), the bind
+// record to each worker it authenticates and the endpoint to its address,
+// which worker a bulk message comes from, workers' shared-memory arenas
+// and the frames in them.
 #include <arpa/inet.h>
 #include <sys/resource.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <set>
 
+#include "gmcore/auth.h"
 #include "gmcore/log.h"
 #include "mpi_transport/ucx_endpoint.h"
 
@@ -20,35 +22,126 @@ Status UcxEndpoint::start_listener(const std::string& host_port) {
   socklen_t len = 0;
   auto addr = resolve(host_port, &len);
   if (!addr.ok()) return addr.status();
-  ucp_address_t* worker_address = nullptr;
-  size_t worker_address_size = 0;
-  ucs_status_t s = ucp_worker_get_address(worker_, &worker_address, &worker_address_size);
-  if (s != UCS_OK) return Status::error("ucx: ucp_worker_get_address: " + ucs_text(s));
-  const auto* a = reinterpret_cast<const uint8_t*>(worker_address);
-  worker_address_.assign(a, a + worker_address_size);
-  ucp_worker_release_address(worker_, worker_address);
-  ucp_listener_params_t lp{};
-  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-  lp.sockaddr.addrlen = len;
-  lp.conn_handler.cb = &UcxEndpoint::on_conn_request;
-  lp.conn_handler.arg = this;
-  s = ucp_listener_create(worker_, &lp, &listener_);
-  if (s == UCS_ERR_BUSY)  // UCX's word for EADDRINUSE
-    return Status::error("ucx: listening on " + host_port + ": the address is in use (another process listens "
-                         "on that port; choose another, or port 0 for any free one)");
-  if (s != UCS_OK) return Status::error("ucx: listening on " + host_port + ": " + ucs_text(s));
-  ucp_listener_attr_t attr{};
-  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  s = ucp_listener_query(listener_, &attr);
-  if (s != UCS_OK) return Status::error("ucx: ucp_listener_query: " + ucs_text(s));
-  // sin_port and sin6_port lie at the same offset.
-  const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
-  address_ = "ucx://" + sockaddr_text(&attr.sockaddr, sizeof attr.sockaddr);
-  if (options_.handshake_timeout_ms > 0)
-    sweeper_.emplace(port, std::chrono::milliseconds(options_.handshake_timeout_ms));
+  auto fd = listen_socket(*addr, len, host_port);
+  if (!fd.ok()) return fd.status();
+  listen_fd_ = *fd;
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof bound;
+  if (getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0)
+    return Status::error("ucx: listening on " + host_port + ": getsockname: " + std::strerror(errno));
+  address_ = "ucx://" + sockaddr_text(&bound, bound_len);
   raise_descriptor_limit();
   return Status();
+}
+
+// Trainer: takes the connections waiting on the socket, at most
+// kAcceptsPerPass a pass. Each is a pending peer until its owner
+// authenticates it: room is made first (make_room_for).
+void UcxEndpoint::accept_connections() {
+  for (int i = 0; i < kAcceptsPerPass; ++i) {
+    sockaddr_storage from{};
+    socklen_t len = sizeof from;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        // Out of descriptors: the oldest pending connection makes room.
+        if (!unauthenticated_.empty()) {
+          make_room_for("");
+          continue;
+        }
+      }
+      return;  // EAGAIN: none waiting
+    }
+    keepalive_socket(fd);
+    const std::string client = sockaddr_text(&from, len);
+    make_room_for(host_of(client));
+    const PeerId peer = next_peer_++;
+    add_peer(peer, std::make_unique<HandshakeSocket>(fd));
+    peers_[peer].client = client;
+    if (options_.trust_on_connect) {
+      peers_[peer].announced = true;
+      Event e;
+      e.kind = Event::Kind::kConnected;
+      e.peer = peer;
+      events_.push_back(std::move(e));
+      send_bind(peer);
+    } else {
+      unauthenticated_.insert(peer);
+    }
+  }
+}
+
+// Trainer: before one more pending connection from `source` ("" : any),
+// closes one if max_pending_per_source from there or max_pending_peers in
+// all are waiting to authenticate. The one closed is the oldest that has
+// sent nothing yet (a worker sends its first frame as soon as it
+// connects), else the oldest (transport.h, Options::max_pending_peers,
+// says why the oldest).
+void UcxEndpoint::make_room_for(const std::string& source) {
+  std::vector<PeerId> same;
+  if (!source.empty() && options_.max_pending_per_source > 0) {
+    for (PeerId id : unauthenticated_)
+      if (host_of(peers_[id].client) == source) same.push_back(id);
+  }
+  std::vector<PeerId> candidates;
+  if (options_.max_pending_per_source > 0 && same.size() >= options_.max_pending_per_source) {
+    candidates = std::move(same);
+  } else if (source.empty() ||
+             (options_.max_pending_peers > 0 && unauthenticated_.size() >= options_.max_pending_peers)) {
+    candidates.assign(unauthenticated_.begin(), unauthenticated_.end());
+  }
+  if (candidates.empty()) return;
+  std::optional<PeerId> victim;
+  for (PeerId id : candidates) {
+    read_socket(id);  // what it sent by now counts
+    auto it = peers_.find(id);
+    if (it == peers_.end()) return;  // it went by itself: room made
+    if (it->second.socket == nullptr || !it->second.socket->heard()) {
+      victim = id;
+      break;
+    }
+  }
+  if (!victim) {
+    for (PeerId id : candidates)
+      if (peers_.count(id) != 0) {
+        victim = id;
+        break;
+      }
+  }
+  if (!victim) return;
+  const bool silent = !peers_[*victim].socket->heard();
+  if (!peers_[*victim].announced) ++silent_closed_;
+  const std::string waiting = std::to_string(candidates.size()) + " connections";
+  refuse(*victim, "evicted: " +
+                      (source.empty() ? "out of descriptors, " + waiting + " were waiting to authenticate"
+                       : candidates.size() < unauthenticated_.size() || options_.max_pending_peers == 0
+                           ? waiting + " from " + source + " were waiting to authenticate (max_pending_per_source)"
+                           : waiting + " were waiting to authenticate (max_pending_peers)") +
+                      ", this one the oldest" + (silent ? " silent one" : ""));
+}
+
+// Trainer: closes connections not authenticated within
+// handshake_timeout_ms, and says now and then how many silent ones went.
+void UcxEndpoint::expire_handshakes() {
+  const auto now = Clock::now();
+  if (options_.handshake_timeout_ms > 0) {
+    const auto limit = std::chrono::milliseconds(options_.handshake_timeout_ms);
+    while (!unauthenticated_.empty()) {
+      const PeerId oldest = *unauthenticated_.begin();
+      const Peer& p = peers_[oldest];
+      if (now - p.connected < limit) break;
+      if (!p.announced) ++silent_closed_;
+      refuse(oldest, "not authenticated within " + std::to_string(options_.handshake_timeout_ms) + " ms");
+    }
+  }
+  if (silent_closed_ != silent_logged_ && now - silent_log_at_ > std::chrono::seconds(10)) {
+    log::info("goldminer: ucx: closed " + std::to_string(silent_closed_ - silent_logged_) + " connection(s) to " +
+              address_ + " that sent no frame (evicted, or not authenticated within " +
+              std::to_string(options_.handshake_timeout_ms) + " ms)");
+    silent_logged_ = silent_closed_;
+    silent_log_at_ = now;
+  }
 }
 
 // Trainer: the soft limit on descriptors raised towards the hard one
@@ -69,36 +162,68 @@ void UcxEndpoint::raise_descriptor_limit() {
               std::to_string(want) + ": " + std::strerror(errno));
 }
 
-// Trainer: tells a new worker its token and where to send (kBindAmId).
-void UcxEndpoint::send_bind(ucp_ep_h ep, uint64_t token) {
-  BindHead head{};
-  head.token = token;
-  head.network_namespace = network_namespace_;
-  std::memcpy(head.boot_id, boot_id_.data(), std::min(boot_id_.size(), sizeof head.boot_id));
-  std::vector<uint8_t> payload(sizeof head + worker_address_.size());
-  std::memcpy(payload.data(), &head, sizeof head);
-  std::memcpy(payload.data() + sizeof head, worker_address_.data(), worker_address_.size());
-  send_owned(ep, kBindAmId, std::move(payload), false);
+// Trainer: tells an authenticated worker its token and where to send
+// (the bind record, on its socket).
+void UcxEndpoint::send_bind(PeerId peer) {
+  Peer& p = peers_[peer];
+  auto nonce = auth::random_nonce();  // the token only this worker learns (getrandom)
+  if (!nonce.ok()) return refuse(peer, nonce.status().message());
+  std::memcpy(&p.token, nonce->data(), sizeof p.token);
+  peer_of_token_[p.token] = peer;
+  const std::vector<uint8_t> payload = bind_head(p.token);
+  p.bound = true;
+  Status s = p.socket->write(RecordKind::kBind, payload.data(), payload.size());
+  if (!s.ok()) lost_.emplace_back(peer, s.message());
 }
 
-// Trainer: resets the accepted sockets that have been none of its
-// workers' for handshake_timeout_ms (stale_sockets.h), at most every
-// kSweepInterval. Runs after handle_pending(), so a connection request
-// UCX has handed over is already a worker.
-void UcxEndpoint::sweep_stale() {
-  const auto now = Clock::now();
-  if (!sweeper_ || now < next_sweep_) return;
-  next_sweep_ = now + kSweepInterval;
-  std::set<std::string> known;
-  for (const auto& [id, p] : peers_) known.insert(p.client);
-  for (const std::string& from : sweeper_->sweep(known, now))
-    log::info("goldminer: ucx: reset the connection from " + from + " to " + address_ +
-              ": no connection request of a goldminer worker within " +
-              std::to_string(options_.handshake_timeout_ms) + " ms");
-}
-
-void UcxEndpoint::on_conn_request(ucp_conn_request_h req, void* arg) {
-  static_cast<UcxEndpoint*>(arg)->conn_requests_.push_back(req);
+// Trainer: the worker's answer to the bind (BindHead, its token field
+// unused, and its UCP address): the endpoint to it, the ready record, then
+// the frames its owner queued. UCX 1.13 pairs this endpoint with the
+// worker's bulk endpoint (both are made from worker addresses) and needs
+// both in one error-handling mode: none, as the worker's bulk one, unless
+// the worker shares this kernel but not this network namespace (then both
+// have peer-failure mode; ucx_endpoint.h says why). The socket reports
+// the worker's loss either way.
+void UcxEndpoint::on_address(PeerId peer, const std::vector<uint8_t>& record) {
+  Peer& p = peers_[peer];
+  if (record.size() <= sizeof(BindHead))
+    return refuse(peer, "an address record of " + std::to_string(record.size()) + " bytes");
+  BindHead head;
+  std::memcpy(&head, record.data(), sizeof head);
+  const bool other_namespace = same_kernel_other_namespace(head);
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.address = reinterpret_cast<const ucp_address_t*>(record.data() + sizeof head);
+  ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  if (other_namespace) {
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &UcxEndpoint::on_ep_error;
+    ep.err_handler.arg = this;
+  }
+  if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &p.control); s != UCS_OK) {
+    p.control = nullptr;
+    return refuse(peer, "cannot reach the worker at its UCP address: " + ucs_text(s));
+  }
+  if (other_namespace) peer_of_[p.control] = peer;
+  p.ready = true;
+  if (!p.announced) {
+    p.announced = true;
+    Event e;
+    e.kind = Event::Kind::kConnected;
+    e.peer = peer;
+    events_.push_back(std::move(e));
+  }
+  Status s = p.socket->write(RecordKind::kReady, nullptr, 0);
+  if (!s.ok()) {
+    lost_.emplace_back(peer, s.message());
+    return;
+  }
+  std::deque<Peer::Queued> queued = std::move(p.queued);
+  for (auto& q : queued) {
+    Status started = send_async(peer, q.data, q.size, std::move(q.done));
+    if (!started.ok()) log::info("goldminer: ucx: " + started.message());
+  }
 }
 
 // Trainer: the worker a message on a bulk endpoint comes from (its token
@@ -114,25 +239,15 @@ std::optional<PeerId> UcxEndpoint::sender(const void* header, size_t header_leng
   return it->second;
 }
 
-// Trainer: the owner has verified `peer`: the pre-authentication limits
-// end, and its arena offer, if one came, is answered now, before anything
-// the owner sends it next (the same control endpoint keeps the order).
+// The owner has verified `peer`: the pre-authentication limits end. The
+// trainer sends it the bind record now (its owner's next frames wait for
+// the worker's address).
 void UcxEndpoint::authenticated(PeerId peer) {
   auto it = peers_.find(peer);
   if (it == peers_.end() || it->second.authenticated) return;
   it->second.authenticated = true;
   unauthenticated_.erase(peer);
-  if (!it->second.shm_offer.empty()) send_owned(it->second.control, kShmAckAmId, answer_shm_offer(&it->second), false);
-}
-
-// Trainer: a connection request is about to become a peer; if as many
-// peers as allowed are waiting to authenticate, the oldest goes
-// (transport.h, Options::max_pending_peers, says why the oldest).
-void UcxEndpoint::make_room_for_a_peer() {
-  if (options_.max_pending_peers == 0 || unauthenticated_.size() < options_.max_pending_peers) return;
-  const PeerId oldest = *unauthenticated_.begin();
-  refuse(oldest, "evicted: " + std::to_string(unauthenticated_.size()) +
-                     " connections were waiting to authenticate (max_pending_peers), this one the longest");
+  if (server_ && !it->second.bound) send_bind(peer);
 }
 
 // Why a frame of `length` bytes from `p`, not yet authenticated,
@@ -146,11 +261,10 @@ std::optional<std::string> UcxEndpoint::preauth_refusal(Peer* p, size_t length) 
   return std::nullopt;
 }
 
-// Trainer: maps the arena `p` offered, or says why not: the answer to send
-// (kShmAckAmId). The offer is spent.
-std::vector<uint8_t> UcxEndpoint::answer_shm_offer(Peer* p) {
-  auto offer = ShmOffer::decode(p->shm_offer.data(), p->shm_offer.size());
-  p->shm_offer.clear();
+// Trainer: maps the arena `p` offered (`offer`), or says why not: the
+// answer to send (kShmAckAmId).
+std::vector<uint8_t> UcxEndpoint::answer_shm_offer(Peer* p, const uint8_t* offer_bytes, size_t length) {
+  auto offer = ShmOffer::decode(offer_bytes, length);
   const bool pinned = options_.memory != nullptr && options_.memory->pinned();
   Expected<std::shared_ptr<ShmMapping>> mapped =
       pinned ? Expected<std::shared_ptr<ShmMapping>>(Status::error(
@@ -167,11 +281,10 @@ std::vector<uint8_t> UcxEndpoint::answer_shm_offer(Peer* p) {
   return answer;
 }
 
-// Trainer: a worker's arena, the first offer only. From an authenticated
-// worker it is mapped here, so the frames that follow it on the bulk
-// endpoint find it, and answered from the event loop. From a worker not
-// yet authenticated it is kept (bounded) and answered "later" at once, so
-// the worker stops waiting; authenticated() maps and answers it.
+// Trainer: a worker's arena, the first offer only, mapped here (so the
+// frames that follow it on the bulk endpoint find it) and answered from
+// the event loop. Only a worker the owner authenticated has the token a
+// bulk message needs.
 ucs_status_t UcxEndpoint::on_shm_offer(void* arg, const void* header, size_t header_length, void* data,
                                        size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxEndpoint*>(arg);
@@ -186,9 +299,7 @@ ucs_status_t UcxEndpoint::on_shm_offer(void* arg, const void* header, size_t hea
                                            std::to_string(kShmOfferMax) + ")");
     return UCS_OK;
   }
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  p.shm_offer.assign(bytes, bytes + length);
-  self->shm_acks_.emplace_back(*peer, p.authenticated ? self->answer_shm_offer(&p) : std::vector<uint8_t>{2});
+  self->shm_acks_.emplace_back(*peer, self->answer_shm_offer(&p, static_cast<const uint8_t*>(data), length));
   return UCS_OK;
 }
 

@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "gmcore/auth.h"
 #include "gmcore/host_port.h"
@@ -57,8 +58,7 @@ Status UcxEndpoint::init() {
   if (s != UCS_OK) return Status::error("ucx: ucp_worker_create: " + ucs_text(s));
   s = ucp_worker_get_efd(worker_, &efd_);
   if (s != UCS_OK) return Status::error("ucx: ucp_worker_get_efd: " + ucs_text(s));
-  for (auto [id, cb] : {std::pair{kAmId, &UcxEndpoint::on_am}, std::pair{kBindAmId, &UcxEndpoint::on_bind},
-                        std::pair{kShmOfferAmId, &UcxEndpoint::on_shm_offer},
+  for (auto [id, cb] : {std::pair{kAmId, &UcxEndpoint::on_am}, std::pair{kShmOfferAmId, &UcxEndpoint::on_shm_offer},
                         std::pair{kShmAckAmId, &UcxEndpoint::on_shm_ack},
                         std::pair{kShmFrameAmId, &UcxEndpoint::on_shm_frame}}) {
     ucp_am_handler_param_t hp{};
@@ -71,10 +71,34 @@ Status UcxEndpoint::init() {
     s = ucp_worker_set_am_recv_handler(worker_, &hp);
     if (s != UCS_OK) return Status::error("ucx: setting the AM handler: " + ucs_text(s));
   }
+  ucp_address_t* address = nullptr;
+  size_t address_size = 0;
+  s = ucp_worker_get_address(worker_, &address, &address_size);
+  if (s != UCS_OK) return Status::error("ucx: ucp_worker_get_address: " + ucs_text(s));
+  const auto* a = reinterpret_cast<const uint8_t*>(address);
+  worker_address_.assign(a, a + address_size);
+  ucp_worker_release_address(worker_, address);
+  if (worker_address_.size() > kMaxWorkerAddress)
+    return Status::error("ucx: this process's UCP worker address has " + std::to_string(worker_address_.size()) +
+                         " bytes (at most " + std::to_string(kMaxWorkerAddress) + "; set UCX_NET_DEVICES)");
   return Status();
 }
 
 Status UcxEndpoint::send(PeerId peer, const uint8_t* data, size_t size) {
+  if (server_) {
+    // A worker just authenticated: its control endpoint comes with its
+    // address record (a round trip), and frames queued before wait too.
+    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
+    for (;;) {
+      auto it = peers_.find(peer);
+      if (it == peers_.end() || !it->second.bound || it->second.ready) break;
+      if (Clock::now() > deadline)
+        return Status::error("ucx: send to " + peer_name(peer) + ": its address did not come within " +
+                             std::to_string(options_.send_timeout_ms) + " ms");
+      pump();
+      if (ucp_worker_progress(worker_) == 0 && ucp_worker_arm(worker_) == UCS_OK) wait_efd(10);
+    }
+  }
   ucp_request_param_t p{};
   auto started = start_send(peer, data, size, &p);
   if (!started.ok()) return started.status();
@@ -86,12 +110,14 @@ Status UcxEndpoint::send(PeerId peer, const uint8_t* data, size_t size) {
   ucs_status_t s;
   while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS) {
     if (ucp_worker_progress(worker_) != 0) continue;
-    // The bulk endpoint reports no failure: its control endpoint does.
-    const bool lost = bulk && !failed_.empty();
-    if (lost || Clock::now() > deadline) {
+    // The bulk endpoint reports no failure: the socket does.
+    if (bulk) pump();
+    const bool gone = bulk && (!failed_.empty() || lost(peer));
+    if (gone || Clock::now() > deadline) {
       const std::string why =
-          lost ? "connection lost: " + ucs_text(failed_.front().second)
-               : "not taken within " + std::to_string(options_.send_timeout_ms) + " ms";
+          !gone ? "not taken within " + std::to_string(options_.send_timeout_ms) + " ms"
+          : !failed_.empty() ? "connection lost: " + ucs_text(failed_.front().second)
+                             : "connection lost: " + (lost_.empty() ? std::string("closed") : lost_.front().second);
       if (bulk) {
         // The bulk endpoint has no error handling: the connection goes.
         abandon(peer, req);
@@ -114,6 +140,13 @@ Status UcxEndpoint::send(PeerId peer, const uint8_t* data, size_t size) {
 }
 
 Status UcxEndpoint::send_async(PeerId peer, const uint8_t* data, size_t size, std::function<void(Status)> done) {
+  if (server_) {
+    auto it = peers_.find(peer);
+    if (it != peers_.end() && it->second.bound && !it->second.ready) {
+      it->second.queued.push_back({data, size, std::move(done), peer_name(peer)});
+      return Status();
+    }
+  }
   auto* cb = new Sent{this, std::move(done), peer_name(peer)};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -144,8 +177,8 @@ Expected<std::optional<Event>> UcxEndpoint::poll(int timeout_ms) {
     // bound what arrives).
     while (events_.empty() && ucp_worker_progress(worker_) != 0) {
     }
+    pump();
     handle_pending();
-    sweep_stale();
     if (!events_.empty()) {
       Event e = std::move(events_.front());
       events_.pop_front();
@@ -175,14 +208,29 @@ void UcxEndpoint::wake() {
 // Starts one AM with the frame to `peer` (a worker: on its bulk endpoint,
 // its token as header, binding first; the trainer: on the control
 // endpoint) with the caller's completion settings in `p`. nullptr: done.
+// Before the endpoints exist a small frame goes on the socket instead
+// (done at once: the socket keeps a copy).
 Expected<ucs_status_ptr_t> UcxEndpoint::start_send(PeerId peer, const uint8_t* data, size_t size,
                                                    ucp_request_param_t* p) {
   auto it = peers_.find(peer);
   if (it == peers_.end()) return Status::error("ucx: no connection to peer " + std::to_string(peer));
   const bool bulk = !server_;
-  if (bulk && it->second.bulk == nullptr) {
+  if (!it->second.bound && it->second.socket != nullptr) {
+    if (size <= options_.preauth_max_message) {
+      Status s = it->second.socket->write(RecordKind::kFrame, data, size);
+      if (!s.ok()) return Status::error("ucx: send to " + peer_name(peer) + ": " + s.message());
+      return ucs_status_ptr_t{nullptr};
+    }
+    if (server_)
+      return Status::error("ucx: send to " + peer_name(peer) + ": a frame of " + std::to_string(size) +
+                           " bytes before it is authenticated (at most " +
+                           std::to_string(options_.preauth_max_message) + " until then)");
+  }
+  if (bulk && (!it->second.ready || !shm_tried_)) {
     Status s = bind();
     if (!s.ok()) return s;
+    it = peers_.find(peer);
+    if (it == peers_.end()) return Status::error("ucx: send to " + peer_name(peer) + ": connection closed");
   }
   p->op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
   p->flags = UCP_AM_SEND_FLAG_REPLY;
@@ -226,18 +274,12 @@ void UcxEndpoint::on_sent(void* request, ucs_status_t status, void* user_data) {
   sent->done(status == UCS_OK ? Status() : Status::error("ucx: send to " + sent->to + ": " + ucs_text(status)));
 }
 
-void UcxEndpoint::wait_efd(int ms) {
-  pollfd p{efd_, POLLIN, 0};
-  ::poll(&p, 1, ms);
-}
-
-void UcxEndpoint::add_peer(PeerId peer, ucp_ep_h control, uint64_t token) {
-  peers_[peer] = Peer{};
-  peers_[peer].control = control;
-  peers_[peer].token = token;
-  peers_[peer].authenticated = !server_ && !options_.verify_trainer;
-  peer_of_[control] = peer;
-  if (server_) peer_of_token_[token] = peer;
+void UcxEndpoint::add_peer(PeerId peer, std::unique_ptr<HandshakeSocket> socket) {
+  Peer& p = peers_[peer];
+  p = Peer{};
+  p.socket = std::move(socket);
+  p.connected = Clock::now();
+  p.authenticated = server_ ? options_.trust_on_connect : !options_.verify_trainer;
 }
 
 // Forgets `peer` and closes its endpoints. `force`: at once, dropping
@@ -247,14 +289,19 @@ void UcxEndpoint::add_peer(PeerId peer, ucp_ep_h control, uint64_t token) {
 void UcxEndpoint::drop_peer(PeerId peer, bool force) {
   auto it = peers_.find(peer);
   if (it == peers_.end()) return;
-  const Peer p = it->second;
-  peer_of_.erase(p.control);
+  Peer p = std::move(it->second);
+  if (p.control != nullptr) peer_of_.erase(p.control);
+  if (p.bulk != nullptr) peer_of_.erase(p.bulk);
   if (server_) peer_of_token_.erase(p.token);
   peers_.erase(it);
   unauthenticated_.erase(peer);
   order_.erase(peer);
   if (p.bulk != nullptr && p.bulk != p.control) close_ep(p.bulk, force);
-  close_ep(p.control, p.bulk == p.control ? force : true);
+  if (p.control != nullptr) close_ep(p.control, p.bulk == p.control ? force : true);
+  // The socket closes last: after what the bulk endpoint flushed.
+  p.socket.reset();
+  for (auto& q : p.queued)
+    if (q.done) q.done(Status::error("ucx: send to " + q.to + ": connection closed"));
 }
 
 // A send that cannot finish: closing the endpoints completes it (with an
@@ -317,88 +364,46 @@ void UcxEndpoint::send_owned(ucp_ep_h ep, unsigned id, std::vector<uint8_t> byte
 }
 
 void UcxEndpoint::handle_pending() {
-  // New connections.
-  while (!conn_requests_.empty()) {
-    ucp_conn_request_h req = conn_requests_.front();
-    conn_requests_.pop_front();
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep.conn_request = req;
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxEndpoint::on_ep_error;
-    ep.err_handler.arg = this;
-    // The token only the worker this bind reaches learns (getrandom).
-    auto nonce = auth::random_nonce();
-    if (!nonce.ok()) {
-      ucp_listener_reject(listener_, req);
-      continue;
-    }
-    uint64_t token;
-    std::memcpy(&token, nonce->data(), sizeof token);
-    ucp_conn_request_attr_t attr{};
-    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    const std::string client = ucp_conn_request_query(req, &attr) == UCS_OK
-                                   ? sockaddr_text(&attr.client_address, sizeof attr.client_address)
-                                   : "";
-    if (client.empty() && sweeper_) {
-      // Its socket could not be told from junk: sweep nothing rather
-      // than reset a worker.
-      sweeper_.reset();
-      log::info("goldminer: ucx: a worker's address is unknown (ucp_conn_request_query); connections to " +
-                address_ + " that send junk or nothing are no longer reset");
-    }
-    make_room_for_a_peer();
-    ucp_ep_h h = nullptr;
-    if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &h); s != UCS_OK) {
-      // UCX 1.13 has already rejected and freed the request on its
-      // failure paths (rejecting it again would free it twice); a socket
-      // it leaves open is not a worker's, so the sweeper resets it.
-      log::info("goldminer: ucx: could not accept a connection from " + (client.empty() ? "?" : client) +
-                " on " + address_ + ": " + ucs_status_string(s));
-      continue;
-    }
-    const PeerId peer = next_peer_++;
-    add_peer(peer, h, token);
-    peers_[peer].client = client;
-    if (options_.trust_on_connect) {
-      peers_[peer].authenticated = true;
-    } else {
-      unauthenticated_.insert(peer);
-    }
-    send_bind(h, token);
-    Event e;
-    e.kind = Event::Kind::kConnected;
-    e.peer = peer;
-    events_.push_back(std::move(e));
-  }
-  // Control endpoints that failed: close the peer's endpoints and tell the
-  // owner. The trainer first takes, for a short grace, what the worker
-  // sent on its bulk endpoint before it closed (its last lease returns
-  // may still be on their way there when the control endpoint's failure
-  // is seen).
+  // Peers whose control endpoint failed, or whose socket ended: close
+  // their endpoints and tell the owner. The trainer first takes, for a
+  // short grace, what the worker sent on its bulk endpoint before it
+  // closed (its last lease returns may still be on their way there when
+  // the loss is seen).
   const auto now = Clock::now();
   while (!failed_.empty()) {
     auto [ep, status] = failed_.front();
     failed_.pop_front();
     auto it = peer_of_.find(ep);
     if (it == peer_of_.end()) continue;  // already dropped by disconnect()
-    closing_.push_back({it->second, status, server_ ? now + kBulkGrace : now});
+    closing_.push_back({it->second, "connection lost: " + ucs_text(status), server_ ? now + kBulkGrace : now});
     peer_of_.erase(it);  // one report per failure
+  }
+  while (!lost_.empty()) {
+    auto [peer, why] = std::move(lost_.front());
+    lost_.pop_front();
+    auto it = peers_.find(peer);
+    if (it == peers_.end() || it->second.socket == nullptr) continue;
+    it->second.socket.reset();  // one report per loss
+    if (!it->second.ready) {
+      refuse(peer, why);  // nothing on its way on UCX
+    } else {
+      closing_.push_back({peer, std::move(why), server_ ? now + kBulkGrace : now});
+    }
   }
   while (!closing_.empty() && (closing_.front().at <= now || peers_.count(closing_.front().peer) == 0)) {
     const Closing c = closing_.front();
     closing_.pop_front();
     if (peers_.count(c.peer) == 0) continue;  // dropped by disconnect() meanwhile
     drop_peer(c.peer, true);
-    push_disconnect(c.peer, "connection lost: " + ucs_text(c.status));
+    push_disconnect(c.peer, c.reason);
   }
   // Answers to shared-memory offers.
   while (!shm_acks_.empty()) {
     auto [peer, answer] = std::move(shm_acks_.front());
     shm_acks_.pop_front();
     auto it = peers_.find(peer);
-    if (it != peers_.end()) send_owned(it->second.control, kShmAckAmId, std::move(answer), false);
+    if (it != peers_.end() && it->second.control != nullptr)
+      send_owned(it->second.control, kShmAckAmId, std::move(answer), false);
   }
   // Peers that sent what we cannot take.
   while (!refused_.empty()) {
@@ -485,9 +490,12 @@ std::string UcxEndpoint::too_large(size_t length) const {
 
 // Drops `peer` for a message it should not have sent.
 void UcxEndpoint::refuse(PeerId peer, const std::string& why) {
-  if (peers_.count(peer) == 0) return;
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return;
+  // A connection that never sent a frame was never an owner's peer.
+  const bool known = !server_ || it->second.announced;
   drop_peer(peer, true);
-  push_disconnect(peer, why);
+  if (known) push_disconnect(peer, why);
 }
 
 void UcxEndpoint::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -566,8 +574,11 @@ void UcxEndpoint::shutdown() {
     for (int i = 0; i < 100 && ucp_worker_progress(worker_) != 0; ++i) {
     }
     events_.clear();
-    if (listener_ != nullptr) ucp_listener_destroy(listener_);
-    listener_ = nullptr;
+    if (silent_closed_ != silent_logged_)
+      log::info("goldminer: ucx: closed " + std::to_string(silent_closed_ - silent_logged_) + " connection(s) to " +
+                address_ + " that sent no frame (evicted, or not authenticated in time)");
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    listen_fd_ = -1;
     // A close still pending (a peer that stopped progressing): the worker
     // and context stay until the process exits.
     if (unfinished_close_) return;

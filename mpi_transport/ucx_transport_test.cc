@@ -1,7 +1,7 @@
 // Tests of the ucx:// transport beyond the common ones (transport_test.cc):
 // frames through the worker's shared-memory arena, frames built in room it
-// reserved, a worker killed with SIGKILL and junk, silent and forged
-// connections on the listener.
+// reserved, a worker killed with SIGKILL and junk, silent and UCX
+// connections on the trainer's port.
 #include "mpi_transport/transport.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -22,7 +23,6 @@
 #include <vector>
 
 #include "gm_config.h"
-#include "mpi_transport/stale_sockets.h"
 #include "mpi_transport/test_util.h"
 
 namespace goldminer::transport {
@@ -184,12 +184,13 @@ const bool worker_process = [] {
 }();
 
 // A worker killed with SIGKILL is a kDisconnected event; connections to the
-// listener's port that send garbage or nothing are dropped and change
-// nothing for the connected worker.
+// trainer's port that send garbage, a UCX connection request or nothing are
+// closed (garbage at once, silence after handshake_timeout_ms) without
+// ever becoming a peer, and change nothing for the connected worker.
 constexpr int kHandshakeTimeoutMs = 1500;
 TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   setenv("UCX_NET_DEVICES", "lo", 1);
-  Options o = trusting();
+  Options o;
   o.handshake_timeout_ms = kHandshakeTimeoutMs;
   auto server = listen("ucx://127.0.0.1:0", o);
   ASSERT_TRUE(server.ok()) << server.status().message();
@@ -202,6 +203,7 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
     _exit(127);
   }
   Event m = wait_for(server->get(), Event::Kind::kMessage);
+  (*server)->authenticated(m.peer);
   Event large = wait_for(server->get(), Event::Kind::kMessage);
   EXPECT_EQ((*server)->path_stats().shared_memory, 1u);
   kill(child, SIGKILL);
@@ -218,15 +220,15 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   uint8_t msg[32] = {1};
   std::vector<Event> seen = send_while_polling(good->get(), msg, sizeof msg, server->get());
   Event g = next_of(&seen, server->get(), Event::Kind::kMessage);
+  (*server)->authenticated(g.peer);
 
-  // Junk: short, which UCX drops when the sender closes; longer than UCX's
-  // request buffer (2 KiB), which UCX alone would keep for good, closed or
-  // held open; and nothing at all, held open. The trainer resets what UCX
-  // keeps once handshake_timeout_ms has passed.
+  // Junk of 1000 and 4096 bytes; a UCX 1.13 TCP connection request (its
+  // header: size_t length, uint8_t status, padded to 16 bytes; then 64
+  // bytes); nothing at all, held open.
   const uint16_t port = static_cast<uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1)));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int> junk_fds;
-  for (size_t bytes : {size_t{1000}, size_t{4096}, size_t{4096}, size_t{0}}) {
+  for (size_t bytes : {size_t{1000}, size_t{4096}, size_t{0}}) {
     int fd = connect_tcp(port);
     std::vector<uint8_t> junk = pattern(bytes, 3);
     if (bytes > 0) {
@@ -234,81 +236,45 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
     }
     junk_fds.push_back(fd);
   }
-  // Well-framed connection requests whose UCP part is junk (UCX 1.13's TCP
-  // CM header: size_t length, uint8_t status, padded to 16 bytes; then 64
-  // bytes of sa_data that name no address mode UCX knows). UCX hands each
-  // to the trainer and ucp_ep_create fails; UCX neither rejects nor frees
-  // them (ucp_ep_create_server_accept returns early), so the trainer resets
-  // them like the junk above. Their descriptors stay with UCX (a leak in
-  // UCX 1.13, not closed by us: UCX still owns the number).
-  std::set<std::string> forged_peers;
-  for (uint8_t version : {7, 0, 1}) {
-    std::vector<uint8_t> forged(16);
-    std::vector<uint8_t> sa_data = pattern(64, version + 11);
-    sa_data[0] = static_cast<uint8_t>(version << 5);
-    const size_t length = sa_data.size();
-    std::memcpy(forged.data(), &length, sizeof length);
-    forged.insert(forged.end(), sa_data.begin(), sa_data.end());
-    int fd = connect_tcp(port);
-    ASSERT_EQ(::write(fd, forged.data(), forged.size()), static_cast<ssize_t>(forged.size()));
-    junk_fds.push_back(fd);
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len), 0);
-    forged_peers.insert(sockaddr_text(reinterpret_cast<const sockaddr*>(&local), len));
-  }
-  for (int i = 0; i < 20; ++i) {
-    auto e = (*server)->poll(20);
+  std::vector<uint8_t> request(16);
+  const size_t length = 64;
+  std::memcpy(request.data(), &length, sizeof length);
+  std::vector<uint8_t> sa_data = pattern(64, 11);
+  request.insert(request.end(), sa_data.begin(), sa_data.end());
+  int fd = connect_tcp(port);
+  ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  junk_fds.push_back(fd);
+  // Each is closed by the trainer: the junk and the request at once, the
+  // silent one after the handshake timeout; none becomes a peer.
+  std::vector<bool> closed(junk_fds.size(), false);
+  std::vector<std::chrono::steady_clock::duration> after(junk_fds.size());
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10) &&
+         std::count(closed.begin(), closed.end(), false) > 0) {
+    auto e = (*server)->poll(10);
     ASSERT_TRUE(e.ok());
     EXPECT_FALSE(e->has_value() && (*e)->kind == Event::Kind::kConnected) << "junk became a peer";
-  }
-  close(junk_fds[0]);
-  close(junk_fds[1]);
-  // Until the sweep: the good worker's socket and the junk UCX keeps.
-  std::set<ino_t> kept;
-  size_t forged_kept = 0;
-  for (const AcceptedSocket& a : accepted_sockets(port)) {
-    if (forged_peers.count(a.peer) != 0) {
-      ++forged_kept;
-    } else {
-      kept.insert(a.inode);
+    for (size_t i = 0; i < junk_fds.size(); ++i) {
+      char byte;
+      const ssize_t n = closed[i] ? 1 : recv(junk_fds[i], &byte, 1, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        closed[i] = true;
+        after[i] = std::chrono::steady_clock::now() - t0;
+      }
     }
   }
-  EXPECT_GE(kept.size(), 4u);
-  EXPECT_EQ(forged_kept, 3u);
-  while (accepted_sockets(port).size() > 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
-    (void)(*server)->poll(50);
-  ASSERT_EQ(accepted_sockets(port).size(), 1u) << "only the connected worker's socket is left";
-  kept.erase(accepted_sockets(port)[0].inode);
-  // UCX closes the reset sockets itself: their descriptors are gone. Read
-  // from /proc/self/fd's links ("socket:[INODE]"), by path: an fstat of
-  // each descriptor would race with UCX's thread closing it (TSan).
-  auto open_sockets = [&] {
-    size_t n = 0;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-      char link[64] = {};
-      const ssize_t len = readlink(entry.path().c_str(), link, sizeof link - 1);
-      unsigned long inode = 0;
-      if (len > 0 && std::sscanf(link, "socket:[%lu]", &inode) == 1 && kept.count(inode) != 0) ++n;
-    }
-    return n;
-  };
-  for (int i = 0; i < 40 && open_sockets() > 0; ++i) (void)(*server)->poll(50);
-  EXPECT_EQ(open_sockets(), 0u) << "descriptors of dropped junk connections still open";
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(kHandshakeTimeoutMs))
-      << "nothing is reset before the timeout";
-  char byte;
-  for (size_t i = 2; i < junk_fds.size(); ++i) {
-    EXPECT_EQ(recv(junk_fds[i], &byte, 1, 0), -1) << "junk connection " << i << " is reset";
-    EXPECT_EQ(errno, ECONNRESET);
+  for (size_t i = 0; i < junk_fds.size(); ++i) {
+    EXPECT_TRUE(closed[i]) << "junk connection " << i << " is closed";
     close(junk_fds[i]);
   }
+  EXPECT_LT(after[0], std::chrono::milliseconds(kHandshakeTimeoutMs)) << "junk is closed at once";
+  EXPECT_LT(after[3], std::chrono::milliseconds(kHandshakeTimeoutMs)) << "a UCX request is closed at once";
+  EXPECT_GE(after[2], std::chrono::milliseconds(kHandshakeTimeoutMs)) << "silence is not closed before the timeout";
 
   seen = send_while_polling(good->get(), msg, sizeof msg, server->get());
   Event g2 = next_of(&seen, server->get(), Event::Kind::kMessage);  // the connected worker goes on
   EXPECT_EQ(g2.peer, g.peer);
-  ASSERT_TRUE((*server)->send(g.peer, msg, sizeof msg).ok());
-  wait_for(good->get(), Event::Kind::kMessage);
+  ASSERT_TRUE((*server)->send_async(g.peer, msg, sizeof msg, [](Status s) { EXPECT_TRUE(s.ok()); }).ok());
+  EXPECT_EQ(testing::next_at_client(server->get(), good->get()).kind, Event::Kind::kMessage);
 }
 #endif
 
