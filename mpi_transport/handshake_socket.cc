@@ -23,7 +23,7 @@ std::string kind_name(uint8_t kind) {
   switch (kind) {
     case 1: return "frame";
     case 2: return "bind";
-    case 3: return "address";
+    case 3: return "attached";
     case 4: return "ready";
     default: return "unknown (" + std::to_string(kind) + ")";
   }

@@ -37,7 +37,7 @@ namespace goldminer::transport {
 enum class RecordKind : uint8_t {
   kFrame = 1,    // an owner's frame before the UCX endpoints exist (small)
   kBind = 2,     // trainer -> worker, once authenticated: BindHead + its UCP worker address
-  kAddress = 3,  // worker -> trainer, after the bind: the worker's UCP worker address
+  kAttached = 3,  // worker -> trainer, after its first UCX message: the socket's frames end here
   kReady = 4,    // trainer -> worker: its endpoint to the worker exists; use UCX from here
 };
 

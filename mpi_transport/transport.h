@@ -191,11 +191,10 @@ struct Options {
   // on the same node (virtual; pages are touched as frames use them). 0:
   // every frame goes by copy.
   size_t shm_arena_bytes = size_t{256} << 20;
-  // ucx server: a connection not authenticated within this time is closed
-  // (the session's own handshake timeout, longer, covers its owner's
-  // side). 2 s: a worker's handshake is two round trips and a munge
-  // decode, milliseconds; goldminer-dw retries while its connect timeout
-  // lasts. 0: never.
+  // ucx server: a connection that has sent no whole frame within this time
+  // is closed (a worker sends its Hello as it connects; once a frame has
+  // come the peer is its owner's, whose own handshake timeout covers the
+  // rest: munge round trips on a loaded node take longer). 0: never.
   int handshake_timeout_ms = 2000;
   // Server: where received frames' buffers come from (null: pageable).
   // With pinned memory the ucx trainer refuses workers' shared-memory

@@ -18,22 +18,27 @@
 //      namespace, and its UCP worker address. Nobody else ever gets that
 //      address. A worker takes a bind only from a trainer it has itself
 //      authenticated (verify_trainer).
-//   3. The worker creates its bulk endpoint from that address and answers
-//      with its own UCP worker address; the trainer creates its control
-//      endpoint to the worker from it and sends a ready record. Frames the
-//      trainer's owner sends in between wait for that endpoint; the
-//      worker's next frame waits for the ready record, so every frame
-//      after those on the socket follows them in order.
-//   control  the trainer's endpoint to the worker's address; it sends here.
+//   3. The worker creates its bulk endpoint from that address, sends on it
+//      one attach message (kAttachAmId: its token), and an attached record
+//      on the socket. The attach message gives the trainer the endpoint
+//      UCX made for the worker's (reply_ep); with it and the attached
+//      record (all the worker's socket frames are read) the trainer sends
+//      a ready record. Frames the trainer's owner sends in between wait
+//      for that; the worker's next frame waits for the ready record, so
+//      every frame after those on the socket follows them in order.
 //   bulk     the worker's endpoint to the trainer's address; it sends every
 //            message here, the token as AM header (the trainer maps the
-//            token to the peer). One endpoint per direction keeps each
-//            direction in order.
-//   UCX 1.13 pairs the two (both are made from worker addresses) and
-//   needs them in one error-handling mode: none, since UCX selects its
-//   shared-memory transports (posix/sysv eager, cma single-copy rendezvous)
-//   only for such endpoints (posix/sysv lack peer-failure support), and
-//   TCP or the fabric where the trainer is on another node.
+//            token to the peer).
+//   control  the trainer's side of the same connection (reply_ep), where
+//            it sends. The trainer makes no endpoint of its own: UCX 1.13
+//            pairs endpoints two workers make to each other's addresses,
+//            and where the two chose different lanes (two interfaces of a
+//            multi-homed node) it aborts ("endpoint reconfiguration not
+//            supported yet"; seen on goldminer-devcluster's nodes).
+//   Without error-handling mode: UCX selects its shared-memory transports
+//   (posix/sysv eager, cma single-copy rendezvous) only for such endpoints
+//   (posix/sysv lack peer-failure support), and TCP or the fabric where the
+//   trainer is on another node.
 //   The socket stays open: its end is the peer's loss on either side
 //   (neither endpoint reports failure), with keepalive probes for a node
 //   that goes silent.
@@ -42,9 +47,9 @@
 // takes it for a peer on this node, but its posix and sysv transports wake
 // their peer through an abstract Unix socket, which does not cross network
 // namespaces: the bulk endpoint's first message would never be seen. Such
-// a worker's endpoints both have peer-failure mode, where UCX uses
-// neither (TCP, and cma's single copy for large frames); the arena, which
-// needs no socket, still works.
+// a worker's bulk endpoint (and so the trainer's side of it) has
+// peer-failure mode, where UCX uses neither (TCP, and cma's single copy
+// for large frames); the arena, which needs no socket, still works.
 //
 // A message is one AM with the frame as its data: small ones arrive eagerly
 // and are copied once into a pooled buffer; large ones arrive by rendezvous,
@@ -69,7 +74,8 @@
 // (never the pinned one), and drops it for anything more, before any buffer
 // of the announced size exists; at most max_pending_peers such sockets are
 // open (max_pending_per_source from one address), the silent ones evicted
-// first, and each for at most handshake_timeout_ms.
+// first, and one that sends no frame within handshake_timeout_ms is closed
+// (after its first frame its owner's handshake timeout governs).
 #ifndef GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 #define GOLDMINER_MPI_TRANSPORT_UCX_ENDPOINT_H_
 
@@ -97,6 +103,7 @@
 namespace goldminer::transport {
 
 constexpr unsigned kAmId = 7;           // a frame
+constexpr unsigned kAttachAmId = 8;     // worker -> trainer: its first message (token only)
 constexpr unsigned kShmOfferAmId = 9;   // worker -> trainer: its arena (ShmOffer)
 constexpr unsigned kShmAckAmId = 10;    // trainer -> worker: 1 mapped / 0 + why not
 constexpr unsigned kShmFrameAmId = 11;  // worker -> trainer: a frame in the arena (ShmDescriptor)
@@ -186,6 +193,7 @@ class UcxEndpoint final : public Endpoint {
                                       // worker: or no verify_trainer)
     bool announced = false;           // trainer: kConnected went (at its first frame)
     bool bound = false;               // trainer: the bind record went; worker: it came
+    bool attached = false;            // trainer: the worker's attached record came
     bool ready = false;               // the UCX endpoints exist (trainer: control; worker: bulk)
     uint32_t preauth_frames = 0;      // frames taken before authentication
     bool shm_offered = false;         // trainer: an offer came (only the first counts)
@@ -263,7 +271,9 @@ class UcxEndpoint final : public Endpoint {
   void make_room_for(const std::string& source);
   void expire_handshakes();
   void send_bind(PeerId peer);
-  void on_address(PeerId peer, const std::vector<uint8_t>& address);
+  void maybe_ready(PeerId peer);
+  static ucs_status_t on_attach(void* arg, const void* header, size_t header_length, void*, size_t,
+                                const ucp_am_recv_param_t* param);
   void raise_descriptor_limit();
   std::optional<std::string> preauth_refusal(Peer* p, size_t length) const;
   std::vector<uint8_t> answer_shm_offer(Peer* p, const uint8_t* offer, size_t length);
@@ -285,6 +295,7 @@ class UcxEndpoint final : public Endpoint {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int listen_fd_ = -1;  // trainer: its handshake socket
+  Clock::time_point accept_paused_until_{};  // trainer: out of descriptors, nothing to close
   int efd_ = -1;
   bool unfinished_close_ = false;
   std::atomic<bool> woken_{false};
@@ -316,6 +327,7 @@ class UcxEndpoint final : public Endpoint {
   std::deque<Rndv> rndv_;
   std::map<PeerId, std::deque<std::shared_ptr<Slot>>> order_;  // peers with a rendezvous in progress
   std::deque<std::pair<PeerId, std::string>> refused_;  // peers to drop, and why
+  std::deque<PeerId> attaching_;  // trainer: workers whose kAttachAmId came
   std::deque<std::pair<PeerId, std::vector<uint8_t>>> shm_acks_;  // trainer: answers to send
   std::shared_ptr<ShmArena> arena_;  // worker: its shared-memory frames
   // Worker: the arena's state; stats_.shared_memory_status says it in words.

@@ -15,7 +15,7 @@ namespace goldminer::transport {
 // or `ms` pass.
 void UcxEndpoint::wait_efd(int ms) {
   std::vector<pollfd> fds{{efd_, POLLIN, 0}};
-  if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
+  if (listen_fd_ >= 0 && Clock::now() >= accept_paused_until_) fds.push_back({listen_fd_, POLLIN, 0});
   for (const auto& [id, p] : peers_)
     if (p.socket != nullptr)
       fds.push_back({p.socket->fd(), static_cast<short>(POLLIN | (p.socket->wants_write() ? POLLOUT : 0)), 0});
@@ -57,8 +57,8 @@ std::optional<size_t> UcxEndpoint::record_limit(const Peer& p, RecordKind kind) 
   switch (kind) {
     case RecordKind::kFrame:
       return options_.preauth_max_message;
-    case RecordKind::kAddress:  // trainer, between its bind and its ready
-      if (server_ && p.bound && !p.ready) return sizeof(BindHead) + kMaxWorkerAddress;
+    case RecordKind::kAttached:  // trainer, once after its bind
+      if (server_ && p.bound && !p.attached) return 0;
       return std::nullopt;
     case RecordKind::kBind:  // worker: only from a trainer it has authenticated
       if (!server_ && p.authenticated && !p.bound) return sizeof(BindHead) + kMaxWorkerAddress;
@@ -74,8 +74,9 @@ void UcxEndpoint::take_record(PeerId peer, Record r) {
   switch (r.kind) {
     case RecordKind::kFrame:
       return socket_frame(peer, r.payload);
-    case RecordKind::kAddress:
-      return on_address(peer, r.payload);
+    case RecordKind::kAttached:
+      peers_[peer].attached = true;
+      return maybe_ready(peer);
     case RecordKind::kBind:
       return on_bind(r.payload);
     case RecordKind::kReady:
@@ -107,8 +108,8 @@ void UcxEndpoint::socket_frame(PeerId peer, const std::vector<uint8_t>& bytes) {
   arrived(peer, std::move(frame));
 }
 
-// A bind or address record: BindHead (`token`, this side's kernel and
-// network namespace) and this side's UCP worker address.
+// The bind record: BindHead (`token`, this side's kernel and network
+// namespace) and this side's UCP worker address.
 std::vector<uint8_t> UcxEndpoint::bind_head(uint64_t token) const {
   BindHead head{};
   head.token = token;

@@ -320,6 +320,11 @@ TEST(UcxPreauthTest, HundredStrangersAnnouncing2GiBCostLittleMemory) {
     peak = std::max(peak, rss_kib());
     if (e->has_value() && (*e)->kind == Event::Kind::kConnected) ++connected;
     if (e->has_value() && (*e)->kind == Event::Kind::kDisconnected) ++dropped;
+    if (e->has_value() && (*e)->kind == Event::Kind::kMessage) {
+      // What a session does with a Hello that does not check out.
+      (*server)->disconnect((*e)->peer);
+      ++dropped;
+    }
     if (waitpid(child, &status, WNOHANG) == child) break;
   }
   if (status == -1) {

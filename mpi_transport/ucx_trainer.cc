@@ -38,6 +38,7 @@ Status UcxEndpoint::start_listener(const std::string& host_port) {
 // kAcceptsPerPass a pass. Each is a pending peer until its owner
 // authenticates it: room is made first (make_room_for).
 void UcxEndpoint::accept_connections() {
+  if (Clock::now() < accept_paused_until_) return;
   for (int i = 0; i < kAcceptsPerPass; ++i) {
     sockaddr_storage from{};
     socklen_t len = sizeof from;
@@ -45,11 +46,14 @@ void UcxEndpoint::accept_connections() {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE) {
-        // Out of descriptors: the oldest pending connection makes room.
+        // Out of descriptors: the oldest pending connection makes room;
+        // with none, the socket is left alone for a while (it stays
+        // readable: waiting on it would spin).
         if (!unauthenticated_.empty()) {
           make_room_for("");
           continue;
         }
+        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
       }
       return;  // EAGAIN: none waiting
     }
@@ -121,23 +125,27 @@ void UcxEndpoint::make_room_for(const std::string& source) {
                       ", this one the oldest" + (silent ? " silent one" : ""));
 }
 
-// Trainer: closes connections not authenticated within
-// handshake_timeout_ms, and says now and then how many silent ones went.
+// Trainer: closes connections that sent no frame within
+// handshake_timeout_ms (one that did is its owner's peer: the owner's
+// handshake timeout governs it), and says now and then how many went.
 void UcxEndpoint::expire_handshakes() {
   const auto now = Clock::now();
   if (options_.handshake_timeout_ms > 0) {
     const auto limit = std::chrono::milliseconds(options_.handshake_timeout_ms);
-    while (!unauthenticated_.empty()) {
-      const PeerId oldest = *unauthenticated_.begin();
-      const Peer& p = peers_[oldest];
-      if (now - p.connected < limit) break;
-      if (!p.announced) ++silent_closed_;
-      refuse(oldest, "not authenticated within " + std::to_string(options_.handshake_timeout_ms) + " ms");
+    std::vector<PeerId> silent;
+    for (PeerId id : unauthenticated_) {
+      const Peer& p = peers_[id];
+      if (now - p.connected < limit) break;  // by id: the rest are younger
+      if (!p.announced) silent.push_back(id);
+    }
+    for (PeerId id : silent) {
+      ++silent_closed_;
+      refuse(id, "no frame within " + std::to_string(options_.handshake_timeout_ms) + " ms");
     }
   }
   if (silent_closed_ != silent_logged_ && now - silent_log_at_ > std::chrono::seconds(10)) {
     log::info("goldminer: ucx: closed " + std::to_string(silent_closed_ - silent_logged_) + " connection(s) to " +
-              address_ + " that sent no frame (evicted, or not authenticated within " +
+              address_ + " that sent no frame (evicted, or silent for " +
               std::to_string(options_.handshake_timeout_ms) + " ms)");
     silent_logged_ = silent_closed_;
     silent_log_at_ = now;
@@ -176,36 +184,20 @@ void UcxEndpoint::send_bind(PeerId peer) {
   if (!s.ok()) lost_.emplace_back(peer, s.message());
 }
 
-// Trainer: the worker's answer to the bind (BindHead, its token field
-// unused, and its UCP address): the endpoint to it, the ready record, then
-// the frames its owner queued. UCX 1.13 pairs this endpoint with the
-// worker's bulk endpoint (both are made from worker addresses) and needs
-// both in one error-handling mode: none, as the worker's bulk one, unless
-// the worker shares this kernel but not this network namespace (then both
-// have peer-failure mode; ucx_endpoint.h says why). The socket reports
-// the worker's loss either way.
-void UcxEndpoint::on_address(PeerId peer, const std::vector<uint8_t>& record) {
-  Peer& p = peers_[peer];
-  if (record.size() <= sizeof(BindHead))
-    return refuse(peer, "an address record of " + std::to_string(record.size()) + " bytes");
-  BindHead head;
-  std::memcpy(&head, record.data(), sizeof head);
-  const bool other_namespace = same_kernel_other_namespace(head);
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  ep.address = reinterpret_cast<const ucp_address_t*>(record.data() + sizeof head);
-  ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-  if (other_namespace) {
-    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxEndpoint::on_ep_error;
-    ep.err_handler.arg = this;
-  }
-  if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &p.control); s != UCS_OK) {
-    p.control = nullptr;
-    return refuse(peer, "cannot reach the worker at its UCP address: " + ucs_text(s));
-  }
-  if (other_namespace) peer_of_[p.control] = peer;
+// Trainer: the worker has attached: its first UCX message (kAttachAmId,
+// on_attach) gave the endpoint to answer on, and its attached record
+// ended what it sends on the socket. With both, the trainer sends ready
+// and the frames its owner queued. UCX 1.13 makes that endpoint itself,
+// paired with the worker's, in the worker's error-handling mode: were the
+// trainer to make one to the worker's address too, UCX could pick other
+// lanes for it (another interface of a multi-homed node) and abort
+// ("endpoint reconfiguration not supported yet").
+void UcxEndpoint::maybe_ready(PeerId peer) {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return;
+  Peer& p = it->second;
+  if (p.ready || !p.attached || p.bulk == nullptr) return;
+  p.control = p.bulk;
   p.ready = true;
   if (!p.announced) {
     p.announced = true;
@@ -224,6 +216,22 @@ void UcxEndpoint::on_address(PeerId peer, const std::vector<uint8_t>& record) {
     Status started = send_async(peer, q.data, q.size, std::move(q.done));
     if (!started.ok()) log::info("goldminer: ucx: " + started.message());
   }
+}
+
+// Trainer: a worker's first message on its bulk endpoint (its token as
+// header, nothing else): the endpoint to answer on.
+ucs_status_t UcxEndpoint::on_attach(void* arg, const void* header, size_t header_length, void*, size_t,
+                                    const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEndpoint*>(arg);
+  if (!self->server_) return UCS_OK;
+  auto peer = self->sender(header, header_length, param);
+  if (!peer) return UCS_OK;
+  if (self->peers_[*peer].bulk == nullptr) {
+    self->refused_.emplace_back(*peer, "attached without an endpoint to answer on (UCP_AM_SEND_FLAG_REPLY)");
+    return UCS_OK;
+  }
+  self->attaching_.push_back(*peer);  // answered outside the callback
+  return UCS_OK;
 }
 
 // Trainer: the worker a message on a bulk endpoint comes from (its token

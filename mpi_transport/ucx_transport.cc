@@ -58,7 +58,8 @@ Status UcxEndpoint::init() {
   if (s != UCS_OK) return Status::error("ucx: ucp_worker_create: " + ucs_text(s));
   s = ucp_worker_get_efd(worker_, &efd_);
   if (s != UCS_OK) return Status::error("ucx: ucp_worker_get_efd: " + ucs_text(s));
-  for (auto [id, cb] : {std::pair{kAmId, &UcxEndpoint::on_am}, std::pair{kShmOfferAmId, &UcxEndpoint::on_shm_offer},
+  for (auto [id, cb] : {std::pair{kAmId, &UcxEndpoint::on_am}, std::pair{kAttachAmId, &UcxEndpoint::on_attach},
+                        std::pair{kShmOfferAmId, &UcxEndpoint::on_shm_offer},
                         std::pair{kShmAckAmId, &UcxEndpoint::on_shm_ack},
                         std::pair{kShmFrameAmId, &UcxEndpoint::on_shm_frame}}) {
     ucp_am_handler_param_t hp{};
@@ -96,6 +97,7 @@ Status UcxEndpoint::send(PeerId peer, const uint8_t* data, size_t size) {
         return Status::error("ucx: send to " + peer_name(peer) + ": its address did not come within " +
                              std::to_string(options_.send_timeout_ms) + " ms");
       pump();
+      handle_pending();  // the worker's attach message (on_attach) is taken here
       if (ucp_worker_progress(worker_) == 0 && ucp_worker_arm(worker_) == UCS_OK) wait_efd(10);
     }
   }
@@ -351,7 +353,9 @@ void UcxEndpoint::push_disconnect(PeerId peer, std::string reason) {
 void UcxEndpoint::send_owned(ucp_ep_h ep, unsigned id, std::vector<uint8_t> bytes, bool with_token) {
   auto* payload = new std::vector<uint8_t>(std::move(bytes));
   ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  // REPLY: the receiver learns the endpoint to answer on (on_attach).
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
   p.cb.send = [](void* request, ucs_status_t, void* user_data) {
     delete static_cast<std::vector<uint8_t>*>(user_data);
     ucp_request_free(request);
@@ -404,6 +408,13 @@ void UcxEndpoint::handle_pending() {
     auto it = peers_.find(peer);
     if (it != peers_.end() && it->second.control != nullptr)
       send_owned(it->second.control, kShmAckAmId, std::move(answer), false);
+  }
+  // Workers whose first UCX message came.
+  while (!attaching_.empty()) {
+    const PeerId peer = attaching_.front();
+    attaching_.pop_front();
+    auto it = peers_.find(peer);
+    if (it != peers_.end() && !it->second.ready) maybe_ready(peer);
   }
   // Peers that sent what we cannot take.
   while (!refused_.empty()) {

@@ -54,7 +54,7 @@ Status UcxEndpoint::bind() {
 
 // Worker: the trainer's bind record (only one is taken, and only once the
 // worker has authenticated the trainer): the bulk endpoint to its address,
-// and this worker's address in answer.
+// its first message (kAttachAmId) and the attached record.
 void UcxEndpoint::on_bind(const std::vector<uint8_t>& record) {
   Peer& p = peers_[0];
   if (record.size() <= sizeof(BindHead))
@@ -84,8 +84,10 @@ void UcxEndpoint::on_bind(const std::vector<uint8_t>& record) {
     return refuse(0, "ucx: connecting to the trainer (bulk endpoint): " + ucs_text(s));
   }
   if (bind_->other_network_namespace) peer_of_[p.bulk] = 0;
-  const std::vector<uint8_t> answer = bind_head(0);
-  Status s = p.socket->write(RecordKind::kAddress, answer.data(), answer.size());
+  // The trainer answers on the endpoint UCX makes for this one's first
+  // message; the attached record tells it the socket's frames end here.
+  send_owned(p.bulk, kAttachAmId, {}, true);
+  Status s = p.socket->write(RecordKind::kAttached, nullptr, 0);
   if (!s.ok()) lost_.emplace_back(0, s.message());
 }
 
