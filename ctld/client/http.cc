@@ -6,88 +6,137 @@
 
 #include <cerrno>
 #include <memory>
+#include <sstream>
+
+#include <boost/beast/http.hpp>
 
 #include "ctld/client/http_io.h"
 
 namespace goldminer {
 
-using http_io::content_length;
 using http_io::deadline_after;
 using http_io::errno_text;
 using http_io::Fd;
-using http_io::head_end;
-using http_io::header_value;
-using http_io::lower;
+using http_io::first_line;
+using http_io::header_line;
 using http_io::read_until;
 using http_io::resolve;
+using http_io::trimmed;
 using http_io::wait_fd;
 using http_io::write_all;
 
-Expected<size_t> http_request_size(const std::string& data) {
-  size_t end = head_end(data);
-  if (end == std::string::npos) {
-    if (data.size() > kMaxHttpHead) return Status::error("http: request head over " + std::to_string(kMaxHttpHead) + " bytes");
-    return size_t{0};
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+
+// Feeds `data` to `parser` (limits set) until it has a whole message:
+// the bytes that message took; 0 while it is not whole; an error naming
+// what is wrong otherwise. `eof`: nothing more will come (a response
+// without Content-Length ends there).
+template <class Parser>
+Expected<size_t> feed(Parser* parser, const std::string& data, bool eof, const char* what) {
+  size_t used = 0;
+  beast::error_code ec;
+  while (!parser->is_done() && used < data.size()) {
+    const size_t n = parser->put(boost::asio::buffer(data.data() + used, data.size() - used), ec);
+    used += n;
+    if (ec == http::error::need_more) {
+      ec = {};
+      if (n == 0) break;
+      continue;
+    }
+    if (ec) break;
   }
-  auto length = content_length(data.substr(0, end));
-  if (!length.ok()) return length.status();
-  return data.size() >= end + *length ? end + *length : 0;
+  if (!ec && !parser->is_done() && eof && used == data.size()) parser->put_eof(ec);
+  if (ec == http::error::header_limit)
+    return Status::error(std::string("http: ") + what + " head over " + std::to_string(kMaxHttpHead) + " bytes");
+  if (ec == http::error::body_limit)
+    return Status::error("http: body of " +
+                         (header_line(data, "content-length").empty() ? std::string("more")
+                                                                      : header_line(data, "content-length")) +
+                         " bytes is over " + std::to_string(kMaxHttpBody));
+  if (ec == http::error::bad_content_length)
+    return Status::error("http: bad Content-Length '" + header_line(data, "content-length") + "'");
+  if (ec) return Status::error(std::string("http: bad ") + what + " line '" + first_line(data) + "' (" + ec.message() + ")");
+  return parser->is_done() ? used : size_t{0};
+}
+
+// kMaxHttpHead and kMaxHttpBody on `p`, which parses the body with the
+// head (one call may take a whole message).
+template <class Parser>
+void set_limits(Parser* p) {
+  p->header_limit(kMaxHttpHead);
+  p->body_limit(kMaxHttpBody);
+  p->eager(true);
+}
+
+}  // namespace
+
+Expected<size_t> http_request_size(const std::string& data) {
+  http::request_parser<http::string_body> p;
+  set_limits(&p);
+  return feed(&p, data, false, "request");
 }
 
 Expected<HttpRequest> parse_http_request(const std::string& data) {
-  auto size = http_request_size(data);
+  http::request_parser<http::string_body> p;
+  set_limits(&p);
+  auto size = feed(&p, data, false, "request");
   if (!size.ok()) return size.status();
   if (*size == 0) return Status::error("http: incomplete request");
-  size_t end = head_end(data), eol = data.find("\r\n");
-  std::string line = data.substr(0, eol);
-  size_t s1 = line.find(' '), s2 = line.rfind(' ');
-  if (s1 == std::string::npos || s2 == s1 || line.compare(s2 + 1, 5, "HTTP/") != 0)
-    return Status::error("http: bad request line '" + line.substr(0, 80) + "'");
+  const auto& m = p.get();
   HttpRequest r;
-  r.method = line.substr(0, s1);
-  r.path = line.substr(s1 + 1, s2 - s1 - 1);
+  r.method = std::string(m.method_string());
+  r.path = std::string(m.target());
   if (r.path.empty() || r.path[0] != '/') return Status::error("http: bad request path '" + r.path.substr(0, 80) + "'");
-  r.body = data.substr(end, *size - end);
-  bool found = false;
-  r.authorization = header_value(data.substr(0, end), "authorization", &found);
+  r.body = m.body();
+  r.authorization = trimmed(std::string(m[http::field::authorization]));
   return r;
 }
 
 std::string format_http_request(const HttpRequest& r, const std::string& host) {
-  return r.method + " " + r.path + " HTTP/1.0\r\nHost: " + host + "\r\n" +
-         (r.authorization.empty() ? "" : "Authorization: " + r.authorization + "\r\n") + "Content-Length: " +
-         std::to_string(r.body.size()) + "\r\nConnection: close\r\n\r\n" + r.body;
+  http::request<http::string_body> m{http::string_to_verb(r.method), r.path, 10};
+  if (m.method() == http::verb::unknown) m.method_string(r.method);
+  m.set(http::field::host, host);
+  if (!r.authorization.empty()) m.set(http::field::authorization, r.authorization);
+  m.set(http::field::connection, "close");
+  m.body() = r.body;
+  m.content_length(r.body.size());
+  std::ostringstream out;
+  out << m;
+  return out.str();
 }
 
 std::string format_http_response(const HttpResponse& r) {
-  const char* reason = r.status == 200 ? "OK" : r.status == 400 ? "Bad Request" : r.status == 403 ? "Forbidden"
-                     : r.status == 404 ? "Not Found" : r.status == 405 ? "Method Not Allowed"
-                     : r.status == 408 ? "Request Timeout" : r.status == 429 ? "Too Many Requests"
-                     : r.status == 503 ? "Service Unavailable" : "Error";
-  return "HTTP/1.0 " + std::to_string(r.status) + " " + reason + "\r\nContent-Type: " + r.content_type +
-         "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\nConnection: close\r\n\r\n" + r.body;
+  http::response<http::string_body> m{static_cast<http::status>(r.status), 10};
+  m.set(http::field::content_type, r.content_type);
+  m.set(http::field::connection, "close");
+  m.body() = r.body;
+  m.content_length(r.body.size());
+  std::ostringstream out;
+  out << m;
+  return out.str();
+}
+
+// The bytes a whole response takes of `data`; 0 while it is not whole.
+Expected<size_t> http_response_size(const std::string& data, bool eof) {
+  http::response_parser<http::string_body> p;
+  set_limits(&p);
+  return feed(&p, data, eof, "response");
 }
 
 Expected<HttpResponse> parse_http_response(const std::string& data) {
-  size_t end = head_end(data);
-  if (end == std::string::npos) return Status::error("http: response without a complete head");
-  std::string line = data.substr(0, data.find("\r\n"));
+  http::response_parser<http::string_body> p;
+  set_limits(&p);
+  auto size = feed(&p, data, true, "response");
+  if (!size.ok()) return size.status();
+  if (*size == 0) return Status::error("http: response cut short");
+  const auto& m = p.get();
   HttpResponse r;
-  if (line.compare(0, 5, "HTTP/") != 0 || line.size() < 12 || line[8] != ' ' ||
-      line.find_first_not_of("0123456789", 9) != 12)
-    return Status::error("http: bad status line '" + line.substr(0, 80) + "'");
-  r.status = std::stoi(line.substr(9, 3));
-  auto length = content_length(data.substr(0, end));
-  if (!length.ok()) return length.status();
-  r.body = data.substr(end);
-  if (r.body.size() < *length) return Status::error("http: response body cut short");
-  r.body.resize(*length > 0 ? *length : r.body.size());
-  size_t ct = lower(data.substr(0, end)).find("\r\ncontent-type:");
-  if (ct != std::string::npos) {
-    size_t start = ct + 15, eol = data.find("\r\n", start);
-    r.content_type = data.substr(start, eol - start);
-    while (!r.content_type.empty() && r.content_type.front() == ' ') r.content_type.erase(0, 1);
-  }
+  r.status = static_cast<int>(m.result_int());
+  r.content_type = trimmed(std::string(m[http::field::content_type]));
+  r.body = m.body();
   return r;
 }
 
@@ -124,14 +173,7 @@ Expected<HttpResponse> http_call(const std::string& address, const HttpRequest& 
     }
     Status st = write_all(s.fd, format_http_request(request, address), deadline);
     if (!st.ok()) return Status::error(address + ": " + st.message());
-    auto data = read_until(s.fd, deadline, kMaxHttpHead + kMaxHttpBody, [](const std::string& d, bool eof) -> Expected<size_t> {
-      size_t end = head_end(d);
-      if (end == std::string::npos) return size_t{0};
-      auto length = content_length(d.substr(0, end));
-      if (!length.ok()) return length.status();
-      if (d.size() >= end + *length && (*length > 0 || eof)) return end + *length;
-      return size_t{0};
-    });
+    auto data = read_until(s.fd, deadline, kMaxHttpHead + kMaxHttpBody, http_response_size);
     if (!data.ok()) return Status::error(address + ": " + data.status().message());
     return parse_http_response(*data);
   }

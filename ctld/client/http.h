@@ -7,9 +7,11 @@
 // messages and the client's call; the daemon's server is
 // ctld/http_server.h.
 //
-// Hand-written rather than libmicrohttpd or Boost.Beast: the protocol is
-// this small, and the limits a library would give (per-peer connections,
-// a connection's time) are the ones HttpServer enforces itself.
+// Messages are parsed and written by Boost.Beast (its request and response
+// parsers, with head and body limits, and its serializer); the sockets,
+// deadlines and connection limits are ours (http_io.h, HttpServer), since
+// Beast leaves them to its user and they are what a slow or flooding
+// peer meets first.
 #ifndef GOLDMINER_CTLD_CLIENT_HTTP_H_
 #define GOLDMINER_CTLD_CLIENT_HTTP_H_
 
@@ -49,6 +51,9 @@ Expected<HttpRequest> parse_http_request(const std::string& data);
 std::string format_http_request(const HttpRequest& request, const std::string& host);
 
 std::string format_http_response(const HttpResponse& response);
+// The bytes a whole response takes of `data` (`eof`: nothing more comes);
+// 0 while it is not whole; an error when it cannot become one.
+Expected<size_t> http_response_size(const std::string& data, bool eof);
 Expected<HttpResponse> parse_http_response(const std::string& data);
 
 // One request to `address` (HOST:PORT), all of it within `timeout_s`.

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -20,46 +21,30 @@ double left_s(Clock::time_point deadline) {
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 Clock::time_point deadline_after(double timeout_s) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
 }
 
-size_t head_end(const std::string& data) {
-  size_t p = data.find("\r\n\r\n");
-  return p == std::string::npos ? p : p + 4;
+std::string trimmed(std::string v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+  return v;
 }
 
-std::string header_value(const std::string& head, const std::string& name, bool* found) {
-  *found = false;
-  size_t pos = 0;
-  while ((pos = head.find("\r\n", pos)) != std::string::npos) {
-    pos += 2;
-    size_t colon = head.find(':', pos), eol = head.find("\r\n", pos);
-    if (colon == std::string::npos || eol == std::string::npos || colon > eol) continue;
-    if (lower(head.substr(pos, colon - pos)) != name) continue;
-    std::string v = head.substr(colon + 1, eol - colon - 1);
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
-    *found = true;
-    return v;
+std::string first_line(const std::string& data) { return data.substr(0, std::min<size_t>(data.find("\r\n"), 80)); }
+
+std::string header_line(const std::string& data, const std::string& name) {
+  for (size_t pos = data.find("\r\n"); pos != std::string::npos && pos + 2 < data.size();
+       pos = data.find("\r\n", pos + 2)) {
+    const size_t start = pos + 2, colon = data.find(':', start), eol = data.find("\r\n", start);
+    if (eol == start) break;  // the end of the head
+    if (colon == std::string::npos || eol == std::string::npos || colon > eol || colon - start != name.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < name.size() && same; ++i)
+      same = std::tolower(static_cast<unsigned char>(data[start + i])) == name[i];
+    if (same) return trimmed(data.substr(colon + 1, std::min<size_t>(eol - colon - 1, 40)));
   }
   return "";
-}
-
-Expected<size_t> content_length(const std::string& head) {
-  bool found = false;
-  std::string v = header_value(head, "content-length", &found);
-  if (!found) return size_t{0};
-  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
-    return Status::error("http: bad Content-Length '" + v.substr(0, 40) + "'");
-  size_t n = std::stoul(v);
-  if (n > kMaxHttpBody) return Status::error("http: body of " + v + " bytes is over " + std::to_string(kMaxHttpBody));
-  return n;
 }
 
 Status wait_fd(int fd, short events, Clock::time_point deadline, const std::string& what) {

@@ -1,6 +1,7 @@
 // What the HTTP client (http.h, http_call) and goldminer-ctld's server
 // (ctld/http_server.h) both do on a socket: waits, whole writes and reads
-// within one deadline, name resolution, and the head of a message.
+// within one deadline, name resolution, and pieces of a message for
+// error texts.
 // Internal to ctld/: the rest of the tree calls http_call or HttpServer.
 #ifndef GOLDMINER_CTLD_CLIENT_HTTP_IO_H_
 #define GOLDMINER_CTLD_CLIENT_HTTP_IO_H_
@@ -22,20 +23,16 @@ using Clock = std::chrono::steady_clock;
 
 // `what`: strerror(errno).
 std::string errno_text(const std::string& what);
-// `s` in ASCII lowercase (header names).
-std::string lower(std::string s);
-
 // `timeout_s` from now.
 Clock::time_point deadline_after(double timeout_s);
 
-// The head's end (after "\r\n\r\n"), or npos.
-size_t head_end(const std::string& data);
-// The value of header `name` (lowercase) in a head, trimmed; `found` says
-// whether it is there.
-std::string header_value(const std::string& head, const std::string& name, bool* found);
-// Content-Length of a head (0 when absent); an error when it is bad or
-// over kMaxHttpBody.
-Expected<size_t> content_length(const std::string& head);
+// For error texts (the messages themselves are Boost.Beast's to parse,
+// http.h): `v` without spaces and tabs around it; the first line of
+// `data` (at most 80 bytes); the raw value of header `name` (lowercase)
+// in `data`'s head, at most 40 bytes, "" when absent.
+std::string trimmed(std::string v);
+std::string first_line(const std::string& data);
+std::string header_line(const std::string& data, const std::string& name);
 
 // Waits for `events` on `fd` until `deadline`; an error names `what`.
 Status wait_fd(int fd, short events, Clock::time_point deadline, const std::string& what);
