@@ -64,7 +64,9 @@ CtldService::CtldService(CtldSettings settings, CredentialService* credentials, 
       owners_cache_(settings.owner_lookups, std::move(owner)),
       spare_cpus_(std::move(spare_cpus)),
       now_(std::move(now)),
-      registry_(std::max(0.0, settings.worker_cpus), settings.stale_after_s) {}
+      registry_(std::max(0.0, settings.worker_cpus), settings.stale_after_s) {
+  registry_.set_max_user_share(settings.max_user_share);
+}
 
 HttpResponse CtldService::handle(const HttpRequest& request) {
   if (request.path == "/report") {
@@ -93,6 +95,14 @@ HttpResponse CtldService::view(const HttpRequest& request) {
     if (!verified.ok()) return text(403, "not authenticated: " + verified.status().message());
     if (verified->payload != view_credential_payload(request.path))
       return text(403, "not authenticated: the credential is not for GET " + request.path.substr(0, 80));
+    // A GET's credential is used at once (goldminer-top makes one per
+    // request): one taken by whoever held this port during a restart is
+    // worth nothing here after kViewCredentialMaxAgeS, whatever munge's
+    // TTL (300 s by default).
+    const long long age = static_cast<long long>(std::time(nullptr)) - static_cast<long long>(verified->encoded);
+    if (verified->encoded != 0 && age > kViewCredentialMaxAgeS)
+      return text(403, "not authenticated: the credential was made " + std::to_string(age) +
+                           " s ago (a GET takes one made within " + std::to_string(kViewCredentialMaxAgeS) + " s)");
     viewer.authenticated = true;
     viewer.uid = verified->uid;
   }
@@ -106,8 +116,8 @@ HttpResponse CtldService::view(const HttpRequest& request) {
   return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.prometheus(shown)};
 }
 
-Expected<SlurmCpus::Held> parse_companion_cpus(const std::string& squeue_out) {
-  SlurmCpus::Held held;
+Expected<SlurmCpus> parse_companions(const std::string& squeue_out) {
+  SlurmCpus found;
   std::istringstream lines(squeue_out);
   const std::string prefix = "goldminer-dw.";
   for (std::string line; std::getline(lines, line);) {
@@ -115,8 +125,9 @@ Expected<SlurmCpus::Held> parse_companion_cpus(const std::string& squeue_out) {
     std::istringstream fields(line);
     long long uid = -1;
     double cpus = -1;
-    if (!(fields >> uid >> cpus) || uid < 0 || !(cpus >= 0 && cpus <= 1e9))
-      return Status::error("squeue: cannot read the line '" + line.substr(0, 80) + "' (expected UID CPUS NAME)");
+    std::string state;
+    if (!(fields >> uid >> cpus >> state) || uid < 0 || !(cpus >= 0 && cpus <= 1e9))
+      return Status::error("squeue: cannot read the line '" + line.substr(0, 80) + "' (expected UID CPUS STATE NAME)");
     std::string name;
     std::getline(fields >> std::ws, name);
     if (name.size() <= prefix.size() || name.rfind(prefix, 0) != 0 ||
@@ -124,9 +135,10 @@ Expected<SlurmCpus::Held> parse_companion_cpus(const std::string& squeue_out) {
       continue;
     const unsigned long long job = std::strtoull(name.c_str() + prefix.size(), nullptr, 10);
     if (job == 0 || job > 4294967295ull) continue;
-    held[static_cast<uint32_t>(job)][static_cast<uid_t>(uid)] += cpus;
+    found.companions.emplace(static_cast<uint32_t>(job), static_cast<uid_t>(uid));
+    if (state == "RUNNING") found.workers[static_cast<uint32_t>(job)][static_cast<uid_t>(uid)] += cpus;
   }
-  return held;
+  return found;
 }
 
 Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused) {
@@ -175,8 +187,36 @@ Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpRespo
   return owner;
 }
 
+// Whether job `job_id` of `owner` may be (or is) registered: it is, or
+// Slurm shows a companion job of it (goldminer-dw.J, pending or running)
+// of the same owner, which only its --goldminer job's plugin submits. A
+// plain job (`sleep`) of a user therefore steers nothing. `refused`: the
+// response when not.
+bool CtldService::is_goldminer_job(uint32_t job_id, uid_t owner, HttpResponse* refused) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (registry_.jobs().count(job_id) != 0) return true;
+  }
+  const std::string job = "job " + std::to_string(job_id);
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  if (!companions_known_) {
+    *refused = text(503, "report refused: cannot tell from Slurm whether " + job + " is a --goldminer job (" +
+                             (spare_error_.empty() ? std::string("not asked yet") : spare_error_) + "); try again");
+    return false;
+  }
+  if (companions_.count({job_id, owner}) == 0) {
+    log::error("goldminer-ctld: " + job + ": report refused: Slurm shows no job goldminer-dw." +
+               std::to_string(job_id) + " of its owner (uid " + std::to_string(owner) + "): not a --goldminer job");
+    *refused = text(403, "report refused: " + job + " is not a --goldminer job (Slurm shows no job goldminer-dw." +
+                             std::to_string(job_id) + " of its owner)");
+    return false;
+  }
+  return true;
+}
+
+// Runs even with a fixed pool (worker_cpus): the companion jobs say which
+// jobs may register.
 void CtldService::refresh_spare() {
-  if (settings_.worker_cpus >= 0) return;
   {
     std::lock_guard<std::mutex> lock(spare_mu_);
     if (refreshing_ || now_() - spare_at_ < settings_.pool_refresh_s) return;
@@ -189,6 +229,8 @@ void CtldService::refresh_spare() {
   if (spare.ok()) {
     spare_ = spare->spare;
     held_ = std::move(spare->workers);
+    companions_ = std::move(spare->companions);
+    companions_known_ = true;
     if (!spare_error_.empty()) log::info("goldminer-ctld: spare CPUs known again: " + cpus(spare_));
     spare_error_.clear();
   } else if (spare.status().message() != spare_error_) {
@@ -228,6 +270,9 @@ HttpResponse CtldService::report(const std::string& body) {
   auto owner = owner_of(report->job_id, verified->uid, &refused);
   if (!owner.ok()) return refused;
   refresh_spare();
+  // Another user's report is refused below (by the registry), with the
+  // answer that tells nothing of the job.
+  if (HttpResponse r; verified->uid == owner->uid && !is_goldminer_job(report->job_id, owner->uid, &r)) return r;
   TargetAnswer answer{report->job_id, report->nonce, 0};
   {
     std::lock_guard<std::mutex> lock(mu_);

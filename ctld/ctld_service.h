@@ -52,6 +52,8 @@ struct CtldSettings {
   double worker_cpus = -1;
   double pool_refresh_s = 2;
   double stale_after_s = 30;  // a job not heard from this long is dropped
+  // The most of the pool one user's jobs together get (0 to 1; 1: no cap).
+  double max_user_share = 1;
   // Who sees every job in full besides root: SlurmUser, operators.
   std::set<uid_t> privileged_uids;
   // Slurm's PrivateData has "jobs": another user's job is not shown at all.
@@ -70,20 +72,27 @@ Expected<SlurmAccess> parse_slurm_access(const std::string& show_config);
 
 // What goldminer-ctld reads of Slurm each pool refresh: the spare CPUs of
 // the workers' nodes (scontrol show node) and, from one squeue of the
-// running jobs, the CPUs each job's companion jobs (goldminer-dw.J) hold
-// and whose they are.
+// pending and running jobs, which jobs have companion jobs
+// (goldminer-dw.J), whose, and the CPUs the running ones hold.
 struct SlurmCpus {
   double spare = 0;
   // job J -> uid -> CPUs of the running jobs named goldminer-dw.J that uid
   // owns (anyone may name a job so: only the owner's count for J).
   using Held = std::map<uint32_t, std::map<uid_t, double>>;
   Held workers;
+  // (J, uid) for every pending or running job named goldminer-dw.J of that
+  // uid: J is a --goldminer job of that uid (its plugin submitted them).
+  std::set<std::pair<uint32_t, uid_t>> companions;
 };
 
-// squeue --format="%U %C %j" rows (the name last: it may hold spaces): the
-// CPUs of running jobs named goldminer-dw.J, by J and uid; other names are
-// skipped, a row without a uid and CPUs is an error naming it.
-Expected<SlurmCpus::Held> parse_companion_cpus(const std::string& squeue_out);
+// squeue --format="%U %C %T %j" rows (the name last: it may hold spaces):
+// the companion jobs (goldminer-dw.J) by J and uid, and the CPUs of the
+// running ones; other names are skipped, a row without a uid, CPUs and a
+// state is an error naming it.
+Expected<SlurmCpus> parse_companions(const std::string& squeue_out);
+
+// The oldest credential a GET is taken with, in seconds.
+constexpr long long kViewCredentialMaxAgeS = 10;
 
 // Thread-safe.
 class CtldService {
@@ -110,6 +119,7 @@ class CtldService {
   // The job's owner, registered or looked up (at a cost to `asker`'s
   // lookups); `refused` the response when there is none to take.
   Expected<JobOwner> owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused);
+  bool is_goldminer_job(uint32_t job_id, uid_t owner, HttpResponse* refused);  // not under mu_
   void refresh_spare();  // not under mu_: runs spare_cpus_ at most once at a time
   double pool_cpus();    // under mu_
 
@@ -127,6 +137,10 @@ class CtldService {
   // What Slurm says each job's workers hold (SlurmCpus::workers): the pool
   // counts these for the registered jobs, never what a report claims.
   SlurmCpus::Held held_;
+  // Jobs Slurm says are --goldminer jobs (SlurmCpus::companions); only
+  // these are registered. `companions_known_`: a refresh has succeeded.
+  std::set<std::pair<uint32_t, uid_t>> companions_;
+  bool companions_known_ = false;
   bool refreshing_ = false;
   std::string spare_error_;  // the last lookup's failure, logged once
 };

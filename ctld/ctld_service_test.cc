@@ -28,12 +28,20 @@ SessionReport report(uint32_t job, int workers, double per_worker) {
   return r;
 }
 
+// What Slurm says of the companion jobs: jobs 10 to 13 have theirs (they
+// are --goldminer jobs) for uids 0, 1000 and 1001; job 14 has none.
+SlurmCpus goldminer_jobs(SlurmCpus c = {}) {
+  for (uint32_t job : {10u, 11u, 12u, 13u})
+    for (uid_t uid : {0u, 1000u, 1001u}) c.companions.emplace(job, uid);
+  return c;
+}
+
 // What Slurm says: `spare` CPUs and the companion jobs' CPUs by job and uid.
 SlurmCpus with_held(double spare, SlurmCpus::Held held) {
   SlurmCpus c;
   c.spare = spare;
   c.workers = std::move(held);
-  return c;
+  return goldminer_jobs(c);
 }
 
 // A ctld on a real loopback port; jobs 10 and 11 are uid 1000's, 12 is
@@ -45,6 +53,7 @@ struct Ctld {
   std::atomic<int> squeue_runs{0};
   std::atomic<bool> job10_ended{false};  // squeue then says COMPLETED
   std::atomic<bool> squeue_fails{false};  // every lookup then fails (timed out)
+  std::atomic<bool> companions_fail{false};  // the companion jobs' squeue then fails
   CtldService service;
   std::unique_ptr<HttpServer> server;
   std::thread serving;
@@ -66,9 +75,14 @@ struct Ctld {
               if (job == 10 || job == 11) return JobOwner{1000, "RUNNING"};
               if (job == 12) return JobOwner{1000, "PENDING"};
               if (job == 13) return JobOwner{1001, "RUNNING"};
+              if (job == 14) return JobOwner{1000, "RUNNING"};  // a plain job: no companion
               return Status::error("not known to Slurm");
             },
-            [] { return Expected<SlurmCpus>(SlurmCpus{}); }, [this] { return clock; }) {
+            [this]() -> Expected<SlurmCpus> {
+              if (companions_fail) return Status::error("squeue: timed out after 10 s");
+              return goldminer_jobs();
+            },
+            [this] { return clock; }) {
     server = std::move(HttpServer::listen("127.0.0.1:0")).value();
     address = "127.0.0.1:" + std::to_string(server->port());
     serving = std::thread([this] { server->serve([this](const HttpRequest& r) { return service.handle(r); }); });
@@ -164,7 +178,7 @@ TEST(CtldServiceTest, TheClientTakesAnswersOnlyFromTheCtld) {
   CtldSettings s;
   s.worker_cpus = 8;
   CtldService fake(s, &impostor, [](uint32_t) { return Expected<JobOwner>(JobOwner{1000, "RUNNING"}); },
-                   [] { return Expected<SlurmCpus>(SlurmCpus{}); }, [] { return 0.0; });
+                   [] { return Expected<SlurmCpus>(goldminer_jobs()); }, [] { return 0.0; });
   auto server = std::move(HttpServer::listen("127.0.0.1:0")).value();
   std::thread serving([&] { server->serve([&](const HttpRequest& r) { return fake.handle(r); }); });
   CtldClient client("127.0.0.1:" + std::to_string(server->port()), std::make_shared<FakeCredentials>(1000), 64030);
@@ -307,6 +321,14 @@ TEST(CtldServiceTest, AGetWithABadReplayedOrMisdirectedCredentialIsRefused) {
   HttpResponse replay = get("/jobs", cred);
   EXPECT_EQ(replay.status, 403);
   EXPECT_EQ(replay.body, "not authenticated: munge: credential refused: Replayed credential\n");
+  // One made 60 s ago (taken by whoever held the port meanwhile, say) and
+  // used for the first time now.
+  ctld.signer.encoded = std::time(nullptr) - 60;
+  const std::string old = "Munge " + *FakeCredentials(1001).encode(view_credential_payload("/jobs"), nullptr);
+  HttpResponse late = get("/jobs", old);
+  EXPECT_EQ(late.status, 403);
+  EXPECT_EQ(late.body.rfind("not authenticated: the credential was made 6", 0), 0u) << late.body;
+  EXPECT_NE(late.body.find(" s ago (a GET takes one made within 10 s)"), std::string::npos) << late.body;
 }
 
 // Injected: 1,000 reports by uid 1000 for 1,000 jobs Slurm does not know,
@@ -340,18 +362,60 @@ TEST(CtldServiceTest, AThousandReportsForUnknownJobsCostABoundedNumberOfSqueueRu
   EXPECT_EQ(ctld.squeue_runs, 11);
 }
 
-// squeue's rows (UID CPUS NAME): the companion jobs' CPUs by job and uid;
-// names that are not goldminer-dw.J exactly (with spaces, a suffix, no
-// number) are skipped; a row without a uid and CPUs is an error naming it.
-TEST(CtldServiceTest, CompanionJobCpusAreReadFromSqueueByJobAndUid) {
-  auto held = parse_companion_cpus(
-      "0 4 goldminer-dw.10\n0 4 goldminer-dw.10\n1001 8 goldminer-dw.10\n1000 2 train.py\n"
-      "1001 99 goldminer-dw.11 0 999\n1001 99 goldminer-dw.11x\n1001 99 goldminer-dw.\n"
-      "1000 16 goldminer-dw.12\n\n");
-  ASSERT_TRUE(held.ok()) << held.status().message();
-  EXPECT_EQ(*held, (SlurmCpus::Held{{10, {{0, 8}, {1001, 8}}}, {12, {{1000, 16}}}}));
-  EXPECT_EQ(parse_companion_cpus("root 4 goldminer-dw.10\n").status().message(),
-            "squeue: cannot read the line 'root 4 goldminer-dw.10' (expected UID CPUS NAME)");
+// squeue's rows (UID CPUS STATE NAME): the companion jobs by job and uid
+// (pending or running), the running ones' CPUs; names that are not
+// goldminer-dw.J exactly (with spaces, a suffix, no number) are skipped; a
+// row without a uid, CPUs and a state is an error naming it.
+TEST(CtldServiceTest, CompanionJobsAndTheirCpusAreReadFromSqueueByJobAndUid) {
+  auto found = parse_companions(
+      "0 4 RUNNING goldminer-dw.10\n0 4 RUNNING goldminer-dw.10\n1001 8 RUNNING goldminer-dw.10\n"
+      "1000 2 RUNNING train.py\n1001 99 RUNNING goldminer-dw.11 0 999\n1001 99 RUNNING goldminer-dw.11x\n"
+      "1001 99 RUNNING goldminer-dw.\n1000 16 RUNNING goldminer-dw.12\n1000 4 PENDING goldminer-dw.15\n\n");
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  EXPECT_EQ(found->workers, (SlurmCpus::Held{{10, {{0, 8}, {1001, 8}}}, {12, {{1000, 16}}}}));
+  EXPECT_EQ(found->companions, (std::set<std::pair<uint32_t, uid_t>>{{10, 0}, {10, 1001}, {12, 1000}, {15, 1000}}));
+  EXPECT_EQ(parse_companions("root 4 RUNNING goldminer-dw.10\n").status().message(),
+            "squeue: cannot read the line 'root 4 RUNNING goldminer-dw.10' (expected UID CPUS STATE NAME)");
+  EXPECT_EQ(parse_companions("0 4\n").status().message(),
+            "squeue: cannot read the line '0 4' (expected UID CPUS STATE NAME)");
+}
+
+// Injected: its owner's reports for job 14, a running plain job (a
+// `sleep`: Slurm shows no goldminer-dw.14), and for job 10 once Slurm says
+// it ended; then, for job 11 (a --goldminer job), while the companion
+// jobs' squeue fails. Checked: neither 14 nor the ended 10 is registered
+// (403 with the reason), 11 is refused with 503 until Slurm answers, then
+// registered.
+TEST(CtldServiceTest, OnlyRunningGoldminerJobsOfTheirOwnerAreRegistered) {
+  Ctld ctld(8);
+  FakeCredentials user(1000);
+  uint64_t nonce = 1;
+  auto post = [&](uint32_t job) {
+    SessionReport r = report(job, 1, 10);
+    r.nonce = nonce++;
+    return ctld.service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(r), nullptr)});
+  };
+  HttpResponse plain = post(14);
+  EXPECT_EQ(plain.status, 403);
+  EXPECT_EQ(plain.body, "report refused: job 14 is not a --goldminer job (Slurm shows no job goldminer-dw.14 of its owner)\n");
+  ctld.job10_ended = true;
+  HttpResponse ended = post(10);
+  EXPECT_EQ(ended.status, 403) << ended.body;
+  EXPECT_NE(ctld.get("/jobs", 64030).body.find("\"jobs\": []"), std::string::npos) << "SlurmUser sees no job";
+
+  Ctld fresh(8);
+  fresh.companions_fail = true;
+  HttpResponse unsure = fresh.service.handle(
+      HttpRequest{"POST", "/report", *user.encode(encode_report(report(11, 1, 10)), nullptr)});
+  EXPECT_EQ(unsure.status, 503);
+  EXPECT_EQ(unsure.body, "report refused: cannot tell from Slurm whether job 11 is a --goldminer job (squeue: timed "
+                         "out after 10 s); try again\n");
+  fresh.companions_fail = false;
+  fresh.clock += 5;  // the next pool refresh
+  SessionReport again = report(11, 1, 10);
+  again.nonce = 2;
+  HttpResponse ok = fresh.service.handle(HttpRequest{"POST", "/report", *user.encode(encode_report(again), nullptr)});
+  EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
 // A registered job is asked about again once the cache's answer expires

@@ -8,6 +8,8 @@
 
 #include <sys/types.h>
 
+#include <ctime>
+
 #include <memory>
 #include <string>
 
@@ -19,6 +21,7 @@ struct Verified {
   std::string payload;
   uid_t uid = 0;  // who made the credential
   gid_t gid = 0;
+  time_t encoded = 0;  // when it was made (munge's encode time, seconds since the epoch); 0: unknown
 };
 
 // Thread-safe.

@@ -16,6 +16,7 @@ namespace goldminer {
 struct FakeCredentials : CredentialService {
   explicit FakeCredentials(uid_t uid) : as(uid) {}
   uid_t as;
+  time_t encoded = 0;  // the encode time decoded credentials claim; 0: now
   std::set<std::string> seen;
   std::mutex mu;
   Expected<std::string> encode(const std::string& payload, const uid_t* for_uid) override {
@@ -28,7 +29,8 @@ struct FakeCredentials : CredentialService {
     size_t a = c.find('|', 5), b = c.find('|', a + 1);
     std::string for_uid = c.substr(a + 1, b - a - 1);
     if (for_uid != "any" && std::stoul(for_uid) != as) return Status::error("munge: credential refused: Unauthorized");
-    return Verified{c.substr(b + 1), static_cast<uid_t>(std::stoul(c.substr(5, a - 5))), 0};
+    return Verified{c.substr(b + 1), static_cast<uid_t>(std::stoul(c.substr(5, a - 5))), 0,
+                    encoded != 0 ? encoded : std::time(nullptr)};
   }
 };
 

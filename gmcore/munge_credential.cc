@@ -41,6 +41,8 @@ class MungeCredentials : public CredentialService {
       std::free(buf);
     }
     if (e != EMUNGE_SUCCESS) return failed("credential refused", e, c);
+    time_t encoded = 0;
+    if (munge_ctx_get(c, MUNGE_OPT_ENCODE_TIME, &encoded) == EMUNGE_SUCCESS) v.encoded = encoded;
     return v;
   }
 

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "gmcore/json.h"
@@ -215,8 +217,45 @@ void WorkerRegistry::reallocate(double now_s) {
   for (auto it = jobs_.begin(); it != jobs_.end();)
     it = now_s - it->second.reported_s > stale_after_s_ ? jobs_.erase(it) : std::next(it);
   std::vector<DwClaim> claims;
-  for (const auto& [id, e] : jobs_) claims.push_back(claim_of(e.report));
-  std::vector<int> counts = allocate_workers(claims, std::llround(std::max(0.0, worker_cpus_) * 1000));
+  std::vector<uint32_t> uids;
+  for (const auto& [id, e] : jobs_) {
+    claims.push_back(claim_of(e.report));
+    uids.push_back(e.uid);
+  }
+  const int64_t capacity = std::llround(std::max(0.0, worker_cpus_) * 1000);
+  std::vector<int> counts = allocate_workers(claims, capacity);
+  // A user over max_user_share: that user's jobs give back workers, the
+  // one whose last worker is worth least first, until within it; they are
+  // capped there and the rest is shared again among everyone. Each round
+  // caps one more user for good, so this ends within a round per user.
+  const int64_t user_cap = std::llround(std::max(0.0, worker_cpus_) * std::clamp(max_user_share_, 0.0, 1.0) * 1000);
+  std::set<uint32_t> capped;
+  for (bool again = max_user_share_ < 1; again;) {
+    again = false;
+    std::map<uint32_t, int64_t> used;
+    for (size_t j = 0; j < claims.size(); ++j) used[uids[j]] += counts[j] * claims[j].cpu_per_worker;
+    for (const auto& [uid, milli] : used) {
+      if (milli <= user_cap || capped.count(uid) != 0) continue;
+      int64_t over = milli - user_cap;
+      while (over > 0) {
+        size_t cheapest = claims.size();
+        for (size_t j = 0; j < claims.size(); ++j) {
+          if (uids[j] != uid || counts[j] == 0) continue;
+          if (cheapest == claims.size() ||
+              marginal_value(claims[j], counts[j] - 1) < marginal_value(claims[cheapest], counts[cheapest] - 1))
+            cheapest = j;
+        }
+        if (cheapest == claims.size()) break;
+        --counts[cheapest];
+        over -= claims[cheapest].cpu_per_worker;
+      }
+      for (size_t j = 0; j < claims.size(); ++j)
+        if (uids[j] == uid) claims[j].max_workers = std::min(claims[j].max_workers, counts[j]);
+      capped.insert(uid);
+      again = true;
+    }
+    if (again) counts = allocate_workers(claims, capacity);
+  }
   size_t i = 0;
   for (auto& [id, e] : jobs_) e.target = counts[i++];
 }

@@ -113,6 +113,9 @@ class WorkerRegistry {
   int target(uint32_t job_id) const;
 
   void set_worker_cpus(double cpus) { worker_cpus_ = cpus; }
+  // The most of the worker CPUs one user's jobs together get (0 to 1; 1:
+  // no cap). What a capped user leaves goes to the others.
+  void set_max_user_share(double share) { max_user_share_ = share; }
   double worker_cpus() const { return worker_cpus_; }
   const std::map<uint32_t, JobEntry>& jobs() const { return jobs_; }
 
@@ -130,6 +133,7 @@ class WorkerRegistry {
  private:
   double worker_cpus_;
   double stale_after_s_;
+  double max_user_share_ = 1;
   std::map<uint32_t, JobEntry> jobs_;
 };
 

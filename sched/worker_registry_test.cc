@@ -253,6 +253,31 @@ TEST(WorkerRegistryTest, JobsShareWorkerCpusByMarginalValue) {
   EXPECT_EQ(reg.target(2), 8);
 }
 
+// Three jobs of uid 1000 (each saturating at 8 workers) and one of uid
+// 1001 share 20 CPUs: without a cap uid 1000 takes more than half; with a
+// user share of 0.5 its jobs together get exactly 10, and uid 1001's job
+// all it can use (what it gets alone with 100 CPUs).
+TEST(WorkerRegistryTest, AUsersShareOfThePoolIsCapped) {
+  WorkerRegistry reg(20, 30);
+  for (uint32_t job : {1u, 2u, 3u}) ASSERT_TRUE(reg.accept(report(job, 12.5), 1000, 1000, 0).ok());
+  SessionReport other = report(4, 12.5);
+  other.consumption_rate = 40;  // worth a little less per worker than the others
+  ASSERT_TRUE(reg.accept(other, 1001, 1001, 0).ok());
+  auto of_1000 = [&] { return reg.target(1) + reg.target(2) + reg.target(3); };
+  reg.reallocate(1);
+  EXPECT_EQ(of_1000() + reg.target(4), 20);
+  EXPECT_GT(of_1000(), 10) << "the cap below changes something";
+  reg.set_max_user_share(0.5);
+  reg.reallocate(2);
+  EXPECT_LE(of_1000(), 10);
+  EXPECT_EQ(of_1000(), 10) << "capped, not starved";
+  WorkerRegistry alone(100, 30);
+  ASSERT_TRUE(alone.accept(other, 1001, 1001, 0).ok());
+  alone.reallocate(1);
+  EXPECT_EQ(reg.target(4), alone.target(4)) << "uid 1001's job gets what it can use";
+  EXPECT_LE(reg.target(4), 10);
+}
+
 TEST(WorkerRegistryTest, AReportForAnotherUsersJobIsRefused) {
   WorkerRegistry reg(8, 30);
   Status st = reg.accept(report(7, 25), 1001, 1000, 0);

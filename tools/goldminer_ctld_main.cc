@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
   if (command_line.given("worker-cpus") && !(worker_cpus >= 0 && worker_cpus <= 1e7))
     return fail("--worker-cpus: must be 0 to 10000000", 2);
   if (!(stale_after > 0 && stale_after <= 86400)) return fail("--stale-after: must be 0 to 86400 seconds", 2);
+  if (!(a.max_user_share > 0 && a.max_user_share <= 1))
+    return fail("--max-user-share: must be above 0 and at most 1 (a fraction of the worker CPUs)", 2);
   if (!(limits.max_connections >= 1 && limits.max_connections <= 4096))
     return fail("--max-connections: must be 1 to 4096", 2);
   if (!(limits.max_per_peer >= 1 && limits.max_per_peer <= limits.max_connections))
@@ -167,12 +169,14 @@ int main(int argc, char** argv) {
     if (!nodes.ok()) return Status::error("scontrol show node: " + nodes.status().message());
     SlurmCpus found;
     found.spare = spare_worker_cpus(*nodes, placement);
-    // What the companion jobs hold, whose: one squeue for all of them.
-    auto running = slurm("squeue", {"--noheader", "--states=RUNNING", "--format=%U %C %j"});
-    if (!running.ok()) return Status::error("squeue: " + running.status().message());
-    auto held = parse_companion_cpus(*running);
-    if (!held.ok()) return held.status();
-    found.workers = std::move(*held);
+    // The companion jobs, whose, and what the running ones hold: one
+    // squeue for all of them.
+    auto jobs = slurm("squeue", {"--noheader", "--states=PENDING,RUNNING", "--format=%U %C %T %j"});
+    if (!jobs.ok()) return Status::error("squeue: " + jobs.status().message());
+    auto companions = parse_companions(*jobs);
+    if (!companions.ok()) return companions.status();
+    found.workers = std::move(companions->workers);
+    found.companions = std::move(companions->companions);
     return found;
   };
   const auto start = std::chrono::steady_clock::now();
@@ -183,6 +187,7 @@ int main(int argc, char** argv) {
   CtldSettings settings;
   settings.worker_cpus = worker_cpus;
   settings.stale_after_s = stale_after;
+  settings.max_user_share = a.max_user_share;
   settings.privileged_uids = privileged;
   settings.private_jobs = access.private_jobs;
   settings.owner_lookups.per_uid_per_s = lookups_per_s;

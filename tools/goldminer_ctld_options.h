@@ -12,7 +12,8 @@ namespace goldminer {
 
 struct CtldArgs {
   std::string listen, partition, munge_socket, pid_file, operators;
-  double worker_cpus = -1, stale_after = 30, reserve = -1, lookups_per_s = 0.5, lookup_burst = 10;
+  double worker_cpus = -1, stale_after = 30, reserve = -1, lookups_per_s = 0.5, lookup_burst = 10,
+         max_user_share = 1;
   HttpServeLimits limits;
   bool verbose = false;
 };
@@ -42,6 +43,11 @@ goldminer.conf beside \fBSLURM_CONF\fR (see
 \fBselect_goldminer_cons_tres\fR(8)).)"),
               option("stale-after", "S", "30", "seconds after which a silent job is dropped", &a->stale_after,
                      R"(a job that has not reported for \fIS\fR seconds is dropped.)"),
+              option("max-user-share", "F", "1",
+                     "the most of the worker CPUs one user's jobs together get (0 to 1; 1: no cap)",
+                     &a->max_user_share, R"(the most of the worker CPUs one user's jobs get together, a
+fraction from 0 to 1 (1, the default: no cap); what a capped user
+leaves goes to the other users' jobs.)"),
               option("operators", "USER,...", "",
                      "users (names or uids, comma-separated) who see every job in full, as root and SlurmUser do",
                      &a->operators, "users (names or uids) who see every job in full, as root and SlurmUser do."),

@@ -95,10 +95,11 @@ test_ctld_shares_worker_cpus_between_competing_jobs() {
 }
 
 # A report made with another user's munge credential (nobody's) for a
-# running job of root's is refused with the reason, and so is a replayed
-# one; neither registers the job.
+# running job of root's is refused with the reason; root's own for a plain
+# job (no goldminer-dw.J of root's) is refused too; with one, root's report
+# is taken, and a replay of it refused.
 test_ctld_refuses_a_report_from_another_user_and_a_replay() {
-    local job report cred out
+    local job companion report cred out
     job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; return 1; }
     wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; return 1; }
     report=$(printf 'job=%s\nnonce=7\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\n' "$job")
@@ -108,12 +109,23 @@ test_ctld_refuses_a_report_from_another_user_and_a_replay() {
     # The answer tells neither the owner nor the state (the log does).
     expect_eq "forged report" "$out" "report refused: job $job is not a running job of uid $(id -u nobody)
  403" || { scancel "$job"; return 1; }
-    # root's own report is taken once; the same credential again is not.
+    # root's own report for a plain job (no companion job): not registered.
     cred=$(munge -S "$state/munge/munge.socket" -s "$report")
-    out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
-    expect_eq "owner's report" "$out" 200 || { scancel "$job"; return 1; }
     out=$(curl -s -w ' %{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
-    scancel "$job"
+    expect_eq "plain job" "$out" "report refused: job $job is not a --goldminer job (Slurm shows no job goldminer-dw.$job of its owner)
+ 403" || { scancel "$job"; return 1; }
+    # With a job of root's named goldminer-dw.J (what the plugin submits),
+    # root's report is taken once (within a pool refresh, 2 s); the same
+    # credential again is not.
+    companion=$(sbatch --parsable --time=2 -p cpu -o /dev/null --job-name="goldminer-dw.$job" --wrap 'sleep 60') ||
+        { echo "$companion"; scancel "$job"; return 1; }
+    ctld_takes_report() {
+        cred=$(munge -S "$state/munge/munge.socket" -s "$report")
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")" = 200 ]
+    }
+    wait_for 10 ctld_takes_report || { echo "owner's report for a goldminer job not taken"; scancel "$job" "$companion"; return 1; }
+    out=$(curl -s -w ' %{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
+    scancel "$job" "$companion"
     expect_contains "replay" "$out" "report refused: munge: credential refused: Replayed credential" || return 1
     expect_contains "ctld log" "$(cat "$state/log/goldminer-ctld.log")" \
         "goldminer-ctld: job $job: report from uid $(id -u nobody) refused: the job is uid 0's" || return 1
@@ -169,23 +181,25 @@ ctld_restart() {
 # job's figures are shown, with uid and hosts null); without a credential
 # only the totals; root sees the job in full.
 test_ctld_a_non_owner_sees_no_other_users_uid_name_or_host() {
-    local job report cred out row
-    job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; return 1; }
-    wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; return 1; }
-    report=$(printf 'job=%s\nnonce=9\nworkers=1\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=secret-host-7\ncurve=\nknee=-1\nprobing=0\n' "$job")
-    cred=$(munge -S "$state/munge/munge.socket" -s "$report")
-    out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
-    expect_eq "root's report" "$out" 200 || { scancel "$job"; return 1; }
+    local job companion report out row
+    read -r job companion <<<"$(hand_made_goldminer_job 60)" || { echo "$job"; return 1; }
+    root_reports() {
+        report=$(printf 'job=%s\nnonce=%s\nworkers=1\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=secret-host-7\ncurve=\nknee=-1\nprobing=0\n' "$job" "$RANDOM")
+        out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
+            "http://$(ctld_address)/report")
+        [ "$out" = 200 ]
+    }
+    wait_for 10 root_reports || { echo "root's report: $out"; scancel "$job" "$companion" "$companion"; return 1; }
     row=$(ctld_top --json | jq -c --argjson j "$job" '.jobs[] | select(.job == $j) | [.uid, .hosts]')
-    expect_eq "root's view" "$row" '[0,["secret-host-7"]]' || { scancel "$job"; return 1; }
-    out=$(ctld_top_as_nobody --json 2>&1) || { echo "goldminer-top as nobody: $out"; scancel "$job"; return 1; }
+    expect_eq "root's view" "$row" '[0,["secret-host-7"]]' || { scancel "$job" "$companion"; return 1; }
+    out=$(ctld_top_as_nobody --json 2>&1) || { echo "goldminer-top as nobody: $out"; scancel "$job" "$companion"; return 1; }
     row=$(echo "$out" | jq -c --argjson j "$job" '.jobs[] | select(.job == $j) | [.uid, .hosts]')
-    expect_eq "nobody's view of root's job" "$row" '[null,null]' || { echo "$out"; scancel "$job"; return 1; }
-    if echo "$out" | grep -q -e secret-host -e '"uid": 0'; then echo "nobody sees: $out"; scancel "$job"; return 1; fi
+    expect_eq "nobody's view of root's job" "$row" '[null,null]' || { echo "$out"; scancel "$job" "$companion"; return 1; }
+    if echo "$out" | grep -q -e secret-host -e '"uid": 0'; then echo "nobody sees: $out"; scancel "$job" "$companion"; return 1; fi
     out=$(ctld_top_as_nobody --once 2>&1)
-    if echo "$out" | grep -q -e secret-host -e root; then echo "nobody's table: $out"; scancel "$job"; return 1; fi
+    if echo "$out" | grep -q -e secret-host -e root; then echo "nobody's table: $out"; scancel "$job" "$companion"; return 1; fi
     out=$(curl -s "http://$(ctld_address)/jobs")
-    scancel "$job"
+    scancel "$job" "$companion"
     expect_eq "jobs without a credential" "$(echo "$out" | jq -c .jobs)" '[]' || { echo "$out"; return 1; }
 }
 
@@ -196,7 +210,7 @@ test_ctld_a_non_owner_sees_no_other_users_uid_name_or_host() {
 # answered 429; no answer names an owner or a state; root's report for
 # its running job is still taken.
 test_ctld_a_thousand_reports_for_unknown_jobs_run_squeue_a_bounded_number_of_times() {
-    local standin calls creds start took n bound job report codes out
+    local standin calls creds start took n bound job companion codes out
     standin=$work/ctld-standin
     calls=$work/ctld-squeue-calls
     mkdir -p "$standin"
@@ -239,14 +253,24 @@ PY
     [ "$n" -ge 1 ] && [ "$n" -le "$bound" ] || { echo "squeue ran $n times: $(head -3 "$calls")"; ctld_restart; return 1; }
     expect_contains "answers" "$(echo "$codes" | head -1)" "429:" || { ctld_restart; return 1; }
     # Root's own report is taken: nobody's storm spent only nobody's lookups.
-    job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; ctld_restart; return 1; }
-    wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; ctld_restart; return 1; }
-    report=$(printf 'job=%s\nnonce=11\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\n' "$job")
-    out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
-        "http://$(ctld_address)/report")
-    scancel "$job"
+    read -r job companion <<<"$(hand_made_goldminer_job 60)" || { echo "$job"; ctld_restart; return 1; }
+    wait_for 10 ctld_report_taken "$job" 11 4 1 0 '' -1
+    out=$(ctld_post_report "$job" 12 4 1 0 '' -1)
+    scancel "$job" "$companion"
     ctld_restart || return 1
     expect_eq "root's report" "$out" 200 || return 1
+}
+
+# A running job of root's that goldminer-ctld takes for a --goldminer job:
+# a plain `sleep SECONDS` and, as the plugin submits for a real one, a job
+# of root's named goldminer-dw.J beside it. Prints "J COMPANION".
+hand_made_goldminer_job() {
+    local job companion
+    job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap "sleep $1") || { echo "$job"; return 1; }
+    companion=$(sbatch --parsable --time=2 -p cpu -o /dev/null --job-name="goldminer-dw.$job" --wrap "sleep $1") ||
+        { echo "$companion"; scancel "$job"; return 1; }
+    wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job" "$companion"; return 1; }
+    echo "$job $companion"
 }
 
 # None of the JOBS is listed by goldminer-ctld.
@@ -268,6 +292,11 @@ ctld_post_report() {
         "http://$(ctld_address)/report"
 }
 
+# ctld_report_taken ARGS...: whether ctld_post_report ARGS... is answered
+# 200 (a new job is taken once goldminer-ctld's next pool refresh, at most
+# 2 s away, has seen its companion job).
+ctld_report_taken() { [ "$(ctld_post_report "$@")" = 200 ]; }
+
 # Two running jobs of root's report measured scaling curves (real sessions
 # on this machine cannot make controlled ones): one flat above 2 workers
 # (20k samples/s at 2 and at 6, its knee 2), one still rising (5k at 2, 15k
@@ -277,31 +306,32 @@ ctld_post_report() {
 # the CPUs; /metrics shows the knee and the curve, goldminer-top the
 # KNEE column and the curve line.
 test_ctld_gives_the_cpus_to_the_job_whose_curve_rises() {
-    local flat rising cpus per out tf tr json top line
-    flat=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 120') || { echo "$flat"; return 1; }
-    rising=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 120') || { echo "$rising"; scancel "$flat"; return 1; }
-    if ! wait_for 30 job_running "$flat" || ! wait_for 30 job_running "$rising"; then
-        echo "jobs $flat, $rising not running"; scancel "$flat" "$rising"; return 1
-    fi
+    local flat flat_dw rising rising_dw cpus per out tf tr json top line
+    read -r flat flat_dw <<<"$(hand_made_goldminer_job 120)" || { echo "$flat"; return 1; }
+    read -r rising rising_dw <<<"$(hand_made_goldminer_job 120)" || { echo "$rising"; scancel "$flat" "$flat_dw"; return 1; }
     cpus=$(ctld_top --json | jq .worker_cpus)
     per=$(awk -v c="$cpus" 'BEGIN { printf "%.3f", c / 4 }')
     # goldminer-ctld takes whole CPUs per worker (Slurm gives no less).
-    awk -v p="$per" 'BEGIN { exit !(p >= 1) }' || { echo "fewer than 4 worker CPUs: $cpus"; scancel "$flat" "$rising"; return 1; }
+    awk -v p="$per" 'BEGIN { exit !(p >= 1) }' || { echo "fewer than 4 worker CPUs: $cpus"; scancel "$flat" "$rising" "$flat_dw" "$rising_dw"; return 1; }
+    wait_for 10 ctld_report_taken "$flat" 20 "$per" 0 20000 1:10000,2:20000,6:20000 2
     out=$(ctld_post_report "$flat" 21 "$per" 0 20000 1:10000,2:20000,6:20000 2)
-    expect_eq "flat job's report" "$out" 200 || { scancel "$flat" "$rising"; return 1; }
+    expect_eq "flat job's report" "$out" 200 || { scancel "$flat" "$rising" "$flat_dw" "$rising_dw"; return 1; }
+    wait_for 10 ctld_report_taken "$rising" 23 "$per" 0.5 15000 2:5000,6:15000 -1
     out=$(ctld_post_report "$rising" 22 "$per" 0.5 15000 2:5000,6:15000 -1)
-    expect_eq "rising job's report" "$out" 200 || { scancel "$flat" "$rising"; return 1; }
+    expect_eq "rising job's report" "$out" 200 || { scancel "$flat" "$rising" "$flat_dw" "$rising_dw"; return 1; }
     tf=$(ctld_job_field "$flat" target) tr=$(ctld_job_field "$rising" target)
     echo "  worker CPUs $cpus, $per a worker: targets flat $flat: $tf, rising $rising: $tr"
     json=$(ctld_top --json) top=$(ctld_top --once)
     while IFS= read -r line; do echo "  top: $line"; done <<<"$top"
     out=$(curl -s "http://$(ctld_address)/metrics" -H "Authorization: Munge $(munge -S "$state/munge/munge.socket" -s 'goldminer-ctld GET /metrics')")
-    scancel "$flat" "$rising"
+    scancel "$flat" "$rising" "$flat_dw" "$rising_dw"
     # Their targets would hold worker CPUs from the next tests' jobs until
     # goldminer-ctld drops them (--stale-after, 30 s).
     wait_for 60 ctld_not_listed "$flat" "$rising" || { echo "jobs $flat, $rising still listed"; return 1; }
     if [ -z "$tf" ] || [ -z "$tr" ]; then echo "not listed: $(ctld_top --json)"; return 1; fi
     if [ "$tr" -le "$tf" ] || [ "$tf" -gt 2 ]; then echo "targets flat $tf, rising $tr"; return 1; fi
+    # The pool once both are registered: their companion jobs' CPUs count.
+    cpus=$(echo "$json" | jq .worker_cpus)
     awk -v a="$tf" -v b="$tr" -v p="$per" -v c="$cpus" 'BEGIN { exit !((a + b) * p <= c + 1e-6) }' ||
         { echo "targets $tf + $tr of $per CPUs each exceed $cpus"; return 1; }
     expect_eq "flat job's curve and knee" "$(echo "$json" | jq -c --argjson j "$flat" '.jobs[] | select(.job == $j) | [.curve, .knee, .probing]')" \
