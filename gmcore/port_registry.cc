@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -185,12 +188,15 @@ class Locked {
 
     // O_NONBLOCK: a FIFO planted under the name cannot block the open.
     const std::string lock_name = l.name_ + ".lock", lock_path = r.path + ".lock";
-    l.lock_ = Fd(::openat(l.dir_.get(), lock_name.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
+    l.lock_ = Fd(::openat(l.dir_.get(), lock_name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
     if (l.lock_.get() < 0) return open_failed(lock_path, errno, l.dir_.get(), lock_name.c_str());
     s = check_owned(l.lock_.get(), lock_path, false, owner);
     if (!s.ok()) return s;
     s = lock(l.lock_.get(), lock_path, r.lock_wait_s);
     if (!s.ok()) return s;
+    auto salt = read_salt(l.lock_.get(), lock_path);
+    if (!salt.ok()) return salt.status();
+    l.salt_ = *salt;
 
     std::string text;
     Fd file(::openat(l.dir_.get(), l.name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
@@ -217,6 +223,9 @@ class Locked {
 
   // What the registry held when it was opened.
   const std::vector<Entry>& entries() const { return entries_; }
+  // This boot's random offset of every job's first port (the lock file's
+  // text, written by the first reservation after boot: /run is a tmpfs).
+  uint32_t salt() const { return salt_; }
 
   // Replaces the registry with `entries`: .NAME.new, fsync, rename, fsync
   // of the directory.
@@ -269,7 +278,32 @@ class Locked {
   }
 
   std::string dir_path_, name_, path_;
+  // The lock file holds the salt: 8 hex digits, written under the lock
+  // when it is empty (getrandom), read back otherwise.
+  static Expected<uint32_t> read_salt(int fd, const std::string& path) {
+    char text[16] = {};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    if (n < 0) return Status::error("port registry: " + path + ": " + std::strerror(errno));
+    if (n == 0) {
+      uint32_t salt = 0;
+      if (::getrandom(&salt, sizeof salt, 0) != static_cast<ssize_t>(sizeof salt))
+        return Status::error(std::string("port registry: getrandom: ") + std::strerror(errno));
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%08x\n", salt);
+      if (::pwrite(fd, hex, 9, 0) != 9 || ::fsync(fd) != 0)
+        return Status::error("port registry: " + path + ": " + std::strerror(errno));
+      return salt;
+    }
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(text, &end, 16);
+    if (end != text + 8 || v > UINT32_MAX)
+      return Status::error("port registry: " + path + ": expected 8 hex digits (this boot's port offset); remove it "
+                           "when no job runs on the node");
+    return static_cast<uint32_t>(v);
+  }
+
   Fd dir_, lock_;  // destroyed in reverse: the lock goes before the directory
+  uint32_t salt_ = 0;
   std::vector<Entry> entries_;
 };
 
@@ -365,11 +399,22 @@ Expected<std::map<std::string, int>> reserve_ports(const PortRegistry& r, uint32
     if (e.job == job && wanted.count(e.tag) && !got.count(e.tag)) got[e.tag] = e.port;
   }
   bool changed = kept.size() != locked->entries().size();
+  size_t held = 0;
+  for (const Entry& e : kept) held += e.job == job;
+  size_t wanted_new = 0;
+  for (const std::string& tag : tags) wanted_new += got.count(tag) == 0;
+  if (held + wanted_new > kMaxPortsPerJob)
+    return Status::error("port registry: job " + std::to_string(job) + " would hold " +
+                         std::to_string(held + wanted_new) + " ports on this node (at most " +
+                         std::to_string(kMaxPortsPerJob) + ")");
+  // A job's first port: this boot's random offset plus its id, so nobody
+  // can tell which port a job id will get and take it first.
+  const uint64_t offset = r.random_start ? locked->salt() : 0;
   for (const std::string& tag : tags) {  // in the caller's order
     if (got.count(tag)) continue;
     for (int i = 0; i < r.range.size(); ++i) {
-      const int p =
-          r.range.low + static_cast<int>((job + static_cast<uint32_t>(i)) % static_cast<uint32_t>(r.range.size()));
+      const int p = r.range.low + static_cast<int>((uint64_t{job} + offset + static_cast<uint64_t>(i)) %
+                                                   static_cast<uint64_t>(r.range.size()));
       if (taken.count(p) || (r.bindable && !r.bindable(p))) continue;
       got[tag] = p;
       taken.insert(p);
@@ -385,9 +430,54 @@ Expected<std::map<std::string, int>> reserve_ports(const PortRegistry& r, uint32
   return got;
 }
 
+std::map<uint32_t, size_t> listeners_by_uid(const PortRange& range, const std::string& proc_net) {
+  std::map<uint32_t, size_t> by_uid;
+  for (const char* file : {"tcp", "tcp6"}) {
+    std::ifstream in(proc_net + "/" + file);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid ...
+      std::istringstream f(line);
+      std::string sl, local, remote, state, queues, timer, retransmits;
+      uint32_t uid = 0;
+      if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retransmits >> uid) || state != "0A") continue;
+      const size_t colon = local.rfind(':');
+      if (colon == std::string::npos) continue;
+      const long port = std::strtol(local.c_str() + colon + 1, nullptr, 16);
+      if (port >= range.low && port <= range.high) ++by_uid[uid];
+    }
+  }
+  return by_uid;
+}
+
 Status no_port_left(const PortRegistry& r) {
+  // Who holds them, for the log: goldminer jobs by the registry (best
+  // effort, without the lock), other listeners by uid (/proc/net/tcp{,6}).
+  std::map<uint32_t, size_t> jobs;
+  std::ifstream registry(r.path);
+  for (std::string line; std::getline(registry, line);) {
+    std::istringstream f(line);
+    int port = 0;
+    uint32_t job = 0;
+    if (f >> port >> job) ++jobs[job];
+  }
+  std::string who;
+  size_t shown = 0;
+  for (const auto& [job, n] : jobs) {
+    if (shown++ == 5) {
+      who += ", ...";
+      break;
+    }
+    who += (who.empty() ? "job " : ", job ") + std::to_string(job) + ": " + std::to_string(n);
+  }
+  std::string others;
+  for (const auto& [uid, n] : listeners_by_uid(r.range, "/proc/net"))
+    others += (others.empty() ? "uid " : ", uid ") + std::to_string(uid) + ": " + std::to_string(n);
   return Status::error("port registry: " + r.path + ": every port of " + std::to_string(r.range.low) + "-" +
-                       std::to_string(r.range.high) + " is reserved or in use on this node");
+                       std::to_string(r.range.high) + " is reserved or in use on this node (reserved by goldminer " +
+                       (who.empty() ? std::string("jobs: none") : who) + "; listening now, by owner: " +
+                       (others.empty() ? std::string("none seen") : others) + ")");
 }
 
 Expected<int> reserve_port(const PortRegistry& r, uint32_t job, pid_t owner, const std::string& tag) {

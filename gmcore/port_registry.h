@@ -45,11 +45,15 @@
 //
 // reserve_ports, under the lock: for each tag, the job's own live entry
 // with that tag if it has one (a later step of the job), else the first
-// port from low + job mod range size on, wrapping, that no live entry
+// port from low + (job + salt) mod range size on, wrapping (salt: a random
+// 32-bit number the first reservation after boot writes into the lock
+// file, which nobody but the registry's owner can read, so nobody can tell
+// a job's port from its public id and take it first), that no live entry
 // holds and that can be bound on the node's address now (a probe with
 // SO_REUSEADDR, as the trainer binds: a port in TIME_WAIT is free, a
-// listening one is not). Entries whose process is gone are dropped (a step
-// killed before its exit callback). release_port drops the job's entries
+// listening one is not), at most kMaxPortsPerJob entries per job. Entries
+// whose process is gone are dropped (a step killed before its exit
+// callback). release_port drops the job's entries
 // that PID still owns. Slurm-free: process start times and the probe are
 // injected; the tests use a temporary directory.
 #ifndef GOLDMINER_GMCORE_PORT_REGISTRY_H_
@@ -94,7 +98,17 @@ struct PortRegistry {
   // Tests only: runs after the new registry is written and synced, before
   // it replaces the old one (a crash there must leave the old one).
   std::function<void()> before_rename;
+  // A job's first port is low + (job + this boot's random offset) mod the
+  // range's size; false (tests of the order): low + job mod size.
+  bool random_start = true;
 };
+
+// The most ports one job holds on a node (its trainer and its ranks there).
+constexpr size_t kMaxPortsPerJob = 256;
+
+// Listening TCP sockets (IPv4 and IPv6) in `range` by owner uid, from
+// PROC_NET/tcp and tcp6 (this network namespace's).
+std::map<uint32_t, size_t> listeners_by_uid(const PortRange& range, const std::string& proc_net);
 
 // Whether a TCP socket can bind `address`:`port` (IPv4 or IPv6) now, with
 // SO_REUSEADDR as the trainer's UCX listener sets it.
@@ -114,7 +128,8 @@ Expected<std::map<std::string, int>> reserve_ports(const PortRegistry& registry,
                                                     const std::vector<std::string>& tags);
 
 // The error for a tag reserve_ports found no port for: every port of the
-// range is reserved or in use.
+// range is reserved or in use; it says by which goldminer jobs (the
+// registry) and which uids listen in the range now.
 Status no_port_left(const PortRegistry& registry);
 
 // One tag's port; a full range is no_port_left.

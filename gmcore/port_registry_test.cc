@@ -37,6 +37,7 @@ class PortRegistryTest : public ::testing::Test {
     dir_ = tmpl;
     r_.path = dir_ + "/goldminer/ports";  // its directory is made on first use
     r_.range = PortRange{30000, 30003};
+    r_.random_start = false;  // the order tests: low + job mod size (RandomStart... tests the offset)
     // Stand-in processes: each live PID started at PID * 10.
     r_.start_time = [this](pid_t pid) -> Expected<uint64_t> {
       if (live_.count(pid) == 0) return Status::error("no process " + std::to_string(pid));
@@ -95,8 +96,13 @@ TEST_F(PortRegistryTest, AStepGoneWithoutReleasingFreesItsPort) {
 
 TEST_F(PortRegistryTest, AFullRangeAndABadLineAreErrorsNamingThem) {
   for (uint32_t job = 1; job <= 4; ++job) ASSERT_TRUE(reserve_port(r_, job, 100 + static_cast<pid_t>(job)).ok());
-  EXPECT_EQ(reserve_port(r_, 5, 105).status().message(),
-            "port registry: " + r_.path + ": every port of 30000-30003 is reserved or in use on this node");
+  // Then who listens in the range by uid (this machine's, whatever it is).
+  EXPECT_EQ(reserve_port(r_, 5, 105).status().message().rfind(
+                "port registry: " + r_.path +
+                    ": every port of 30000-30003 is reserved or in use on this node (reserved by goldminer job 1: 1, "
+                    "job 2: 1, job 3: 1, job 4: 1; listening now, by owner: ",
+                0),
+            0u);
   append("30001 x 3\n");
   EXPECT_EQ(reserve_port(r_, 5, 105).status().message(),
             "port registry: " + r_.path +
@@ -105,6 +111,95 @@ TEST_F(PortRegistryTest, AFullRangeAndABadLineAreErrorsNamingThem) {
   EXPECT_EQ(parse_port_range("30000").status().message(), "expected LOW-HIGH, for example 20000-39999");
   EXPECT_EQ(parse_port_range("20000-39999x").status().message(), "expected LOW-HIGH, for example 20000-39999");
   EXPECT_EQ(parse_port_range("40000-40009")->size(), 10);
+}
+
+// The first port of a job is low + (job + salt) mod size, the salt a
+// random 32-bit number in the lock file (0600, written by the first
+// reservation, the same for every later one until the file goes with the
+// boot's /run); another registry (another boot) has its own.
+TEST_F(PortRegistryTest, RandomStartComesFromThisBootsSaltInTheLockFile) {
+  r_.random_start = true;
+  r_.range = PortRange{20000, 39999};
+  auto first = reserve_port(r_, 7, 101);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  std::ifstream lock(r_.path + ".lock");
+  std::string hex;
+  lock >> hex;
+  ASSERT_EQ(hex.size(), 8u) << hex;
+  const uint64_t salt = std::stoul(hex, nullptr, 16);
+  EXPECT_EQ(*first, 20000 + static_cast<int>((7 + salt) % 20000));
+  EXPECT_EQ(*reserve_port(r_, 1000, 102), 20000 + static_cast<int>((1000 + salt) % 20000));
+  struct stat st {};
+  ASSERT_EQ(::stat((r_.path + ".lock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  PortRegistry other = r_;
+  other.path = dir_ + "/other/ports";
+  std::set<int> firsts;
+  for (int boot = 0; boot < 4; ++boot) {
+    other.path = dir_ + "/boot" + std::to_string(boot) + "/ports";
+    firsts.insert(*reserve_port(other, 7, 101));
+  }
+  EXPECT_GT(firsts.size(), 1u) << "four boots, four salts: not all the same port";
+  std::ofstream(r_.path + ".lock", std::ios::trunc) << "zz\n";
+  EXPECT_NE(reserve_port(r_, 8, 103).status().message().find("expected 8 hex digits"), std::string::npos);
+}
+
+// One job holds at most kMaxPortsPerJob ports on a node: more tags than
+// that are refused with the count, and other jobs still get theirs.
+TEST_F(PortRegistryTest, AJobHoldsAtMostItsShareOfPorts) {
+  r_.range = PortRange{30000, 30999};
+  std::vector<std::string> tags;
+  for (size_t i = 0; i <= kMaxPortsPerJob; ++i) tags.push_back("rank:" + std::to_string(i));
+  EXPECT_EQ(reserve_ports(r_, 7, 101, tags).status().message(),
+            "port registry: job 7 would hold 257 ports on this node (at most 256)");
+  tags.pop_back();
+  auto got = reserve_ports(r_, 7, 101, tags);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->size(), kMaxPortsPerJob);
+  EXPECT_NE(reserve_port(r_, 7, 102, "rank:999").status().message().find("would hold 257 ports"), std::string::npos);
+  EXPECT_TRUE(reserve_port(r_, 8, 102).ok());
+}
+
+// Another process listening on every port of the range but one (real
+// listeners on 127.0.0.1): the job gets that one; on all of them: the
+// error names the uid that listens there and how many.
+TEST_F(PortRegistryTest, AllButOnePortHeldByAnotherProcessLeavesThatOneAndAFullRangeNamesTheHolder) {
+  std::vector<int> fds;
+  int low = 0;
+  for (int base = 31000; base < 32000 && low == 0; base += 4) {
+    for (int fd : fds) ::close(fd);
+    fds.clear();
+    for (int p = base; p < base + 4; ++p) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      sa.sin_port = htons(static_cast<uint16_t>(p));
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 1) != 0) {
+        ::close(fd);
+        break;
+      }
+      fds.push_back(fd);
+    }
+    if (fds.size() == 4) low = base;
+  }
+  ASSERT_NE(low, 0) << "no 4 free ports in 31000-31999";
+  r_.range = PortRange{low, low + 3};
+  r_.bindable = [](int port) { return bind_probe("127.0.0.1", port); };
+  ::close(fds[2]);  // the one left
+  fds[2] = -1;
+  auto port = reserve_port(r_, 4, 101);  // its first port is low + 0: held
+  ASSERT_TRUE(port.ok()) << port.status().message();
+  EXPECT_EQ(*port, low + 2);
+  auto full = reserve_port(r_, 5, 102);
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.status().message().find("reserved by goldminer job 4: 1; listening now, by owner: uid " +
+                                         std::to_string(::geteuid()) + ": "),
+            std::string::npos)
+      << full.status().message();
+  EXPECT_GE(listeners_by_uid(r_.range, "/proc/net")[::geteuid()], 3u);
+  for (int fd : fds)
+    if (fd >= 0) ::close(fd);
 }
 
 // A port another process listens on is skipped; one merely bound and

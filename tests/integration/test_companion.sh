@@ -186,13 +186,13 @@ test_elastic_session_replaces_a_killed_worker_at_once() {
 }
 
 # Trainer ports on one node (gmcore/port_registry.h). Jobs A and B = A + 1
-# start held; a plain job on g1 listens on A's first port (20000 + A mod
-# 20000), then A is released: it skips that port and takes the next, which
+# start held; a plain job on g1 listens on A's first port (20000 + (A +
+# this boot's offset) mod 20000), then A is released: it skips that port and takes the next, which
 # is B's first port; then B is released: the registry says A holds it, so B
 # takes the one after. Both stream their epochs at once, and their entries
 # are gone after.
 test_two_trainers_on_one_node_whose_ports_collided_get_their_own() {
-    local a b l first pa pb out lines=2000 n script
+    local a b l first salt pa pb out lines=2000 n script
     seq 1 "$lines" | sed 's/^/sample /' >"$work/ports-input.txt"
     # Each waits (at most 60 s) until both hold their ports, then streams.
     script="echo listen=\$GOLDMINER_LISTEN; touch $work/ports-up.\$SLURM_JOB_ID
@@ -204,7 +204,12 @@ test_two_trainers_on_one_node_whose_ports_collided_get_their_own() {
     b=$(with_job_ucx sbatch --parsable --hold --time=2 --goldminer=dw=1,cpus-per-dw=1 -p gpu -w g1 --gpus=1 \
         -o "$work/ports.%j" --wrap "$script") || { echo "$b"; scancel "$a"; return 1; }
     [ "$b" -eq $((a + 1)) ] || { echo "job ids $a and $b are not consecutive"; scancel "$a" "$b"; return 1; }
-    first=$((20000 + a % 20000))
+    # This boot's offset of every job's first port, in the registry's lock
+    # file (root's; written by the first reservation, a job that ran before).
+    salt=$(cat "$state/run/goldminer/ports.lock" 2>/dev/null) && [ ${#salt} -eq 8 ] ||
+        { echo "no port offset in $state/run/goldminer/ports.lock: '$salt'"; scancel "$a" "$b"; return 1; }
+    salt=$((16#$salt))
+    first=$((20000 + (a + salt) % 20000))
     l=$(sbatch --parsable --time=2 -p gpu -w g1 -n1 -o "$work/ports-listener.%j" --wrap \
         "exec /usr/bin/python3 -c 'import socket, time
 s = socket.socket()
@@ -223,8 +228,8 @@ time.sleep(110)'") || { echo "$l"; scancel "$a" "$b"; return 1; }
     scancel "$l"
     pa=$(sed -n 's/^listen=ucx:.*:\([0-9]*\)$/\1/p' "$work/ports.$a")
     pb=$(sed -n 's/^listen=ucx:.*:\([0-9]*\)$/\1/p' "$work/ports.$b")
-    expect_eq "job $a's port (its first, $first, has a listener)" "$pa" "$((20000 + (a + 1) % 20000))" || return 1
-    expect_eq "job $b's port (its first is job $a's)" "$pb" "$((20000 + (a + 2) % 20000))" || return 1
+    expect_eq "job $a's port (its first, $first, has a listener)" "$pa" "$((20000 + (a + salt + 1) % 20000))" || return 1
+    expect_eq "job $b's port (its first is job $a's)" "$pb" "$((20000 + (a + salt + 2) % 20000))" || return 1
     for job in "$a" "$b"; do
         out=$(cat "$work/ports.$job")
         n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
