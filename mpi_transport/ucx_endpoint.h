@@ -20,17 +20,21 @@
 //      authenticated (verify_trainer).
 //   3. The worker creates its bulk endpoint from that address, sends on it
 //      one attach message (kAttachAmId: its token), and an attached record
-//      on the socket. The attach message gives the trainer the endpoint
-//      UCX made for the worker's (reply_ep); with it and the attached
-//      record (all the worker's socket frames are read) the trainer sends
+//      on the socket (its endpoint's error mode and its UCP address). The
+//      attach message means UCX has wired the worker's endpoint and made
+//      one for it on the trainer's side (reply_ep); with it and the
+//      attached record (all the worker's socket frames are read) the
+//      trainer takes that endpoint as its own (ucp_ep_create to the
+//      worker's address, which UCX matches to it: until then UCX would
+//      destroy it on a peer failure, under the trainer's sends) and sends
 //      a ready record. Frames the trainer's owner sends in between wait
 //      for that; the worker's next frame waits for the ready record, so
 //      every frame after those on the socket follows them in order.
 //   bulk     the worker's endpoint to the trainer's address; it sends every
 //            message here, the token as AM header (the trainer maps the
 //            token to the peer).
-//   control  the trainer's side of the same connection (reply_ep), where
-//            it sends. The trainer makes no endpoint of its own: UCX 1.13
+//   control  the trainer's side of the same connection, where it sends.
+//            Taken only after the worker's endpoint is wired: UCX 1.13
 //            pairs endpoints two workers make to each other's addresses,
 //            and where the two chose different lanes (two interfaces of a
 //            multi-homed node) it aborts ("endpoint reconfiguration not
@@ -194,6 +198,8 @@ class UcxEndpoint final : public Endpoint {
     bool announced = false;           // trainer: kConnected went (at its first frame)
     bool bound = false;               // trainer: the bind record went; worker: it came
     bool attached = false;            // trainer: the worker's attached record came
+    bool peer_failure_mode = false;   // trainer: the worker's endpoint has it (another network namespace)
+    std::vector<uint8_t> worker_address;  // trainer: the worker's UCP address (its attached record)
     bool ready = false;               // the UCX endpoints exist (trainer: control; worker: bulk)
     uint32_t preauth_frames = 0;      // frames taken before authentication
     bool shm_offered = false;         // trainer: an offer came (only the first counts)

@@ -58,7 +58,7 @@ std::optional<size_t> UcxEndpoint::record_limit(const Peer& p, RecordKind kind) 
     case RecordKind::kFrame:
       return options_.preauth_max_message;
     case RecordKind::kAttached:  // trainer, once after its bind
-      if (server_ && p.bound && !p.attached) return 0;
+      if (server_ && p.bound && !p.attached) return 1 + kMaxWorkerAddress;
       return std::nullopt;
     case RecordKind::kBind:  // worker: only from a trainer it has authenticated
       if (!server_ && p.authenticated && !p.bound) return sizeof(BindHead) + kMaxWorkerAddress;
@@ -74,9 +74,14 @@ void UcxEndpoint::take_record(PeerId peer, Record r) {
   switch (r.kind) {
     case RecordKind::kFrame:
       return socket_frame(peer, r.payload);
-    case RecordKind::kAttached:
-      peers_[peer].attached = true;
+    case RecordKind::kAttached: {
+      Peer& p = peers_[peer];
+      if (r.payload.size() < 2) return refuse(peer, "an attached record of " + std::to_string(r.payload.size()) + " bytes");
+      p.attached = true;
+      p.peer_failure_mode = r.payload[0] == 1;
+      p.worker_address.assign(r.payload.begin() + 1, r.payload.end());
       return maybe_ready(peer);
+    }
     case RecordKind::kBind:
       return on_bind(r.payload);
     case RecordKind::kReady:

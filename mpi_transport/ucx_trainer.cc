@@ -188,16 +188,41 @@ void UcxEndpoint::send_bind(PeerId peer) {
 // on_attach) gave the endpoint to answer on, and its attached record
 // ended what it sends on the socket. With both, the trainer sends ready
 // and the frames its owner queued. UCX 1.13 makes that endpoint itself,
-// paired with the worker's, in the worker's error-handling mode: were the
-// trainer to make one to the worker's address too, UCX could pick other
-// lanes for it (another interface of a multi-homed node) and abort
-// ("endpoint reconfiguration not supported yet").
+// paired with the worker's, in the worker's error-handling mode: had the
+// trainer made one to the worker's address before the worker's was wired
+// up, UCX could pick other lanes for it (another interface of a
+// multi-homed node) and abort ("endpoint reconfiguration not supported
+// yet"); made after, it is the same endpoint.
 void UcxEndpoint::maybe_ready(PeerId peer) {
   auto it = peers_.find(peer);
   if (it == peers_.end()) return;
   Peer& p = it->second;
   if (p.ready || !p.attached || p.bulk == nullptr) return;
-  p.control = p.bulk;
+  // The endpoint UCX made for the worker's is not the user's until an
+  // ucp_ep_create to the worker's address retrieves it (UCX matches the
+  // two: its lanes stay the worker's choice). Until then UCX 1.13 destroys
+  // it on a peer failure, under any send of ours (a segfault in
+  // ucp_am_send_nbx, seen when workers were killed).
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.address = reinterpret_cast<const ucp_address_t*>(p.worker_address.data());
+  ep.err_mode = p.peer_failure_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  if (p.peer_failure_mode) {
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_handler.cb = &UcxEndpoint::on_ep_error;
+    ep.err_handler.arg = this;
+  }
+  ucp_ep_h mine = nullptr;
+  if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &mine); s != UCS_OK)
+    return refuse(peer, "cannot take the worker's endpoint: " + ucs_text(s));
+  if (mine != p.bulk) {
+    // Not matched: a second connection would be wired up beside the
+    // worker's, which UCX 1.13 cannot reconcile. Refused, not risked.
+    close_ep(mine, true);
+    return refuse(peer, "UCX did not match the worker's endpoint (its address and its connection differ)");
+  }
+  if (p.peer_failure_mode) peer_of_[mine] = peer;
+  p.control = mine;
   p.ready = true;
   if (!p.announced) {
     p.announced = true;

@@ -391,7 +391,10 @@ void UcxEndpoint::handle_pending() {
     if (!it->second.ready) {
       refuse(peer, why);  // nothing on its way on UCX
     } else {
-      closing_.push_back({peer, std::move(why), server_ ? now + kBulkGrace : now});
+      // Both sides: the socket's end may be read before the peer's last
+      // UCX messages (its goodbye, a worker's last lease returns), which
+      // are still taken for a short grace.
+      closing_.push_back({peer, std::move(why), now + kBulkGrace});
     }
   }
   while (!closing_.empty() && (closing_.front().at <= now || peers_.count(closing_.front().peer) == 0)) {

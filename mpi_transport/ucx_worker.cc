@@ -87,7 +87,9 @@ void UcxEndpoint::on_bind(const std::vector<uint8_t>& record) {
   // The trainer answers on the endpoint UCX makes for this one's first
   // message; the attached record tells it the socket's frames end here.
   send_owned(p.bulk, kAttachAmId, {}, true);
-  Status s = p.socket->write(RecordKind::kAttached, nullptr, 0);
+  std::vector<uint8_t> attached{static_cast<uint8_t>(bind_->other_network_namespace ? 1 : 0)};
+  attached.insert(attached.end(), worker_address_.begin(), worker_address_.end());
+  Status s = p.socket->write(RecordKind::kAttached, attached.data(), attached.size());
   if (!s.ok()) lost_.emplace_back(0, s.message());
 }
 
