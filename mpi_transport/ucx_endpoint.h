@@ -1,9 +1,10 @@
 // UcxEndpoint, the ucx:// transport (transport.h), and what its files share:
-// ucx_transport.cc (setup, sends, polling, receives and teardown, for both
-// sides; open_ucx), ucx_trainer.cc (the listening side:
-// accepting workers, their arenas, stale sockets) and ucx_worker.cc (the
-// connecting side: its endpoints and its arena). Internal to
-// libgoldminer_transport.
+// ucx_transport.cc (setup, sends, polling and teardown, for both sides;
+// open_ucx), ucx_receive.cc (receiving, both sides), ucx_handshake.cc
+// (the handshake sockets, both sides), ucx_trainer.cc (the listening side:
+// pending connections, the bind, taking a worker's endpoint, arenas) and
+// ucx_worker.cc (the connecting side: its endpoint and its arena).
+// Internal to libgoldminer_transport.
 //
 // ucx://HOST:PORT: the trainer listens on a TCP socket of its own
 // (handshake_socket.h says why), so workers connect by socket address
@@ -239,7 +240,7 @@ class UcxEndpoint final : public Endpoint {
     bool preauth = false;  // into preauth_pool_, not counted in the budget
   };
 
-  // ucx_transport.cc: both sides.
+  // ucx_transport.cc and ucx_receive.cc: both sides.
   Expected<ucs_status_ptr_t> start_send(PeerId peer, const uint8_t* data, size_t size, ucp_request_param_t* p);
   static void on_sent(void* request, ucs_status_t status, void* user_data);
   void wait_efd(int ms);

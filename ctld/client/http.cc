@@ -95,28 +95,33 @@ Expected<HttpRequest> parse_http_request(const std::string& data) {
   return r;
 }
 
+namespace {
+
+// `m` with `body`, one message per connection, as bytes.
+template <class Message>
+std::string serialized(Message* m, const std::string& body) {
+  m->set(http::field::connection, "close");
+  m->body() = body;
+  m->content_length(body.size());
+  std::ostringstream out;
+  out << *m;
+  return out.str();
+}
+
+}  // namespace
+
 std::string format_http_request(const HttpRequest& r, const std::string& host) {
   http::request<http::string_body> m{http::string_to_verb(r.method), r.path, 10};
   if (m.method() == http::verb::unknown) m.method_string(r.method);
   m.set(http::field::host, host);
   if (!r.authorization.empty()) m.set(http::field::authorization, r.authorization);
-  m.set(http::field::connection, "close");
-  m.body() = r.body;
-  m.content_length(r.body.size());
-  std::ostringstream out;
-  out << m;
-  return out.str();
+  return serialized(&m, r.body);
 }
 
 std::string format_http_response(const HttpResponse& r) {
   http::response<http::string_body> m{static_cast<http::status>(r.status), 10};
   m.set(http::field::content_type, r.content_type);
-  m.set(http::field::connection, "close");
-  m.body() = r.body;
-  m.content_length(r.body.size());
-  std::ostringstream out;
-  out << m;
-  return out.str();
+  return serialized(&m, r.body);
 }
 
 // The bytes a whole response takes of `data`; 0 while it is not whole.
