@@ -272,6 +272,7 @@ class UcxEndpoint final : public Endpoint {
   std::vector<uint8_t> bind_head(uint64_t token) const;
   bool same_kernel_other_namespace(const BindHead& head) const;
   bool lost(PeerId peer) const;
+  std::string failing(PeerId peer) const;
 
   // ucx_trainer.cc: the listening side.
   void accept_connections();

@@ -134,6 +134,18 @@ bool UcxEndpoint::same_kernel_other_namespace(const BindHead& head) const {
          head.network_namespace != network_namespace_;
 }
 
+// Why `peer`'s connection is gone or going ("" while it is not): its
+// socket ended, or its endpoint failed.
+std::string UcxEndpoint::failing(PeerId peer) const {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return "connection closed";
+  for (const auto& [id, why] : lost_)
+    if (id == peer) return "connection lost: " + why;
+  for (const auto& [ep, status] : failed_)
+    if (ep == it->second.control || ep == it->second.bulk) return "connection lost: " + ucs_text(status);
+  return "";
+}
+
 // Whether `peer`'s connection is gone or going.
 bool UcxEndpoint::lost(PeerId peer) const {
   auto it = peers_.find(peer);

@@ -104,29 +104,23 @@ Status UcxEndpoint::send(PeerId peer, const uint8_t* data, size_t size) {
   if (!started.ok()) return started.status();
   ucs_status_ptr_t req = *started;
   if (req == nullptr) return Status();
-  const bool bulk = !server_;
   const std::string to = peer_name(peer);
   const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
   ucs_status_t s;
   while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS) {
     if (ucp_worker_progress(worker_) != 0) continue;
-    // The bulk endpoint reports no failure: the socket does.
-    if (bulk) pump();
-    const bool gone = bulk && (!failed_.empty() || lost(peer));
-    if (gone || Clock::now() > deadline) {
+    // An endpoint without error handling (a worker's bulk one, and the
+    // trainer's matched one in the same network namespace) reports no
+    // failure: the socket does, on both sides.
+    pump();
+    const std::string failure = failing(peer);
+    if (!failure.empty() || Clock::now() > deadline) {
       const std::string why =
-          !gone ? "not taken within " + std::to_string(options_.send_timeout_ms) + " ms"
-          : !failed_.empty() ? "connection lost: " + ucs_text(failed_.front().second)
-                             : "connection lost: " + (lost_.empty() ? std::string("closed") : lost_.front().second);
-      if (bulk) {
-        // The bulk endpoint has no error handling: the connection goes.
-        abandon(peer, req);
-        push_disconnect(peer, why);
-      } else {
-        ucp_request_cancel(worker_, req);
-        while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(req);
-      }
+          failure.empty() ? "not taken within " + std::to_string(options_.send_timeout_ms) + " ms" : failure;
+      // UCX 1.13 cannot cancel a send: closing the endpoints at once
+      // completes it (with an error); the connection goes.
+      abandon(peer, req);
+      push_disconnect(peer, why);
       return Status::error("ucx: send to " + to + ": " + why);
     }
     // Sleep until UCX has something to progress (the receiver fetched the

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -178,10 +179,63 @@ const bool worker_process = [] {
   if (!c.ok()) _exit(2);
   uint8_t msg[32] = {7};
   if (!(*c)->send(0, msg, sizeof msg).ok()) _exit(3);
+  if (getenv("GM_TEST_THEN_STOP") != nullptr) {
+    // Once a frame of the trainer's came (it is bound), progress nothing
+    // more: a large frame to this process never completes.
+    for (;;) {
+      auto e = (*c)->poll(100);
+      if (!e.ok()) _exit(5);
+      if (e->has_value() && (*e)->kind == Event::Kind::kMessage) break;
+    }
+    for (;;) pause();
+  }
   auto large = pattern(1 << 20, 5);  // through shared memory
   if (!(*c)->send(0, large.data(), large.size()).ok()) _exit(4);
   for (;;) (void)(*c)->poll(100);
 }();
+
+// A send to a worker that stopped progressing, then was killed, fails as
+// soon as its socket ends, whatever the send timeout: the trainer's
+// endpoint to a worker in its network namespace has no error handling
+// (UCX 1.13 cannot cancel a send on it), so the trainer closes it.
+TEST(UcxTest, ASendToAWorkerKilledMidSendFailsWhenItsSocketEnds) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  Options o;
+  o.send_timeout_ms = 120000;
+  auto server = listen("ucx://127.0.0.1:0", o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const std::string addr = (*server)->address();
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("GM_TEST_CONNECT", addr.c_str(), 1);
+    setenv("GM_TEST_THEN_STOP", "1", 1);
+    execl("/proc/self/exe", "transport_test", nullptr);
+    _exit(127);
+  }
+  Event m = wait_for(server->get(), Event::Kind::kMessage);
+  (*server)->authenticated(m.peer);
+  uint8_t hello[32] = {8};
+  ASSERT_TRUE((*server)->send(m.peer, hello, sizeof hello).ok());  // waits until the worker is bound
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));       // and has stopped progressing
+  // 64 MiB (rendezvous): the worker never fetches it. Killed 0.5 s in.
+  std::thread killer([child] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(child, SIGKILL);
+  });
+  alarm(60);  // a send that never returns ends the test binary, failing it
+  auto big = pattern(64 << 20, 9);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = (*server)->send(m.peer, big.data(), big.size());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  alarm(0);
+  killer.join();
+  waitpid(child, nullptr, 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("connection lost"), std::string::npos) << s.message();
+  EXPECT_LT(took, std::chrono::seconds(10)) << "not at the 120 s send timeout";
+  Event d = wait_for(server->get(), Event::Kind::kDisconnected);
+  EXPECT_EQ(d.peer, m.peer);
+}
 
 // A worker killed with SIGKILL is a kDisconnected event; connections to the
 // trainer's port that send garbage, a UCX connection request or nothing are
