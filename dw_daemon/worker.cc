@@ -39,15 +39,17 @@ class Connection {
     const auto start = Clock::now();
     auto checked = start;
     bool asked = false;  // trainer_gone: at the first miss, then every trainer_check_s
+    auto looked = start;  // published_trainer: when last asked
+    bool looked_once = false;
     for (;;) {
       transport::Options options;
       options.shm_arena_bytes = size_t{o_.shm_mb} << 20;
       options.verify_trainer = true;  // small frames only until the trainer has proved the job
       auto ep = transport::connect(trainer_, options);
       Status s = ep.ok() ? Status() : ep.status();
+      reached_ = answered_ = unproven_ = false;
       if (ep.ok()) {
         ep_ = std::move(ep).value();
-        reached_ = false;
         s = handshake();
       }
       if (s.ok()) break;
@@ -65,14 +67,44 @@ class Connection {
       // Stopped while the trainer was still out of reach (SIGTERM to a
       // worker whose trainer never listened): nothing to drain.
       if (stop_ && !reached_) return Status::error(kStopped);
-      if (reached_ || seconds_since(start) > o_.connect_timeout_s) return s;
+      // Something at the address that did not prove the job (another
+      // user's process on the port the job's trainer could not bind): the
+      // trainer may have published where it listens instead.
+      const bool look_elsewhere = unproven_ && o_.published_trainer && !redirected_;
+      if (look_elsewhere && !unproven_since_) {
+        unproven_since_ = Clock::now();
+        unproven_why_ = s.message();
+        log::error("goldminer-dw: the process at " + trainer_ + " did not prove the job (" + s.message() +
+                   "); looking for the address the trainer published, for up to " +
+                   std::to_string(static_cast<int>(o_.rediscover_timeout_s)) + " s");
+      }
+      if (reached_ && !look_elsewhere) return s;
+      if (unproven_since_ && seconds_since(*unproven_since_) > o_.rediscover_timeout_s)
+        return Status::error("the process at " + trainer_ + " did not prove the job (" + unproven_why_ +
+                             "), and the trainer published no other address within " +
+                             std::to_string(static_cast<int>(o_.rediscover_timeout_s)) + " s");
+      if (!unproven_since_ && seconds_since(start) > o_.connect_timeout_s) return s;
       ep_.reset();
       if (o_.trainer_gone && (!asked || seconds_since(checked) >= o_.trainer_check_s)) {
         asked = true;
         checked = Clock::now();
         if (std::string why = o_.trainer_gone(); !why.empty()) return Status::error(std::string(kTrainerGone) + why);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      // Asked often once something not the trainer answered at its
+      // address, else as rarely as trainer_gone (every worker of a job
+      // waiting for its trainer asks slurmctld).
+      const bool suspect = unproven_since_ || answered_;
+      if (o_.published_trainer && !redirected_ &&
+          (!looked_once || seconds_since(looked) >= (suspect ? o_.rediscover_interval_s : o_.trainer_check_s))) {
+        looked_once = true;
+        looked = Clock::now();
+        if (std::string at = o_.published_trainer(); !at.empty() && at != trainer_) {
+          log::info("goldminer-dw: the trainer published that it listens at " + at + " (not " + trainer_ + ")");
+          trainer_ = at;
+          continue;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(unproven_since_ ? 1000 : 200));
     }
     return stream();
   }
@@ -113,6 +145,7 @@ class Connection {
     Status s = send(wire::Hello{o_.id, o_.threads, *nonce, wire::PeerRole::kWorker, *target});
     if (!s.ok()) return Status::error("cannot reach the trainer at " + trainer_ + ": " + s.message());
     std::shared_ptr<const transport::Frame> keep;
+    answered_ = true;  // something accepted the connection
     auto m = receive(std::min(5.0, o_.connect_timeout_s), &keep);
     if (!m.ok()) return m.status();
     auto* c = std::get_if<wire::Challenge>(&*m);
@@ -122,14 +155,20 @@ class Connection {
     // proof from this worker, and its Program (or pickle) is never read.
     auto answer = auth::answer(auth::PeerAuth{o_.secret, o_.munge}, *nonce, *target, *c);
     if (!answer.ok()) {
+      unproven_ = true;
       send(wire::Error{1, "the worker refuses this trainer: " + answer.status().message()});
       return Status::error("authentication: " + answer.status().message());
     }
     ep_->authenticated(0);  // the trainer proved the job: its Program may be large
     s = send(*answer);
     if (!s.ok()) return s;
-    m = receive(o_.connect_timeout_s, &keep);
-    if (!m.ok()) return m.status();
+    // Rank 0 of ranks that share workers holds a worker until every rank
+    // has joined, sending heartbeats meanwhile.
+    const auto asked = Clock::now();
+    do {
+      m = receive(std::max(0.0, o_.connect_timeout_s - seconds_since(asked)), &keep);
+      if (!m.ok()) return m.status();
+    } while (std::holds_alternative<wire::Heartbeat>(*m));
     if (auto* r = std::get_if<wire::Redirect>(&*m)) {
       redirect_ = r->address;
       return Status::error("redirected to " + r->address);
@@ -390,7 +429,11 @@ class Connection {
   StreamConfig stream_;
   readers::DatasetConfig dataset_;
   std::unique_ptr<WorkerProgram> program_;
-  bool reached_ = false;
+  bool reached_ = false;   // this attempt got a challenge
+  bool answered_ = false;  // this attempt's connection was accepted
+  bool unproven_ = false;  // this attempt's peer did not prove the job
+  std::optional<Clock::time_point> unproven_since_;  // the first such peer
+  std::string unproven_why_;
 };
 
 }  // namespace

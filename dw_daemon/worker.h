@@ -39,6 +39,15 @@ struct WorkerOptions {
   // (goldminer-dw --trainer-job). Unset: only connect_timeout_s ends the wait.
   std::function<std::string()> trainer_gone;
   double trainer_check_s = 30;
+  // Where the trainer published that it listens instead
+  // (gmcore/trainer_rendezvous.h), "" for nowhere: asked when the process
+  // at `trainer` does not prove the job, or while it is out of reach, at
+  // most every rediscover_interval_s. After such a failed proof the worker
+  // looks for rediscover_timeout_s, then fails naming both. Unset: a
+  // failed proof ends the worker.
+  std::function<std::string()> published_trainer;
+  double rediscover_interval_s = 1;
+  double rediscover_timeout_s = 120;
   uint32_t shm_mb = 256;        // shared-memory arena for a trainer on this node (0: none)
   ProgramLoader load_program;   // how to load the trainer's program
   // Runs first on each producer thread (0 .. threads-1): goldminer-dw binds

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "mpi_transport/transport.h"
+
 namespace goldminer::transport {
 namespace {
 
@@ -115,8 +117,8 @@ Expected<int> listen_socket(const sockaddr_storage& addr, socklen_t length, cons
     const int e = errno;
     ::close(fd);
     if (e == EADDRINUSE)
-      return Status::error("ucx: listening on " + name + ": the address is in use (another process listens on "
-                           "that port; choose another, or port 0 for any free one)");
+      return Status::error("ucx: listening on " + name + ": " + kAddressInUse +
+                           " (another process listens on that port; choose another, or port 0 for any free one)");
     return Status::error("ucx: listening on " + name + ": " + std::strerror(e));
   }
   if (::listen(fd, SOMAXCONN) != 0) {

@@ -239,8 +239,11 @@ class SendWindow {
 };
 
 // A server endpoint listening at `address`: "ucx://HOST:PORT" (PORT 0 picks
-// a free one; address() tells which), "mpi://", "local://NAME".
+// a free one; address() tells which), "mpi://", "local://NAME". When
+// another process holds the port, the error contains kAddressInUse.
 Expected<std::unique_ptr<Endpoint>> listen(const std::string& address, const Options& options = {});
+
+inline constexpr char kAddressInUse[] = "the address is in use";
 
 // A client endpoint connected to the trainer at `address`. The server sees
 // kConnected for it.

@@ -20,6 +20,7 @@
 #include "gmcore/peer_auth.h"
 #include "gmcore/slurm_command.h"
 #include "gmcore/subprocess.h"
+#include "gmcore/trainer_rendezvous.h"
 #include "gmcore/wire.h"
 #include "tools/goldminer_dw_options.h"
 
@@ -85,8 +86,9 @@ int main(int argc, char** argv) {
   if (intra_op < 0 || intra_op > 1024) return fail("--intra-op-threads: must be 0..1024", 2);
   if (bind.empty()) bind = env_or("GOLDMINER_DW_BIND", "cores");
   if (bind != "cores" && bind != "none") return fail("--bind: invalid value '" + bind + "': expected cores or none", 2);
-  if (!(o.heartbeat_s > 0) || !(o.connect_timeout_s >= 0) || !(o.drain_timeout_s >= 0))
-    return fail("--heartbeat must be positive, --connect-timeout and --drain-timeout not negative", 2);
+  if (!(o.heartbeat_s > 0) || !(o.connect_timeout_s >= 0) || !(o.drain_timeout_s >= 0) || !(o.rediscover_timeout_s >= 0))
+    return fail("--heartbeat must be positive, --connect-timeout, --drain-timeout and --rediscover-timeout not negative",
+                2);
   if (!(o.trainer_timeout_s >= 2 * wire::kSessionHeartbeatS))
     return fail("--trainer-timeout: invalid value: expected at least " +
                     std::to_string(static_cast<int>(2 * wire::kSessionHeartbeatS)) + " s (two of the session's heartbeats)",
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
       if (!r.ok() || r->timed_out) return "";
       return trainer_job_ended(trainer_job, r->exit_code, r->output);
     };
+    o.published_trainer = [trainer_job, slurm = user_slurm_command(20)] { return published_trainer(slurm, trainer_job); };
   }
 
   auto report = dw::run_worker(o, g_stop);

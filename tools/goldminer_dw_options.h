@@ -82,6 +82,19 @@ NODE_FAIL, ..., or no longer known to Slurm) the worker exits 0 with that
 reason instead of retrying until \fB\-\-connect\-timeout\fR. When squeue
 cannot be run or the controller does not answer, the worker goes on
 retrying. The companion jobs of \fBspank_goldminer\fR(8) pass it.)"),
+              option("rediscover-timeout", "S", "120", "with --trainer-job: seconds to look for the address the trainer published after a process at its address did not prove the job", &o.rediscover_timeout_s,
+                     R"(With \fB\-\-trainer\-job\fR: how long the worker looks for the address its
+trainer published after the process at \fB\-\-trainer\fR's address did not
+prove the job (another user's process holding the port the trainer was
+to listen on). A trainer whose reserved port was taken listens on
+another and writes
+\fBgoldminer\-trainer=ucx://\fR\fIHOST\fR\fB:\fR\fIPORT\fR into its job's Comment
+(which only the job's owner and Slurm's operators may change); the worker
+reads it with \fBsqueue \-o %k\fR every second once a process at the
+trainer's address answered without proving the job, and every 30 s while
+nothing answers there, and goes to the address it finds. Not found within \fIS\fR seconds, the worker exits 1 naming the
+process's failed proof. The trainer at the new address proves the job as
+any other.)"),
               option("trainer-timeout", "S", "60", "seconds of silence from a connected trainer after which it is taken as gone (the session sends a heartbeat every second)", &o.trainer_timeout_s,
                      R"(Seconds of silence from a connected trainer after which the worker takes
 it as gone and exits 1; at least 2, two of the session's heartbeats. A

@@ -142,6 +142,19 @@ struct SessionOptions {
   // Empty: any free port on the interface toward rank 0. A caller that
   // sets another rank than from_environment() read clears it.
   std::string rank_listen;
+  // When rank 0's (or the only rank's) `listen` port is taken (another
+  // process bound it after spank_goldminer.so reserved it), the session
+  // listens on any free port of the same address and calls this with its
+  // address, to tell the job's workers and ranks where it is
+  // (from_environment: the job's Comment, gmcore/trainer_rendezvous.h);
+  // its error fails the session.
+  // Unset: a taken port fails the session, naming it (a rank other than
+  // 0 that shares rank 0's workers falls back all the same: it tells
+  // rank 0 its address when it joins).
+  std::function<Status(const std::string& address)> publish_listen;
+  // A rank other than 0 that cannot join rank 0 at rank0: where rank 0
+  // published that it listens instead ("" for nowhere), asked every 5 s.
+  std::function<std::string()> published_rank0;
   // Data workers run as threads of this process (the worker loop of
   // goldminer-dw), in addition to any that connect.
   uint32_t local_workers = 0;

@@ -237,3 +237,41 @@ time.sleep(110)'") || { echo "$l"; scancel "$a" "$b"; return 1; }
     done
     expect_eq "registry entries left" "$(grep -c -e " $a " -e " $b " "$state/run/goldminer/ports")" 0
 }
+
+# The registry reserves a port, it does not hold it: another user (nobody)
+# listens on job J's port after the reservation, before J's trainer
+# starts (J's script waits for that). The trainer listens on another port
+# and writes its address into J's Comment with the real scontrol; the
+# companion worker, finding that nothing at the reserved port proves the
+# job, reads the Comment (the real squeue) and joins; the epochs are clean.
+test_a_trainer_whose_port_another_user_took_still_gets_its_workers() {
+    local j l port out n script lines=2000
+    seq 1 "$lines" | sed 's/^/sample /' >"$work/taken-input.txt"
+    script="echo listen=\$GOLDMINER_LISTEN
+            for i in \$(seq 240); do [ -e $work/taken-held ] && break; sleep 0.25; done
+            $tools/goldminer-consume -v --input text:$work/taken-input.txt --epochs 2 --batch-size 50 --workers 0 \
+              --min-workers 1 --join-timeout 60 --json"
+    j=$(with_job_ucx sbatch --parsable --time=2 --comment="sweep 7" --goldminer=dw=1,cpus-per-dw=1 -p gpu -w g1 \
+        --gpus=1 -o "$work/taken.%j" --wrap "$script") || { echo "$j"; return 1; }
+    wait_for 60 grep -q '^listen=' "$work/taken.$j" 2>/dev/null || { echo "job $j never started"; scancel "$j"; return 1; }
+    port=$(sed -n 's/^listen=ucx:.*:\([0-9]*\)$/\1/p' "$work/taken.$j")
+    l=$(sbatch --parsable --time=2 -p gpu -w g1 -n1 -o "$work/taken-listener.%j" --wrap \
+        "exec setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket()
+s.bind((\"0.0.0.0\", $port))
+s.listen()
+print(\"listening\", flush=True)
+time.sleep(110)'") || { echo "$l"; scancel "$j"; return 1; }
+    wait_for 60 grep -q '^listening' "$work/taken-listener.$l" 2>/dev/null ||
+        { echo "the listener job $l never listened: $(cat "$work/taken-listener.$l")"; scancel "$j" "$l"; return 1; }
+    touch "$work/taken-held"
+    expect_eq "job $j" "$(final_job_state "$j")" "COMPLETED 0:0" || { cat "$work/taken.$j"; scancel "$l"; return 1; }
+    scancel "$l"
+    out=$(cat "$work/taken.$j")
+    expect_contains "trainer log" "$out" "port $port of " || return 1
+    expect_contains "trainer log" "$out" " is taken (listened on by uid 65534): listening at ucx://" || return 1
+    expect_contains "the job's Comment" "$(scontrol -o show job "$j")" "Comment=sweep 7 goldminer-trainer=ucx://" ||
+        return 1
+    n=$(echo "$out" | grep -c "^{\"epoch\": [01], \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
+    expect_eq "clean epochs" "$n" 2 || { echo "$out"; return 1; }
+}

@@ -21,6 +21,7 @@
 #include "ctld/client/ctld_client.h"
 #include "tw_lib/session/receive_memory.h"
 #include "tw_lib/session/session_impl.h"
+#include "tw_lib/session/session_listen.h"
 
 namespace goldminer {
 
@@ -141,7 +142,7 @@ Status Session::Impl::start() {
     transport::Options to;
     to.memory = memory_;
     to.receive_budget = o_.receive_budget_bytes;
-    auto ep = transport::listen(o_.listen, to);
+    auto ep = listen_or_fall_back(o_, to);
     if (!ep.ok()) {
       opened.set_value(ep.status());
       return;
@@ -485,6 +486,7 @@ Status connect_ctld(ElasticSetup* e) {
 
 Status SessionOptions::from_environment() {
   if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = rank0 = v;
+  rendezvous_from_environment(this);
   const char* file = std::getenv("GOLDMINER_SECRET_FILE");
   auto a = auth::peer_auth_from_environment(std::getenv("GOLDMINER_SECRET"), file != nullptr ? file : "");
   if (!a.ok()) return a.status();

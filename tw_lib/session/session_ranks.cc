@@ -147,6 +147,8 @@ void Session::Impl::rank_link() {
   const auto start = Clock::now();
   const double patience = o_.first_worker_timeout_s > 0 ? o_.first_worker_timeout_s : 1e9;
   std::unique_ptr<transport::Endpoint> ep;
+  std::string rank0 = o_.rank0;  // or where rank 0 published it listens instead
+  auto looked = start;
   // Waits for the next message from rank 0 (nothing: timed out, or stopping).
   auto receive = [&](double timeout_s) -> Expected<std::optional<wire::Message>> {
     const auto t0 = Clock::now();
@@ -170,7 +172,7 @@ void Session::Impl::rank_link() {
   auto join = [&]() -> Status {
     auto nonce = auth::random_nonce();
     if (!nonce.ok()) return nonce.status();
-    auto target = auth::dialed_address(o_.rank0);
+    auto target = auth::dialed_address(rank0);
     if (!target.ok()) return target.status();
     Status s = send_to(wire::Hello{me + " (" + address_ + ")", 0, *nonce, wire::PeerRole::kRank, *target});
     if (!s.ok()) return s;
@@ -188,7 +190,7 @@ void Session::Impl::rank_link() {
     transport::Options options;
     options.shm_arena_bytes = 0;  // no batches go to rank 0
     options.send_timeout_ms = 2000;  // a status rank 0 does not take within 2 s: the link is gone
-    auto connected = transport::connect(o_.rank0, options);
+    auto connected = transport::connect(rank0, options);
     Status s = connected.ok() ? Status() : connected.status();
     if (s.ok()) {
       ep = std::move(connected).value();
@@ -196,10 +198,21 @@ void Session::Impl::rank_link() {
     }
     if (s.ok()) break;
     ep.reset();
-    if (seconds_since(start) > patience) return fail_link("cannot join rank 0 at " + o_.rank0 + ": " + s.message());
+    if (seconds_since(start) > patience) return fail_link("cannot join rank 0 at " + rank0 + ": " + s.message());
+    // Rank 0's port taken by another process: rank 0 listens elsewhere
+    // and says where (gmcore/trainer_rendezvous.h). Every 5 s: each rank
+    // of the job asks slurmctld.
+    if (o_.published_rank0 && seconds_since(looked) >= 5) {
+      looked = Clock::now();
+      if (std::string at = o_.published_rank0(); !at.empty() && at != rank0) {
+        log::info("goldminer: session: " + me + ": rank 0 published that it listens at " + at + " (not " + rank0 + ")");
+        rank0 = at;
+        continue;
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  log::info("goldminer: session: " + me + " joined rank 0 at " + o_.rank0);
+  log::info("goldminer: session: " + me + " joined rank 0 at " + rank0);
   auto last_status = Clock::time_point();
   while (!stop_) {
     if (seconds_since(last_status) >= 1) {
