@@ -24,7 +24,7 @@ ScalingCurve::ScalingCurve(CurveConfig config) : config_(config) {
 }
 
 void ScalingCurve::expire(double now_s) {
-  if (now_s != now_s_) cache_.clear();
+  if (now_s != now_s_) cache_.clear(), noise_cache_ = -1;
   now_s_ = now_s;
   for (auto it = windows_.begin(); it != windows_.end();) {
     auto& w = it->second;
@@ -43,7 +43,7 @@ void ScalingCurve::observe(int workers, double samples_per_s, double now_s, bool
   // The first windows after a change measure neither count.
   if (++since_change_ <= config_.settle_windows) return;
   if (!std::isfinite(samples_per_s) || samples_per_s < 0) return;
-  cache_.clear();
+  cache_.clear(), noise_cache_ = -1;
   auto& w = windows_[workers];
   w.push_back({samples_per_s, now_s});
   while (static_cast<int>(w.size()) > config_.keep_windows) w.pop_front();
@@ -67,26 +67,43 @@ std::optional<CurvePoint> ScalingCurve::compute(int workers) const {
   p.workers = workers;
   p.samples_per_s = median(rates);
   p.windows = static_cast<int>(rates.size());
-  // The spread of the windows around the median (the median absolute
-  // deviation, scaled to a normal's sd), of the median itself, at two
-  // standard errors; never below the noise floor.
-  std::vector<double> dev;
-  for (double r : rates) dev.push_back(std::fabs(r - p.samples_per_s));
-  const double sd = 1.4826 * median(dev);
-  p.band = std::max(config_.noise_floor * p.samples_per_s, 2 * sd / std::sqrt(static_cast<double>(rates.size())));
+  double sum = 0;
+  for (double r : rates) sum += r;
+  p.mean = sum / static_cast<double>(rates.size());
+  double ss = 0;
+  for (double r : rates) ss += (r - p.mean) * (r - p.mean);
+  p.sd = rates.size() > 1 ? std::sqrt(ss / static_cast<double>(rates.size() - 1)) : 0;
   return p;
+}
+
+double ScalingCurve::relative_noise() const {
+  if (noise_cache_ >= 0) return noise_cache_;
+  double num = 0, den = 0;
+  for (const auto& [workers, w] : windows_) {
+    auto p = point(workers);
+    if (!p || p->windows < 2 || p->mean <= 0) continue;
+    num += (p->windows - 1) * (p->sd / p->mean) * (p->sd / p->mean);
+    den += p->windows - 1;
+  }
+  return noise_cache_ = std::max(config_.noise_floor, den > 0 ? std::sqrt(num / den) : 0.0);
+}
+
+double ScalingCurve::standard_error(const CurvePoint& p) const {
+  return relative_noise() * p.mean / std::sqrt(static_cast<double>(std::max(1, p.windows)));
 }
 
 std::vector<CurvePoint> ScalingCurve::points() const {
   std::vector<CurvePoint> out;
   for (const auto& [workers, w] : windows_)
     if (auto p = point(workers)) out.push_back(*p);
+  // Bands only once every point is known: the noise is pooled over them.
+  for (CurvePoint& p : out) p.band = 2 * standard_error(p);
   return out;
 }
 
 void ScalingCurve::forget(int workers) {
   windows_.erase(workers);
-  cache_.clear();
+  cache_.clear(), noise_cache_ = -1;
 }
 
 std::string format_curve(const std::vector<CurvePoint>& points) {

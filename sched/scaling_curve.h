@@ -27,8 +27,10 @@ namespace goldminer {
 struct CurveConfig {
   int settle_windows = 1;     // windows dropped after the count changed
   int measure_windows = 3;    // settled windows before a count counts as measured
-  int keep_windows = 6;       // the most recent windows kept per count
-  double noise_floor = 0.05;  // the band is at least this share of the median
+  int keep_windows = 12;      // the most recent windows kept per count
+  // A window's relative noise (sd over its count's mean) is taken as at
+  // least this, however quiet the windows were.
+  double noise_floor = 0.01;
   double max_age_s = 300;     // windows older than this are forgotten
 };
 
@@ -36,8 +38,10 @@ struct CurveConfig {
 struct CurvePoint {
   int workers = 0;
   double samples_per_s = 0;  // median of the kept windows
-  double band = 0;           // half-width in samples/s: differences within it are noise
+  double band = 0;           // two standard errors of the mean (relative_noise())
   int windows = 0;           // windows behind the median
+  double mean = 0;           // of the kept windows
+  double sd = 0;             // their sample standard deviation (0 for one window)
 };
 
 class ScalingCurve {
@@ -54,6 +58,14 @@ class ScalingCurve {
   std::optional<CurvePoint> point(int workers) const;
   // Every measured point, ascending by workers.
   std::vector<CurvePoint> points() const;
+  // A window's relative noise, pooled over every count with two windows
+  // or more: sqrt(sum (n-1)(sd/mean)^2 / sum (n-1)), at least noise_floor.
+  // Pooled because a job's noise (its trainer's steps, the file system)
+  // is much the same share at every count, and a count's own few windows
+  // say little about their spread.
+  double relative_noise() const;
+  // The standard error of a point's mean: relative_noise() x mean / sqrt(n).
+  double standard_error(const CurvePoint& p) const;
   // Settled windows at the current count since it last changed.
   int settled_windows() const { return settled_; }
   // Forgets every window at `workers` (a re-probe measures it afresh).
@@ -72,6 +84,7 @@ class ScalingCurve {
   // point()'s answers since the windows last changed (the policies ask
   // for the same points many times a window).
   mutable std::map<int, std::optional<CurvePoint>> cache_;
+  mutable double noise_cache_ = -1;  // relative_noise()'s, -1 when not known
   std::map<int, std::deque<Window>> windows_;
   int current_ = -1;  // the count of the last window
   int since_change_ = 0;  // windows at current_ since it changed

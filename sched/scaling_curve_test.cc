@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace goldminer {
 namespace {
 
@@ -20,7 +22,7 @@ TEST(ScalingCurveTest, DropsTheSettleWindowsAndMeasuresAfterEnough) {
   EXPECT_EQ(c.settled_windows(), 3);
 }
 
-TEST(ScalingCurveTest, TheMedianIgnoresOneOutlierAndTheBandFollowsTheSpread) {
+TEST(ScalingCurveTest, TheMedianIgnoresOneOutlierAndTheNoiseIsPooledOverTheCounts) {
   CurveConfig cfg;
   cfg.settle_windows = 0;
   ScalingCurve c(cfg);
@@ -28,10 +30,19 @@ TEST(ScalingCurveTest, TheMedianIgnoresOneOutlierAndTheBandFollowsTheSpread) {
   auto p = c.point(4);
   ASSERT_TRUE(p);
   EXPECT_DOUBLE_EQ(p->samples_per_s, 1000) << "an epoch's end (5 samples/s) does not move the median";
-  EXPECT_DOUBLE_EQ(p->band, 50) << "quiet windows: the 5 % noise floor";
+  ScalingCurve quiet(cfg);
+  for (double r : {1000.0, 1000.0, 1000.0, 1000.0}) quiet.observe(4, r, 1);
+  EXPECT_DOUBLE_EQ(quiet.relative_noise(), 0.01) << "quiet windows: the 1 % noise floor";
+  EXPECT_DOUBLE_EQ(quiet.standard_error(*quiet.point(4)), 0.01 * 1000 / 2);
+  EXPECT_DOUBLE_EQ(quiet.points()[0].band, 2 * 5.0);
+  // Two counts, each with a relative sd of 10 % and 20 % over 4 windows:
+  // pooled, sqrt((3 x 0.01 + 3 x 0.04) / 6).
   ScalingCurve noisy(cfg);
-  for (double r : {600.0, 1400.0, 1000.0, 700.0, 1300.0}) noisy.observe(4, r, 1);
-  EXPECT_GT(noisy.point(4)->band, 200) << "spread windows widen the band";
+  for (double r : {900.0, 1100.0, 900.0, 1100.0}) noisy.observe(4, r, 1);
+  for (double r : {1600.0, 2400.0, 1600.0, 2400.0}) noisy.observe(8, r, 2);
+  const double sd4 = std::sqrt(4 * 100.0 * 100.0 / 3) / 1000, sd8 = std::sqrt(4 * 400.0 * 400.0 / 3) / 2000;
+  EXPECT_NEAR(noisy.relative_noise(), std::sqrt((3 * sd4 * sd4 + 3 * sd8 * sd8) / 6), 1e-12);
+  EXPECT_NEAR(noisy.standard_error(*noisy.point(8)), noisy.relative_noise() * 2000 / 2, 1e-9);
 }
 
 TEST(ScalingCurveTest, ACountChangeMidWindowRestartsSettling) {

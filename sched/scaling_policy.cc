@@ -8,6 +8,13 @@ namespace goldminer {
 namespace {
 
 constexpr double kMaxWaitFraction = 0.95;  // beyond: the demand estimate explodes
+constexpr double kAlpha = 0.05;            // false positives over a job's life
+constexpr double kZUnpaid = 1.64;          // a step did not pay: one-sided 5 %
+constexpr double kSignalWaitRise = 0.2;    // the trainer waits this much more: probe
+constexpr double kSignalRateShift = 0.1;   // the knee count's rate moved this share: probe
+constexpr double kZSignal = 3;             // and this many standard errors of the shift
+constexpr double kZPower = 1.28;           // steps sized for 90 % power at the pay rule's threshold
+constexpr int kMaxBusyWindows = 12;        // longer "busy elsewhere" is the trainer's new pace
 
 CurveConfig curve_config(const AutosizerConfig& c) {
   CurveConfig cc;
@@ -23,9 +30,9 @@ std::string seconds(double s) {
   return buf;
 }
 
-std::string percent(double share) {
+std::string fixed2(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f %%", 100 * share);
+  std::snprintf(buf, sizeof buf, "%.2f", v);
   return buf;
 }
 
@@ -40,23 +47,70 @@ double predicted_gain(const QueueMetrics& m, int added) {
   return batches * m.samples_per_s / c;
 }
 
+double normal_quantile_upper(double p) {
+  // P(Z > z) = erfc(z / sqrt 2) / 2 falls with z: bisection.
+  double lo = -10, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 ScalingPolicy::ScalingPolicy(const AutosizerConfig& config)
     : config_(config), autosizer_(config), curve_(curve_config(config)) {}
 
+bool ScalingPolicy::probing(double now_s) const {
+  return knee_ >= 0 && now_s >= reprobe_at_ && last_wait_ > config_.grow_wait_fraction;
+}
+
 int ScalingPolicy::ceiling(double now_s) const {
   if (knee_ < 0) return config_.max_workers;
-  return std::clamp(knee_ + (probing(now_s) ? 1 : 0), config_.min_workers, config_.max_workers);
+  return std::clamp(knee_ + (probing(now_s) ? step_size(knee_) : 0), config_.min_workers, config_.max_workers);
+}
+
+double ScalingPolicy::rate_per_worker() const {
+  double best = best_per_worker_;
+  for (const CurvePoint& p : curve_.points())
+    if (p.workers > 0) best = std::max(best, p.mean / p.workers);
+  return best;
+}
+
+double ScalingPolicy::pay_z() const {
+  // Asked many times a window (ceiling()): computed once per judgment.
+  if (z_for_ != judgments_) {
+    const double k = judgments_ + 1;
+    z_ = normal_quantile_upper(kAlpha / (k * (k + 1)));
+    z_for_ = judgments_;
+  }
+  return z_;
+}
+
+int ScalingPolicy::step_size(int workers) const {
+  const double r1 = rate_per_worker();
+  const auto here = curve_.point(workers);
+  const int room = config_.max_workers - workers;
+  if (r1 <= 0 || !here || room <= 1) return std::max(1, std::min(1, room));
+  const double cv = curve_.relative_noise(), z = pay_z();
+  const double n_here = std::max(1, here->windows);
+  const double n_new = 2.0 * std::max(1, config_.measure_windows);
+  for (int s = 1; s < room; ++s) {
+    const double next = here->mean + s * r1;
+    const double se = cv * std::sqrt(here->mean * here->mean / n_here + next * next / n_new);
+    if (s * r1 * (1 - config_.pay_fraction) >= (z + kZPower) * se) return std::min(room, s * (1 + undecided_probes_));
+  }
+  return room;
 }
 
 std::string ScalingPolicy::figures(int first) const {
   std::string out;
   auto p = curve_.point(first);
-  if (p) out = std::to_string(first) + " workers: " + short_rate(p->samples_per_s) + " samples/s";
+  if (p) out = std::to_string(first) + " workers: " + short_rate(p->mean) + " samples/s";
   const auto all = curve_.points();
   for (auto it = all.rbegin(); it != all.rend(); ++it)
     if (it->workers != first)
-      out += (out.empty() ? std::to_string(it->workers) + " workers: " + short_rate(it->samples_per_s) + " samples/s"
-                          : ", " + std::to_string(it->workers) + ": " + short_rate(it->samples_per_s));
+      out += (out.empty() ? std::to_string(it->workers) + " workers: " + short_rate(it->mean) + " samples/s"
+                          : ", " + std::to_string(it->workers) + ": " + short_rate(it->mean));
   return out;
 }
 
@@ -66,53 +120,92 @@ void ScalingPolicy::hold_at(int workers, double now_s, bool failed_probe) {
   if (backoff_s_ <= 0) backoff_s_ = config_.reprobe_after_s;
   else if (failed_probe) backoff_s_ = std::min(2 * backoff_s_, config_.reprobe_max_s);
   reprobe_at_ = now_s + backoff_s_;
+  const auto p = curve_.point(workers);
+  knee_rate_ = p ? p->mean : 0;
+  knee_se_ = p ? curve_.standard_error(*p) : 0;
+  knee_wait_ = last_wait_;
+}
+
+bool ScalingPolicy::trainer_busy(const QueueMetrics& m) const {
+  if (m.queue_fill < config_.shrink_queue_fill || m.trainer_wait_fraction > config_.grow_wait_fraction) return false;
+  // The trainer neither waited nor took what its count delivers: busy
+  // elsewhere. Against the count's own windows, else the nearest count
+  // below (just after a resize).
+  const double cv = curve_.relative_noise();
+  if (auto p = curve_.point(m.workers)) return m.samples_per_s < p->mean * (1 - std::max(3 * cv, 0.15));
+  double below = 0;
+  for (const CurvePoint& p : curve_.points())
+    if (p.workers < m.workers) below = p.mean;
+  return below > 0 && m.samples_per_s < below * 0.7;
 }
 
 ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool settling, bool follow) {
   ScalingDecision d;
   const bool changed = last_workers_ >= 0 && m.workers != last_workers_;
   steady_windows_ = changed ? 0 : steady_windows_ + 1;
-  if (changed && judging_) {
-    if (m.workers <= step_.from) {
-      judging_ = false;  // workers left (lost or drained): nothing to judge
-    } else {
-      // More of the growth joined, or some of it left: judged at the new count.
-      step_.to = m.workers;
-      step_.predicted = predicted_gain(previous_, step_.to - step_.from);
+  if (changed) {
+    if (judging_) {
+      if (m.workers == step_.from) {
+        judging_ = false;  // workers left (lost or drained): nothing to judge
+      } else {
+        step_.to = m.workers;  // more of the step joined, or some of it left
+        curve_.forget(m.workers);
+      }
+    } else if (last_workers_ > 0 && m.workers > 0 && curve_.point(last_workers_) && !returning_ &&
+               (m.workers > last_workers_ || own_shrink_)) {
+      // A growth (the autosizer's or goldminer-ctld's), or this policy's
+      // own shrink: judged once measured, against fresh windows.
+      judging_ = true;
+      step_ = {last_workers_, m.workers};
       curve_.forget(m.workers);
+      if (knee_ >= 0 && m.workers > knee_ && last_workers_ >= knee_)
+        d.why = "probing " + std::to_string(m.workers) + " workers, above the knee " + std::to_string(knee_);
     }
-  } else if (changed && m.workers > last_workers_ && last_workers_ > 0 && previous_.samples_per_s > 0) {
-    // A growth (the autosizer's or goldminer-ctld's): judged once measured,
-    // against fresh windows at the new count.
-    judging_ = true;
-    confirming_ = false;
-    step_ = {last_workers_, m.workers, predicted_gain(previous_, m.workers - last_workers_)};
-    curve_.forget(m.workers);
-    if (knee_ >= 0 && step_.from >= knee_)
-      d.why = "probing " + std::to_string(m.workers) + " workers, above the knee " + std::to_string(knee_) +
-              " (after " + seconds(backoff_s_) + ")";
+    own_shrink_ = false;
+    returning_ = false;
   }
   // Windows in which a joined worker has delivered nothing yet (a Python
   // worker starts torch first) are left out, for at most `measure_windows`
-  // after the count changed: a growth is then judged within two settle
-  // windows even where the new workers never deliver (they may be what
-  // slows the others down).
+  // after the count changed; so are those of a trainer busy elsewhere.
   const bool warming = !changed && m.warming > 0 && steady_windows_ <= std::max(1, config_.measure_windows);
-  if (!warming) curve_.observe(m.workers, m.samples_per_s, now_s, changed);
+  bool busy = !warming && trainer_busy(m);
+  busy_run_ = busy ? busy_run_ + 1 : 0;
+  if (busy && busy_run_ > kMaxBusyWindows) {
+    // Busy for longer than an evaluation or a checkpoint: the trainer is
+    // slower now. What the counts measured before no longer holds.
+    for (const CurvePoint& q : curve_.points()) curve_.forget(q.workers);
+    busy = false;
+    busy_run_ = 0;
+  }
+  if (busy) ++busy_windows_;
+  // A busy window still tells the curve that the count changed (its rate
+  // is not a window of either count).
+  if (!warming) curve_.observe(m.workers, busy ? std::nan("") : m.samples_per_s, now_s, changed);
   last_workers_ = m.workers;
-  previous_ = m;
-  const int proposal = autosizer_.observe(m);  // keeps its streaks either way
+  if (!busy) last_wait_ = m.trainer_wait_fraction;
+  // One worker's rate outlives the windows it was measured in: a job that
+  // left few workers behind long ago still judges a worker by it.
+  best_per_worker_ = rate_per_worker();
+  const int proposal = busy ? 0 : autosizer_.observe(m);  // keeps its streaks either way
 
   if (judging_) {
     // Judged when its workers are all here (or have stopped coming for
     // long) and the new count has its measured windows.
-    const int need = std::max(1, config_.measure_windows) * (confirming_ ? 2 : 1);
+    const int need = std::max(1, config_.measure_windows);
     if (m.workers != step_.to || curve_.settled_windows() < need || (settling && curve_.settled_windows() < 3 * need))
       return d;
-    return judge(m, now_s);
+    ScalingDecision j = judge(m, now_s, settling);
+    if (!j.why.empty() || j.change != 0) return j;
+    return d;
   }
-  if (!changed) {
-    ScalingDecision s = maybe_shrink(m, now_s);
+  if (!changed && !busy && knee_ >= 0 && m.workers == knee_) {
+    ScalingDecision s = on_signal(m, now_s, follow);
+    if (s.change != 0 || !s.why.empty()) return s;
+  }
+  if (!changed && !busy && !follow) {
+    ScalingDecision s = maybe_shrink_to_worth(m);
+    if (s.change != 0) return s;
+    s = maybe_probe_down(m, now_s);
     if (s.change != 0) return s;
   }
   if (follow) return d;
@@ -121,10 +214,96 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
     // (while nothing flows, the trainer waiting for its first workers or
     // batch, there is nothing to measure or judge).
     if (m.workers > 0 && m.samples_per_s > 0 && !curve_.point(m.workers)) return d;
-    d.change = std::max(0, std::min({proposal, ceiling(now_s) - m.workers, had_knee_ ? 1 : proposal}));
-  } else {
+    const int step = m.workers > 0 && m.samples_per_s > 0 ? step_size(m.workers) : 1;
+    const int want = had_knee_ ? step : std::max(proposal, step);
+    d.change = std::max(0, std::min(want, ceiling(now_s) - m.workers));
+  } else if (proposal < 0) {
+    if (now_s < shrink_after_ || (m.samples_per_s > 0 && !curve_.point(m.workers))) return d;
+    own_shrink_ = m.samples_per_s > 0;
     d.change = proposal;
   }
+  return d;
+}
+
+ScalingDecision ScalingPolicy::on_signal(const QueueMetrics& m, double now_s, bool follow) {
+  ScalingDecision d;
+  const auto p = curve_.point(m.workers);
+  if (!p || curve_.settled_windows() < std::max(1, config_.measure_windows)) return d;
+  if (knee_rate_ <= 0 || p->windows < 2 * std::max(1, config_.measure_windows)) {
+    // The reference is set over twice the measured windows first: a
+    // knee's first few windows would make a false signal of the noise.
+    knee_rate_ = p->mean;
+    knee_se_ = curve_.standard_error(*p);
+    return d;
+  }
+  const double shift = p->mean - knee_rate_;
+  const double noise = kZSignal * std::hypot(curve_.standard_error(*p), knee_se_);
+  const bool moved = std::fabs(shift) > std::max(noise, kSignalRateShift * knee_rate_);
+  if (moved && shift < 0 && !follow && m.workers > std::max(1, config_.min_workers)) {
+    // The workers deliver less than when the knee was set: some may no
+    // longer pay. The windows of every count are from before the change:
+    // forgotten; once this count is measured again, a step down, judged
+    // as any shrink.
+    d.why = figures(m.workers) + ": the rate at the knee fell from " + short_rate(knee_rate_) +
+            ": measuring it again, then a step down";
+    for (const CurvePoint& q : curve_.points()) curve_.forget(q.workers);
+    knee_rate_ = 0;
+    step_down_ = true;
+    return d;
+  }
+  if ((moved && shift > 0) || m.trainer_wait_fraction > knee_wait_ + kSignalWaitRise) {
+    if (reprobe_at_ > now_s) {
+      reprobe_at_ = now_s;
+      d.why = figures(m.workers) + ": conditions changed at the knee (rate " + short_rate(knee_rate_) + " -> " +
+              short_rate(p->mean) + ", trainer waiting " + fixed2(knee_wait_) + " -> " +
+              fixed2(m.trainer_wait_fraction) + "): probing above it now";
+    }
+    knee_rate_ = p->mean;
+    knee_se_ = curve_.standard_error(*p);
+    knee_wait_ = m.trainer_wait_fraction;
+  }
+  return d;
+}
+
+ScalingDecision ScalingPolicy::maybe_shrink_to_worth(const QueueMetrics& m) {
+  ScalingDecision d;
+  const int k = m.workers, floor = std::max(1, config_.min_workers);
+  const double r1 = rate_per_worker();
+  const auto p = curve_.point(k);
+  if (k <= floor || r1 <= 0 || !p || curve_.settled_windows() < std::max(1, config_.measure_windows)) return d;
+  // Even on average the workers do not pay (a curve concave or flat past
+  // its knee pays less at the margin than on average), or a signal asked
+  // for a step down: to what the workers deliver at one worker's rate,
+  // plus one (at least one fewer), judged as any shrink.
+  const bool unpaid = p->mean + kZUnpaid * curve_.standard_error(*p) < config_.pay_fraction * r1 * k;
+  if (!unpaid && !step_down_) return d;
+  step_down_ = false;
+  const int to = std::clamp(static_cast<int>(std::lround(p->mean / r1)) + 1, floor, k - 1);
+  own_shrink_ = true;
+  d.change = to - k;
+  d.why = figures(k) + ": " + std::to_string(k) + " workers deliver what " + std::to_string(to - 1) + " of " +
+          short_rate(r1) + " each would: trying " + std::to_string(to);
+  return d;
+}
+
+ScalingDecision ScalingPolicy::maybe_probe_down(const QueueMetrics& m, double now_s) {
+  ScalingDecision d;
+  const int k = m.workers, floor = std::max(1, config_.min_workers);
+  if (!probe_down_next_ || knee_ < 0 || k != knee_ || k <= floor || now_s < reprobe_at_ || !curve_.point(k) ||
+      curve_.settled_windows() < std::max(1, config_.measure_windows))
+    return d;
+  // After a probe above the knee that did not pay, the next probe is one
+  // below it: the workers kept at the knee are judged again, as any
+  // shrink, so that a knee set too high on a lucky reading comes down.
+  probe_down_next_ = false;
+  own_shrink_ = true;
+  // One step, or down to what the workers deliver at one worker's rate
+  // (plus one) when that is lower.
+  const double r1 = rate_per_worker();
+  int to = k - std::min(k - floor, step_size(std::max(floor, k - 1)));
+  if (r1 > 0) to = std::min(to, static_cast<int>(std::lround(curve_.point(k)->mean / r1)) + 1);
+  d.change = std::clamp(to, floor, k - 1) - k;
+  d.why = "probing " + std::to_string(k + d.change) + " workers, below the knee " + std::to_string(k);
   return d;
 }
 
@@ -132,77 +311,107 @@ bool ScalingPolicy::holds_growth(const QueueMetrics& m) const {
   return judging_ || (m.samples_per_s > 0 && !curve_.point(m.workers));
 }
 
-ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s) {
+ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s, bool settling) {
   ScalingDecision d;
-  judging_ = false;
   const auto to = curve_.point(step_.to), from = curve_.point(step_.from);
-  // The count before was never measured, or nothing flowed: nothing to compare.
-  if (!to || !from || from->samples_per_s <= 0) return d;
-  const double gain = to->samples_per_s - from->samples_per_s;
-  const double noise = std::hypot(to->band, from->band);
-  char model[64] = "";
-  if (step_.predicted > 0) std::snprintf(model, sizeof model, " (model: +%s)", short_rate(step_.predicted).c_str());
-  // Paid: at least pay_fraction of the model's, and beyond the noise by
-  // that much (a worker is kept on evidence, not on a lucky window).
-  const bool significant = gain > noise;
-  if (significant && gain - noise >= config_.pay_fraction * step_.predicted) {
-    if (knee_ >= 0 && step_.to > knee_ && !confirming_) {
-      // A re-probe above the knee moves it for good: measured twice as
-      // long (its windows and as many more) before it does, so that one
-      // lucky reading does not.
-      confirming_ = true;
-      judging_ = true;
-      d.why = figures(step_.to) + model + ": paid once: measuring " + std::to_string(step_.to) + " again";
+  // The count before has no fresh windows any more, or nothing flowed:
+  // nothing to compare.
+  if (!to || !from || from->mean <= 0) {
+    judging_ = false;
+    return d;
+  }
+  const bool growth = step_.to > step_.from;
+  const CurvePoint& hi = growth ? *to : *from;
+  const CurvePoint& lo = growth ? *from : *to;
+  const int n = hi.workers - lo.workers;
+  const double r1 = rate_per_worker();
+  const double need = config_.pay_fraction * r1 * n;
+  const double gain = hi.mean - lo.mean;
+  const double se = std::hypot(curve_.standard_error(hi), curve_.standard_error(lo));
+  const double z = pay_z();
+  bool paid = gain - z * se >= need;
+  const bool unpaid = gain + kZUnpaid * se < need;
+  if (!paid && !unpaid && to->windows < 2 * std::max(1, config_.measure_windows) && !settling)
+    return d;  // undecided: measured longer
+  judging_ = false;
+  // Only a growth's judgment can keep workers that do not pay on a lucky
+  // reading: each spends its share of the budget.
+  if (growth) ++judgments_;
+  // Undecided after being measured as long as allowed: a step changes the
+  // count only on evidence, so the count goes back to where the step came
+  // from (a growth's workers are not kept on a coin's toss near the
+  // threshold; a shrink's come back).
+  char head[160];
+  std::snprintf(head, sizeof head, " (needs +%s per worker, z %.2f)", short_rate(config_.pay_fraction * r1).c_str(), z);
+  const std::string figs = figures(step_.to) + head;
+  if (!growth) {
+    if (!unpaid) {
+      // The workers removed were worth what they cost, or may have been:
+      // back, and no shrink for a back-off.
+      d.change = step_.from - m.workers;
+      returning_ = true;  // to a count already judged: not judged again
+      shrink_after_ = now_s + std::max(config_.reprobe_after_s, backoff_s_);
+      if (knee_ == step_.from) {
+        // A probe below the knee: the knee holds, and the probe above it
+        // that this one stood in for comes after the short back-off.
+        hold_at(step_.from, now_s, false);
+        reprobe_at_ = now_s + config_.reprobe_after_s;
+      }
+      d.why = figs + ": the " + std::to_string(n) + " workers removed " + (paid ? "paid" : "may have paid") +
+              ": back to " + std::to_string(step_.from);
       return d;
     }
-    confirming_ = false;
-    if (knee_ >= 0 && step_.to > knee_) knee_ = -1, backoff_s_ = 0;
-    d.why = figures(step_.to) + model + ": paid: keeping " + std::to_string(step_.to);
+    hold_at(step_.to, now_s, false);
+    d.why = figs + ": the " + std::to_string(n) + " workers removed did not pay: keeping " + std::to_string(step_.to);
     return d;
   }
-  if (significant && step_.to - step_.from > 1 && step_.predicted > 0) {
-    // Some of a step of several workers paid: back to as many as the gain
-    // was worth at the model's rate per worker, measured there, and on one
-    // worker at a time at once (the back-off is for single workers).
-    const double per_worker = step_.predicted / (step_.to - step_.from);
-    const int worth = static_cast<int>(std::floor((gain - noise) / per_worker));
-    const int back = std::clamp(step_.from + worth, step_.from, step_.to - 1);
-    knee_ = back;
-    had_knee_ = true;
-    reprobe_at_ = now_s;
-    d.change = back - m.workers;
-    d.why = figures(step_.to) + model + ": paid less than " + percent(config_.pay_fraction) + " of the model: back to " +
-            std::to_string(back) + ", then one worker at a time";
+  // A probe that showed the workers do not pay backs off longer; one the
+  // noise left undecided is tried again as soon, with a larger step.
+  const bool probe = knee_ >= 0 && step_.from >= knee_;
+  const bool failed_probe = probe && unpaid;
+  if (failed_probe) probe_down_next_ = true;
+  undecided_probes_ = probe && !unpaid ? undecided_probes_ + 1 : 0;
+  if (n > 1 && r1 > 0 && gain - z * se > 0) {
+    // A step of several workers: its gain, less z standard errors, is
+    // worth so many workers at one worker's rate. A step that paid on average may still hold workers
+    // at its top that add nothing (a linear curve that ends inside it):
+    // only those the gain was worth are kept.
+    // (Rounded down unless within a quarter of a worker: a worker kept on
+    // the noise costs a back-off before a probe below the knee undoes it.)
+    const int worth = std::clamp(static_cast<int>(std::floor((gain - z * se) / r1 + 0.25)), 0, n);
+    const int back = step_.from + worth;
+    if (worth < n && back > step_.from) {
+      // Growth paid here: probed again soon, sized by the model.
+      backoff_s_ = 0;
+      had_knee_ = false;
+      undecided_probes_ = 0;
+      hold_at(back, now_s, false);
+      d.change = back - m.workers;
+      d.why = figs + ": worth about " + std::to_string(worth) + " of its " + std::to_string(n) + " workers: back to " +
+              std::to_string(back) + ", the knee; next probe above it in " + seconds(backoff_s_);
+      return d;
+    }
+  }
+  if (paid) {
+    // A probe above the knee that paid: the knee is gone, and growth is
+    // sized by the model again (the next judgment keeps what it is worth).
+    if (knee_ >= 0 && step_.to > knee_) knee_ = -1, backoff_s_ = 0, had_knee_ = false;
+    undecided_probes_ = 0;
+    d.why = figs + ": paid: keeping " + std::to_string(step_.to);
     return d;
   }
-  // Back to the best measured count at or below where it came from (the
-  // fewest workers among those within the noise of the best).
-  const bool failed_probe = knee_ >= 0 && step_.from >= knee_;
+  // Back to where it came from, or to a count below that measured
+  // clearly better (the step came from a count that was never judged).
   int back = step_.from;
-  double best = from->samples_per_s;
+  double best = from->mean + 2 * curve_.standard_error(*from);
   for (const CurvePoint& p : curve_.points())
-    if (p.workers < step_.to && p.workers >= config_.min_workers && p.samples_per_s > best + p.band)
-      back = p.workers, best = p.samples_per_s;
-  for (const CurvePoint& p : curve_.points())
-    if (p.workers < back && p.workers >= std::max(1, config_.min_workers) && p.samples_per_s + p.band >= best)
-      back = p.workers;
+    if (p.workers < step_.from && p.workers >= std::max(1, config_.min_workers) &&
+        p.mean - 2 * curve_.standard_error(p) > best)
+      back = p.workers, best = p.mean - 2 * curve_.standard_error(p);
   hold_at(back, now_s, failed_probe);
   d.change = back - m.workers;
-  d.why = figures(step_.to) + model + ": did not pay: back to " + std::to_string(back) +
+  d.why = figs + (unpaid ? ": did not pay" : ": not shown to pay") + ": back to " + std::to_string(back) +
           ", the knee; next probe above it in " + seconds(backoff_s_);
-  return d;
-}
-
-ScalingDecision ScalingPolicy::maybe_shrink(const QueueMetrics& m, double now_s) {
-  ScalingDecision d;
-  const int k = m.workers;
-  if (k - 1 < std::max(1, config_.min_workers)) return d;
-  const auto now = curve_.point(k), fewer = curve_.point(k - 1);
-  if (!now || !fewer || curve_.settled_windows() < config_.measure_windows) return d;
-  if (fewer->samples_per_s < now->samples_per_s * (1 - config_.shrink_band)) return d;
-  hold_at(k - 1, now_s, false);
-  d.change = -1;
-  d.why = figures(k) + ": one fewer within " + percent(config_.shrink_band) + ": back to " + std::to_string(k - 1);
   return d;
 }
 

@@ -85,7 +85,7 @@ void Simulation::observe_window(int i, double t) {
   j.observed = m.workers;
   j.last_metrics = m;
   j.holds_growth = -1;
-  if (d.change < 0 && d.why.find("did not pay") != std::string::npos) ++undone_growths_;
+  if (d.change < 0 && (d.why.find("did not pay: back") != std::string::npos || d.why.find("not shown to pay") != std::string::npos)) ++undone_growths_;
   // Measured at its whole cap, and no knee: try twice as many; once a
   // knee was found, one more (a re-probe above it paid).
   if (j.scaling->knee() >= 0) {

@@ -31,16 +31,16 @@ struct AutosizerConfig {
   double shrink_queue_fill = 0.9;    // queue at least this full: oversupplied
   double shrink_headroom = 1.1;      // one fewer must still make consumption x this
   int patience = 3;                  // agreeing observations before acting
-  // Measured scaling (sched/scaling_policy.h): a growth is judged once the
+  // Measured scaling (sched/scaling_policy.h): a step is judged once the
   // new count has `measure_windows` windows after `settle_windows` dropped
-  // ones; it is undone when it gained less than `pay_fraction` of what the
-  // model predicted; the job then stays at that knee for `reprobe_after_s`
+  // ones (up to twice as many while undecided); the workers of a step pay
+  // when their gain exceeds `pay_fraction` of one worker's measured rate
+  // each, beyond the noise (a window's relative noise, pooled over the
+  // job's counts, taken as at least `noise_floor`). A growth that did not
+  // pay is undone and the job stays at that knee for `reprobe_after_s`
   // (doubled after each probe that did not pay, up to `reprobe_max_s`).
-  // One worker fewer within `shrink_band` of the throughput: shrink.
-  // Differences within `noise_floor` of a median are noise.
   double pay_fraction = 0.5;
-  double shrink_band = 0.05;
-  double noise_floor = 0.05;
+  double noise_floor = 0.01;
   int settle_windows = 1;
   int measure_windows = 3;
   double reprobe_after_s = 60;

@@ -81,13 +81,15 @@ scaling_job() {
 # one. The connected count follows the session's "worker ... joined" and
 # "worker ... left/dropped" lines; a decision interval is what judging a
 # count takes: 1 settle + 3 measure windows of INTERVAL s. A decision that
-# undoes a growth ("did not pay: back to K, the knee", or "paid less than
-# ...: back to K") or shrinks ("one fewer ...: back to K") holds the job at
-# K. Checked, for each growth undone: a "draining" line within a window;
-# the job holds more than K + 1 workers for at most two decision intervals
+# undoes a growth ("did not pay: back to K, the knee", "not shown to pay:
+# back to K", or "worth about W of its N workers: back to K") or keeps a
+# shrink ("workers removed did not pay: keeping K") holds the job at K.
+# Checked, for each growth undone: a "draining" line within a window; the
+# job holds more than K + 1 workers for at most two decision intervals
 # from when its count reached the one judged, and at most two windows
 # after the decision. After any hold at K: no more than K + 1 workers
-# until a growth above K paid, and a probe above K no sooner than the
+# (or the N of a "probing N workers, above the knee K") until a growth
+# above K paid, and a probe above or below K no sooner than the
 # decision's back-off. At least one growth was undone, or else the job
 # never held more than one worker above its best measured size (the count
 # of the most samples/s in the decision lines), which it then says.
@@ -105,7 +107,7 @@ check_scaling_log() {
         function after(text,   s) { s = line; sub(".*" text, "", s); return s }
         # Every "N workers: R samples/s" and ", N: R" of a decision line.
         function measured(s,   g) {
-            sub(/.*scaling: /, "", s); sub(/ \(model:.*/, "", s); sub(/: (did not pay|paid|one fewer).*/, "", s)
+            sub(/.*scaling: /, "", s); sub(/ \(needs .*/, "", s); sub(/: (the rate at|conditions changed|[0-9]+ workers deliver).*/, "", s)
             while (match(s, /[0-9]+( workers)?: [0-9.]+[kM]?/)) {
                 split(substr(s, RSTART, RLENGTH), g, /( workers)?: /)
                 if (rate(g[2]) > best_rate) { best_rate = rate(g[2]); best = g[1] + 0 }
@@ -115,7 +117,7 @@ check_scaling_log() {
         # The job is held at k from now; a growth to "judged" workers undone.
         function hold(k, backoff, undo) {
             if (pending) bad("a decision while the workers above " knee + 1 " were still connected")
-            knee = k; td = t; reprobe_at = t + backoff
+            knee = k; td = t; reprobe_at = t + backoff; probe_max = 0
             if (!undo) return
             undone++
             judged = after("scaling: ") + 0
@@ -146,7 +148,7 @@ check_scaling_log() {
             n++
             reached[n] = t
             if (n > most) most = n
-            if (knee >= 0 && !pending && n > knee + 1)
+            if (knee >= 0 && !pending && n > knee + 1 && n > probe_max)
                 bad(sprintf("%d workers while held at %d (since %.1f s; no growth above it paid)", n, knee, td - t0))
         }
         line ~ /^goldminer: session: worker [^ ]* (left|dropped)/ {
@@ -155,18 +157,18 @@ check_scaling_log() {
         }
         line ~ /^goldminer: session: .*: (draining|cancelled) [0-9]+ data workers/ { want_drain = 0 }
         line ~ /^goldminer: session: scaling: / { decisions++; print "  " line; measured(line) }
-        line ~ /: did not pay: back to [0-9]+/ {
+        line ~ /: (did not pay|not shown to pay|worth about [0-9]+ of its [0-9]+ workers): back to [0-9]+/ {
             if (after("next probe above it in ") !~ /^[0-9]+ s/) bad("no back-off in: " line)
-            hold(after("did not pay: back to ") + 0, after("next probe above it in ") + 0, 1)
+            hold(after("back to ") + 0, after("next probe above it in ") + 0, 1)
         }
-        line ~ /: paid less than .*: back to [0-9]+/ { hold(after(": back to ") + 0, 0, 1) }
-        line ~ /: one fewer within .*: back to [0-9]+/ { hold(after(": back to ") + 0, 0, 0) }
+        line ~ /workers removed did not pay: keeping [0-9]+/ { hold(after("keeping ") + 0, 0, 0) }
         line ~ /: paid: keeping [0-9]+/ {
             if (knee >= 0 && after("paid: keeping ") + 0 > knee) knee = -1  # a growth above it paid
         }
-        line ~ /scaling: probing [0-9]+ workers/ {
+        line ~ /scaling: probing [0-9]+ workers, (above|below) the knee/ {
             if (knee >= 0 && t < reprobe_at - iv)
                 bad(sprintf("a probe %.1f s before its back-off ended", reprobe_at - t))
+            if (line ~ /above the knee/) probe_max = after("probing ") + 0
         }
         END {
             if (pending && t - td > 2 * iv + 0.5)
