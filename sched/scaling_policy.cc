@@ -186,7 +186,7 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   // One worker's rate outlives the windows it was measured in: a job that
   // left few workers behind long ago still judges a worker by it.
   best_per_worker_ = rate_per_worker();
-  const int proposal = busy ? 0 : autosizer_.observe(m);  // keeps its streaks either way
+  const int proposal = busy ? 0 : autosizer_.observe(m);  // a busy window says nothing of the workers
 
   if (judging_) {
     // Judged when its workers are all here (or have stopped coming for

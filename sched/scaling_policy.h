@@ -7,8 +7,7 @@
 //
 // - The value of a worker is judged against one worker's measured rate,
 //   as GoldMiner does: r1 = the best samples/s per worker of any count
-//   measured (kept after its windows expire, until a signal says that
-//   conditions changed). The workers between counts a < b pay when the gain
+//   measured (kept after its windows expire). The workers between counts a < b pay when the gain
 //   mean(b) - mean(a) exceeds pay_fraction x r1 x (b - a) by z standard
 //   errors of the difference (each count's mean has standard error
 //   noise x mean / sqrt(windows), the noise pooled over the job's counts:

@@ -57,7 +57,7 @@ std::string encode_report(const SessionReport& r) {
          "\nwait=" + number(r.trainer_wait_fraction) + "\nfill=" + number(r.queue_fill) +
          "\nconsumption=" + number(r.consumption_rate) + "\nper_worker=" + number(r.per_worker_rate) +
          "\nsamples_per_s=" + number(r.samples_per_s) + "\nhosts=" + hosts + "\ncurve=" + format_curve(r.curve) +
-         "\nknee=" + std::to_string(r.knee) + "\nprobing=" + (r.probing ? "1" : "0") + "\n";
+         "\nknee=" + std::to_string(r.knee) + "\nprobing=" + std::to_string(r.probing) + "\n";
 }
 
 namespace {
@@ -133,12 +133,9 @@ Expected<SessionReport> decode_report(const std::string& text) {
   real("per_worker", 0, 1e12, &r.per_worker_rate);
   real("samples_per_s", 0, 1e15, &r.samples_per_s);
   count("knee", -1, r.dw_max, &r.knee);
+  count("probing", 0, r.dw_max, &r.probing);
   if (!st.ok()) return st;
-  const std::string& probing = f->at("probing");
-  if (probing != "0" && probing != "1")
-    return Status::error("report: probing: invalid value '" + probing.substr(0, 40) + "': expected 0 or 1");
-  r.probing = probing == "1";
-  if (r.probing && r.knee < 0) return Status::error("report: probing: 1 without a knee");
+  if (r.probing > 0 && r.knee < 0) return Status::error("report: probing: " + std::to_string(r.probing) + " without a knee");
   auto curve = parse_curve(f->at("curve"));
   if (!curve.ok()) return Status::error("report: " + curve.status().message());
   r.curve = std::move(*curve);
@@ -186,7 +183,7 @@ DwClaim claim_of(const SessionReport& r) {
   c.cpu_per_worker = std::max<int64_t>(1, std::llround(r.cpus_per_dw * 1000));
   c.max_workers = r.dw_max;
   c.min_workers = std::min(1, r.dw_max);
-  c.cap = r.knee >= 0 ? r.knee + (r.probing ? 1 : 0) : -1;
+  c.cap = r.knee >= 0 ? std::min(r.dw_max, r.knee + r.probing) : -1;
   // Measured: speeds from the curve (see worker_registry.h); the model's
   // gain above bounds only the slope beyond the largest measured count.
   double top = 0;
@@ -194,7 +191,7 @@ DwClaim claim_of(const SessionReport& r) {
   const double d = std::max(r.samples_per_s / (1 - wait), top);
   if (top > 0)  // a curve of zeros says nothing of what a worker adds
     for (const CurvePoint& p : r.curve)
-      if (!(r.probing && p.workers > r.knee)) c.measured.push_back({p.workers, p.samples_per_s / d});
+      if (!(r.probing > 0 && p.workers > r.knee)) c.measured.push_back({p.workers, p.samples_per_s / d});
   return c;
 }
 
@@ -291,7 +288,7 @@ std::string WorkerRegistry::json(const ViewOf& view) const {
     for (size_t p = 0; p < r.curve.size(); ++p)
       out += (p ? ", [" : "[") + std::to_string(r.curve[p].workers) + ", " + shown(r.curve[p].samples_per_s) + "]";
     out += "], \"knee\": " + (r.knee >= 0 ? std::to_string(r.knee) : "null") +
-           ", \"probing\": " + (r.probing ? "true" : "false") + ", \"hosts\": ";
+           ", \"probing\": " + std::to_string(r.probing) + ", \"hosts\": ";
     if (!full) {
       out += "null}";
       continue;
@@ -317,7 +314,7 @@ std::string WorkerRegistry::table(const ViewOf& view) const {
     const JobView v = view_of(view, e);
     if (v == JobView::kHidden) continue;
     const SessionReport& r = e.report;
-    const std::string knee = r.knee < 0 ? "-" : std::to_string(r.knee) + (r.probing ? "+1" : "");
+    const std::string knee = r.knee < 0 ? "-" : std::to_string(r.knee) + (r.probing > 0 ? "+" + std::to_string(r.probing) : "");
     // The curve on a line of its own below the row: "2:13.7k 6:7.9k".
     std::string curve;
     for (const CurvePoint& p : r.curve)

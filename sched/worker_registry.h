@@ -54,11 +54,12 @@ struct SessionReport {
   std::vector<std::string> worker_hosts;  // where its workers run, one per worker
   // The job's measured scaling curve, ascending by workers ("curve=W:S,W:S",
   // format_curve; "" before any measurement), its knee (workers above which
-  // growth did not pay; -1 none known, else 0..dw_max) and whether it
-  // re-probes one worker above the knee now (only with a knee).
+  // growth did not pay; -1 none known, else 0..dw_max) and how many
+  // workers above the knee it probes now ("probing=N", 0 when not; only
+  // with a knee; 1 from sessions that probed one worker at a time).
   std::vector<CurvePoint> curve;
   int knee = -1;
-  bool probing = false;
+  int probing = 0;
 };
 
 // The report as "key=value" lines (what the session signs); decode is
@@ -121,7 +122,7 @@ class WorkerRegistry {
 
   // goldminer-top --json: {"worker_cpus": C, "worker_cpus_held": H,
   // "jobs": [{"job": J, "uid": U, "workers": N, "target": T, ...,
-  // "curve": [[W, S], ...], "knee": K or null, "probing": B, "hosts": [...]}, ...]}
+  // "curve": [[W, S], ...], "knee": K or null, "probing": N, "hosts": [...]}, ...]}
   // ("uid" and "hosts" null in a kFigures row). `view` null: all kFull.
   std::string json(const ViewOf& view = nullptr) const;
   // Prometheus text exposition (goldminer_* gauges, one series per job).

@@ -43,7 +43,7 @@ TEST(WorkerRegistryTest, ReportsRoundTripAndBadOnesAreNamed) {
   EXPECT_EQ(decode_report("garbage\n").status().message(), "report: expected key=value, got 'garbage'");
   EXPECT_TRUE(back->curve.empty());
   EXPECT_EQ(back->knee, -1);
-  EXPECT_FALSE(back->probing);
+  EXPECT_EQ(back->probing, 0);
 }
 
 TEST(WorkerRegistryTest, AHostNameThatIsATerminalEscapeIsRefusedAndShownEscaped) {
@@ -82,20 +82,22 @@ TEST(WorkerRegistryTest, TheMeasuredCurveAndKneeRoundTripAndBadOnesAreNamed) {
   SessionReport r = report(42, 25);
   r.curve = curve({{2, 13700}, {6, 7900}});
   r.knee = 2;
-  r.probing = true;
+  r.probing = 3;
   const std::string text = encode_report(r);
-  EXPECT_NE(text.find("\ncurve=2:13700,6:7900\nknee=2\nprobing=1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncurve=2:13700,6:7900\nknee=2\nprobing=3\n"), std::string::npos) << text;
   auto back = decode_report(text);
   ASSERT_TRUE(back.ok()) << back.status().message();
   ASSERT_EQ(back->curve.size(), 2u);
   EXPECT_EQ(back->curve[1].workers, 6);
   EXPECT_DOUBLE_EQ(back->curve[1].samples_per_s, 7900);
   EXPECT_EQ(back->knee, 2);
-  EXPECT_TRUE(back->probing);
+  EXPECT_EQ(back->probing, 3);
   EXPECT_EQ(decode_report(with(text, "knee", "17")).status().message(),
             "report: knee: invalid value '17': expected a number from -1 to 16");
   EXPECT_EQ(decode_report(with(text, "probing", "yes")).status().message(),
-            "report: probing: invalid value 'yes': expected 0 or 1");
+            "report: probing: invalid value 'yes': expected a number from 0 to 16");
+  EXPECT_EQ(decode_report(with(text, "probing", "17")).status().message(),
+            "report: probing: invalid value '17': expected a number from 0 to 16");
   EXPECT_EQ(decode_report(with(with(text, "knee", "-1"), "probing", "1")).status().message(),
             "report: probing: 1 without a knee");
   EXPECT_EQ(decode_report(with(text, "curve", "6:7900,2:13700")).status().message(),
@@ -136,8 +138,11 @@ TEST(WorkerRegistryTest, AMeasuredClaimComesFromTheCurveAndTheKneeCapsIt) {
   r.knee = 2;
   EXPECT_EQ(claim_of(r).cap, 2);
   EXPECT_EQ(claim_of(r).measured.size(), 2u);
-  r.probing = true;
-  EXPECT_EQ(claim_of(r).cap, 3) << "one above the knee while it re-probes";
+  r.probing = 1;
+  EXPECT_EQ(claim_of(r).cap, 3) << "one above the knee while it re-probes one";
+  r.probing = 4;
+  EXPECT_EQ(claim_of(r).cap, 6) << "a probe's step above the knee";
+  r.probing = 1;
   EXPECT_EQ(claim_of(r).measured.size(), 1u) << "the points above the knee are what the probe measures";
   // No curve yet: the model alone, as before.
   DwClaim model = claim_of(report(1, 25));
@@ -174,7 +179,7 @@ TEST(WorkerRegistryTest, TheKneeCapsATargetAndAProbeAllowsOneMore) {
   ASSERT_TRUE(reg.accept(r, 1000, 1000, 0).ok());
   reg.reallocate(0);
   EXPECT_EQ(reg.target(1), 2);
-  r.probing = true;
+  r.probing = 1;
   ASSERT_TRUE(reg.accept(r, 1000, 1000, 1).ok());
   reg.reallocate(1);
   EXPECT_EQ(reg.target(1), 3);
@@ -188,10 +193,10 @@ TEST(WorkerRegistryTest, ShowsTheCurveAndKneeInJsonTableAndPrometheus) {
   ASSERT_TRUE(reg.accept(report(6, 25), 4294967, 4294967, 0).ok());
   reg.reallocate(0);
   std::string json = reg.json([](const JobEntry&) { return JobView::kFigures; });
-  EXPECT_NE(json.find("\"curve\": [[2, 13700], [6, 13700]], \"knee\": 2, \"probing\": false, \"hosts\": null}"),
+  EXPECT_NE(json.find("\"curve\": [[2, 13700], [6, 13700]], \"knee\": 2, \"probing\": 0, \"hosts\": null}"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"curve\": [], \"knee\": null, \"probing\": false"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"curve\": [], \"knee\": null, \"probing\": 0"), std::string::npos) << json;
   std::string table = reg.table();
   EXPECT_NE(table.find("5          4294967          1      2     16     2     0    10       13700  c1,c2\n"
                        "           curve (workers:samples/s): 2:13.7k 6:13.7k\n6 "),
@@ -303,7 +308,7 @@ TEST(WorkerRegistryTest, ShowsEachJobAsJsonAndPrometheusText) {
   EXPECT_EQ(reg.json(),
             "{\"worker_cpus\": 8, \"worker_cpus_held\": 2, \"jobs\": [{\"job\": 3, \"uid\": 1000, \"workers\": 2, \"target\": 4, "
             "\"dw_max\": 16, \"cpus_per_dw\": 1, \"trainer_wait_fraction\": 0.5, \"queue_fill\": 0.1, "
-            "\"samples_per_s\": 12800, \"curve\": [], \"knee\": null, \"probing\": false, \"hosts\": [\"c1\", \"c2\"]}]}");
+            "\"samples_per_s\": 12800, \"curve\": [], \"knee\": null, \"probing\": 0, \"hosts\": [\"c1\", \"c2\"]}]}");
   std::string text = reg.prometheus();
   EXPECT_NE(text.find("# TYPE goldminer_job_worker_target gauge\ngoldminer_job_worker_target{job=\"3\"} 4\n"),
             std::string::npos)

@@ -99,7 +99,7 @@ void Session::Impl::elastic_loop() {
       // What the job measured so far (as of the last window), its knee.
       report.curve = controller.policy().curve().points();
       report.knee = controller.policy().knee();
-      report.probing = controller.policy().probing(t);
+      if (controller.policy().probing(t)) report.probing = std::max(1, controller.policy().ceiling(t) - report.knee);
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(w.id.substr(0, w.id.rfind(':')));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
