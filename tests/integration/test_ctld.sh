@@ -335,7 +335,7 @@ test_ctld_gives_the_cpus_to_the_job_whose_curve_rises() {
     awk -v a="$tf" -v b="$tr" -v p="$per" -v c="$cpus" 'BEGIN { exit !((a + b) * p <= c + 1e-6) }' ||
         { echo "targets $tf + $tr of $per CPUs each exceed $cpus"; return 1; }
     expect_eq "flat job's curve and knee" "$(echo "$json" | jq -c --argjson j "$flat" '.jobs[] | select(.job == $j) | [.curve, .knee, .probing]')" \
-        '[[[1,10000],[2,20000],[6,20000]],2,false]' || return 1
+        '[[[1,10000],[2,20000],[6,20000]],2,0]' || return 1
     expect_contains "metrics" "$out" "goldminer_job_knee{job=\"$flat\"} 2" || return 1
     expect_contains "metrics" "$out" "goldminer_job_curve_samples_per_second{job=\"$rising\",workers=\"6\"} 15000" || return 1
     if echo "$out" | grep -q "goldminer_job_knee{job=\"$rising\"}"; then echo "a knee for job $rising: $out"; return 1; fi
