@@ -36,11 +36,16 @@ int main(int argc, char** argv) {
     for (char& c : program)
       if (c == '_') c = '-';
     CommandTables tables;
-    for (const CommandOptions& command : tables.all())
-      if (what.size() > 8 && what.compare(what.size() - 8, 8, "_options") == 0 && command.program == program) {
+    for (const CommandOptions& command : tables.all()) {
+      // "goldminer-sim job" (a subcommand) is goldminer_sim_job_options.
+      std::string name = command.program;
+      for (char& c : name)
+        if (c == ' ') c = '-';
+      if (what.size() > 8 && what.compare(what.size() - 8, 8, "_options") == 0 && name == program) {
         std::fputs(render_command_man_options(command).c_str(), stdout);
         return 0;
       }
+    }
     std::fprintf(stderr, "gen-man: %s: unknown table\n", what.c_str());
     return 2;
   }

@@ -23,12 +23,13 @@ struct CommandTables {
   DwArgs dw;
   RunArgs run;
   SimArgs sim;
+  SimJobArgs sim_job;
   SplitArgs split;
   TopArgs top;
 
   std::vector<CommandOptions> all() {
     return {consume_command(&consume), ctld_command(&ctld), dw_command(&dw), run_command(&run),
-            sim_command(&sim),         split_command(&split), top_command(&top)};
+            sim_command(&sim),         sim_job_command(&sim_job), split_command(&split), top_command(&top)};
   }
 };
 

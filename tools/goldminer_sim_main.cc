@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
+#include "sim/job_scenario.h"
 #include "sim/sampling.h"
 #include "sim/simulator.h"
 #include "sim/svg_plot.h"
@@ -43,9 +45,41 @@ void print_human(const SimResult& r) {
               static_cast<long long>(r.events), r.decision_us_per_event, r.never_ran, r.unplaceable);
 }
 
+// goldminer-sim job (see goldminer-sim(1), JOB SCENARIOS).
+int job_main(int argc, char** argv) {
+  SimJobArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(sim_job_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  const JobRunOptions& o = a.options;
+  if (!(o.duration_s > 0) || !(o.window_s > 0) || o.duration_s / o.window_s > 1e7)
+    return fail("goldminer-sim job: --duration and --window-s must be > 0 (at most 10^7 windows)", 2);
+  if (o.max_workers < 1 || o.max_workers > 65536 || o.start_workers < 1 || o.start_workers > o.max_workers)
+    return fail("goldminer-sim job: --max-workers must be 1..65536 and --start-workers 1..--max-workers", 2);
+  if (!(o.noise >= 0) || !(o.noise < 1)) return fail("goldminer-sim job: --noise: invalid value: expected [0, 1)", 2);
+  std::ifstream in(a.scenario);
+  if (!in) return fail("goldminer-sim job: --scenario: cannot read " + a.scenario, 1);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto scenario = JobScenario::parse(text.str(), a.scenario);
+  if (!scenario.ok()) return fail("goldminer-sim job: " + scenario.status().message(), 1);
+  const auto windows = run_job_scenario(*scenario, o);
+  const bool json = command_line.given("json");
+  for (const ScenarioWindow& w : windows) {
+    if (json)
+      std::printf("%s\n", window_json(w).c_str());
+    else if (!w.why.empty())
+      std::printf("%.0f s, %d workers, %.0f samples/s: %s\n", w.t_s, w.workers, w.samples_per_s, w.why.c_str());
+  }
+  if (!json && !windows.empty())
+    std::printf("at %.0f s: %d workers, %.0f samples/s\n", windows.back().t_s, windows.back().workers + windows.back().change,
+                windows.back().samples_per_s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "job") return job_main(argc - 1, argv + 1);
   SimArgs a;
   CommandLine command_line;
   if (int rc = parse_main_command_line(sim_command(&a), argc, argv, &command_line); rc >= 0) return rc;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gmcore/command_line.h"
+#include "sim/job_scenario.h"
 #include "sim/simulator.h"
 
 namespace goldminer {
@@ -131,6 +132,46 @@ speed), bundled_speed (the speed its request gives it), arrival_s, start_s
 and finish_s. The live replay (bench/replay) runs real jobs from these rows.)"),
               flag("json", "print one JSON object instead of the human summary", nullptr,
                    "Print one JSON object instead of the human summary."),
+          },
+          {}};
+}
+
+
+// goldminer-sim job: one job's workers under the shipped job-level policy.
+struct SimJobArgs {
+  std::string scenario;
+  sim::JobRunOptions options;
+};
+
+inline CommandOptions sim_job_command(SimJobArgs* a) {
+  sim::JobRunOptions& o = a->options;
+  return {"goldminer-sim job",
+          "goldminer-sim job --scenario FILE [options]",
+          "Runs one job's elastic workers under the shipped scaling policy over a scenario of what its\n"
+          "workers and trainer deliver; one JSON line per window. See goldminer-sim(1), JOB SCENARIOS.",
+          {
+              help_flag(),
+              required_option("scenario", "FILE", "CSV rows from_s,workers,samples_per_s (workers * : the trainer's limit)",
+                              &a->scenario,
+                              R"(The scenario: rows \fIfrom_s\fB,\fIworkers\fB,\fIsamples_per_s\fR, see
+\fBJOB SCENARIOS\fR.)"),
+              option("duration", "S", "7200", "seconds to run", &o.duration_s, R"(Seconds to run, in windows.)"),
+              option("start-workers", "K", "1", "workers at the start", &o.start_workers,
+                     R"(Workers the job starts with.)"),
+              option("max-workers", "M", "64", "the most workers the job may have (its dw-max)", &o.max_workers,
+                     R"(The most workers the job may have (its \fBdw\-max\fR).)"),
+              option("noise", "SD", "0", "relative standard deviation of one window's rate", &o.noise,
+                     R"(Relative standard deviation of one window's rate: it reads the
+scenario's rate x (1 + \fISD\fR x Z), Z standard normal from \fB\-\-seed\fR.)"),
+              option("seed", "S", "1", "seed of the noise", &o.seed, R"(Seed of the noise.)"),
+              option("window-s", "S", "5", "seconds of one observation window", &o.window_s,
+                     R"(Seconds of one observation window (the session's
+\fBGOLDMINER_AUTOSCALE_INTERVAL\fR).)"),
+              flag("json", "print one JSON object a window (the default prints the decisions only)", nullptr,
+                   R"(Print one JSON object a window: \fB{"t_s": \fR..\fB, "workers": \fR..\fB,
+"samples_per_s": \fR..\fB, "change": \fR..\fB, "why": "\fR..\fB"}\fR. Without it, the windows
+with a decision, as "\fIT\fR s, \fIK\fR workers, \fIR\fR samples/s: \fIline\fR", and a last
+line with the count and rate at the end.)"),
           },
           {}};
 }
