@@ -228,6 +228,13 @@ struct SessionMetrics {
   uint64_t bad_records = 0;     // skipped this epoch (max_bad_records budget)
   uint64_t duplicates_dropped = 0;  // re-run batches already delivered
   uint64_t splits_failed = 0;   // given back failed by workers and re-leased (split_retries), since creation
+  // mode=elastic: the last scaling window, its seconds and the batches the
+  // trainer took in it. A window lasts the interval and, while the trainer
+  // waits less than half of it, until the trainer took 8 (a slow trainer's
+  // rate is measured over batches, not over one or two), at most 12
+  // intervals.
+  double scaling_window_s = 0;
+  uint64_t scaling_window_batches = 0;
   std::vector<WorkerMetrics> per_worker;
 };
 

@@ -303,6 +303,7 @@ SessionMetrics Session::Impl::metrics() const {
   m.bad_records = bad_records_;
   m.duplicates_dropped = duplicates_dropped_;
   m.splits_failed = splits_failed_;
+  m.scaling_window_s = scaling_window_s_, m.scaling_window_batches = scaling_window_batches_;
   for (const auto& [peer, w] : per_worker_) m.per_worker.push_back(w);
   return m;
 }

@@ -6,6 +6,16 @@
 #include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
+namespace {
+
+// A scaling window lasts the interval and, while the trainer is busy with
+// its own steps rather than waiting, until it took this many batches (one
+// or two batches of a slow trainer measure its step time, not its
+// workers), at most kMaxWindowIntervals intervals.
+constexpr uint64_t kMinWindowBatches = 8;
+constexpr double kMaxWindowIntervals = 12;
+
+}  // namespace
 
 // What goldminer-ctld is told of an interval's measurements.
 SessionReport Session::Impl::report_of(const QueueMetrics& m) const {
@@ -70,6 +80,15 @@ void Session::Impl::elastic_loop() {
     }
     if (elastic_stop_) return;
     const double t = now(), window = std::max(1e-9, t - since);
+    // A trainer busy with its own steps (waiting less than half the
+    // window) that took few batches: the window goes on. One that waits
+    // (for its first workers, or starved) ends it: that is for the
+    // autosizer to see now.
+    const uint64_t taken = consumed_total_ - consumed;
+    if (taken < kMinWindowBatches && (wait_total_ - waited) < 0.5 * window &&
+        window < kMaxWindowIntervals * e.interval_s)
+      continue;
+    scaling_window_s_ = window, scaling_window_batches_ = taken;
     QueueMetrics m;
     m.workers = kept_workers();
     m.joined = joined_total_ + redirected_total_;

@@ -211,6 +211,8 @@ class Session::Impl {
   std::thread elastic_;
   uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
   uint64_t splits_failed_ = 0;
+  double scaling_window_s_ = 0;  // the last scaling window (elastic_loop): its seconds and batches
+  uint64_t scaling_window_batches_ = 0;
   uint64_t consumed_bad_ = 0;  // bad records of the batches next() returned this epoch
   mutable std::mutex deal_mu_;
   mutable LeaseTable deal_table_;  // deals epochs for share_of_epoch(); under deal_mu_

@@ -108,6 +108,36 @@ TEST(SessionTest, ElasticWorkersGrowWhileTheTrainerWaitsAndShrinkWhenTheQueueSta
   EXPECT_TRUE(launcher->stop) << "the session's end stops what it started";
 }
 
+// A slow trainer (one batch every 30 ms) under a 50 ms scaling interval:
+// each window lasts until it took 8 batches (about 0.24 s), not one
+// interval of one or two (at most 12 intervals).
+TEST(SessionTest, AScalingWindowOfASlowTrainerHoldsSeveralBatches) {
+  TempDir d;
+  SessionOptions o = text_session(d, 4000, "local://session-window-test");
+  o.batch_size = 16;
+  o.local_workers = 1;
+  auto launcher = std::make_shared<ThreadLauncher>();
+  launcher->trainer = o.listen;
+  launcher->secret = o.secret;
+  o.elastic.launcher = launcher;
+  o.elastic.interval_s = 0.05;
+  o.elastic.config.initial_workers = 0;
+  o.elastic.config.autosizer.min_workers = 1;
+  o.elastic.config.autosizer.max_workers = 1;
+  auto s = Session::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  int taken = 0;
+  for (const SessionBatch& b : (*s)->epoch()) {
+    (void)b;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (++taken == 60) break;
+  }
+  const SessionMetrics m = (*s)->metrics();
+  EXPECT_GE(m.scaling_window_batches, 8u) << m.scaling_window_s << " s";
+  EXPECT_GE(m.scaling_window_s, 0.2) << m.scaling_window_batches << " batches";
+  EXPECT_LE(m.scaling_window_s, 12 * 0.05 + 0.1) << "at most 12 intervals";
+}
+
 SessionOptions with_timeout(SessionOptions o, double timeout_s) {
   o.timeout_s = timeout_s;
   return o;
