@@ -87,7 +87,7 @@ double ScalingPolicy::pay_z() const {
 }
 
 int ScalingPolicy::step_size(int workers) const {
-  const double r1 = rate_per_worker();
+  const double r1 = best_per_worker_;
   const auto here = curve_.point(workers);
   const int room = config_.max_workers - workers;
   if (r1 <= 0 || !here || room <= 1) return std::max(1, std::min(1, room));
@@ -184,7 +184,8 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   last_workers_ = m.workers;
   if (!busy) last_wait_ = m.trainer_wait_fraction;
   // One worker's rate outlives the windows it was measured in: a job that
-  // left few workers behind long ago still judges a worker by it.
+  // left few workers behind long ago still judges a worker by it. (The
+  // curve changes only here: read from best_per_worker_ until the next.)
   best_per_worker_ = rate_per_worker();
   const int proposal = busy ? 0 : autosizer_.observe(m);  // a busy window says nothing of the workers
 
@@ -268,7 +269,7 @@ ScalingDecision ScalingPolicy::on_signal(const QueueMetrics& m, double now_s, bo
 ScalingDecision ScalingPolicy::maybe_shrink_to_worth(const QueueMetrics& m) {
   ScalingDecision d;
   const int k = m.workers, floor = std::max(1, config_.min_workers);
-  const double r1 = rate_per_worker();
+  const double r1 = best_per_worker_;
   const auto p = curve_.point(k);
   if (k <= floor || r1 <= 0 || !p || curve_.settled_windows() < std::max(1, config_.measure_windows)) return d;
   // Even on average the workers do not pay (a curve concave or flat past
@@ -299,7 +300,7 @@ ScalingDecision ScalingPolicy::maybe_probe_down(const QueueMetrics& m, double no
   own_shrink_ = true;
   // One step, or down to what the workers deliver at one worker's rate
   // (plus one) when that is lower.
-  const double r1 = rate_per_worker();
+  const double r1 = best_per_worker_;
   int to = k - std::min(k - floor, step_size(std::max(floor, k - 1)));
   if (r1 > 0) to = std::min(to, static_cast<int>(std::lround(curve_.point(k)->mean / r1)) + 1);
   d.change = std::clamp(to, floor, k - 1) - k;
@@ -324,7 +325,7 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s, bool s
   const CurvePoint& hi = growth ? *to : *from;
   const CurvePoint& lo = growth ? *from : *to;
   const int n = hi.workers - lo.workers;
-  const double r1 = rate_per_worker();
+  const double r1 = best_per_worker_;
   const double need = config_.pay_fraction * r1 * n;
   const double gain = hi.mean - lo.mean;
   const double se = std::hypot(curve_.standard_error(hi), curve_.standard_error(lo));
