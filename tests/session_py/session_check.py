@@ -490,8 +490,9 @@ def check_metrics(folder):
             print("wait_for_workers(3): RuntimeError: %s" % e)
         m = s.metrics()
         keys = ["arrival_rate", "bad_records", "consumption_rate", "duplicates_dropped", "epoch", "held_batches",
-                "per_worker", "queue_batches", "queue_bytes", "queue_fill", "splits_failed", "trainer_wait_fraction",
-                "workers", "workers_lost", "workers_rejected"]
+                "per_worker", "queue_batches", "queue_bytes", "queue_fill", "scaling_window_batches",
+                "scaling_window_s", "splits_failed", "trainer_wait_fraction", "workers", "workers_lost",
+                "workers_rejected"]
         check(sorted(m) == keys, "metrics() keys %s" % sorted(m))
         print("metrics keys: " + " ".join(sorted(m)))
         print("workers %d" % m["workers"])

@@ -129,8 +129,8 @@ std::vector<Case> all_cases() {
                 "program b'not a zip' (ucx): RuntimeError", "\nOK"}});
   c.push_back({"SessionPy", "MetricsDrainAndWorkerLifetime", kSession, "metrics",
                {"metrics keys: arrival_rate bad_records consumption_rate duplicates_dropped epoch held_batches "
-                "per_worker queue_batches queue_bytes queue_fill splits_failed trainer_wait_fraction workers "
-                "workers_lost workers_rejected",
+                "per_worker queue_batches queue_bytes queue_fill scaling_window_batches scaling_window_s "
+                "splits_failed trainer_wait_fraction workers workers_lost workers_rejected",
                 "workers 2", "wait_for_workers(2) -> 2",
                 "wait_for_workers(3): RuntimeError: goldminer.Session: only 2 of 3 workers joined within 0.2 s",
                 "drain_workers(1) -> 1", "after drain: epoch 0: samples 1537 unique 1537 duplicates 0 missing 0",

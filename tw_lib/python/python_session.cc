@@ -431,6 +431,7 @@ class PySession {
                     "workers"_a = m.workers, "workers_lost"_a = m.workers_lost,
                     "workers_rejected"_a = m.workers_rejected, "bad_records"_a = m.bad_records,
                     "duplicates_dropped"_a = m.duplicates_dropped, "splits_failed"_a = m.splits_failed,
+                    "scaling_window_s"_a = m.scaling_window_s, "scaling_window_batches"_a = m.scaling_window_batches,
                     "per_worker"_a = per);
   }
 

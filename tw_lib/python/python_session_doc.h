@@ -118,8 +118,9 @@ Methods and attributes:
   metrics()        dict of the session's counters (epoch, queue_batches, held_batches, queue_bytes,
                    queue_fill, arrival_rate, consumption_rate, trainer_wait_fraction,
                    workers, workers_lost, workers_rejected, bad_records,
-                   duplicates_dropped, splits_failed, per_worker: [{id, batches, bytes,
-                   batches_per_s, draining}]).
+                   duplicates_dropped, splits_failed, scaling_window_s and
+                   scaling_window_batches (elastic: the last scaling window), per_worker:
+                   [{id, batches, bytes, batches_per_s, draining}]).
   drain_workers(n) asks up to n workers to finish their batch and leave; returns how many.
   wait_for_workers(n, timeout=60)
                    waits until n workers are connected and returns how many are; raises
