@@ -60,9 +60,14 @@ std::string trainer_in_comment(const std::string& comment) {
   return found;
 }
 
+// squeue's answer with job `job`'s Comment (%k).
+static Expected<CommandResult> read_comment(const SlurmCommand& run, uint32_t job) {
+  return run("squeue", {"--noheader", "--states=all", "--jobs=" + std::to_string(job), "--format=%k"});
+}
+
 Status publish_trainer(const SlurmCommand& run, uint32_t job, const std::string& address) {
   const std::string id = std::to_string(job);
-  auto read = run("squeue", {"--noheader", "--states=all", "--jobs=" + id, "--format=%k"});
+  auto read = read_comment(run, job);
   if (!read.ok()) return Status::error("squeue (reading job " + id + "'s Comment): " + read.status().message());
   if (read->exit_code != 0 || read->timed_out)
     return Status::error("squeue (reading job " + id + "'s Comment): " + describe(*read));
@@ -76,7 +81,7 @@ Status publish_trainer(const SlurmCommand& run, uint32_t job, const std::string&
 }
 
 std::string published_trainer(const SlurmCommand& run, uint32_t job) {
-  auto read = run("squeue", {"--noheader", "--states=all", "--jobs=" + std::to_string(job), "--format=%k"});
+  auto read = read_comment(run, job);
   if (!read.ok() || read->exit_code != 0 || read->timed_out) return "";
   return trainer_in_comment(trim(read->output));
 }

@@ -194,6 +194,20 @@ const bool worker_process = [] {
   for (;;) (void)(*c)->poll(100);
 }();
 
+// Starts worker_process (this binary re-run: UCX state does not survive
+// fork()) connecting to `addr`; `then_stop`: it stops progressing once a
+// frame of the trainer's came.
+pid_t start_worker_process(const std::string& addr, bool then_stop) {
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("GM_TEST_CONNECT", addr.c_str(), 1);
+    if (then_stop) setenv("GM_TEST_THEN_STOP", "1", 1);
+    execl("/proc/self/exe", "transport_test", nullptr);
+    _exit(127);
+  }
+  return child;
+}
+
 // A send to a worker that stopped progressing, then was killed, fails as
 // soon as its socket ends, whatever the send timeout: the trainer's
 // endpoint to a worker in its network namespace has no error handling
@@ -205,13 +219,7 @@ TEST(UcxTest, ASendToAWorkerKilledMidSendFailsWhenItsSocketEnds) {
   auto server = listen("ucx://127.0.0.1:0", o);
   ASSERT_TRUE(server.ok()) << server.status().message();
   const std::string addr = (*server)->address();
-  pid_t child = fork();
-  if (child == 0) {
-    setenv("GM_TEST_CONNECT", addr.c_str(), 1);
-    setenv("GM_TEST_THEN_STOP", "1", 1);
-    execl("/proc/self/exe", "transport_test", nullptr);
-    _exit(127);
-  }
+  pid_t child = start_worker_process(addr, /*then_stop=*/true);
   Event m = wait_for(server->get(), Event::Kind::kMessage);
   (*server)->authenticated(m.peer);
   uint8_t hello[32] = {8};
@@ -249,13 +257,7 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   auto server = listen("ucx://127.0.0.1:0", o);
   ASSERT_TRUE(server.ok()) << server.status().message();
   const std::string addr = (*server)->address();
-  // UCX state does not survive fork(): the worker is this binary re-run.
-  pid_t child = fork();
-  if (child == 0) {
-    setenv("GM_TEST_CONNECT", addr.c_str(), 1);
-    execl("/proc/self/exe", "transport_test", nullptr);
-    _exit(127);
-  }
+  pid_t child = start_worker_process(addr, /*then_stop=*/false);
   Event m = wait_for(server->get(), Event::Kind::kMessage);
   (*server)->authenticated(m.peer);
   Event large = wait_for(server->get(), Event::Kind::kMessage);

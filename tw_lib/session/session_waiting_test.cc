@@ -56,6 +56,20 @@ struct ThreadLauncher : WorkerLauncher {
   }
 };
 
+// mode=elastic over `o`, its workers threads of this process: 50 ms
+// windows, `initial` workers started with it, 1 to `max_workers`.
+std::shared_ptr<ThreadLauncher> elastic_threads(SessionOptions* o, int initial, int max_workers) {
+  auto launcher = std::make_shared<ThreadLauncher>();
+  launcher->trainer = o->listen;
+  launcher->secret = o->secret;
+  o->elastic.launcher = launcher;
+  o->elastic.interval_s = 0.05;
+  o->elastic.config.initial_workers = initial;
+  o->elastic.config.autosizer.min_workers = 1;
+  o->elastic.config.autosizer.max_workers = max_workers;
+  return launcher;
+}
+
 // mode=elastic: a trainer that waits gets more workers, up to the most
 // allowed; one whose queue stays full has them drained, down to one; every
 // epoch meanwhile delivers each sample once.
@@ -65,14 +79,7 @@ TEST(SessionTest, ElasticWorkersGrowWhileTheTrainerWaitsAndShrinkWhenTheQueueSta
   o.batch_size = 16;
   o.queue_batches = 32;
   o.local_workers = 1;
-  auto launcher = std::make_shared<ThreadLauncher>();
-  launcher->trainer = o.listen;
-  launcher->secret = o.secret;
-  o.elastic.launcher = launcher;
-  o.elastic.interval_s = 0.05;
-  o.elastic.config.initial_workers = 1;
-  o.elastic.config.autosizer.min_workers = 1;
-  o.elastic.config.autosizer.max_workers = 3;
+  auto launcher = elastic_threads(&o, 1, 3);
   o.elastic.config.join_grace_s = 5;
   // A queue of 32 batches over 2 or 3 workers' 4 credits each is full at
   // 8 or 12 batches: one batch taken shows 0.875 or 0.92; and each epoch's
@@ -116,14 +123,7 @@ TEST(SessionTest, AScalingWindowOfASlowTrainerHoldsSeveralBatches) {
   SessionOptions o = text_session(d, 4000, "local://session-window-test");
   o.batch_size = 16;
   o.local_workers = 1;
-  auto launcher = std::make_shared<ThreadLauncher>();
-  launcher->trainer = o.listen;
-  launcher->secret = o.secret;
-  o.elastic.launcher = launcher;
-  o.elastic.interval_s = 0.05;
-  o.elastic.config.initial_workers = 0;
-  o.elastic.config.autosizer.min_workers = 1;
-  o.elastic.config.autosizer.max_workers = 1;
+  auto launcher = elastic_threads(&o, 0, 1);
   auto s = Session::create(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
   int taken = 0;
