@@ -245,6 +245,15 @@ class Connection {
     auto last_heard = Clock::now();  // the last message from the trainer
     Clock::time_point drain_started;
     bool draining = false;
+    bool told_to_drain = false;  // by the trainer, which then closes
+    // A trainer that told this worker to drain may close before the
+    // worker's last sends arrive: that ends the worker as the trainer's
+    // leaving does, not as a failure.
+    auto trainer_left = [&](const Status& failed) {
+      if (!told_to_drain) return false;
+      log::info("goldminer-dw: the trainer closed while this worker drained (" + failed.message() + ")");
+      return true;
+    };
     // Whether `o` may be sent now: a batch needs a credit and room in the
     // send window. shared.mu held.
     auto may_send = [&](const Outgoing& o) {
@@ -308,13 +317,17 @@ class Connection {
             shared.cv.notify_all();
           } else if (std::get_if<wire::Drain>(&*m)) {
             draining = true;
+            told_to_drain = true;
           } else if (auto* err = std::get_if<wire::Error>(&*m)) {
             return finish(Status::error("the trainer reported: " + err->message));
           }
         }
       }
       // A batch send that failed without the trainer going away first.
-      if (!shared.send_error.empty()) return finish(Status::error(shared.send_error));
+      if (!shared.send_error.empty()) {
+        if (trainer_left(Status::error(shared.send_error))) break;
+        return finish(Status::error(shared.send_error));
+      }
       if (seconds_since(last_heard) > o_.trainer_timeout_s) {
         char silent[32];
         std::snprintf(silent, sizeof silent, "%.0f", seconds_since(last_heard));
@@ -340,6 +353,7 @@ class Connection {
       }
       // Send what is ready, in order (ordered: the first split's batches
       // first); batches need a credit each.
+      bool ended = false;  // the trainer closed while this worker drained
       for (;;) {
         Outgoing o;
         {
@@ -358,6 +372,10 @@ class Connection {
         }
         if (o.kind == Outgoing::Kind::kReturn) {
           s = send(wire::LeaseReturn{o.split_id, o.message, o.failed});
+          if (!s.ok() && trainer_left(s)) {
+            ended = true;
+            break;
+          }
           if (!s.ok()) return finish(s);
           --in_hand;
           ++(o.failed ? report.splits_failed : report.splits_returned);
@@ -377,6 +395,10 @@ class Connection {
         if (!s.ok()) {  // not started: the completion will not run
           delete batch;
           shared.in_flight.finished(size);
+          if (trainer_left(s)) {
+            ended = true;
+            break;
+          }
           return finish(s);
         }
         --credits;
@@ -386,6 +408,7 @@ class Connection {
           ++report.splits_done;
         }
       }
+      if (ended) break;
       // Keep `want` splits leased or asked for.
       if (!draining && in_hand + requested < want) {
         const uint32_t more = want - in_hand - requested;
