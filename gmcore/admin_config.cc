@@ -4,6 +4,7 @@
 // GOLDMINER_SLURM_BINDIR: where configure found Slurm's commands
 // (--with-slurm=PREFIX: PREFIX/bin). Written by Makefile.am.
 #include "gm_paths.h"
+#include "gmcore/job_firewall.h"
 
 namespace goldminer {
 
@@ -41,6 +42,21 @@ const OptionTable& admin_option_table() {
        "dedicated to it, 0700, the files 0600, checked on each use; on a tmpfs, so that a rebooted node starts "
        "empty)",
        absolute_path(), ""},
+      {"firewall", "none", "none|nftables",
+       "nftables: each step that reserves trainer or rank ports installs an nftables table (as root, at step "
+       "start) that drops new connections to those ports from any source but the job's nodes, firewall_admit "
+       "and the node itself, and deletes it when the step ends; a step whose rules cannot be installed fails",
+       one_of({"none", "nftables"}), ""},
+      {"firewall_admit", "", "CIDR[,CIDR...]",
+       "with firewall=nftables, further sources admitted to the trainers' ports: addresses or prefixes "
+       "(10.1.0.0/16, fd00::/64), e.g. the network of the nodes a batch job's companion job of data workers "
+       "runs on, which are not the job's own",
+       [](const std::string& v) {
+         auto nets = parse_admitted_list(v);
+         return nets.ok() ? std::string() : nets.status().message();
+       },
+       ""},
+      {"nft", "/usr/sbin/nft", "PATH", "the nft program that firewall=nftables runs", absolute_path(), ""},
       {"ctld", "", "HOST:PORT",
        "goldminer-ctld's address: elastic sessions report to it and take their worker targets from it; unset, "
        "each session sizes its workers by itself",
@@ -76,6 +92,9 @@ Expected<AdminConfig> parse_admin_config(const std::vector<std::string>& args) {
   config.dw_network = values->text("dw_network");
   config.dw_ports = *parse_port_range(values->text("dw_ports"));
   config.port_registry = values->text("port_registry");
+  config.firewall = values->text("firewall") == "nftables";
+  config.firewall_admit = values->text("firewall_admit");
+  config.nft = values->text("nft");
   config.ctld = values->text("ctld");
   config.ctld_user = values->text("ctld_user");
   config.munge_socket = values->text("munge_socket");

@@ -22,6 +22,12 @@ struct AdminConfig {
   std::string dw_network;  // interface workers reach a trainer on; "" = the first non-loopback
   PortRange dw_ports;      // trainer ports (gmcore/port_registry.h)
   std::string port_registry = "/run/goldminer/ports";
+  // firewall=nftables: per-step rules guarding the reserved ports
+  // (gmcore/job_firewall.h); firewall_admit: the further sources they
+  // admit (a checked comma-separated list); nft: the program.
+  bool firewall = false;
+  std::string firewall_admit;
+  std::string nft = "/usr/sbin/nft";
   std::string ctld;          // goldminer-ctld's HOST:PORT; "" = none (sessions size themselves)
   std::string ctld_user;     // the user goldminer-ctld runs as (SlurmUser)
   std::string munge_socket;  // munged's socket on the nodes; "" = munge's default

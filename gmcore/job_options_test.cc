@@ -154,8 +154,19 @@ TEST(AdminConfigTest, ParsesAndRejectsStrictly) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, "
-            "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, ctld, ctld_user, "
-            "munge_socket, slurm_bindir, slurm_command_timeout)");
+            "max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, firewall, "
+            "firewall_admit, nft, ctld, ctld_user, munge_socket, slurm_bindir, slurm_command_timeout)");
+  auto firewall = parse_admin_config({"firewall=nftables", "firewall_admit=10.1.0.0/16,fd00::/64"});
+  ASSERT_TRUE(firewall.ok()) << firewall.status().message();
+  EXPECT_TRUE(firewall->firewall);
+  EXPECT_EQ(firewall->firewall_admit, "10.1.0.0/16,fd00::/64");
+  EXPECT_EQ(firewall->nft, "/usr/sbin/nft");
+  EXPECT_FALSE(parse_admin_config({}).value().firewall) << "off unless the site turns it on";
+  EXPECT_EQ(parse_admin_config({"firewall=iptables"}).status().message(),
+            "goldminer: plugstack.conf: firewall: invalid value 'iptables': expected one of none, nftables");
+  EXPECT_EQ(parse_admin_config({"firewall_admit=cpu-nodes"}).status().message(),
+            "goldminer: plugstack.conf: firewall_admit: invalid value 'cpu-nodes': 'cpu-nodes': not an IPv4 or IPv6 "
+            "address or ADDRESS/PREFIX");
   auto ports = parse_admin_config({"dw_ports=41000-41099", "port_registry=/run/gm/ports"});
   ASSERT_TRUE(ports.ok()) << ports.status().message();
   EXPECT_EQ(ports->dw_ports.low, 41000);

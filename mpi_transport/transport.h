@@ -187,6 +187,13 @@ struct Options {
   // (goldminer-consume --receive-budget-mb).
   uint64_t receive_budget = uint64_t{8} << 30;
   int send_timeout_ms = 30000;
+  // ucx server: the port UCX's own TCP transport listens on for its data
+  // connections (UCX_TCP_PORT_RANGE P-P in this endpoint's context only),
+  // one the SPANK plugin reserved, so that a firewall can guard it
+  // (gmcore/job_firewall.h). When UCX cannot take it (another process
+  // holds it), the endpoint falls back to an ephemeral port and logs it.
+  // 0: an ephemeral port.
+  int tcp_data_port = 0;
   // ucx client: the size of its shared-memory arena for frames to a trainer
   // on the same node (virtual; pages are touched as frames use them). 0:
   // every frame goes by copy.

@@ -151,6 +151,9 @@ class UcxEndpoint final : public Endpoint {
   ~UcxEndpoint() override { shutdown(); }
 
   Status init();
+  // init's body: UCX's TCP transport on `port` (0: an ephemeral one).
+  Status init_with_tcp_port(int port);
+  void close_ucx();
   Status start_listener(const std::string& host_port);  // ucx_trainer.cc
   Status start_client(const std::string& host_port);    // ucx_worker.cc
 

@@ -31,9 +31,39 @@ Expected<sockaddr_storage> resolve(const std::string& host_port, socklen_t* len)
 }
 
 Status UcxEndpoint::init() {
+  if (server_ && options_.tcp_data_port != 0) {
+    Status st = init_with_tcp_port(options_.tcp_data_port);
+    if (st.ok()) return st;
+    log::error("goldminer: ucx: UCX's TCP transport cannot listen on its reserved port " +
+               std::to_string(options_.tcp_data_port) + " (" + st.message() +
+               "); it listens on an ephemeral port, which the job's firewall rules do not cover");
+    close_ucx();
+  }
+  return init_with_tcp_port(0);
+}
+
+// Undoes what a failed init_with_tcp_port made (nothing is connected yet).
+void UcxEndpoint::close_ucx() {
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+  if (context_ != nullptr) ucp_cleanup(context_);
+  context_ = nullptr;
+  efd_ = -1;
+  worker_address_.clear();
+}
+
+Status UcxEndpoint::init_with_tcp_port(int port) {
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return Status::error("ucx: reading the UCX configuration: " + ucs_text(s));
+  if (port != 0) {
+    const std::string range = std::to_string(port) + "-" + std::to_string(port);
+    s = ucp_config_modify(config, "PORT_RANGE", range.c_str());
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return Status::error("ucx: TCP_PORT_RANGE=" + range + ": " + ucs_text(s));
+    }
+  }
   // With UCX 1.13's put_zcopy rendezvous, a worker killed mid-transfer
   // left the trainer an endpoint UCX had freed (a segfault in
   // ucp_am_send_nbx, in the kill -9 test). A lost worker must never take

@@ -4,7 +4,9 @@
 // connections on the trainer's port.
 #include "mpi_transport/transport.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -17,6 +19,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <set>
 #include <thread>
@@ -167,6 +171,88 @@ TEST(UcxTest, FramesBuiltInReservedRoom) {
 TEST(UcxTest, AddressesNeedBracketsAroundIpv6) {
   EXPECT_EQ(testing::open_error(listen("ucx://::1:0")), "ucx: invalid address '::1:0': expected HOST:PORT");
   EXPECT_EQ(testing::open_error(connect("ucx://[::1:0")), "ucx: invalid address '[::1:0': expected [IPV6]:PORT");
+}
+
+// The TCP ports this process listens on: the LISTEN lines (state 0A) of
+// /proc/net/tcp and tcp6 whose socket inode is one of this process's
+// descriptors.
+std::set<int> own_listening_ports() {
+  std::set<std::string> inodes;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::set<int> ports;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state == "0A" && inodes.count(inode))
+        ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
+// A port nothing listens on now (the kernel's pick for a socket bound to 0).
+int free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+// UCX's own TCP transport listens for its data connections on the port
+// the SPANK plugin reserved (so the job's firewall rules can guard it);
+// when another process holds that port, the endpoint still opens, on an
+// ephemeral one, and a client still exchanges frames with it.
+TEST(UcxTest, UcxsTcpTransportListensOnTheReservedPortElseOnAnEphemeralOne) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  const int port = free_tcp_port();
+  ASSERT_GT(port, 0);
+  Options o = trusting();
+  o.tcp_data_port = port;
+  for (const bool taken : {false, true}) {
+    int squatter = -1;
+    if (taken) {
+      squatter = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      ASSERT_EQ(bind(squatter, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+      ASSERT_EQ(::listen(squatter, 4), 0);
+    }
+    const std::set<int> before = own_listening_ports();
+    auto server = listen("ucx://127.0.0.1:0", o);
+    ASSERT_TRUE(server.ok()) << (taken ? "taken: " : "") << server.status().message();
+    std::set<int> opened;
+    for (int p : own_listening_ports())
+      if (!before.count(p)) opened.insert(p);
+    // The endpoint's own listener (the handshake socket) and UCX's.
+    EXPECT_EQ(opened.size(), 2u);
+    EXPECT_EQ(opened.count(port), taken ? 0u : 1u) << "taken: " << taken;
+    auto client = connect((*server)->address());
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    auto frame = pattern(4096, 3);
+    std::vector<Event> seen = send_while_polling(client->get(), frame.data(), frame.size(), server->get());
+    Event got = next_of(&seen, server->get(), Event::Kind::kMessage);
+    ASSERT_TRUE(got.frame != nullptr);
+    EXPECT_EQ(std::vector<uint8_t>(got.frame->data(), got.frame->data() + got.frame->size()), frame);
+    if (squatter >= 0) close(squatter);
+  }
 }
 
 // The worker process of KilledPeerAndGarbageOnTheListener (this binary

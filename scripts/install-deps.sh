@@ -93,7 +93,7 @@ packages="
  python3-torchvision python3-numpy python3-venv
  python3-pip python3-setuptools python3-wheel
  libopenblas0-pthread
- iproute2 util-linux procps
+ iproute2 util-linux procps nftables
  jq curl
  lintian rpm rpmlint debootstrap
 "

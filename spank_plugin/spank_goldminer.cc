@@ -34,6 +34,8 @@ extern "C" {
 #include "gmcore/companion_job.h"
 #include "gmcore/het_step.h"
 #include "gmcore/host_port.h"
+#include "gmcore/job_firewall.h"
+#include "gmcore/job_firewall_nft.h"
 #include "gmcore/job_options.h"
 #include "gmcore/job_settings.h"
 #include "gmcore/log.h"
@@ -78,6 +80,7 @@ Companion companion;
 struct TrainerPort {
   std::string address;  // "" when unknown: `error` says why
   int port = 0;         // 0: none; `error` says why when one was wanted
+  int ucx_port = 0;     // firewall=nftables: UCX's TCP transport's (GOLDMINER_UCX_PORT); 0: none
   std::string error;
 };
 TrainerPort trainer_port;
@@ -90,6 +93,11 @@ TrainerPort trainer_port;
 // in task_init, released at exit. A rank without one (the range full)
 // listens on any free port, as outside Slurm.
 std::map<uint32_t, std::string> rank_listen;  // global task id -> ucx://ADDR:PORT
+std::map<uint32_t, int> rank_ucx_port;          // firewall=nftables: global task id -> UCX's TCP port
+
+// The nftables table guarding this step's ports (plugstack.conf
+// firewall=nftables, gmcore/job_firewall.h), deleted at exit; "": none.
+std::string firewall_table;
 
 void to_slurm_log(goldminer::log::Level level, const std::string& line) {
   using goldminer::log::Level;
@@ -296,7 +304,9 @@ int start_workers(spank_t sp, bool batch_step) {
   batch.trainer_port = trainer_port.port;
   batch.elastic = start.elastic;
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch);
-  goldminer::Status st = set_trainer_env(sp, plan.trainer_env);
+  std::vector<std::pair<std::string, std::string>> trainer_env = plan.trainer_env;
+  if (trainer_port.ucx_port != 0) trainer_env.emplace_back("GOLDMINER_UCX_PORT", std::to_string(trainer_port.ucx_port));
+  goldminer::Status st = set_trainer_env(sp, trainer_env);
   if (!st.ok()) return fail(st.message());
   companion = {batch.job_id, goldminer::slurm_command_env(batch.env), plan.work_dir, -1};
   if (start.start == goldminer::WorkerStart::kHetStep) {
@@ -393,6 +403,52 @@ std::vector<uint32_t> other_local_ranks(spank_t sp) {
   return ranks;
 }
 
+// The commands behind firewall=nftables, as the site configured them.
+goldminer::FirewallTools firewall_tools(spank_t sp) {
+  const goldminer::AdminConfig& admin = settings.admin();
+  goldminer::FirewallTools tools;
+  tools.nft = admin.nft;
+  tools.nft_source = "plugstack.conf nft";
+  tools.scontrol = admin.slurm_bindir + "/scontrol";
+  tools.script_dir = admin.port_registry.substr(0, admin.port_registry.rfind('/'));
+  tools.env = goldminer::slurm_command_env(job_environment(sp));
+  tools.timeout_s = admin.slurm_command_timeout_s;
+  tools.timeout_source = kSlurmTimeoutSource;
+  return tools;
+}
+
+// Installs the table that admits new connections to `ports` only from
+// the job's nodes, firewall_admit and this node (`address`).
+goldminer::Status open_firewall(spank_t sp, const std::vector<int>& ports, const std::string& address) {
+  const goldminer::FirewallTools tools = firewall_tools(sp);
+  const std::vector<std::string> env = job_environment(sp);
+  const std::vector<std::string> lists = goldminer::job_nodelists(env);
+  if (lists.empty()) return goldminer::Status::error("the step's environment names no SLURM_JOB_NODELIST");
+  auto nodes = goldminer::node_addresses(tools, lists);
+  if (!nodes.ok()) return nodes.status();
+  goldminer::JobFirewall f;
+  f.job = job_id(sp);
+  f.pid = getpid();
+  auto start = goldminer::process_start_time(f.pid);
+  if (!start.ok()) return start.status();
+  f.start = *start;
+  f.ports = ports;
+  f.admitted = *nodes;
+  f.admitted.push_back(address);
+  auto site = goldminer::parse_admitted_list(settings.admin().firewall_admit);  // checked with the config
+  if (!site.ok()) return site.status();
+  for (const auto& net : *site) f.admitted.push_back(net.text);
+  auto table = goldminer::open_job_firewall(tools, f, [](pid_t pid, uint64_t since) {
+    auto now = goldminer::process_start_time(pid);
+    return now.ok() && *now == since;
+  });
+  if (!table.ok()) return table.status();
+  firewall_table = *table;
+  goldminer::log::info("goldminer: job " + std::to_string(f.job) + ": nftables table " + firewall_table +
+                       " admits only the job's nodes, firewall_admit and this node to its ports");
+  return goldminer::Status();
+}
+
 extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("init_post_opt", [&] {
     if (spank_context() != S_CTX_REMOTE || !settings.requested() || is_extern_step(sp)) return 0;
@@ -414,6 +470,12 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
     std::vector<std::string> tags;
     for (uint32_t rank : ranks) tags.push_back("rank:" + std::to_string(rank));
     if (trainer) tags.push_back("");
+    // Under firewall=nftables each listener's UCX gets a port of the
+    // registry too, so that the rules guard its TCP data connections.
+    if (admin.firewall) {
+      for (uint32_t rank : ranks) tags.push_back("ucx:rank:" + std::to_string(rank));
+      if (trainer) tags.push_back("ucx");
+    }
     if (tags.empty()) return 0;
     const std::string job = "goldminer: job " + std::to_string(job_id(sp));
     auto ports = goldminer::reserve_ports(registry, job_id(sp), getpid(), tags);
@@ -425,21 +487,31 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
     }
     for (uint32_t rank : ranks) {
       auto it = ports->find("rank:" + std::to_string(rank));
+      if (auto u = ports->find("ucx:rank:" + std::to_string(rank)); u != ports->end()) rank_ucx_port[rank] = u->second;
       if (it != ports->end())
         rank_listen[rank] = "ucx://" + goldminer::host_port_text(*address, it->second);
       else
         goldminer::log::error(job + ": rank " + std::to_string(rank) + ": " +
                               goldminer::no_port_left(registry).message() + " (it listens on any free port)");
     }
-    if (!trainer) return 0;
-    auto it = ports->find("");
-    if (it != ports->end()) {
-      trainer_port.port = it->second;
-    } else {
-      trainer_port.error = goldminer::no_port_left(registry).message();
-      goldminer::log::error(job + ": " + trainer_port.error);
+    if (trainer) {
+      if (auto u = ports->find("ucx"); u != ports->end()) trainer_port.ucx_port = u->second;
+      auto it = ports->find("");
+      if (it != ports->end()) {
+        trainer_port.port = it->second;
+      } else {
+        trainer_port.error = goldminer::no_port_left(registry).message();
+        goldminer::log::error(job + ": " + trainer_port.error);
+      }
     }
-    return 0;
+    if (!admin.firewall || ports->empty()) return 0;
+    std::vector<int> guarded;
+    for (const auto& [tag, port] : *ports) guarded.push_back(port);
+    // The site asked for the rules: a step without them does not run.
+    goldminer::Status st = open_firewall(sp, guarded, *address);
+    if (st.ok()) return 0;
+    goldminer::log::error(job + ": firewall=nftables: " + st.message());
+    return -1;
   });
 }
 
@@ -464,6 +536,11 @@ extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
     spank_err_t rc = spank_setenv(sp, "GOLDMINER_RANK_LISTEN", it->second.c_str(), 1);
     if (rc != ESPANK_SUCCESS)
       goldminer::log::error("goldminer: cannot set GOLDMINER_RANK_LISTEN: " + std::string(spank_strerror(rc)));
+    if (auto u = rank_ucx_port.find(rank); u != rank_ucx_port.end()) {
+      rc = spank_setenv(sp, "GOLDMINER_RANK_UCX_PORT", std::to_string(u->second).c_str(), 1);
+      if (rc != ESPANK_SUCCESS)
+        goldminer::log::error("goldminer: cannot set GOLDMINER_RANK_UCX_PORT: " + std::string(spank_strerror(rc)));
+    }
     return 0;
   });
 }
@@ -471,6 +548,11 @@ extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
 extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("exit", [&] {
     if (spank_context() == S_CTX_REMOTE) end_companion_jobs(sp);
+    if (!firewall_table.empty()) {
+      goldminer::Status st = goldminer::close_job_firewall(firewall_tools(sp), firewall_table);
+      if (!st.ok()) goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": " + st.message());
+      firewall_table.clear();
+    }
     if (trainer_port.port != 0 || !rank_listen.empty()) {
       const goldminer::AdminConfig& admin = settings.admin();
       goldminer::Status st =
@@ -478,6 +560,7 @@ extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
       if (!st.ok()) goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": " + st.message());
       trainer_port = {};
       rank_listen.clear();
+      rank_ucx_port.clear();
     }
     goldminer::log::set_sink(nullptr);
     return 0;

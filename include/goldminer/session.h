@@ -142,6 +142,13 @@ struct SessionOptions {
   // Empty: any free port on the interface toward rank 0. A caller that
   // sets another rank than from_environment() read clears it.
   std::string rank_listen;
+  // The ports spank_goldminer.so reserved for UCX's own TCP transport (its
+  // data connections) beside rank 0's `listen` (GOLDMINER_UCX_PORT) and
+  // beside `rank_listen` (GOLDMINER_RANK_UCX_PORT), where the site's
+  // firewall=nftables rules guard them; each used only while the session
+  // listens at the address it belongs to. 0: an ephemeral port.
+  int listen_ucx_port = 0;
+  int rank_listen_ucx_port = 0;
   // When rank 0's (or the only rank's) `listen` port is taken (another
   // process bound it after spank_goldminer.so reserved it), the session
   // listens on any free port of the same address and calls this with its

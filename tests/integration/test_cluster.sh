@@ -72,7 +72,7 @@ test_unknown_plugstack_key_stops_slurmd_with_reason() {
         echo "up succeeded with a bad plugstack.conf argument"
         return 1
     }
-    grep -q "error: goldminer: plugstack.conf: bogus: unknown key (known: dw_partition, dw_qos, max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, ctld, ctld_user, munge_socket, slurm_bindir, slurm_command_timeout)" \
+    grep -q "error: goldminer: plugstack.conf: bogus: unknown key (known: dw_partition, dw_qos, max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, firewall, firewall_admit, nft, ctld, ctld_user, munge_socket, slurm_bindir, slurm_command_timeout)" \
         "$dir"/log/slurmd-g1.log || { echo "no reason in slurmd-g1.log: $(tail -3 "$dir"/log/slurmd-g1.log)"; return 1; }
     "$devcluster" status --dir "$dir" >/dev/null 2>&1 && { echo "status says up"; return 1; }
     return 0

@@ -104,5 +104,5 @@ test_unknown_plugstack_key_is_refused() {
         return 1
     }
     expect_contains "sbatch with bad plugstack.conf" "$out" \
-        "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, ctld, ctld_user, munge_socket, slurm_bindir, slurm_command_timeout)"
+        "goldminer: plugstack.conf: dw_partion: unknown key (known: dw_partition, dw_qos, max_dw_per_job, max_cpus_per_dw, dw_command, dw_network, dw_ports, port_registry, firewall, firewall_admit, nft, ctld, ctld_user, munge_socket, slurm_bindir, slurm_command_timeout)"
 }

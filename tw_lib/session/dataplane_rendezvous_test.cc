@@ -211,5 +211,56 @@ TEST(PortTakenTest, RanksWhosePortsWereTakenFindEachOtherAndShareTheWorkers) {
   EXPECT_EQ(duplicates, 0);
 }
 
+// Whether some process listens on TCP `port` (/proc/net/tcp and tcp6,
+// state 0A).
+bool someone_listens_on(int port) {
+  char hex[8];
+  std::snprintf(hex, sizeof hex, ":%04X", port);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string slot, local, remote, state, rest;
+    std::getline(in, rest);
+    while (in >> slot >> local >> remote >> state && std::getline(in, rest))
+      if (state == "0A" && local.size() > 5 && local.substr(local.size() - 5) == hex) return true;
+  }
+  return false;
+}
+
+// Injects: the port the SPANK plugin reserved for the trainer's UCX
+// (GOLDMINER_UCX_PORT, under firewall=nftables); then a value that is no
+// port. Checks: while the trainer waits for its worker, something listens
+// on that port (nothing did before), a worker joins and the epoch is
+// exactly once; the bad value fails the trainer naming the variable.
+TEST(TrainerPortsTest, TheTrainersUcxListensOnThePortReservedForIt) {
+#ifndef GOLDMINER_HAVE_UCX
+  GTEST_SKIP() << "built without UCX";
+#endif
+  TempDir d;
+  fake_slurm(d);
+  write_text(d / "in.txt", 2000);
+  const int port = free_port(), ucx_port = free_port();
+  ASSERT_FALSE(someone_listens_on(ucx_port));
+  auto env = job_env(d, port);
+  env["GOLDMINER_UCX_PORT"] = std::to_string(ucx_port);
+  Process trainer(consume_args({"-v", "--input", "text:" + (d / "in.txt"), "--batch-size", "50", "--workers", "0",
+                                "--min-workers", "1", "--join-timeout", "60"}),
+                  env);
+  for (int i = 0; i < 500 && trainer.err().find("listening on") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(someone_listens_on(ucx_port)) << trainer.err();
+  auto wenv = job_env(d, port);
+  wenv["GOLDMINER_TRAINER"] = wenv["GOLDMINER_LISTEN"];
+  Process worker({builddir() + "/goldminer-dw", "--connect-timeout", "60"}, wenv);
+  ASSERT_EQ(trainer.wait(), 0) << trainer.err();
+  EXPECT_EQ(worker.wait(), 0) << worker.err();
+  expect_clean(parse_json_lines(trainer.out()), 1, 2000);
+  env["GOLDMINER_UCX_PORT"] = "70000";
+  Process bad(consume_args({"--input", "text:" + (d / "in.txt")}), env);
+  EXPECT_NE(bad.wait(), 0);
+  EXPECT_NE(bad.err().find("GOLDMINER_UCX_PORT: invalid value '70000': expected a port, 1 to 65535"),
+            std::string::npos)
+      << bad.err();
+}
+
 }  // namespace
 }  // namespace goldminer
