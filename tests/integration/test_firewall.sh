@@ -112,6 +112,27 @@ fw_check() {
     expect_eq "stranger after the job" "$(fw_probe host "$addr" "$port")" refused
 }
 
+# The ranks of an srun step: each task but rank 0 gets its own port and
+# its UCX's (GOLDMINER_RANK_LISTEN, GOLDMINER_RANK_UCX_PORT); the step's
+# table on the node guards those four and the two reserved for rank 0's
+# trainer and its UCX.
+test_firewall_guards_every_ranks_ports() {
+    local out guarded p
+    nodes_have_namespaces || { echo "skipped: needs node namespaces (netns mode)"; return 77; }
+    command -v nft >/dev/null || { echo "skipped: needs nft (Debian: nftables)"; return 77; }
+    out=$(with_plugstack_arg firewall=nftables with_job_ucx timeout 60 srun --immediate=30 --goldminer=dw=1 -p gpu -w g1 \
+          -N1 -n3 sh -c 'echo "rank $SLURM_PROCID ${GOLDMINER_RANK_LISTEN##*:} ${GOLDMINER_RANK_UCX_PORT:-none}"
+                        [ "$SLURM_PROCID" != 0 ] || nft list ruleset | grep -o "tcp dport { [0-9, ]* } ip saddr"' 2>&1) ||
+        { echo "srun: $out"; return 1; }
+    guarded=$(echo "$out" | sed -n 's/^tcp dport { \([0-9, ]*\) } ip saddr$/\1/p' | tr -d ' ' | tr , '\n')
+    expect_eq "ports guarded on g1" "$(echo "$guarded" | sort -u | grep -c .)" 6 || { echo "$out"; return 1; }
+    for p in $(echo "$out" | awk '$1 == "rank" && $2 != 0 {print $3; print $4}'); do
+        echo "$guarded" | grep -qx "$p" || { echo "rank port $p not guarded: $out"; return 1; }
+    done
+    expect_eq "rank ports" "$(echo "$out" | awk '$1 == "rank" && $2 != 0 {print $3; print $4}' | sort -u | grep -c '^[0-9][0-9]*$')" 4 ||
+        { echo "$out"; return 1; }
+}
+
 # A site that asks for the rules gets no step without them: with an nft
 # that fails, the step fails before the script runs, and the node's log
 # names the cause.
