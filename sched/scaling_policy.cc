@@ -58,7 +58,7 @@ double normal_quantile_upper(double p) {
 }
 
 ScalingPolicy::ScalingPolicy(const AutosizerConfig& config)
-    : config_(config), autosizer_(config), curve_(curve_config(config)) {}
+    : config_(config), autosizer_(config), curve_(curve_config(config)), explore_cap_(std::max(1, config.min_workers)) {}
 
 bool ScalingPolicy::probing(double now_s) const {
   return knee_ >= 0 && now_s >= reprobe_at_ && last_wait_ > config_.grow_wait_fraction;
@@ -67,6 +67,11 @@ bool ScalingPolicy::probing(double now_s) const {
 int ScalingPolicy::ceiling(double now_s) const {
   if (knee_ < 0) return config_.max_workers;
   return std::clamp(knee_ + (probing(now_s) ? step_size(knee_) : 0), config_.min_workers, config_.max_workers);
+}
+
+int ScalingPolicy::claim_ceiling(double now_s) const {
+  if (knee_ >= 0) return ceiling(now_s);
+  return std::clamp(explore_cap_, std::min(config_.min_workers, config_.max_workers), config_.max_workers);
 }
 
 double ScalingPolicy::rate_per_worker() const {
@@ -209,7 +214,10 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
     s = maybe_probe_down(m, now_s);
     if (s.change != 0) return s;
   }
-  if (follow) return d;
+  if (follow) {
+    if (!changed && !busy && knee_ < 0) widen_exploring(m, settling);
+    return d;
+  }
   if (proposal > 0) {
     // Measure, then grow: a growth is judged against the count it left
     // (while nothing flows, the trainer waiting for its first workers or
@@ -224,6 +232,18 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
     d.change = proposal;
   }
   return d;
+}
+
+void ScalingPolicy::widen_exploring(const QueueMetrics& m, bool settling) {
+  const int a = m.workers;
+  if (settling || a < explore_cap_ || explore_cap_ >= config_.max_workers) return;
+  const auto p = curve_.point(a);
+  if (!p || curve_.settled_windows() < std::max(1, config_.measure_windows)) return;
+  const double r1 = best_per_worker_;
+  if (r1 <= 0 || m.trainer_wait_fraction <= config_.grow_wait_fraction) return;  // it has what it takes
+  const double wait = std::min(m.trainer_wait_fraction, kMaxWaitFraction);
+  const double to_full = std::ceil((p->mean / (1 - wait) - p->mean) / r1 - 1e-9);
+  explore_cap_ = std::min(config_.max_workers, a + static_cast<int>(std::clamp(to_full, 1.0, std::max(1.0, 1.0 * a))));
 }
 
 ScalingDecision ScalingPolicy::on_signal(const QueueMetrics& m, double now_s, bool follow) {

@@ -48,6 +48,16 @@
 //   down on a signal or to what the workers are worth) is judged by the
 //   same test: workers whose removal cost what they were worth come back,
 //   and the job holds there for a back-off.
+// - Under goldminer-ctld (follow), while no knee is known, what the job
+//   claims is capped by an exploring cap, not dw-max
+//   (claim_ceiling): max(1, min_workers) first;
+//   each time the job has been measured at the whole cap (settled
+//   windows, the trainer still waiting) it rises by the workers that
+//   would bring the trainer to what it would take if it never waited, at
+//   one worker's rate r1 (demand c / (1 - wait) less the rate c, over
+//   r1), at least one and at most doubling the count. goldminer-ctld
+//   grants no more, so a job's claim never outgrows what it has shown:
+//   measured, then grown, and each growth judged as above.
 // - Windows in which the trainer was busy elsewhere (the queue full, the
 //   trainer not waiting, the rate far below the count's: an evaluation, a
 //   checkpoint) are left out: they measure the trainer, not the workers;
@@ -106,6 +116,10 @@ class ScalingPolicy {
   // The most workers the job should have now: the knee (plus a probe's
   // step when probing), or max_workers.
   int ceiling(double now_s) const;
+  // The most workers goldminer-ctld may grant the job now (the session's
+  // report, the simulator's claim): ceiling(), or while no knee is known
+  // the exploring cap (see above).
+  int claim_ceiling(double now_s) const;
   // No workers are to be started now, whoever asks (goldminer-ctld's
   // target included): a step is being judged, or samples flow and the
   // count the window `m` ended with is not measured yet (measure, then grow).
@@ -123,6 +137,7 @@ class ScalingPolicy {
   ScalingDecision on_signal(const QueueMetrics& m, double now_s, bool follow);
   ScalingDecision maybe_shrink_to_worth(const QueueMetrics& m);
   ScalingDecision maybe_probe_down(const QueueMetrics& m, double now_s);
+  void widen_exploring(const QueueMetrics& m, bool settling);
   bool trainer_busy(const QueueMetrics& m) const;
   // One worker's best measured rate (samples/s), 0 before any.
   double rate_per_worker() const;
@@ -162,6 +177,7 @@ class ScalingPolicy {
   bool returning_ = false;    // undoing a shrink that cost: the move is not judged
   int undecided_probes_ = 0;  // probes in a row the noise left undecided (each adds a step)
   bool probe_down_next_ = false;  // the next probe is below the knee
+  int explore_cap_ = 1;       // follow mode, no knee yet: the exploring cap
 };
 
 }  // namespace goldminer

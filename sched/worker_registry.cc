@@ -57,7 +57,8 @@ std::string encode_report(const SessionReport& r) {
          "\nwait=" + number(r.trainer_wait_fraction) + "\nfill=" + number(r.queue_fill) +
          "\nconsumption=" + number(r.consumption_rate) + "\nper_worker=" + number(r.per_worker_rate) +
          "\nsamples_per_s=" + number(r.samples_per_s) + "\nhosts=" + hosts + "\ncurve=" + format_curve(r.curve) +
-         "\nknee=" + std::to_string(r.knee) + "\nprobing=" + std::to_string(r.probing) + "\n";
+         "\nknee=" + std::to_string(r.knee) + "\nprobing=" + std::to_string(r.probing) +
+         "\nceiling=" + std::to_string(r.ceiling) + "\n";
 }
 
 namespace {
@@ -102,7 +103,8 @@ Expected<uint32_t> parse_job(const std::string& what, const std::string& value) 
 
 Expected<SessionReport> decode_report(const std::string& text) {
   auto f = strict_fields(text, {"job", "nonce", "workers", "dw_max", "cpus_per_dw", "wait", "fill", "consumption",
-                                "per_worker", "samples_per_s", "hosts", "curve", "knee", "probing"}, "report");
+                                "per_worker", "samples_per_s", "hosts", "curve", "knee", "probing", "ceiling"},
+                        "report");
   if (!f.ok()) return f.status();
   SessionReport r;
   Status st;
@@ -134,6 +136,7 @@ Expected<SessionReport> decode_report(const std::string& text) {
   real("samples_per_s", 0, 1e15, &r.samples_per_s);
   count("knee", -1, r.dw_max, &r.knee);
   count("probing", 0, r.dw_max, &r.probing);
+  count("ceiling", 0, r.dw_max, &r.ceiling);
   if (!st.ok()) return st;
   if (r.probing > 0 && r.knee < 0) return Status::error("report: probing: " + std::to_string(r.probing) + " without a knee");
   auto curve = parse_curve(f->at("curve"));
@@ -183,7 +186,9 @@ DwClaim claim_of(const SessionReport& r) {
   c.cpu_per_worker = std::max<int64_t>(1, std::llround(r.cpus_per_dw * 1000));
   c.max_workers = r.dw_max;
   c.min_workers = std::min(1, r.dw_max);
-  c.cap = r.knee >= 0 ? std::min(r.dw_max, r.knee + r.probing) : -1;
+  c.cap = r.ceiling > 0            ? std::min(r.dw_max, r.ceiling)
+          : r.knee >= 0 ? std::min(r.dw_max, r.knee + r.probing)
+                        : -1;
   // Measured: speeds from the curve (see worker_registry.h); the model's
   // gain above bounds only the slope beyond the largest measured count.
   double top = 0;

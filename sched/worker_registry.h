@@ -60,6 +60,12 @@ struct SessionReport {
   std::vector<CurvePoint> curve;
   int knee = -1;
   int probing = 0;
+  // The most workers the job's own policy lets it have now
+  // (ScalingPolicy::ceiling: the knee plus a probe's step, the exploring
+  // cap while no knee is known, else dw_max): 1..dw_max, goldminer-ctld
+  // grants no more; 0: not said (the knee plus `probing` caps it, when
+  // known).
+  int ceiling = 0;
 };
 
 // The report as "key=value" lines (what the session signs); decode is

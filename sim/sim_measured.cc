@@ -18,17 +18,15 @@
 // anything the policy does with time comes) as under the trainer's
 // windows.
 //
-// Learning: while no knee is known a job's cap starts at max(1, dw-floor)
-// workers and, each time the job has been measured at the whole cap and
-// the growth to it paid, rises to twice its count, but no further than
-// the linear model says would bring it to full speed from its measured
-// speed (up to dw-max); the allocation grants up to the cap, by the
-// claim's measured speeds. No job grows while its growth is held
-// (ScalingPolicy::holds_growth, or workers still on their way): the cap is
-// then what it holds, as goldminer-ctld's target is under
-// ElasticController::observe. A growth that did not pay is
-// undone (the knee: the claim's cap), re-probed one worker above it after
-// the policy's back-off.
+// Learning is the policy's own (ScalingPolicy in follow mode, as under
+// goldminer-ctld): while no knee is known its ceiling is its exploring
+// cap, which rises each time the job was measured at the whole cap; the
+// allocation grants up to the ceiling, by the claim's measured speeds. No
+// job grows while its growth is held (ScalingPolicy::holds_growth, or
+// workers still on their way): the cap is then what it holds, as
+// goldminer-ctld's target is under ElasticController::observe. A growth
+// that did not pay is undone (the knee: the claim's cap), re-probed above
+// it after the policy's back-off.
 #include "sim/simulation.h"
 
 namespace goldminer::sim::internal {
@@ -39,17 +37,14 @@ void Simulation::start_measuring(int i) {
   c.min_workers = std::max(1, options_.model.dw_floor);
   c.max_workers = options_.model.dw_max;
   j.scaling = std::make_unique<ScalingPolicy>(c);
-  j.explore_cap = std::min(c.min_workers, c.max_workers);
   j.last_window = j.ready_at;
   schedule_window(i);
 }
 
 int Simulation::measured_cap(Job& j, double t) {
-  // The policy's ceiling (its knee, one more while it re-probes), as the
-  // controller caps goldminer-ctld's target; while no knee is known, the
-  // exploring cap below it.
-  int cap = j.scaling->ceiling(t);
-  if (j.scaling->knee() < 0) cap = std::min(cap, j.explore_cap);
+  // The policy's ceiling (its knee plus a probe's step, or its exploring
+  // cap), as the session reports it and goldminer-ctld caps the claim.
+  int cap = j.scaling->claim_ceiling(t);
   // Growth held, as the real controller holds it: workers on their way or
   // a count no window has seen yet (its workers are settling), a growth
   // being judged, or the count not yet measured. Before its first window
@@ -62,20 +57,6 @@ int Simulation::measured_cap(Job& j, double t) {
   return j.holds_growth ? j.workers : cap;
 }
 
-// The next cap of a job measured at its whole cap, no knee known: twice
-// its count, but no more than the linear model says would bring it to
-// full speed from its measured speed there; one more once a knee was
-// found (a re-probe above it paid).
-int Simulation::next_explore_cap(const Job& j) const {
-  const int a = j.workers;
-  if (j.knee_seen) return a + 1;
-  const auto here = j.scaling->curve().point(a);
-  const double speed = here ? here->samples_per_s / 1000 : 0;
-  const double g = gain_per_worker(j);
-  const double to_full = speed < 1 ? std::ceil((1 - speed) / g - 1e-9) : 1;
-  return a + static_cast<int>(std::clamp(to_full, 1.0, static_cast<double>(std::max(a, 1))));
-}
-
 void Simulation::observe_window(int i, double t) {
   Job& j = jobs_[i];
   QueueMetrics m = window_metrics(j, j.active);
@@ -86,16 +67,6 @@ void Simulation::observe_window(int i, double t) {
   j.last_metrics = m;
   j.holds_growth = -1;
   if (d.change < 0 && (d.why.find("did not pay: back") != std::string::npos || d.why.find("not shown to pay") != std::string::npos)) ++undone_growths_;
-  // Measured at its whole cap, and no knee: try twice as many; once a
-  // knee was found, one more (a re-probe above it paid).
-  if (j.scaling->knee() >= 0) {
-    j.explore_cap = j.scaling->knee();
-    j.knee_seen = true;
-  } else if (d.change == 0 && !settling && j.active == j.workers && j.workers >= j.explore_cap &&
-             j.explore_cap < options_.model.dw_max &&
-             j.scaling->curve().settled_windows() >= AutosizerConfig().measure_windows) {
-    j.explore_cap = std::min(next_explore_cap(j), options_.model.dw_max);
-  }
   const int cap = measured_cap(j, t);
   if (cap != j.cap || d.change != 0) reallocate_ = true;
   j.cap = cap;

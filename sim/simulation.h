@@ -60,12 +60,10 @@ struct Job {
   SpeedCurve curve;         // its true speed with k data workers
   int useful = 0;           // workers that add something (SpeedCurve::useful)
   SplitMix64 noise{0};      // its measurements' noise draws
-  // goldminer-measured (sim_measured.cc): the job's policy, its cap while
-  // no knee is known, its last window's end and the stamp of its
-  // scheduled window (older ones are stale).
+  // goldminer-measured (sim_measured.cc): the job's policy, its last
+  // window's end and the stamp of its scheduled window (older ones are
+  // stale).
   std::unique_ptr<ScalingPolicy> scaling;
-  int explore_cap = 0;
-  bool knee_seen = false;
   double last_window = 0;
   uint32_t window_stamp = 0;
   bool window_due = false;
@@ -201,12 +199,10 @@ class Simulation {
   void catch_up(int i);
   // One window of job i ending at `t` (not after now).
   void observe_window(int i, double t);
-  // The most workers job j may have at `t`: its knee (one more while it
-  // re-probes), or its exploring cap while no knee is known; no more than
-  // it holds while its growth is held (measure, then grow: as
+  // The most workers job j may have at `t`: its policy's ceiling; no more
+  // than it holds while its growth is held (measure, then grow: as
   // ElasticController::observe under goldminer-ctld).
   int measured_cap(Job& j, double t);
-  int next_explore_cap(const Job& j) const;
   // A scheduled window of job i.
   void window_event(int i);
   // Schedules job i's next window while it has something to measure.

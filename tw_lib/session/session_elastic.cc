@@ -119,6 +119,7 @@ void Session::Impl::elastic_loop() {
       report.curve = controller.policy().curve().points();
       report.knee = controller.policy().knee();
       if (controller.policy().probing(t)) report.probing = std::max(1, controller.policy().ceiling(t) - report.knee);
+      report.ceiling = std::max(1, controller.policy().claim_ceiling(t));
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(w.id.substr(0, w.id.rfind(':')));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
