@@ -91,7 +91,7 @@ TEST_F(CliTest, BadOptionsExitTwo) {
   EXPECT_EQ(policy.status, 2);
   EXPECT_EQ(policy.out,
             "goldminer-sim: --policy: invalid value 'fifo': expected one of bundled, goldminer, "
-            "goldminer-joblevel, goldminer-measured\n");
+            "goldminer-joblevel, goldminer-measured, oracle, cachew\n");
   SimRun missing = run_sim("--nodes " + nodes_.path() + " --policy bundled");
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.out.find("--trace"), std::string::npos) << missing.out;
@@ -126,7 +126,10 @@ TEST_F(CliTest, MeasuredPolicyReportsWastedWorkerCpu) {
                      " --policy goldminer-measured --speed-curve concave --measure-noise 0.05");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("policy goldminer-measured: 2 jobs"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("CPU-s of them by workers that added nothing; "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CPU-s by workers that added nothing; "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CPU-s of them by workers that did not pay (under half of a first worker's gain)"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find(" growths undone, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" jobs ended with their knee above their useful workers"), std::string::npos) << r.out;
 }

@@ -71,10 +71,10 @@ TEST(MeasuredTest, ModelPolicyWastesTheWorkersPastTheKnee) {
 // nothing. The model gives it 8 (speed 0.83). goldminer-measured keeps a
 // worker while it adds at least half of what one worker delivers
 // (GoldMiner's rule: sched/scaling_policy.h), so it settles near the last
-// worker that does (P = 10, speed 0.99). Here, where the simulator's own
-// exploring cap (sim_measured.cc) still paces its growth, it ends no
-// slower than the model's 8 (measured: 1,192 s against 1,202 s; P's run
-// would take 1,013 s), and may hold a worker that adds less only while a
+// worker that does (P = 10, speed 0.99). Its exploring cap paces its
+// growth (measured, then grown), and still it ends no slower than the
+// model's 8 (measured: 1,190 s against 1,202 s; P's run would take
+// 1,013 s; printed), and may hold a worker that adds less only while a
 // growth is judged.
 TEST(MeasuredTest, MeasuredPolicyKeepsTheWorkersThatPayAndWastesAtMostItsProbes) {
   SimResult gm = run(one_job(1000), kNode, options(Policy::kGoldminer, 12));

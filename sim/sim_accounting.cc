@@ -9,6 +9,7 @@ void Simulation::account(double dt) {
   usage_.effective_time += effective_gpu_ * dt;
   usage_.worker_cpu += static_cast<double>(held_workers_ * dw_cpu_) * dt;
   usage_.wasted_worker_cpu += static_cast<double>(wasted_workers_ * dw_cpu_) * dt;
+  usage_.unpaying_worker_cpu += static_cast<double>(unpaying_workers_ * dw_cpu_) * dt;
   // A GPU job being dispatched waits too (as a live run measures it:
   // submitted, not yet started), though not for CPUs.
   if (!queued_gpu_.empty() || dispatching_gpu_ > 0) {
@@ -67,6 +68,7 @@ void Simulation::summarize(double decision_s, SimResult* r) {
   r->cpu_starved_share = r->gpu_jobs ? static_cast<double>(starved) / r->gpu_jobs : 0;
   r->worker_cpu_s = usage_.worker_cpu / 1000.0;
   r->wasted_worker_cpu_s = usage_.wasted_worker_cpu / 1000.0;
+  r->unpaying_worker_cpu_s = usage_.unpaying_worker_cpu / 1000.0;
   r->undone_growths = undone_growths_;
   r->knees_above_useful = knees_above_useful_;
   if (jct.empty()) return;

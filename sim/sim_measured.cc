@@ -90,6 +90,7 @@ void Simulation::catch_up(int i) {
 
 void Simulation::window_event(int i) {
   jobs_[i].window_due = false;
+  if (cachew_policy()) return cachew_window(i);
   catch_up(i);
   schedule_window(i);
 }

@@ -12,8 +12,10 @@ Expected<Policy> parse_policy(const std::string& name) {
   if (name == "goldminer") return Policy::kGoldminer;
   if (name == "goldminer-joblevel") return Policy::kGoldminerJobLevel;
   if (name == "goldminer-measured") return Policy::kGoldminerMeasured;
+  if (name == "oracle") return Policy::kOracle;
+  if (name == "cachew") return Policy::kCachew;
   return Status::error("goldminer-sim: --policy: invalid value '" + name +
-                       "': expected one of bundled, goldminer, goldminer-joblevel, goldminer-measured");
+                       "': expected one of bundled, goldminer, goldminer-joblevel, goldminer-measured, oracle, cachew");
 }
 
 const char* policy_name(Policy policy) {
@@ -22,6 +24,8 @@ const char* policy_name(Policy policy) {
     case Policy::kGoldminer: return "goldminer";
     case Policy::kGoldminerJobLevel: return "goldminer-joblevel";
     case Policy::kGoldminerMeasured: return "goldminer-measured";
+    case Policy::kOracle: return "oracle";
+    case Policy::kCachew: return "cachew";
   }
   return "unknown";
 }
@@ -37,13 +41,13 @@ std::string to_json(const SimResult& r) {
                 "\"never_ran_jobs\": %d, \"contended_share\": %.4f, \"events\": %lld, "
                 "\"decision_us_per_event\": %.2f, \"gpu_wait_cpu_short_fraction\": %.4f, "
                 "\"cpu_starved_share\": %.4f, \"worker_cpu_s\": %.0f, \"wasted_worker_cpu_s\": %.0f, "
-                "\"undone_growths\": %d, \"knees_above_useful\": %d}",
+                "\"unpaying_worker_cpu_s\": %.0f, \"undone_growths\": %d, \"knees_above_useful\": %d}",
                 r.policy.c_str(), r.jobs, r.gpus, r.avg_jct_s, r.p50_jct_s, r.p95_jct_s,
                 r.p99_jct_s, r.avg_queue_s, r.gpu_alloc_rate, r.gpu_effective_rate,
                 r.cpu_short_wait_s, r.makespan_s, r.gpu_jobs, r.avg_jct_gpu_s, r.offered_load,
                 r.unplaceable, r.never_ran, r.contended_share, static_cast<long long>(r.events),
                 r.decision_us_per_event, r.gpu_wait_cpu_short_fraction, r.cpu_starved_share, r.worker_cpu_s,
-                r.wasted_worker_cpu_s, r.undone_growths, r.knees_above_useful);
+                r.wasted_worker_cpu_s, r.unpaying_worker_cpu_s, r.undone_growths, r.knees_above_useful);
   return buf;
 }
 

@@ -59,6 +59,7 @@ void Simulation::start(int i, int node) {
     new_elastic_.push_back(i);
     j.noise = SplitMix64(splitmix64(options_.seed ^ 0x4e4f495345ULL) + static_cast<uint64_t>(i));  // "NOISE"
     if (measured_policy()) start_measuring(i);
+    if (cachew_policy()) start_cachew(i);
   } else {
     set_speed(i, speed_of(j));
     if (now_ < j.ready_at) wakeups_.push({j.ready_at, i});
@@ -73,6 +74,7 @@ void Simulation::set_workers(int i, int n) {
   Job& j = jobs_[i];
   held_workers_ += n - j.workers;
   wasted_workers_ -= wasted_workers(j);
+  unpaying_workers_ -= unpaying_workers(j);
   if (n > j.workers) {
     const double at = std::max(now_, j.ready_at) + options_.model.worker_start_s;
     if (at <= now_) {
@@ -92,6 +94,7 @@ void Simulation::set_workers(int i, int n) {
   }
   j.workers = n;
   wasted_workers_ += wasted_workers(j);
+  unpaying_workers_ += unpaying_workers(j);
 }
 
 // A job became ready, or some of its workers began to deliver.
@@ -124,6 +127,7 @@ void Simulation::finish(int i) {
   }
   held_workers_ -= j.workers;
   wasted_workers_ -= wasted_workers(j);
+  unpaying_workers_ -= unpaying_workers(j);
   j.workers = j.active = 0;
   j.starting.clear();
   ++j.window_stamp;  // its scheduled window is stale
@@ -217,9 +221,10 @@ void Simulation::allocate_data_workers() {
   // Enough worker CPUs for every job at full speed, and every job that
   // was here before already at full speed: only the new ones change
   // (goldminer's model claims; the autosizer's while speeds are linear).
+  const bool linear = options_.model.speed_curve == SpeedCurveModel::kLinear;
   const bool model_saturates = options_.policy == Policy::kGoldminer ||
-                               (options_.policy == Policy::kGoldminerJobLevel &&
-                                options_.model.speed_curve == SpeedCurveModel::kLinear);
+                               ((options_.policy == Policy::kGoldminerJobLevel || options_.policy == Policy::kOracle) &&
+                                linear);
   if (model_saturates && all_saturated_ && total_want_ <= worker_capacity_) {
     for (int i : fresh) {
       Job& j = jobs_[i];
@@ -232,11 +237,16 @@ void Simulation::allocate_data_workers() {
   std::vector<int> counts(elastic_.size(), 0);
   if (measured_policy()) {
     counts = allocate_measured();
-  } else if (options_.policy == Policy::kGoldminer) {
+  } else if (options_.policy == Policy::kGoldminer || options_.policy == Policy::kOracle) {
     std::vector<DwClaim> claims;
     claims.reserve(elastic_.size());
-    for (int i : elastic_) claims.push_back(claim_of(jobs_[i]));
+    for (int i : elastic_) {
+      claims.push_back(claim_of(jobs_[i]));
+      if (options_.policy == Policy::kOracle) claims.back().measured = true_points(jobs_[i]);
+    }
     counts = allocate_workers(claims, worker_capacity_);
+  } else if (cachew_policy()) {
+    counts = allocate_cachew();
   } else {
     // Job level: each job's autosizer asks, earlier-started jobs first.
     std::vector<size_t> order(elastic_.size());
@@ -257,6 +267,7 @@ void Simulation::allocate_data_workers() {
     const bool changed = counts[k] != j.workers;
     set_workers(elastic_[k], counts[k]);
     if (measured_policy() && changed) schedule_window(elastic_[k]);  // the new count is to be measured
+    if (cachew_policy() && changed) schedule_cachew_window(elastic_[k]);
     all_saturated_ &= j.workers >= j.saturating;
     set_speed(elastic_[k], speed_of(j));
   }

@@ -18,6 +18,7 @@
 #include "sched/dw_allocation.h"
 #include "sched/placement.h"
 #include "sched/scaling_policy.h"
+#include "sim/cachew.h"
 #include "sim/simulator.h"
 
 namespace goldminer::sim::internal {
@@ -34,6 +35,7 @@ struct Usage {
   double gpu_wait = 0;        // GPU-job seconds queued
   double worker_cpu = 0;      // milli-CPU seconds held by data workers
   double wasted_worker_cpu = 0;  // of those, by workers that added nothing
+  double unpaying_worker_cpu = 0;  // by workers that did not pay (SimResult)
 };
 
 struct Job {
@@ -59,11 +61,15 @@ struct Job {
   std::unique_ptr<Autosizer> autosizer;
   SpeedCurve curve;         // its true speed with k data workers
   int useful = 0;           // workers that add something (SpeedCurve::useful)
+  int paying = 0;           // workers that pay (SpeedCurve::paying)
   SplitMix64 noise{0};      // its measurements' noise draws
   // goldminer-measured (sim_measured.cc): the job's policy, its last
   // window's end and the stamp of its scheduled window (older ones are
   // stale).
   std::unique_ptr<ScalingPolicy> scaling;
+  // cachew: its scaler and the count it asks for.
+  std::unique_ptr<CachewScaler> cachew;
+  int cachew_want = 0;
   double last_window = 0;
   uint32_t window_stamp = 0;
   bool window_due = false;
@@ -110,6 +116,7 @@ class Simulation {
 
   bool goldminer() const { return options_.policy != Policy::kBundled; }
   bool measured_policy() const { return options_.policy == Policy::kGoldminerMeasured; }
+  bool cachew_policy() const { return options_.policy == Policy::kCachew; }
 
   // Adds the pods that ran in the trace and fit some node, at the offered
   // load the options ask for (see SimOptions::load).
@@ -188,11 +195,22 @@ class Simulation {
 
   // Workers of job j that add nothing (speed_curve.h).
   static int wasted_workers(const Job& j) { return std::max(0, j.workers - j.useful); }
+  static int unpaying_workers(const Job& j) { return std::max(0, j.workers - j.paying); }
 
   // What one observation window of job j reads now (noisy when
   // measure_noise > 0), its metrics in units of full speed.
   QueueMetrics window_metrics(Job& j, int workers);
 
+  // oracle: job j's true speeds, (k, s(k)) for k = 1 up to one past its
+  // useful workers (the allocation extrapolates no further than the last
+  // segment's slope, 0 past the knee); read once per job.
+  const std::vector<std::pair<int, double>>& true_points(Job& j);
+  // cachew (sim_cachew.cc): the job's scaler, its windows and the counts
+  // it asks for, granted first come, first served.
+  void start_cachew(int i);
+  void cachew_window(int i);
+  void schedule_cachew_window(int i);
+  std::vector<int> allocate_cachew();
   // goldminer-measured (sim_measured.cc).
   void start_measuring(int i);
   // Feeds job i's policy the windows that ended since its last, up to now.
@@ -298,6 +316,7 @@ class Simulation {
   int undone_growths_ = 0;
   int knees_above_useful_ = 0;
   int64_t held_workers_ = 0;      // data workers held by running jobs
+  int64_t unpaying_workers_ = 0;  // of those, workers that do not pay
   int64_t wasted_workers_ = 0;    // of those, workers that add nothing
   double held_gpu_ = 0, effective_gpu_ = 0;  // milli-GPU held; weighted by speed
   Usage usage_;

@@ -205,6 +205,7 @@ Job Simulation::make_job(const TracePod& p, double arrival) const {
     j.curve = draw_speed_curve(options_.model.speed_curve, options_.model.concave, p, gain_per_worker(j),
                                options_.seed);
     j.useful = j.curve.useful(options_.model.dw_max);
+    j.paying = j.curve.paying(options_.model.dw_max, AutosizerConfig().pay_fraction);
   }
   if (options_.policy == Policy::kGoldminerJobLevel && j.pre_cpu > 0) {
     AutosizerConfig c;

@@ -37,6 +37,15 @@
 //   knee; the claim carries the measured speeds and the cap (the knee, or
 //   while none is known a cap that doubles whenever the job has been
 //   measured at it).
+// - oracle (a bound, not a policy one could ship): goldminer's allocation
+//   on each job's true speed curve, read exactly (no noise, no learning).
+// - cachew (a baseline): each job scales its own workers as Cachew does
+//   (sim/cachew.h: one worker more while it raises the rate by over 7 %,
+//   then fewer while a removal costs under 3 %, re-scaling on a 10 % shift
+//   of its rate), from noisy windows every window_s, and gets them first
+//   come, first served, as goldminer-joblevel.
+// - goldminer is the shipped allocation with the model alone (no
+//   measurement).
 // - Speed curves (speed_curve.h): linear to saturation (default) or
 //   concave with a knee drawn per job; measurements read the true speed
 //   with seeded noise (measure_noise).
@@ -59,7 +68,7 @@
 
 namespace goldminer::sim {
 
-enum class Policy { kBundled, kGoldminer, kGoldminerJobLevel, kGoldminerMeasured };
+enum class Policy { kBundled, kGoldminer, kGoldminerJobLevel, kGoldminerMeasured, kOracle, kCachew };
 
 Expected<Policy> parse_policy(const std::string& name);
 const char* policy_name(Policy policy);
@@ -163,6 +172,11 @@ struct SimResult {
   // starting ones included.
   double worker_cpu_s = 0;
   double wasted_worker_cpu_s = 0;
+  // CPU-seconds held by workers that did not pay: a job's workers above
+  // SpeedCurve::paying(), the count up to which each worker adds at least
+  // pay_fraction (AutosizerConfig, 0.5) of what its first worker adds,
+  // starting ones included.
+  double unpaying_worker_cpu_s = 0;
   int undone_growths = 0;  // goldminer-measured: growths that did not pay
   // goldminer-measured: jobs that ended with their knee above their useful
   // workers (a growth past them was judged to have paid).

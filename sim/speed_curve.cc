@@ -40,6 +40,13 @@ int SpeedCurve::useful(int max_workers) const {
   return k;
 }
 
+int SpeedCurve::paying(int max_workers, double fraction) const {
+  const double first = speed(1) - speed(0);
+  int k = 0;
+  while (k < max_workers && speed(k + 1) - speed(k) >= fraction * first - 1e-12) ++k;
+  return k;
+}
+
 SpeedCurve draw_speed_curve(SpeedCurveModel model, const ConcaveCurves& curves, const TracePod& pod, double gain,
                             uint64_t seed) {
   if (model == SpeedCurveModel::kLinear) return SpeedCurve(gain, std::numeric_limits<double>::infinity());

@@ -72,6 +72,10 @@ class SpeedCurve {
   double speed(int k) const;
   // Workers that each add at least kNothingShare x g (at most `max_workers`).
   int useful(int max_workers) const;
+  // Workers that each add at least `fraction` of what the first adds,
+  // s(1) (at most `max_workers`): those that pay by the shipped policy's
+  // pay rule (its pay_fraction) on the true curve.
+  int paying(int max_workers, double fraction) const;
 
  private:
   double gain_ = 0;

@@ -32,8 +32,9 @@ void print_human(const SimResult& r) {
               "waiting)\n",
               r.avg_queue_s, r.cpu_short_wait_s, 100 * r.gpu_wait_cpu_short_fraction);
   std::printf("  GPU jobs below full speed with their CPU request: %.0f%%\n", 100 * r.cpu_starved_share);
-  std::printf("  data workers held %.0f CPU-s, %.0f CPU-s of them by workers that added nothing", r.worker_cpu_s,
-              r.wasted_worker_cpu_s);
+  std::printf("  data workers held %.0f CPU-s, %.0f CPU-s of them by workers that did not pay (under half of "
+              "a first worker's gain), %.0f CPU-s by workers that added nothing",
+              r.worker_cpu_s, r.unpaying_worker_cpu_s, r.wasted_worker_cpu_s);
   if (r.policy == "goldminer-measured")
     std::printf("; %d growths undone, %d jobs ended with their knee above their useful workers", r.undone_growths,
                 r.knees_above_useful);

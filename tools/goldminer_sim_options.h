@@ -32,9 +32,16 @@ inline CommandOptions sim_command(SimArgs* a) {
                               &a->trace, "The pods of the trace."),
               required_option("nodes", "NODES.csv", "nodes CSV (sn, cpu_milli, memory_mib, gpu)", &a->nodes_path,
                               "The node table."),
-              required_option("policy", "POLICY", "bundled | goldminer | goldminer-joblevel | goldminer-measured",
+              required_option("policy", "POLICY",
+                              "bundled | goldminer | goldminer-joblevel | goldminer-measured | oracle | cachew",
                               &a->policy_text,
-                              R"(\fBbundled\fR, \fBgoldminer\fR, \fBgoldminer\-joblevel\fR or \fBgoldminer\-measured\fR.)"),
+                              R"(\fBbundled\fR, \fBgoldminer\fR (the shipped allocation on the model alone),
+\fBgoldminer\-joblevel\fR, \fBgoldminer\-measured\fR (the shipped policy: measured
+claims, each job's ScalingPolicy), \fBoracle\fR (the allocation on each job's true
+speed curve: a bound) or \fBcachew\fR (each job scales its own workers as Cachew
+does: one more while it raises the rate by over 7 %, fewer while a removal costs
+under 3 %, re\-scaling on a 10 % shift of its rate; granted first come, first
+served; a settled job's rate is checked every 60 s).)"),
               option("gpus", "N", "",
                      "sample about N GPUs of the node table and thin the trace in proportion (default: full scale)",
                      &a->gpus, R"(Simulate a sample of about \fIN\fR GPUs instead of the full node table. GPU
