@@ -171,7 +171,9 @@ double marginal_value(const DwClaim& c, int k) {
   return saved / static_cast<double>(c.cpu_per_worker);
 }
 
-std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cpu_capacity) {
+namespace {
+
+std::vector<int> allocate_within_caps(const std::vector<DwClaim>& claims, int64_t cpu_capacity) {
   const size_t n = claims.size();
   std::vector<int> cap(n), floor(n), out(n, 0);
   int64_t want = 0;
@@ -290,6 +292,33 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
     if (best == n) break;
     ++out[best];
     left -= claims[best].cpu_per_worker;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cpu_capacity) {
+  const auto probes = [](const DwClaim& c) { return c.probe > 0 && c.cap >= 0; };
+  if (std::none_of(claims.begin(), claims.end(), probes)) return allocate_within_caps(claims, cpu_capacity);
+  // Every claim first up to its cap less its probe; the probes then share
+  // what is left, the most valuable next worker first.
+  std::vector<DwClaim> below = claims;
+  for (DwClaim& c : below)
+    if (probes(c)) c.cap = std::max(0, c.cap - c.probe);
+  std::vector<int> out = allocate_within_caps(below, cpu_capacity);
+  int64_t left = cpu_capacity;
+  for (size_t i = 0; i < claims.size(); ++i) left -= out[i] * claims[i].cpu_per_worker;
+  std::vector<std::pair<double, size_t>> order;
+  for (size_t i = 0; i < claims.size(); ++i)
+    if (probes(claims[i]) && out[i] >= below[i].cap) order.push_back({marginal_value(claims[i], out[i]), i});
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [value, i] : order) {
+    const int64_t cpu = std::max<int64_t>(1, claims[i].cpu_per_worker);
+    const int add = static_cast<int>(std::min<int64_t>(claims[i].cap - out[i], std::max<int64_t>(0, left) / cpu));
+    if (add <= 0) continue;
+    out[i] += add;
+    left -= add * cpu;
   }
   return out;
 }

@@ -46,6 +46,11 @@ struct DwClaim {
   // re-probes above it); -1: no cap but max_workers. Workers above it
   // have marginal value 0 and are never granted (model claims too).
   int cap = -1;
+  // Of `cap`, the workers of a probe above the job's knee (its report's
+  // `probing`): they come only from slack, CPUs left once every claim has
+  // what it gets up to its cap less its probe, so that a probe never
+  // takes a CPU from a measured gain. 0: none.
+  int probe = 0;
 };
 
 // Workers that bring a claim to full speed (or to max_workers, or cap);
@@ -59,7 +64,8 @@ double marginal_value(const DwClaim& claim, int k);
 
 // Worker counts per claim (same order) using at most `cpu_capacity`
 // milli-CPU. Floors come first, in order of the value of each job's first
-// worker; the rest goes by marginal value per milli-CPU. No job gets more
+// worker; the rest goes by marginal value per milli-CPU; probes (`probe`)
+// last, from what is left. No job gets more
 // than its saturating count. Runs in O(J log(1/eps)) for J model claims;
 // a measured claim adds O(its saturating count) per bisection step.
 std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cpu_capacity);

@@ -108,6 +108,25 @@ TEST(DwAllocationTest, TheCapIsAKneeNoWorkerAboveItIsGranted) {
       << "a model claim's cap too";
 }
 
+// A probe above a knee comes from slack only. A job at its knee 3 probing
+// 2 more (cap 5) on a steep measured curve, beside a model job that wants
+// 8 workers: with 10 CPUs the model job gets its 7 left after the knee,
+// the probe nothing (by value alone the probe's workers, extrapolated at
+// 0.1 a worker, would win); with 13 the model job has its 8 and the
+// probe the 2 left; with 12, one.
+TEST(DwAllocationTest, AProbeAboveTheKneeTakesOnlySlackCpus) {
+  DwClaim probing = measured({{1, 0.1}, {3, 0.3}}, 0.1, 16);
+  probing.remaining_work = 1e6;  // long: its workers are worth much by value
+  probing.cap = 5;
+  probing.probe = 2;
+  const DwClaim model = claim(100, 0.125, 16);
+  EXPECT_EQ(allocate_workers({probing, model}, 10000), (std::vector<int>{3, 7}));
+  EXPECT_EQ(allocate_workers({probing, model}, 13000), (std::vector<int>{5, 8}));
+  EXPECT_EQ(allocate_workers({probing, model}, 12000), (std::vector<int>{4, 8}));
+  probing.probe = 0;  // the same cap, not a probe: it competes by value
+  EXPECT_EQ(allocate_workers({probing, model}, 10000)[0], 5);
+}
+
 // Scarce CPUs: after both floors, the flat job's second worker (2.5 s per
 // unit of work) and the rising job's to its sixth (5, 1.67, 0.83, 0.5,
 // 0.33) beat the flat job's third (1/0.4 - 1/0.405 = 0.03).

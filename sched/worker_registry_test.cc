@@ -84,7 +84,7 @@ TEST(WorkerRegistryTest, TheMeasuredCurveAndKneeRoundTripAndBadOnesAreNamed) {
   r.knee = 2;
   r.probing = 3;
   const std::string text = encode_report(r);
-  EXPECT_NE(text.find("\ncurve=2:13700,6:7900\nknee=2\nprobing=3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncurve=2:13700,6:7900\nknee=2\nprobing=3\nceiling=0\n"), std::string::npos) << text;
   auto back = decode_report(text);
   ASSERT_TRUE(back.ok()) << back.status().message();
   ASSERT_EQ(back->curve.size(), 2u);
@@ -100,6 +100,9 @@ TEST(WorkerRegistryTest, TheMeasuredCurveAndKneeRoundTripAndBadOnesAreNamed) {
             "report: probing: invalid value '17': expected a number from 0 to 16");
   EXPECT_EQ(decode_report(with(with(text, "knee", "-1"), "probing", "1")).status().message(),
             "report: probing: 1 without a knee");
+  EXPECT_EQ(decode_report(with(text, "ceiling", "5"))->ceiling, 5);
+  EXPECT_EQ(decode_report(with(text, "ceiling", "17")).status().message(),
+            "report: ceiling: invalid value '17': expected a number from 0 to 16");
   EXPECT_EQ(decode_report(with(text, "curve", "6:7900,2:13700")).status().message(),
             "report: curve: entry '2:13700': worker counts must be ascending and distinct");
   EXPECT_EQ(decode_report(with(text, "curve", "2:fast")).status().message(),
@@ -142,8 +145,18 @@ TEST(WorkerRegistryTest, AMeasuredClaimComesFromTheCurveAndTheKneeCapsIt) {
   EXPECT_EQ(claim_of(r).cap, 3) << "one above the knee while it re-probes one";
   r.probing = 4;
   EXPECT_EQ(claim_of(r).cap, 6) << "a probe's step above the knee";
+  EXPECT_EQ(claim_of(r).probe, 4) << "granted from slack CPUs only";
   r.probing = 1;
   EXPECT_EQ(claim_of(r).measured.size(), 1u) << "the points above the knee are what the probe measures";
+  r.ceiling = 3;
+  EXPECT_EQ(claim_of(r).cap, 3) << "the session's own ceiling";
+  r.knee = -1;
+  r.probing = 0;
+  r.ceiling = 4;
+  EXPECT_EQ(claim_of(r).cap, 4) << "no knee yet: the exploring cap the session reports";
+  EXPECT_EQ(claim_of(r).probe, 0);
+  r.ceiling = 0;
+  EXPECT_EQ(claim_of(r).cap, -1) << "a session that says no ceiling";
   // No curve yet: the model alone, as before.
   DwClaim model = claim_of(report(1, 25));
   EXPECT_TRUE(model.measured.empty());

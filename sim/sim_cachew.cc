@@ -16,7 +16,7 @@ constexpr double kSettledCheckS = 60;
 
 const std::vector<std::pair<int, double>>& Simulation::true_points(Job& j) {
   if (j.measured.empty()) {
-    const int top = std::min(options_.model.dw_max, std::max(1, j.useful) + 1);
+    const int top = std::min(options_.model.dw_max, std::max(1, j.useful));
     for (int k = 1; k <= top; ++k) j.measured.emplace_back(k, j.curve.speed(k));
   }
   return j.measured;
@@ -53,8 +53,12 @@ void Simulation::schedule_cachew_window(int i) {
   if (j.finish >= 0) return;
   const double w = options_.model.window_s;
   const double at = std::max(now_, j.last_window) + (j.cachew->settled() ? kSettledCheckS : w);
+  // One window due at a time: a count that changed again before it is
+  // measured by it (the scaler starts a count's windows afresh).
+  if (j.window_due && j.window_at <= at) return;
   ++j.window_stamp;  // an earlier scheduled window is stale
   j.window_due = true;
+  j.window_at = at;
   windows_.push({std::max(at, now_), i, j.window_stamp});
 }
 

@@ -132,6 +132,9 @@ DwClaim Simulation::measured_claim_of(Job& j) {
   }
   c.measured = j.measured;
   c.cap = measured_cap(j, now_);
+  // A probe above the knee comes from slack CPUs, as goldminer-ctld
+  // grants it (the report's probing).
+  if (j.scaling->knee() >= 0 && c.cap > j.scaling->knee()) c.probe = c.cap - j.scaling->knee();
   return c;
 }
 

@@ -242,7 +242,11 @@ void Simulation::allocate_data_workers() {
     claims.reserve(elastic_.size());
     for (int i : elastic_) {
       claims.push_back(claim_of(jobs_[i]));
-      if (options_.policy == Policy::kOracle) claims.back().measured = true_points(jobs_[i]);
+      if (options_.policy == Policy::kOracle) {
+        // Its true curve, up to its last worker that adds something.
+        claims.back().measured = true_points(jobs_[i]);
+        claims.back().cap = std::max(1, jobs_[i].useful);
+      }
     }
     counts = allocate_workers(claims, worker_capacity_);
   } else if (cachew_policy()) {

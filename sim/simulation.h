@@ -73,6 +73,7 @@ struct Job {
   double last_window = 0;
   uint32_t window_stamp = 0;
   bool window_due = false;
+  double window_at = 0;     // cachew: when its due window is
   int observed = -1;        // workers its last window saw
   QueueMetrics last_metrics;  // what that window read
   // Whether its policy holds growth after that window (holds_growth): -1
@@ -201,9 +202,8 @@ class Simulation {
   // measure_noise > 0), its metrics in units of full speed.
   QueueMetrics window_metrics(Job& j, int workers);
 
-  // oracle: job j's true speeds, (k, s(k)) for k = 1 up to one past its
-  // useful workers (the allocation extrapolates no further than the last
-  // segment's slope, 0 past the knee); read once per job.
+  // oracle: job j's true speeds, (k, s(k)) for k = 1 up to its useful
+  // workers (its claim's cap: none that adds nothing); read once per job.
   const std::vector<std::pair<int, double>>& true_points(Job& j);
   // cachew (sim_cachew.cc): the job's scaler, its windows and the counts
   // it asks for, granted first come, first served.

@@ -38,7 +38,8 @@
 //   while none is known a cap that doubles whenever the job has been
 //   measured at it).
 // - oracle (a bound, not a policy one could ship): goldminer's allocation
-//   on each job's true speed curve, read exactly (no noise, no learning).
+//   on each job's true speed curve, read exactly (no noise, no learning),
+//   up to its last worker that adds something (SpeedCurve::useful).
 // - cachew (a baseline): each job scales its own workers as Cachew does
 //   (sim/cachew.h: one worker more while it raises the rate by over 7 %,
 //   then fewer while a removal costs under 3 %, re-scaling on a 10 % shift
