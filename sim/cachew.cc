@@ -29,9 +29,16 @@ void CachewScaler::settle_at(int workers, double rate) {
 }
 
 int CachewScaler::observe(int workers, double rate) {
+  const int floor = std::max(1, config_.min_workers);
+  if (workers < floor) {
+    // Granted fewer than any count it would keep (the CPUs are taken):
+    // nothing to judge; it still asks.
+    count_ = -1;
+    recent_.clear();
+    return want_;
+  }
   double mean = 0;
   if (!measured(workers, rate, &mean)) return want_;
-  const int floor = std::max(1, config_.min_workers);
   switch (phase_) {
     case Phase::kUp: {
       const auto below = rate_.find(workers - 1);

@@ -73,6 +73,15 @@ TEST(CachewTest, ReScalesOnASignalNotATimer) {
   EXPECT_EQ(workers, 10);
 }
 
+// A job granted no worker (the CPUs are taken) judges nothing and keeps
+// asking for its first; once granted, it scales as before.
+TEST(CachewTest, AJobGrantedNoWorkerKeepsAsking) {
+  CachewScaler s{CachewConfig()};
+  for (int w = 0; w < 100; ++w) EXPECT_EQ(s.observe(0, 0), 1);
+  EXPECT_FALSE(s.settled());
+  EXPECT_EQ(run(&s, [](int k) { return 1000.0 * std::min(k, 3); }, 200), 3);
+}
+
 // With 5 % noise (uniform) and 3 windows a count, a job on a linear
 // curve to 16 never gets there: a threshold of 7 % cannot see one
 // worker's gain past about 14 (1/14 = 7 %), and the noise stops it
