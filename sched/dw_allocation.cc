@@ -305,7 +305,7 @@ std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cp
   // what is left, the most valuable next worker first.
   std::vector<DwClaim> below = claims;
   for (DwClaim& c : below)
-    if (probes(c)) c.cap = std::max(0, c.cap - c.probe);
+    if (probes(c)) c.cap = std::max(c.cap - c.probe, std::min(c.cap, c.held));
   std::vector<int> out = allocate_within_caps(below, cpu_capacity);
   int64_t left = cpu_capacity;
   for (size_t i = 0; i < claims.size(); ++i) left -= out[i] * claims[i].cpu_per_worker;

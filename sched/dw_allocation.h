@@ -49,8 +49,10 @@ struct DwClaim {
   // Of `cap`, the workers of a probe above the job's knee (its report's
   // `probing`): they come only from slack, CPUs left once every claim has
   // what it gets up to its cap less its probe, so that a probe never
-  // takes a CPU from a measured gain. 0: none.
+  // takes a CPU from a measured gain. 0: none. A probe's workers the job
+  // holds already (`held`) stay while the probe is judged.
   int probe = 0;
+  int held = 0;  // workers the job has now (connected or on their way)
 };
 
 // Workers that bring a claim to full speed (or to max_workers, or cap);

@@ -123,6 +123,9 @@ TEST(DwAllocationTest, AProbeAboveTheKneeTakesOnlySlackCpus) {
   EXPECT_EQ(allocate_workers({probing, model}, 10000), (std::vector<int>{3, 7}));
   EXPECT_EQ(allocate_workers({probing, model}, 13000), (std::vector<int>{5, 8}));
   EXPECT_EQ(allocate_workers({probing, model}, 12000), (std::vector<int>{4, 8}));
+  probing.held = 5;  // the probe runs: its workers stay while it is judged
+  EXPECT_EQ(allocate_workers({probing, model}, 10000), (std::vector<int>{5, 5}));
+  probing.held = 0;
   probing.probe = 0;  // the same cap, not a probe: it competes by value
   EXPECT_EQ(allocate_workers({probing, model}, 10000)[0], 5);
 }

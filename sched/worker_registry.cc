@@ -190,6 +190,7 @@ DwClaim claim_of(const SessionReport& r) {
           : r.knee >= 0 ? std::min(r.dw_max, r.knee + r.probing)
                         : -1;
   if (r.knee >= 0 && r.probing > 0 && c.cap > r.knee) c.probe = c.cap - r.knee;
+  c.held = r.workers;
   // Measured: speeds from the curve (see worker_registry.h); the model's
   // gain above bounds only the slope beyond the largest measured count.
   double top = 0;

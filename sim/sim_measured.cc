@@ -135,6 +135,7 @@ DwClaim Simulation::measured_claim_of(Job& j) {
   // A probe above the knee comes from slack CPUs, as goldminer-ctld
   // grants it (the report's probing).
   if (j.scaling->knee() >= 0 && c.cap > j.scaling->knee()) c.probe = c.cap - j.scaling->knee();
+  c.held = j.workers;
   return c;
 }
 
