@@ -237,6 +237,13 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
 void ScalingPolicy::widen_exploring(const QueueMetrics& m, bool settling) {
   const int a = m.workers;
   if (settling || a < explore_cap_ || explore_cap_ >= config_.max_workers) return;
+  if (m.samples_per_s <= 0) {
+    // Nothing flows yet (a trainer waiting for several workers before its
+    // first batch): nothing to measure, so nothing to wait for; the cap
+    // doubles each window the job holds all of it.
+    explore_cap_ = std::min(config_.max_workers, a + std::max(1, a));
+    return;
+  }
   const auto p = curve_.point(a);
   if (!p || curve_.settled_windows() < std::max(1, config_.measure_windows)) return;
   const double r1 = best_per_worker_;

@@ -55,7 +55,9 @@
 //   windows, the trainer still waiting) it rises by the workers that
 //   would bring the trainer to what it would take if it never waited, at
 //   one worker's rate r1 (demand c / (1 - wait) less the rate c, over
-//   r1), at least one and at most doubling the count. goldminer-ctld
+//   r1), at least one and at most doubling the count; while nothing
+//   flows yet (the trainer waits for several workers before its first
+//   batch) it doubles each window the job holds all of it. goldminer-ctld
 //   grants no more, so a job's claim never outgrows what it has shown:
 //   measured, then grown, and each growth judged as above.
 // - Windows in which the trainer was busy elsewhere (the queue full, the

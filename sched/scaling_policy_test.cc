@@ -408,6 +408,44 @@ TEST(ScalingPolicyTest, WhileNothingFlowsGrowthIsNeitherHeldNorJudged) {
   EXPECT_EQ(p.knee(), -1);
 }
 
+// Under goldminer-ctld (follow), before any knee, the claim is capped by
+// the exploring cap: 1, then, measured at the whole cap with the trainer
+// waiting, raised by the workers that would bring the trainer to its
+// demand at one worker's rate, at most doubling. Linear 1,000 samples/s a
+// worker, a trainer that takes 6,500: 1 -> 2 -> 4 -> 7 (3 more bring 4's
+// 4,000 to its 6,500, within doubling); the step to 7 is then judged as
+// any growth: its gain, 2,500, is worth 2.5 workers at one worker's rate,
+// so the knee is 6 and the claim's ceiling is the knee's from then on.
+TEST(ScalingPolicyTest, FollowingBeforeAKneeTheClaimIsCappedByTheExploringCap) {
+  auto job = fixed([](int k) { return 1000.0 * k; }, 6500);
+  ScalingPolicy p(settings(16));
+  EXPECT_EQ(p.claim_ceiling(0), 1);
+  EXPECT_EQ(p.ceiling(0), 16) << "the controller's own ceiling is the knee's, none yet";
+  std::vector<int> caps{1};
+  int k = 1;
+  int i = 0;
+  for (; i < 80 && p.knee() < 0; ++i) {
+    p.observe(job.window(i * kInterval, k), i * kInterval, false, true);
+    if (p.knee() < 0 && p.claim_ceiling(i * kInterval) != caps.back()) caps.push_back(p.claim_ceiling(i * kInterval));
+    k = p.claim_ceiling(i * kInterval);  // goldminer-ctld grants the cap
+  }
+  EXPECT_EQ(caps, (std::vector<int>{1, 2, 4, 7}));
+  EXPECT_EQ(p.knee(), 6);
+  EXPECT_EQ(p.claim_ceiling(i * kInterval), p.ceiling(i * kInterval));
+  // Nothing flowing (a trainer that waits for 4 workers before its first
+  // batch): the cap doubles each window the job holds all of it.
+  auto waiting = fixed([](int k) { return k < 4 ? 0.0 : 1000.0 * k; }, 1e9);
+  ScalingPolicy q(settings(16));
+  k = 1;
+  int windows = 0;
+  for (; windows < 10 && k < 4; ++windows) {
+    q.observe(waiting.window(windows * kInterval, k), windows * kInterval, false, true);
+    k = q.claim_ceiling(windows * kInterval);
+  }
+  EXPECT_EQ(k, 4);
+  EXPECT_LE(windows, 4) << "1 -> 2 -> 4, a window or two each";
+}
+
 TEST(ScalingPolicyTest, ModelPrediction) {
   QueueMetrics m;
   m.consumption_rate = 100, m.samples_per_s = 10000, m.per_worker_rate = 50, m.trainer_wait_fraction = 0.5;
