@@ -126,11 +126,14 @@ def check_kill():
     for k, batch in enumerate(loader):
         ids.extend(ids_of(batch))
         if killed is None and k >= 4:
-            # A worker that has joined (one that has not is not lost: under
-            # load it may join after the first batches), while the other
-            # one is joined too, or by batch 25 (of 38) whichever is.
-            ids_joined = {w["id"] for w in loader.session.metrics()["per_worker"]}
-            joined = [p for p in loader.session.worker_pids if "%s:%d" % (socket.gethostname(), p) in ids_joined]
+            # A worker that has delivered a batch, so holds leases (one that
+            # has not may hold none: under load its Python child can still
+            # be starting torch after the first batches, and a worker with
+            # nothing in hand is not lost), while the other one has too, or
+            # by batch 25 (of 38) whichever has.
+            ids_delivering = {w["id"] for w in loader.session.metrics()["per_worker"] if w["batches"] > 0}
+            joined = [p for p in loader.session.worker_pids
+                      if "%s:%d" % (socket.gethostname(), p) in ids_delivering]
             if len(joined) >= 2 or (joined and k >= 25):
                 killed, after = joined[0], k + 1
                 os.kill(killed, signal.SIGKILL)
@@ -144,7 +147,7 @@ def check_kill():
         metrics = loader.session.metrics()
     print("killed worker %s after %s batches: %d items, %d distinct of %d, workers lost %d" %
           (killed, after if killed else "-", len(ids), len(set(ids)), len(ds), metrics["workers_lost"]))
-    check(killed is not None, "no worker had joined by batch 25")
+    check(killed is not None, "no worker had delivered a batch by batch 25")
     check(sorted(ids) == list(range(len(ds))), "an item was lost or repeated through the kill")
     check(metrics["workers_lost"] >= 1, "the killed worker was not counted as lost")
     loader.close()
