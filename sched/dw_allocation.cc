@@ -173,12 +173,16 @@ double marginal_value(const DwClaim& c, int k) {
 
 namespace {
 
-std::vector<int> allocate_within_caps(const std::vector<DwClaim>& claims, int64_t cpu_capacity) {
+// `limit`: per claim, at most this many workers (below its own cap), or
+// -1; null: none.
+std::vector<int> allocate_within_caps(const std::vector<DwClaim>& claims, int64_t cpu_capacity,
+                                      const std::vector<int>* limit) {
   const size_t n = claims.size();
   std::vector<int> cap(n), floor(n), out(n, 0);
   int64_t want = 0;
   for (size_t i = 0; i < n; ++i) {
     cap[i] = saturating_workers(claims[i]);
+    if (limit != nullptr && (*limit)[i] >= 0) cap[i] = std::min(cap[i], (*limit)[i]);
     floor[i] = std::min(std::max(claims[i].min_workers, 0), cap[i]);
     want += cap[i] * claims[i].cpu_per_worker;
   }
@@ -300,18 +304,19 @@ std::vector<int> allocate_within_caps(const std::vector<DwClaim>& claims, int64_
 
 std::vector<int> allocate_workers(const std::vector<DwClaim>& claims, int64_t cpu_capacity) {
   const auto probes = [](const DwClaim& c) { return c.probe > 0 && c.cap >= 0; };
-  if (std::none_of(claims.begin(), claims.end(), probes)) return allocate_within_caps(claims, cpu_capacity);
+  if (std::none_of(claims.begin(), claims.end(), probes)) return allocate_within_caps(claims, cpu_capacity, nullptr);
   // Every claim first up to its cap less its probe; the probes then share
   // what is left, the most valuable next worker first.
-  std::vector<DwClaim> below = claims;
-  for (DwClaim& c : below)
-    if (probes(c)) c.cap = std::max(c.cap - c.probe, std::min(c.cap, c.held));
-  std::vector<int> out = allocate_within_caps(below, cpu_capacity);
+  std::vector<int> below(claims.size(), -1);
+  for (size_t i = 0; i < claims.size(); ++i)
+    if (probes(claims[i]))
+      below[i] = std::max(claims[i].cap - claims[i].probe, std::min(claims[i].cap, claims[i].held));
+  std::vector<int> out = allocate_within_caps(claims, cpu_capacity, &below);
   int64_t left = cpu_capacity;
   for (size_t i = 0; i < claims.size(); ++i) left -= out[i] * claims[i].cpu_per_worker;
   std::vector<std::pair<double, size_t>> order;
   for (size_t i = 0; i < claims.size(); ++i)
-    if (probes(claims[i]) && out[i] >= below[i].cap) order.push_back({marginal_value(claims[i], out[i]), i});
+    if (probes(claims[i]) && out[i] >= below[i]) order.push_back({marginal_value(claims[i], out[i]), i});
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (const auto& [value, i] : order) {
     const int64_t cpu = std::max<int64_t>(1, claims[i].cpu_per_worker);

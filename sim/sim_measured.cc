@@ -123,32 +123,43 @@ void Simulation::schedule_window(int i) {
   windows_.push({std::max(at, now_), i, ++j.window_stamp});
 }
 
-DwClaim Simulation::measured_claim_of(Job& j) {
-  DwClaim c = claim_of(j);
+// The claims are kept from one allocation to the next (one per elastic
+// slot): a job's measured points are copied into its slot's claim only
+// when they changed or another job took the slot (copying every claim's
+// points at every allocation was most of a replay's time).
+void Simulation::measured_claim_of(int i, size_t slot) {
+  Job& j = jobs_[i];
   if (j.measured_stale) {
     j.measured.clear();
     for (const CurvePoint& p : j.scaling->curve().points()) j.measured.emplace_back(p.workers, p.samples_per_s / 1000);
     j.measured_stale = false;
+    ++j.measured_version;
   }
-  c.measured = j.measured;
+  DwClaim& c = claims_[slot];
+  std::vector<std::pair<int, double>> points = std::move(c.measured);
+  c = claim_of(j);
+  if (claim_source_[slot] != std::make_pair(i, j.measured_version)) {
+    points.assign(j.measured.begin(), j.measured.end());
+    claim_source_[slot] = {i, j.measured_version};
+  }
+  c.measured = std::move(points);
   c.cap = measured_cap(j, now_);
   // A probe above the knee comes from slack CPUs, as goldminer-ctld
   // grants it (the report's probing).
   if (j.scaling->knee() >= 0 && c.cap > j.scaling->knee()) c.probe = c.cap - j.scaling->knee();
   c.held = j.workers;
-  return c;
 }
 
 std::vector<int> Simulation::allocate_measured() {
   for (int i : elastic_) catch_up(i);
-  std::vector<DwClaim> claims;
-  claims.reserve(elastic_.size());
-  for (int i : elastic_) {
-    claims.push_back(measured_claim_of(jobs_[i]));
-    jobs_[i].cap = claims.back().cap;
+  claims_.resize(elastic_.size());
+  claim_source_.resize(elastic_.size(), {-1, 0});
+  for (size_t k = 0; k < elastic_.size(); ++k) {
+    measured_claim_of(elastic_[k], k);
+    jobs_[elastic_[k]].cap = claims_[k].cap;
   }
   reallocate_ = false;  // the caps just read are what this allocation uses
-  return allocate_workers(claims, worker_capacity_);
+  return allocate_workers(claims_, worker_capacity_);
 }
 
 }  // namespace goldminer::sim::internal

@@ -85,6 +85,7 @@ struct Job {
   // after a window (reading the medians is most of the replay's time).
   std::vector<std::pair<int, double>> measured;
   bool measured_stale = true;
+  uint64_t measured_version = 0;  // bumped each time `measured` is read again
   int node = -1;
   double start = -1, finish = -1;
 };
@@ -225,7 +226,8 @@ class Simulation {
   void window_event(int i);
   // Schedules job i's next window while it has something to measure.
   void schedule_window(int i);
-  DwClaim measured_claim_of(Job& j);
+  // Job i's claim into claims_[slot] (its place in elastic_).
+  void measured_claim_of(int i, size_t slot);
   std::vector<int> allocate_measured();
 
   // Gives job i `n` workers. Added ones deliver worker_start_s after they
@@ -312,6 +314,10 @@ class Simulation {
     bool operator>(const WindowEvent& o) const { return time > o.time; }
   };
   std::priority_queue<WindowEvent, std::vector<WindowEvent>, std::greater<WindowEvent>> windows_;
+  // goldminer-measured: the claims of the last allocation, one per slot of
+  // elastic_, and which job and measured version each slot's points are.
+  std::vector<DwClaim> claims_;
+  std::vector<std::pair<int, uint64_t>> claim_source_;
   bool reallocate_ = false;       // a measured job's cap changed
   int undone_growths_ = 0;
   int knees_above_useful_ = 0;
