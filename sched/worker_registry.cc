@@ -196,9 +196,14 @@ DwClaim claim_of(const SessionReport& r) {
   double top = 0;
   for (const CurvePoint& p : r.curve) top = std::max(top, p.samples_per_s);
   const double d = std::max(r.samples_per_s / (1 - wait), top);
-  if (top > 0)  // a curve of zeros says nothing of what a worker adds
+  // A curve of zeros says nothing of what a worker adds; nor does a count
+  // that delivered nothing at all while others delivered (its workers had
+  // not started, or the trainer took nothing then): valued by it, the job
+  // would never be given that count again to measure it.
+  if (top > 0)
     for (const CurvePoint& p : r.curve)
-      if (!(r.probing > 0 && p.workers > r.knee)) c.measured.push_back({p.workers, p.samples_per_s / d});
+      if (!(r.probing > 0 && p.workers > r.knee) && p.samples_per_s > 0)
+        c.measured.push_back({p.workers, p.samples_per_s / d});
   return c;
 }
 

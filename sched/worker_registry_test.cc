@@ -157,6 +157,13 @@ TEST(WorkerRegistryTest, AMeasuredClaimComesFromTheCurveAndTheKneeCapsIt) {
   EXPECT_EQ(claim_of(r).probe, 0);
   r.ceiling = 0;
   EXPECT_EQ(claim_of(r).cap, -1) << "a session that says no ceiling";
+  // A count that delivered nothing while another delivered is no point of
+  // the claim (seen on the devcluster: a window at 4 workers whose new
+  // workers had not started read 0 and held the job at 2).
+  SessionReport zero = rising_job(1);
+  zero.curve = curve({{2, 5000}, {4, 0}});
+  ASSERT_EQ(claim_of(zero).measured.size(), 1u);
+  EXPECT_EQ(claim_of(zero).measured[0].first, 2);
   // No curve yet: the model alone, as before.
   DwClaim model = claim_of(report(1, 25));
   EXPECT_TRUE(model.measured.empty());
