@@ -135,7 +135,9 @@ test_firewall_guards_every_ranks_ports() {
 
 # A site that asks for the rules gets no step without them: with an nft
 # that fails, the step fails before the script runs, and the node's log
-# names the cause.
+# names the cause. A batch step that fails so drains its node (Slurm's
+# "batch job complete failure", as for a failing prolog): checked, then
+# the node is resumed for the tests after this one.
 test_firewall_that_cannot_be_installed_fails_the_step() {
     local job out
     nodes_have_namespaces || { echo "skipped: needs node namespaces (netns mode)"; return 77; }
@@ -149,8 +151,13 @@ test_firewall_that_cannot_be_installed_fails_the_step() {
     # Slurm records the step's failure (the job's state is Slurm's to say:
     # 22.05 calls it COMPLETED); the script never ran.
     ! grep -q '^ran$' "$work/fwbad.$job" 2>/dev/null || { echo "job $job's script ran without its firewall"; return 1; }
+    local drained
+    drained=$(scontrol show node g1 | sed -n 's/.*Reason=\(.*\) \[.*/\1/p')
+    scontrol update nodename=g1 state=resume >/dev/null 2>&1
     grep -q "slurmd error running JobId=$job on node(s)=g1: Plugin initialization failed" "$state/log/slurmctld.log" ||
         { echo "slurmctld did not see job $job's step fail"; grep "JobId=$job " "$state/log/slurmctld.log" | tail -5; return 1; }
+    expect_eq "g1's drain reason" "$drained" "batch job complete failure" || return 1
+    expect_eq "g1 after resume" "$(sinfo -h -n g1 -o %t)" idle
     grep -q "goldminer: job $job: firewall=nftables: /bin/false list tables: exit 1" "$state"/log/slurmd*.log || {
         echo "no firewall error for job $job in the slurmd logs:"; grep -h "job $job" "$state"/log/slurmd*.log | tail -5
         return 1
