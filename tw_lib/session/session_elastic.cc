@@ -119,7 +119,13 @@ void Session::Impl::elastic_loop() {
       report.curve = controller.policy().curve().points();
       report.knee = controller.policy().knee();
       if (controller.policy().probing(t)) report.probing = std::max(1, controller.policy().ceiling(t) - report.knee);
-      report.ceiling = std::max(1, controller.policy().claim_ceiling(t));
+      // The exploring cap is not reported before a knee: on the devcluster
+      // a job's windows at the intermediate counts it steps through read
+      // near 0 while the new workers start (their credits held, their
+      // Python children starting), and goldminer-ctld then held such jobs
+      // at the count below. Until those windows are told apart, ctld
+      // caps a job by its knee only, as it did.
+      if (report.knee >= 0) report.ceiling = std::max(1, controller.policy().claim_ceiling(t));
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(w.id.substr(0, w.id.rfind(':')));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
