@@ -92,6 +92,8 @@ test_ctld_shares_worker_cpus_between_competing_jobs() {
     grep -q "(goldminer-ctld's target: [0-9]*): draining [0-9]* data workers" "$work/ctld.$a" ||
         { echo "job $a: no drain to goldminer-ctld's target:"; tail -20 "$work/ctld.$a"; return 1; }
     expect_contains "ctld log" "$(cat "$state/log/goldminer-ctld.log")" "job $b: target $tb workers" || return 1
+    # Gone from goldminer-ctld before the next test shares its CPUs.
+    wait_for 60 ctld_not_listed "$a" "$b" || { echo "jobs $a, $b still listed"; return 1; }
 }
 
 # A report made with another user's munge credential (nobody's) for a
