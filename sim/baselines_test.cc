@@ -9,25 +9,13 @@
 #include <vector>
 
 #include "sim/simulator.h"
+#include "sim/test_util.h"
 
 namespace goldminer::sim {
 namespace {
 
-// One GPU job of 1 GPU asking for 1 + 7.2 CPUs: P = 7.2 CPUs of
-// pre-processing, one worker adds g = 0.9 / 7.2 = 0.125; `work` seconds
-// at full speed.
-std::vector<TracePod> one_job(int64_t work) {
-  TracePod p;
-  p.name = "job";
-  p.cpu_milli = 8200;
-  p.num_gpu = 1;
-  p.gpu_milli = 1000;
-  p.scheduled = true;
-  p.deletion_time = work;
-  return {p};
-}
-
-const std::vector<TraceNode> kNode = {{"g1", 32000, 1, 1, "x"}};
+using testing::one_job;  // g = 0.125 a worker, 8 to full speed
+const std::vector<TraceNode>& kNode = testing::kOneGpuNode;
 
 // Every job concave and limited at L = ceiling_over_g x g; linear when 0.
 SimOptions options(Policy policy, double ceiling_over_g) {

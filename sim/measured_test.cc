@@ -14,21 +14,8 @@
 namespace goldminer::sim {
 namespace {
 
-// One GPU job of 1 GPU asking for 1 + 7.2 CPUs: the trainer's 1 and
-// P = 7.2 of pre-processing, so one worker adds g = 0.9 / 7.2 = 0.125 and
-// the linear model saturates it with 8. `work` seconds of work.
-std::vector<TracePod> one_job(int64_t work = 100) {
-  TracePod p;
-  p.name = "job";
-  p.cpu_milli = 8200;
-  p.num_gpu = 1;
-  p.gpu_milli = 1000;
-  p.scheduled = true;
-  p.deletion_time = work;
-  return {p};
-}
-
-const std::vector<TraceNode> kNode = {{"g1", 32000, 1, 1, "x"}};
+using testing::one_job;
+const std::vector<TraceNode>& kNode = testing::kOneGpuNode;
 
 SimOptions options(Policy policy, double ceiling_over_g) {
   SimOptions o;

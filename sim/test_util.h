@@ -7,8 +7,29 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "sim/trace.h"
 
 namespace goldminer::sim::testing {
+
+// One GPU job of 1 GPU asking for 1 + 7.2 CPUs: the trainer's 1 and
+// P = 7.2 of pre-processing, so one worker adds g = 0.9 / 7.2 = 0.125 and
+// the linear model saturates it with 8. `work` seconds of work at full
+// speed.
+inline std::vector<TracePod> one_job(int64_t work = 100) {
+  TracePod p;
+  p.name = "job";
+  p.cpu_milli = 8200;
+  p.num_gpu = 1;
+  p.gpu_milli = 1000;
+  p.scheduled = true;
+  p.deletion_time = work;
+  return {p};
+}
+
+// One node for it: 32 CPUs, 1 GPU.
+inline const std::vector<TraceNode> kOneGpuNode = {{"g1", 32000, 1, 1, "x"}};
 
 // A file holding `text`, removed when it goes out of scope.
 class TempFile {

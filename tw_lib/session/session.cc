@@ -142,8 +142,7 @@ Status Session::Impl::start() {
     transport::Options to;
     to.memory = memory_;
     to.receive_budget = o_.receive_budget_bytes;
-    if (!o_.rank_listen.empty() && o_.listen == o_.rank_listen) to.tcp_data_port = o_.rank_listen_ucx_port;
-    else if (!o_.rank0.empty() && o_.listen == o_.rank0) to.tcp_data_port = o_.listen_ucx_port;
+    to.tcp_data_port = ucx_data_port(o_);
     auto ep = listen_or_fall_back(o_, to);
     if (!ep.ok()) {
       opened.set_value(ep.status());
@@ -510,16 +509,8 @@ Status SessionOptions::from_environment() {
   if (const char* v = std::getenv("GOLDMINER_RANK_LISTEN");
       v != nullptr && *v != '\0' && std::getenv("RANK") == nullptr && task != nullptr && std::to_string(rank) == task)
     rank_listen = v;
-  for (auto [name, port] : {std::pair{"GOLDMINER_UCX_PORT", &listen_ucx_port},
-                            std::pair{"GOLDMINER_RANK_UCX_PORT", &rank_listen_ucx_port}}) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 65535)
-      return Status::error(std::string(name) + ": invalid value '" + v + "': expected a port, 1 to 65535");
-    *port = static_cast<int>(n);
-  }
+  Status ucx_ports = ucx_ports_from_environment(this);
+  if (!ucx_ports.ok()) return ucx_ports;
   auto e = elastic_from_environment(process_environment());
   if (!e.ok()) return e.status();
   if (!e->launcher) return Status();

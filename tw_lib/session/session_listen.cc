@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "gmcore/host_port.h"
 #include "gmcore/log.h"
@@ -73,6 +74,26 @@ void rendezvous_from_environment(SessionOptions* o) {
   SlurmCommand slurm = user_slurm_command(10);
   o->publish_listen = [slurm, job](const std::string& address) { return publish_trainer(slurm, job, address); };
   o->published_rank0 = [slurm, job] { return published_trainer(slurm, job); };
+}
+
+Status ucx_ports_from_environment(SessionOptions* o) {
+  for (auto [name, port] : {std::pair{"GOLDMINER_UCX_PORT", &o->listen_ucx_port},
+                            std::pair{"GOLDMINER_RANK_UCX_PORT", &o->rank_listen_ucx_port}}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 65535)
+      return Status::error(std::string(name) + ": invalid value '" + v + "': expected a port, 1 to 65535");
+    *port = static_cast<int>(n);
+  }
+  return Status();
+}
+
+int ucx_data_port(const SessionOptions& o) {
+  if (!o.rank_listen.empty() && o.listen == o.rank_listen) return o.rank_listen_ucx_port;
+  if (!o.rank0.empty() && o.listen == o.rank0) return o.listen_ucx_port;
+  return 0;
 }
 
 }  // namespace goldminer

@@ -28,6 +28,16 @@ Expected<std::unique_ptr<transport::Endpoint>> listen_or_fall_back(const Session
 // nothing is set.
 void rendezvous_from_environment(SessionOptions* o);
 
+// The ports spank_goldminer.so reserved for UCX's own TCP transport
+// (GOLDMINER_UCX_PORT, GOLDMINER_RANK_UCX_PORT) into o's listen_ucx_port
+// and rank_listen_ucx_port; a value that is no port is an error naming
+// the variable.
+Status ucx_ports_from_environment(SessionOptions* o);
+
+// The port UCX's TCP transport takes for a session listening at o.listen:
+// the one reserved beside that address, else 0 (an ephemeral one).
+int ucx_data_port(const SessionOptions& o);
+
 }  // namespace goldminer
 
 #endif  // GOLDMINER_TW_LIB_SESSION_SESSION_LISTEN_H_
