@@ -19,6 +19,7 @@
 #include "dw_daemon/producer.h"
 #include "gmcore/lease_table.h"
 #include "gmcore/log.h"
+#include "gmcore/node_address.h"
 #include "gmcore/peer_auth.h"
 #include "gmcore/stream_config.h"
 #include "mpi_transport/transport.h"
@@ -461,17 +462,7 @@ class Connection {
 
 }  // namespace
 
-std::string default_worker_id() {
-  // A Slurm task's node name: several nodes may share one host name (a
-  // devcluster without namespaces, or a site whose node names are aliases).
-  const char* node = std::getenv("SLURMD_NODENAME");
-  char host[256] = "";
-  if (node == nullptr || *node == '\0') {
-    gethostname(host, sizeof host - 1);
-    node = host;
-  }
-  return std::string(node) + ":" + std::to_string(getpid());
-}
+std::string default_worker_id() { return node_name() + ":" + std::to_string(getpid()); }
 
 const char* const kStopped = "stopped before the trainer answered";
 const char* const kTrainerGone = "the trainer will not come: ";

@@ -4,8 +4,18 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 namespace goldminer {
+
+std::string node_name() {
+  if (const char* node = std::getenv("SLURMD_NODENAME"); node != nullptr && *node != '\0') return node;
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return host;
+}
 
 Expected<std::string> node_address(const std::string& interface) {
   ifaddrs* list = nullptr;

@@ -18,6 +18,13 @@ namespace goldminer {
 // it when it has neither.
 Expected<std::string> node_address(const std::string& interface);
 
+// What this node is called: Slurm's node name ($SLURMD_NODENAME) in a
+// Slurm task (several nodes may share one host name: a devcluster without
+// namespaces, or a site whose node names are aliases), else the host
+// name. What a data worker's id starts with, and what a trainer compares
+// it with to tell its own node's workers.
+std::string node_name();
+
 }  // namespace goldminer
 
 #endif  // GOLDMINER_GMCORE_NODE_ADDRESS_H_

@@ -57,16 +57,19 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int 
   last_joined_ = std::max(last_joined_, m.joined);
   last_target_ = target;
   const ScalingDecision d = policy_.observe(m, now_s, settling(now_s), target >= 0);
+  if (d.avoid_trainer_node) launcher_->avoid_trainer_node();
   if (target >= 0) {
     // Measure, then grow, under goldminer-ctld too: no start while workers
     // are on their way, a growth is judged or this count is not measured.
     const bool may_grow = !settling(now_s) && !policy_.holds_growth(m);
     ElasticStep followed = follow(m, now_s, std::min(target, policy_.ceiling(now_s)), d.change < 0, may_grow);
     followed.decision = d.why;
+    followed.drain_trainer_node_first = d.avoid_trainer_node;
     return followed;
   }
   over_target_ = 0;
   step.decision = d.why;
+  step.drain_trainer_node_first = d.avoid_trainer_node;
   const int change = d.change;
   if (change > 0) {
     // Workers already on their way (waiting in Slurm's queue, or started
@@ -144,6 +147,14 @@ SlurmWorkerLauncher::SlurmWorkerLauncher(std::vector<std::string> sbatch_args, S
     : sbatch_args_(std::move(sbatch_args)), run_(std::move(run)) {}
 
 SlurmWorkerLauncher::~SlurmWorkerLauncher() { end(); }
+
+void SlurmWorkerLauncher::avoid_trainer_node() {
+  if (avoiding_ || trainer_node_.empty()) return;
+  avoiding_ = true;
+  // Before the script: an --exclude of the job's own dw options, later,
+  // still has the last word.
+  sbatch_args_.insert(sbatch_args_.begin(), "--exclude=" + trainer_node_);
+}
 
 int SlurmWorkerLauncher::start(int n, std::string* error) {
   int started = 0;
@@ -282,7 +293,9 @@ Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& 
     spec->timeout_s = 60;
     return run(*spec);
   };
-  setup.launcher = std::make_shared<SlurmWorkerLauncher>(std::move(args).value(), std::move(slurm));
+  auto launcher = std::make_shared<SlurmWorkerLauncher>(std::move(args).value(), std::move(slurm));
+  launcher->set_trainer_node(env_value(env, "SLURMD_NODENAME"));
+  setup.launcher = std::move(launcher);
   return setup;
 }
 

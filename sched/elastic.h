@@ -46,6 +46,9 @@ struct ElasticStep {
   int drain = 0;      // connected workers the session should drain
   std::string error;  // why a start failed
   std::string decision;  // the scaling policy's line for this window ("" none)
+  // Workers on the trainer's node did not pay: those are the ones to drain
+  // (ScalingDecision::avoid_trainer_node); the launcher was told.
+  bool drain_trainer_node_first = false;
 };
 
 // Thread-compatible; one per session. The launcher must outlive it.
@@ -111,6 +114,10 @@ class SlurmWorkerLauncher : public WorkerLauncher {
   int live() override;
   int cancel_waiting(int n) override;
   void end() override;
+  // Later sbatch calls add --exclude=NODE, the trainer's node (Slurm's
+  // name for it, SLURMD_NODENAME); nothing when it is not known.
+  void avoid_trainer_node() override;
+  void set_trainer_node(std::string node) { trainer_node_ = std::move(node); }
 
   // The jobs it submitted, oldest first.
   const std::vector<uint32_t>& jobs() const { return jobs_; }
@@ -118,6 +125,8 @@ class SlurmWorkerLauncher : public WorkerLauncher {
  private:
   std::map<uint32_t, JobState> states();  // of jobs_ not known gone
   std::vector<std::string> sbatch_args_;
+  std::string trainer_node_;
+  bool avoiding_ = false;
   SlurmCommand run_;
   std::vector<uint32_t> jobs_;
   std::vector<uint32_t> gone_;

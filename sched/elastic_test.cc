@@ -27,6 +27,8 @@ struct FakeLauncher : WorkerLauncher {
     return c;
   }
   void end() override { ++ended; }
+  void avoid_trainer_node() override { ++avoided; }
+  int avoided = 0;
 };
 
 ElasticConfig config(int initial, int max) {
@@ -332,6 +334,30 @@ TEST(ElasticTest, FollowingATargetAboveTheKneeDrainsAtOnce) {
   EXPECT_EQ(c.observe(flat(2), t, 6).started, 0) << "the target is capped at the knee";
 }
 
+// A growth whose workers landed on the trainer's node and did not pay:
+// those are drained, and the launcher starts later ones elsewhere.
+TEST(ElasticTest, WorkersOnTheTrainersNodeThatDidNotPayAreDrainedThereAndAvoided) {
+  FakeLauncher l;
+  ElasticController c(config(2, 8), &l, 0);
+  auto here = [](int workers, int local) {
+    QueueMetrics m = starved(workers, workers);
+    m.local_workers = local;
+    m.samples_per_s = 1000.0 * (workers - local);  // workers there add nothing
+    m.consumption_rate = m.samples_per_s / 100;
+    return m;
+  };
+  c.observe(here(2, 0), 1, 2);
+  c.observe(here(2, 0), 2, 2);
+  EXPECT_EQ(c.observe(here(2, 0), 3, 4).started, 2);
+  ElasticStep s;
+  double t = 4;
+  for (; t < 12 && s.drain == 0; ++t) s = c.observe(here(4, 2), t, 4);
+  EXPECT_EQ(s.drain, 2) << s.decision;
+  EXPECT_TRUE(s.drain_trainer_node_first);
+  EXPECT_EQ(l.avoided, 1);
+  EXPECT_NE(s.decision.find("did not pay: back to 2, the knee, removing the 2 on the trainer's node"), std::string::npos) << s.decision;
+}
+
 TEST(ElasticTest, ShrinksByCancellingWaitingWorkersFirstThenDraining) {
   FakeLauncher l;
   ElasticController c(config(3, 8), &l, 0);
@@ -445,6 +471,21 @@ TEST(ElasticTest, SlurmLauncherTreatsUnknownStatesAsWaiting) {
   EXPECT_EQ(l.waiting(), 1) << "not knowing holds growth back";
 }
 
+TEST(ElasticTest, SlurmLauncherExcludesTheTrainersNodeOnceAsked) {
+  FakeSlurm slurm;
+  SlurmWorkerLauncher l({"--parsable", "--ntasks=1"}, slurm.command());
+  l.avoid_trainer_node();  // its node is not known: nothing to exclude
+  std::string error;
+  ASSERT_EQ(l.start(1, &error), 1);
+  EXPECT_EQ(slurm.calls.back(), "sbatch --parsable --ntasks=1");
+  l.set_trainer_node("g1");
+  l.avoid_trainer_node();
+  l.avoid_trainer_node();
+  ASSERT_EQ(l.start(1, &error), 1);
+  EXPECT_EQ(slurm.calls.back(), "sbatch --exclude=g1 --parsable --ntasks=1") << "once, before the job's own options";
+  l.end();
+}
+
 std::vector<std::string> elastic_env() {
   return {"PATH=/usr/bin:/bin",
           "GOLDMINER_MODE=elastic",
@@ -495,6 +536,21 @@ TEST(ElasticTest, SetUpFromTheBatchJobsEnvironment) {
   setup->launcher->waiting();
   EXPECT_EQ(ran.back().argv[0], "/usr/bin/squeue");
   EXPECT_EQ(ran.back().env, (std::vector<std::string>{"PATH=/usr/bin:/bin", "SLURM_CONF=/etc/slurm.conf"}));
+  // Asked to avoid the trainer's node: Slurm's name for it.
+  std::vector<std::string> on_g1 = elastic_env();
+  on_g1.push_back("SLURMD_NODENAME=g1");
+  auto placed = elastic_from_environment(on_g1, [&](const CommandSpec& spec) -> Expected<CommandResult> {
+    ran.push_back(spec);
+    CommandResult r;
+    r.exit_code = 0;
+    r.output = "56\n";
+    return r;
+  });
+  ASSERT_TRUE(placed.ok());
+  placed->launcher->avoid_trainer_node();
+  ASSERT_EQ(placed->launcher->start(1, &error), 1) << error;
+  EXPECT_EQ(ran.back().argv[1], "--exclude=g1");
+  placed->launcher->end();
   setup->launcher->end();
 }
 

@@ -102,7 +102,7 @@ int ScalingPolicy::step_size(int workers) const {
   for (int s = 1; s < room; ++s) {
     const double next = here->mean + s * r1;
     const double se = cv * std::sqrt(here->mean * here->mean / n_here + next * next / n_new);
-    if (s * r1 * (1 - config_.pay_fraction) >= (z + kZPower) * se) return std::min(room, s * (1 + undecided_probes_));
+    if (s * r1 * (1 - keep_fraction(s)) >= (z + kZPower) * se) return std::min(room, s * (1 + undecided_probes_));
   }
   return room;
 }
@@ -146,6 +146,7 @@ bool ScalingPolicy::trainer_busy(const QueueMetrics& m) const {
 
 ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool settling, bool follow) {
   ScalingDecision d;
+  follow_ = follow;
   const bool changed = last_workers_ >= 0 && m.workers != last_workers_;
   steady_windows_ = changed ? 0 : steady_windows_ + 1;
   if (changed) {
@@ -161,7 +162,7 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
       // A growth (the autosizer's or goldminer-ctld's), or this policy's
       // own shrink: judged once measured, against fresh windows.
       judging_ = true;
-      step_ = {last_workers_, m.workers};
+      step_ = {last_workers_, m.workers, last_local_};
       curve_.forget(m.workers);
       if (knee_ >= 0 && m.workers > knee_ && last_workers_ >= knee_)
         d.why = "probing " + std::to_string(m.workers) + " workers, above the knee " + std::to_string(knee_);
@@ -171,7 +172,9 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   }
   // Windows in which a joined worker has delivered nothing yet (a Python
   // worker starts torch first) are left out, for at most `measure_windows`
-  // after the count changed; so are those of a trainer busy elsewhere.
+  // after the count changed (a worker may also deliver nothing because
+  // the others hold every credit); so are those of a trainer busy
+  // elsewhere.
   const bool warming = !changed && m.warming > 0 && steady_windows_ <= std::max(1, config_.measure_windows);
   bool busy = !warming && trainer_busy(m);
   busy_run_ = busy ? busy_run_ + 1 : 0;
@@ -187,6 +190,7 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   // is not a window of either count).
   if (!warming) curve_.observe(m.workers, busy ? std::nan("") : m.samples_per_s, now_s, changed);
   last_workers_ = m.workers;
+  last_local_ = m.local_workers;
   if (!busy) last_wait_ = m.trainer_wait_fraction;
   // One worker's rate outlives the windows it was measured in: a job that
   // left few workers behind long ago still judges a worker by it. (The
@@ -353,7 +357,7 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s, bool s
   const CurvePoint& lo = growth ? *from : *to;
   const int n = hi.workers - lo.workers;
   const double r1 = best_per_worker_;
-  const double need = config_.pay_fraction * r1 * n;
+  const double need = keep_fraction(n) * r1 * n;
   const double gain = hi.mean - lo.mean;
   const double se = std::hypot(curve_.standard_error(hi), curve_.standard_error(lo));
   const double z = pay_z();
@@ -370,7 +374,7 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s, bool s
   // from (a growth's workers are not kept on a coin's toss near the
   // threshold; a shrink's come back).
   char head[160];
-  std::snprintf(head, sizeof head, " (needs +%s per worker, z %.2f)", short_rate(config_.pay_fraction * r1).c_str(), z);
+  std::snprintf(head, sizeof head, " (needs +%s per worker, z %.2f)", short_rate(keep_fraction(n) * r1).c_str(), z);
   const std::string figs = figures(step_.to) + head;
   if (!growth) {
     if (!unpaid) {
@@ -436,10 +440,25 @@ ScalingDecision ScalingPolicy::judge(const QueueMetrics& m, double now_s, bool s
     if (p.workers < step_.from && p.workers >= std::max(1, config_.min_workers) &&
         p.mean - 2 * curve_.standard_error(p) > best)
       back = p.workers, best = p.mean - 2 * curve_.standard_error(p);
-  hold_at(back, now_s, failed_probe);
+  // Workers added on the trainer's own node share its cores: what did not
+  // pay is that placement, not the count. Those are the ones removed,
+  // later ones start elsewhere, and the knee is probed again as soon as
+  // after a first back-off, with them.
+  const bool placed_here = !avoiding_local_ && m.local_workers > step_.from_local;
+  hold_at(back, now_s, failed_probe && !placed_here);
+  std::string where;
+  if (placed_here) {
+    avoiding_local_ = true;
+    d.avoid_trainer_node = true;
+    probe_down_next_ = false;
+    reprobe_at_ = now_s + config_.reprobe_after_s;
+    for (int k = step_.from + 1; k <= step_.to; ++k) curve_.forget(k);
+    where = ", removing the " + std::to_string(m.local_workers - step_.from_local) +
+            " on the trainer's node; later workers start on other nodes";
+  }
   d.change = back - m.workers;
   d.why = figs + (unpaid ? ": did not pay" : ": not shown to pay") + ": back to " + std::to_string(back) +
-          ", the knee; next probe above it in " + seconds(backoff_s_);
+          ", the knee" + where + "; next probe above it in " + seconds(reprobe_at_ - now_s);
   return d;
 }
 

@@ -48,6 +48,16 @@
 //   down on a signal or to what the workers are worth) is judged by the
 //   same test: workers whose removal cost what they were worth come back,
 //   and the job holds there for a back-off.
+// - Under goldminer-ctld (follow) the knee is soft: a step of one worker
+//   is judged against useful_fraction x r1 instead of pay_fraction x r1,
+//   so the knee caps only a worker that adds (next to) nothing, and one
+//   that adds less than the pay rule asks keeps its place in the curve the
+//   job reports: goldminer-ctld grants it by its measured marginal value
+//   (dw_allocation.h), only where no other job's worker is worth more. A
+//   step of several workers keeps the pay rule (and keeps those its gain
+//   was worth at r1): its gain, shared evenly, would let workers that add
+//   nothing ride on those that add much. On its own the job has no one to
+//   compete with: it keeps the pay rule.
 // - Under goldminer-ctld (follow), while no knee is known, what the job
 //   claims is capped by an exploring cap, not dw-max
 //   (claim_ceiling): max(1, min_workers) first;
@@ -65,6 +75,15 @@
 //   checkpoint) are left out: they measure the trainer, not the workers;
 //   more than 12 in a row are the trainer's new pace, and every count's
 //   earlier windows are forgotten instead.
+//
+// - A curve is keyed by placement: a growth that put workers on the
+//   trainer's own node (they share its cores) and did not pay says that
+//   workers there do not pay, not that workers elsewhere would not. It is
+//   undone by removing those workers (ScalingDecision::avoid_trainer_node),
+//   later workers start on other nodes, the windows of the counts it
+//   measured with them are forgotten, and the knee it set is probed again
+//   after the first back-off (not a doubled one), with workers placed
+//   elsewhere.
 //
 // Every decision comes with one log line naming the figures it used, e.g.
 //   "6 workers: 7.9k samples/s, 2: 13.7k (needs +1.2k per worker, z 1.96):
@@ -85,6 +104,10 @@ namespace goldminer {
 struct ScalingDecision {
   int change = 0;    // > 0 add, < 0 remove, 0 keep
   std::string why;   // the decision's log line; "" when nothing was judged
+  // A growth that put workers on the trainer's own node did not pay: the
+  // workers removed are those there, and later ones start on other nodes
+  // (the knee it set is that placement's; it is probed again soon).
+  bool avoid_trainer_node = false;
 };
 
 // The model's samples/s gain from `added` workers more, from a window `m`:
@@ -134,6 +157,7 @@ class ScalingPolicy {
  private:
   struct Step {  // a step being judged
     int from = 0, to = 0;
+    int from_local = 0;  // workers on the trainer's node before it
   };
   ScalingDecision judge(const QueueMetrics& m, double now_s, bool settling);
   ScalingDecision on_signal(const QueueMetrics& m, double now_s, bool follow);
@@ -141,6 +165,10 @@ class ScalingPolicy {
   ScalingDecision maybe_probe_down(const QueueMetrics& m, double now_s);
   void widen_exploring(const QueueMetrics& m, bool settling);
   bool trainer_busy(const QueueMetrics& m) const;
+  // What each worker of a step of `n` must add, as a share of one
+  // worker's rate: pay_fraction, or useful_fraction for one worker under
+  // goldminer-ctld (the soft knee).
+  double keep_fraction(int n) const { return follow_ && n == 1 ? config_.useful_fraction : config_.pay_fraction; }
   // One worker's best measured rate (samples/s), 0 before any.
   double rate_per_worker() const;
   // z for the next judgment that keeps workers (the budget above).
@@ -156,9 +184,12 @@ class ScalingPolicy {
   Autosizer autosizer_;
   ScalingCurve curve_;
   bool judging_ = false;
+  bool follow_ = false;       // goldminer-ctld sets the count (the last window said)
   bool own_shrink_ = false;   // the last shrink was this policy's: judge it
   Step step_;
   int last_workers_ = -1;
+  int last_local_ = 0;        // workers on the trainer's node in the last window
+  bool avoiding_local_ = false;  // later workers start on other nodes than the trainer's
   int steady_windows_ = 0;    // windows since the count last changed
   int judgments_ = 0;
   mutable double z_ = 0;      // pay_z() for z_for_ judgments

@@ -446,6 +446,75 @@ TEST(ScalingPolicyTest, FollowingBeforeAKneeTheClaimIsCappedByTheExploringCap) {
   EXPECT_LE(windows, 4) << "1 -> 2 -> 4, a window or two each";
 }
 
+// Under goldminer-ctld the knee is soft: a second worker that adds 30 % of
+// the first's rate (under the pay rule's 50 %, over useful_fraction's 10
+// %) is kept when goldminer-ctld grants it, and the third, which adds
+// nothing, is not. On its own the same job keeps the pay rule: 1 worker.
+TEST(ScalingPolicyTest, UnderGoldminerCtldTheKneeIsSoft) {
+  const auto curve = [](int k) { return k <= 1 ? 1000.0 * k : 1300.0; };
+  for (const bool follow : {true, false}) {
+    auto job = fixed(curve, 5000);
+    ScalingPolicy p(settings(8));
+    int k = 1;
+    std::string counts;
+    int held_above_two = 0;
+    for (int i = 0; i < 400; ++i) {
+      const double t = i * kInterval;
+      const ScalingDecision d = p.observe(job.window(t, k), t, false, follow);
+      // goldminer-ctld grants what the claim allows (no other job here);
+      // the policy's own undo comes first.
+      k = follow ? (d.change != 0 ? k + d.change : p.claim_ceiling(t)) : std::clamp(k + d.change, 1, 8);
+      if (i >= 200) held_above_two += k > 2;
+      if (counts.empty() || counts.back() - '0' != k) counts += static_cast<char>('0' + k);
+    }
+    SCOPED_TRACE(std::string(follow ? "follow" : "alone") + ", counts " + counts);
+    EXPECT_EQ(p.knee(), follow ? 2 : 1);
+    EXPECT_EQ(k, follow ? 2 : 1);
+    // In the last 1,000 s: only probes above the knee (a back-off of at
+    // least 240 s by then, each judged within 8 windows).
+    EXPECT_LE(held_above_two, 3 * 8) << counts;
+  }
+}
+
+// A curve is keyed by placement: workers added on the trainer's own node
+// (they share its cores: each adds nothing) did not pay, but workers on
+// other nodes do (1,000 samples/s each, linear to 8). The growth is undone
+// there and later workers go elsewhere; the knee it set is probed again
+// after the first back-off, and the job then climbs to 8.
+TEST(ScalingPolicyTest, AKneeLearnedOnTheTrainersNodeDoesNotCapWorkersElsewhere) {
+  ScalingPolicy p(settings(8));
+  auto job = fixed([](int k) { return 1000.0 * k; }, 1e9);
+  int k = 2, local = 0;
+  bool avoided = false;
+  int i = 0, undone_at = -1;
+  for (; i < 200 && !(avoided && k == 8 && p.knee() < 0 && local == 0); ++i) {
+    const double t = i * kInterval;
+    QueueMetrics m = job.window(t, k - local);  // the local ones add nothing
+    m.workers = m.joined = k;
+    m.local_workers = local;
+    const ScalingDecision d = p.observe(m, t, false);
+    if (d.avoid_trainer_node) {
+      EXPECT_FALSE(avoided) << "once";
+      avoided = true;
+      undone_at = i;
+      EXPECT_NE(d.why.find("back to 2, the knee, removing the 6 on the trainer's node; later workers start on other nodes"), std::string::npos) << d.why;
+      EXPECT_EQ(k + d.change, 2);
+      EXPECT_EQ(p.knee(), 2);
+      EXPECT_FALSE(p.probing(t + 59));
+      EXPECT_EQ(p.ceiling(t + 61), 3) << "probed again after the first back-off, not a doubled one";
+    }
+    const int next = std::clamp(k + d.change, 1, 8);
+    // Before it is avoided, new workers land on the trainer's node;
+    // removals take those there first; later ones start elsewhere.
+    if (next > k && !avoided) local += next - k;
+    if (next < k) local = std::max(0, local - (k - next));
+    k = next;
+  }
+  EXPECT_TRUE(avoided);
+  EXPECT_EQ(k, 8) << "after " << i << " windows";
+  EXPECT_LT(i - undone_at, 60) << "within 5 minutes of the undo";
+}
+
 TEST(ScalingPolicyTest, ModelPrediction) {
   QueueMetrics m;
   m.consumption_rate = 100, m.samples_per_s = 10000, m.per_worker_rate = 50, m.trainer_wait_fraction = 0.5;

@@ -21,7 +21,9 @@
 // valued by it instead: speed at k workers = samples/s measured at k / D,
 // D the larger of its demand in samples/s (samples/s / (1 - wait)) and
 // the most it measured; the model above then only bounds the slope beyond
-// the largest measured count. The job's knee caps it (no worker above it);
+// the largest measured count. The job's knee caps it (no worker above it;
+// the session's knee is soft under goldminer-ctld, ScalingPolicy: workers
+// below it that add less than the pay rule asks are valued by the curve);
 // while it re-probes, one more is allowed and the points above the knee
 // (what the probe measures afresh) are left out, so the probe worker is
 // valued by the curve below the knee.

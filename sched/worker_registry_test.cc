@@ -205,6 +205,29 @@ TEST(WorkerRegistryTest, TheKneeCapsATargetAndAProbeAllowsOneMore) {
   EXPECT_EQ(reg.target(1), 3);
 }
 
+// A soft knee (the session's under goldminer-ctld: its third worker added
+// 15 % of the first's rate, under the pay rule, over useful_fraction):
+// the workers below it compete on their measured values. Job 1 (D =
+// 29,000 samples/s) is worth 0.67 for its 2nd worker and 0.23 for its
+// 3rd, a job 2 of the model (each worker a fifth of its speed) 2.5, 0.83,
+// 0.42 and 0.25 for its 2nd to 5th: job 1's 3rd comes last, and nothing
+// past its knee ever does.
+TEST(WorkerRegistryTest, WorkersBelowASoftKneeCompeteOnTheirMeasuredValue) {
+  SessionReport soft = report(1, 12.5, 3);
+  soft.curve = curve({{1, 10000}, {2, 13000}, {3, 14500}, {4, 14500}});
+  soft.samples_per_s = 14500;
+  soft.knee = 3;
+  const std::vector<std::pair<double, std::pair<int, int>>> cases{{5, {2, 3}}, {7, {2, 5}}, {8, {3, 5}}, {100, {3, 5}}};
+  for (const auto& [cpus, want] : cases) {
+    WorkerRegistry reg(cpus, 30);
+    ASSERT_TRUE(reg.accept(soft, 1000, 1000, 0).ok());
+    ASSERT_TRUE(reg.accept(report(2, 20), 1000, 1000, 0).ok());
+    reg.reallocate(0);
+    EXPECT_EQ(reg.target(1), want.first) << cpus << " CPUs";
+    EXPECT_EQ(reg.target(2), want.second) << cpus << " CPUs";
+  }
+}
+
 TEST(WorkerRegistryTest, ShowsTheCurveAndKneeInJsonTableAndPrometheus) {
   WorkerRegistry reg(8, 30);
   SessionReport r = flat_job(5);

@@ -97,7 +97,7 @@ void Simulation::window_event(int i) {
 
 void Simulation::schedule_window(int i) {
   Job& j = jobs_[i];
-  if (j.window_due || j.finish >= 0) return;
+  if (j.finish >= 0) return;
   const double w = options_.model.window_s;
   const bool busy = !j.starting.empty() || j.observed != j.active ||
                     j.scaling->curve().settled_windows() < CurveConfig().keep_windows;
@@ -119,7 +119,12 @@ void Simulation::schedule_window(int i) {
       at = std::min(at, j.last_window + std::ceil((hi - j.last_window) / w - 1e-9) * w);
     }
   }
+  // One window due at a time: the earlier one (workers granted after a
+  // quiet window make the job busy again; its due window then comes
+  // sooner).
+  if (j.window_due && j.window_at <= at) return;
   j.window_due = true;
+  j.window_at = at;
   windows_.push({std::max(at, now_), i, ++j.window_stamp});
 }
 

@@ -95,6 +95,8 @@ void Simulation::set_workers(int i, int n) {
   j.workers = n;
   wasted_workers_ += wasted_workers(j);
   unpaying_workers_ += unpaying_workers(j);
+  // Workers on their way: the job's windows measure them as they come.
+  if (measured_policy() && !j.starting.empty() && j.scaling) schedule_window(i);
 }
 
 // A job became ready, or some of its workers began to deliver.

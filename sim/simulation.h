@@ -73,7 +73,7 @@ struct Job {
   double last_window = 0;
   uint32_t window_stamp = 0;
   bool window_due = false;
-  double window_at = 0;     // cachew: when its due window is
+  double window_at = 0;     // when its due window is
   int observed = -1;        // workers its last window saw
   QueueMetrics last_metrics;  // what that window read
   // Whether its policy holds growth after that window (holds_growth): -1

@@ -39,7 +39,13 @@ struct AutosizerConfig {
   // job's counts, taken as at least `noise_floor`). A growth that did not
   // pay is undone and the job stays at that knee for `reprobe_after_s`
   // (doubled after each probe that did not pay, up to `reprobe_max_s`).
+  // Under goldminer-ctld the knee is soft: workers are kept when they add
+  // `useful_fraction` of one worker's rate each, and those that add less
+  // than `pay_fraction` compete with other jobs' workers on their measured
+  // marginal value (goldminer-ctld grants them only where no other job's
+  // worker is worth more).
   double pay_fraction = 0.5;
+  double useful_fraction = 0.1;
   double noise_floor = 0.01;
   int settle_windows = 1;
   int measure_windows = 3;
@@ -63,6 +69,10 @@ class WorkerLauncher {
   // The session ends: cancels those that wait and stops those that run
   // (they drain). Later calls do nothing.
   virtual void end() = 0;
+  // Workers on the trainer's own node did not pay: those started from now
+  // on run on other nodes, where the launcher can say so. By default it
+  // cannot (nothing changes).
+  virtual void avoid_trainer_node() {}
 };
 
 struct ElasticConfig {

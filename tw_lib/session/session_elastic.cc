@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "gmcore/log.h"
+#include "gmcore/node_address.h"
 #include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
@@ -14,6 +15,10 @@ namespace {
 // workers), at most kMaxWindowIntervals intervals.
 constexpr uint64_t kMinWindowBatches = 8;
 constexpr double kMaxWindowIntervals = 12;
+
+// The node a worker runs on: its id is "NODE:PID" (goldminer-dw's
+// default_worker_id).
+std::string host_of(const std::string& worker_id) { return worker_id.substr(0, worker_id.rfind(':')); }
 
 }  // namespace
 
@@ -38,6 +43,7 @@ SessionReport Session::Impl::report_of(const QueueMetrics& m) const {
 void Session::Impl::elastic_loop() {
   const ElasticSetup& e = o_.elastic;
   ElasticController controller(e.config, e.launcher.get(), now());
+  const std::string here = node_name();  // workers whose id starts with it share the trainer's node
   bool ctld_answers = false;
   std::string ctld_error;
   std::unique_lock<std::mutex> lock(mu_);
@@ -98,7 +104,10 @@ void Session::Impl::elastic_loop() {
     m.consumption_rate = ranks * static_cast<double>(consumed_total_ - consumed) / window;
     m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
     m.samples_per_s = m.consumption_rate * o_.batch_size;
-    for (const auto& [peer, w] : per_worker_) m.warming += w.batches == 0 && !w.draining;
+    for (const auto& [peer, w] : per_worker_) {
+      m.warming += w.batches == 0 && !w.draining;
+      m.local_workers += !w.draining && host_of(w.id) == here;
+    }
     // The fill as the trainer found it when it took batches in the
     // window; now, when it took none.
     m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)
@@ -120,13 +129,14 @@ void Session::Impl::elastic_loop() {
       report.knee = controller.policy().knee();
       if (controller.policy().probing(t)) report.probing = std::max(1, controller.policy().ceiling(t) - report.knee);
       // The exploring cap is not reported before a knee: on the devcluster
-      // a job's windows at the intermediate counts it steps through read
-      // near 0 while the new workers start (their credits held, their
-      // Python children starting), and goldminer-ctld then held such jobs
-      // at the count below. Until those windows are told apart, ctld
-      // caps a job by its knee only, as it did.
+      // the windows at the intermediate counts a job steps through read
+      // near 0 while its new workers start: the queue full and the
+      // trainer waiting, the batch next in order held by a worker that has
+      // just joined. Judged on them, its steps did not pay and ctld held
+      // it at the count below. Until those windows are told apart, ctld
+      // caps a job by its knee only.
       if (report.knee >= 0) report.ceiling = std::max(1, controller.policy().claim_ceiling(t));
-      for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(w.id.substr(0, w.id.rfind(':')));
+      for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(host_of(w.id));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
     int target = -1;
@@ -154,8 +164,12 @@ void Session::Impl::elastic_loop() {
     if (step.cancelled > 0) log::info("goldminer: session: " + std::string(why) + by + ": cancelled " +
                                       std::to_string(step.cancelled) + " data workers still waiting to start");
     if (step.drain > 0) {
+      if (step.drain_trainer_node_first) {
+        std::lock_guard<std::mutex> drains(mu_);
+        drain_first_on_ = here;
+      }
       log::info("goldminer: session: " + std::string(why) + by + ": draining " + std::to_string(step.drain) +
-                " data workers");
+                " data workers" + (step.drain_trainer_node_first ? ", those on this node (" + here + ") first" : ""));
       drain_workers(static_cast<size_t>(step.drain));
     }
     lock.lock();

@@ -189,6 +189,9 @@ class Session::Impl {
   bool want_next_epoch_ = false;   // the consumer saw the end of an epoch
   bool start_next_epoch_ = false;  // ... and asked for the next
   size_t drain_requests_ = 0;
+  // Drains take workers on this node first (their placement did not pay:
+  // ElasticStep::drain_trainer_node_first); "" none.
+  std::string drain_first_on_;
   uint32_t consumer_epoch_ = 0;
   std::map<uint64_t, uint64_t> consumed_;  // split -> batches returned by next()
   std::set<uint64_t> consumed_done_;

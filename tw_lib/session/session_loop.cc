@@ -12,6 +12,7 @@
 // Anything else, or a frame the decoder refuses, drops that connection.
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "gmcore/log.h"
 #include "tw_lib/session/session_impl.h"
@@ -52,6 +53,7 @@ void Session::Impl::run() {
     // Credits for the room the queue has; epoch changes; drain requests.
     bool start_epoch = false;
     size_t drains = 0;
+    std::string drain_first_on;  // drain the workers on this node first
     std::vector<PeerId> consumed;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -60,13 +62,22 @@ void Session::Impl::run() {
       start_next_epoch_ = false;
       drains = drain_requests_;
       drain_requests_ = 0;
+      drain_first_on = drains > 0 ? std::exchange(drain_first_on_, std::string()) : std::string();
     }
     for (PeerId p : consumed)
       if (auto w = workers_.find(p); w != workers_.end() && w->second.queued > 0) --w->second.queued;
     grant_credits();
-    for (auto& [peer, w] : workers_) {
-      if (drains == 0) break;
-      if (w.phase == Phase::kReady && !w.draining) {
+    // Drains: when a placement did not pay, the workers on that node
+    // first; then any.
+    auto on_drain_first_node = [&](PeerId peer) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = per_worker_.find(peer);
+      return it != per_worker_.end() && it->second.id.substr(0, it->second.id.rfind(':')) == drain_first_on;
+    };
+    for (int pass = drain_first_on.empty() ? 1 : 0; pass < 2 && drains > 0; ++pass) {
+      for (auto& [peer, w] : workers_) {
+        if (drains == 0) break;
+        if (w.phase != Phase::kReady || w.draining || (pass == 0 && !on_drain_first_node(peer))) continue;
         w.draining = true;
         w.asked_to_drain = true;
         {
