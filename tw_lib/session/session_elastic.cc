@@ -130,10 +130,9 @@ void Session::Impl::elastic_loop() {
       if (controller.policy().probing(t)) report.probing = std::max(1, controller.policy().ceiling(t) - report.knee);
       // The exploring cap is not reported before a knee: on the devcluster
       // the windows at the intermediate counts a job steps through read
-      // near 0 while its new workers start: the queue full and the
-      // trainer waiting, the batch next in order held by a worker that has
-      // just joined. Judged on them, its steps did not pay and ctld held
-      // it at the count below. Until those windows are told apart, ctld
+      // near 0 for a few seconds after new workers join (docs/SIMULATION.md
+      // names what was seen). Judged on them, its steps did not pay and
+      // ctld held it at the count below. Until their cause is found, ctld
       // caps a job by its knee only.
       if (report.knee >= 0) report.ceiling = std::max(1, controller.policy().claim_ceiling(t));
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(host_of(w.id));
