@@ -16,10 +16,6 @@ namespace {
 constexpr uint64_t kMinWindowBatches = 8;
 constexpr double kMaxWindowIntervals = 12;
 
-// The node a worker runs on: its id is "NODE:PID" (goldminer-dw's
-// default_worker_id).
-std::string host_of(const std::string& worker_id) { return worker_id.substr(0, worker_id.rfind(':')); }
-
 }  // namespace
 
 // What goldminer-ctld is told of an interval's measurements.
@@ -106,7 +102,7 @@ void Session::Impl::elastic_loop() {
     m.samples_per_s = m.consumption_rate * o_.batch_size;
     for (const auto& [peer, w] : per_worker_) {
       m.warming += w.batches == 0 && !w.draining;
-      m.local_workers += !w.draining && host_of(w.id) == here;
+      m.local_workers += !w.draining && node_of_worker(w.id) == here;
     }
     // The fill as the trainer found it when it took batches in the
     // window; now, when it took none.
@@ -135,7 +131,7 @@ void Session::Impl::elastic_loop() {
       // ctld held it at the count below. Until their cause is found, ctld
       // caps a job by its knee only.
       if (report.knee >= 0) report.ceiling = std::max(1, controller.policy().claim_ceiling(t));
-      for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(host_of(w.id));
+      for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(node_of_worker(w.id));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
     int target = -1;

@@ -43,6 +43,14 @@ std::string companion_job_failure();
 // ("; companion job 12 is PENDING (Resources)"), as a suffix for messages;
 // "" when there is none. Runs squeue (up to 10 s).
 std::string companion_job_status();
+// The node a data worker runs on: its id is "NODE:PID" (goldminer-dw's
+// default_worker_id).
+std::string node_of_worker(const std::string& worker_id);
+// The workers to ask to drain: up to `n` of `ready` ((peer, worker id), in
+// the session's order), those on `first_node` first ("": none first), as
+// when the workers a growth put on the trainer's node did not pay.
+std::vector<transport::PeerId> choose_drains(const std::vector<std::pair<transport::PeerId, std::string>>& ready,
+                                             size_t n, const std::string& first_node);
 
 class Session::Impl {
  public:

@@ -18,6 +18,21 @@
 #include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
+
+std::string node_of_worker(const std::string& worker_id) { return worker_id.substr(0, worker_id.rfind(':')); }
+
+std::vector<transport::PeerId> choose_drains(const std::vector<std::pair<transport::PeerId, std::string>>& ready,
+                                             size_t n, const std::string& first_node) {
+  std::vector<transport::PeerId> out;
+  auto take = [&](bool on_first_node) {
+    for (const auto& [peer, id] : ready)
+      if (out.size() < n && (!first_node.empty() && node_of_worker(id) == first_node) == on_first_node)
+        out.push_back(peer);
+  };
+  take(true);
+  take(false);
+  return out;
+}
 namespace {
 
 using transport::PeerId;
@@ -67,17 +82,15 @@ void Session::Impl::run() {
     for (PeerId p : consumed)
       if (auto w = workers_.find(p); w != workers_.end() && w->second.queued > 0) --w->second.queued;
     grant_credits();
-    // Drains: when a placement did not pay, the workers on that node
-    // first; then any.
-    auto on_drain_first_node = [&](PeerId peer) {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = per_worker_.find(peer);
-      return it != per_worker_.end() && it->second.id.substr(0, it->second.id.rfind(':')) == drain_first_on;
-    };
-    for (int pass = drain_first_on.empty() ? 1 : 0; pass < 2 && drains > 0; ++pass) {
-      for (auto& [peer, w] : workers_) {
-        if (drains == 0) break;
-        if (w.phase != Phase::kReady || w.draining || (pass == 0 && !on_drain_first_node(peer))) continue;
+    if (drains > 0) {
+      std::vector<std::pair<PeerId, std::string>> ready;
+      {
+        std::lock_guard<std::mutex> lock(mu_);  // per_worker_ holds the ids
+        for (const auto& [peer, w] : workers_)
+          if (w.phase == Phase::kReady && !w.draining) ready.emplace_back(peer, per_worker_[peer].id);
+      }
+      for (PeerId peer : choose_drains(ready, drains, drain_first_on)) {
+        Worker& w = workers_.at(peer);
         w.draining = true;
         w.asked_to_drain = true;
         {
@@ -85,7 +98,6 @@ void Session::Impl::run() {
           per_worker_[peer].draining = true;
         }
         send(peer, wire::Drain{});
-        --drains;
       }
     }
     if (start_epoch) {

@@ -27,6 +27,7 @@
 #include "readers/image_resize.h"
 #include "readers/test_util.h"
 #include "tw_lib/session/dataplane_test_util.h"
+#include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
 namespace {
@@ -459,6 +460,19 @@ TEST(SessionTest, RefusesBadOptions) {
   s = Session::create(o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().message(), "session: receive budget must be at least 1 MiB");
+}
+
+// Drains take the workers on the node whose placement did not pay first
+// (the trainer's: goldminer-dw's ids are "NODE:PID"), then the others in
+// the session's order; with no such node, the session's order alone.
+TEST(SessionDrainTest, WorkersOnTheNodeWhosePlacementDidNotPayDrainFirst) {
+  const std::vector<std::pair<transport::PeerId, std::string>> ready{
+      {1, "c1:100"}, {2, "g1:200"}, {3, "c2:300"}, {4, "g1:400"}, {5, "g10:500"}};
+  EXPECT_EQ(choose_drains(ready, 3, "g1"), (std::vector<transport::PeerId>{2, 4, 1}));
+  EXPECT_EQ(choose_drains(ready, 1, "g1"), (std::vector<transport::PeerId>{2}));
+  EXPECT_EQ(choose_drains(ready, 2, ""), (std::vector<transport::PeerId>{1, 2}));
+  EXPECT_EQ(choose_drains(ready, 9, "g1").size(), 5u) << "never more than are ready";
+  EXPECT_EQ(node_of_worker("fe80::1:77"), "fe80::1") << "up to the last colon";
 }
 
 }  // namespace
