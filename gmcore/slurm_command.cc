@@ -87,6 +87,10 @@ std::map<uint32_t, JobState> parse_job_states(const std::string& squeue_output) 
   return jobs;
 }
 
+bool squeue_knows_none(const std::string& squeue_output) {
+  return squeue_output.find("Invalid job id") != std::string::npos;
+}
+
 std::string job_list(const std::vector<uint32_t>& ids) {
   std::string out;
   for (uint32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
@@ -96,7 +100,7 @@ std::string job_list(const std::vector<uint32_t>& ids) {
 std::string trainer_job_ended(uint32_t job, int squeue_exit_code, const std::string& squeue_output) {
   const std::string name = "job " + std::to_string(job);
   if (squeue_exit_code != 0)
-    return squeue_output.find("Invalid job id") != std::string::npos ? name + " is no longer known to Slurm" : "";
+    return squeue_knows_none(squeue_output) ? name + " is no longer known to Slurm" : "";
   std::string state = squeue_output.substr(0, squeue_output.find_first_of(" \n"));
   if (state.empty()) return name + " is no longer listed by squeue";
   static const char* const kEnded[] = {"COMPLETED", "COMPLETING", "CANCELLED", "FAILED",      "TIMEOUT",

@@ -62,6 +62,12 @@ JobState parse_job_state(int squeue_exit_code, const std::string& squeue_output)
 // that are not "ID STATE" are skipped.
 std::map<uint32_t, JobState> parse_job_states(const std::string& squeue_output);
 
+// Whether squeue failed because it knows none of the jobs it was asked
+// about ("slurm_load_jobs error: Invalid job id specified": they left the
+// queue, or never were), from its output; other failures (slurmctld
+// unreachable, a timeout) are not.
+bool squeue_knows_none(const std::string& squeue_output);
+
 // "7,8,9": job ids as squeue --jobs and scancel take them.
 std::string job_list(const std::vector<uint32_t>& ids);
 

@@ -24,6 +24,15 @@ TEST(SlurmCommandTest, TellsATrainerJobThatEndedFromOneThatMayStillRun) {
       << "a controller restarting ends no worker";
 }
 
+// The one reading of squeue's "none of those jobs" failure, which every
+// caller (a session's launcher, goldminer-ctld, goldminer-dw) tells from
+// squeue failing for other reasons.
+TEST(SlurmCommandTest, TellsSqueueKnowingNoneOfTheJobsFromItFailing) {
+  EXPECT_TRUE(squeue_knows_none("slurm_load_jobs error: Invalid job id specified\n"));
+  EXPECT_FALSE(squeue_knows_none("slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"));
+  EXPECT_FALSE(squeue_knows_none(""));
+}
+
 TEST(SlurmCommandTest, ReadsTheJobIdSbatchPrinted) {
   EXPECT_EQ(*parse_submitted_job_id("123\n"), 123u);
   EXPECT_EQ(*parse_submitted_job_id("123;cluster\n"), 123u);

@@ -181,8 +181,8 @@ std::map<uint32_t, JobState> SlurmWorkerLauncher::states() {
   std::map<uint32_t, JobState> out;
   if (live.empty()) return out;
   auto r = run_("squeue", {"--noheader", "--format=%i %T", "--jobs=" + job_list(live)});
-  // squeue fails ("Invalid job id specified") when it knows none of them.
-  const bool listed = r.ok() && (r->exit_code == 0 || r->output.find("Invalid job id") != std::string::npos);
+  // squeue fails when it knows none of them: all gone.
+  const bool listed = r.ok() && (r->exit_code == 0 || squeue_knows_none(r->output));
   for (uint32_t id : live) out[id] = listed ? JobState::kGone : JobState::kWaiting;
   if (!listed) return out;  // not knowing: as if they wait (growth holds, cancels are --state=PENDING)
   for (const auto& [id, state] : parse_job_states(r->output))

@@ -63,7 +63,7 @@ Expected<std::string> slurm(const std::string& name, const std::vector<std::stri
 Expected<JobOwner> job_owner(uint32_t job_id) {
   auto out = slurm("squeue", {"--noheader", "--jobs=" + std::to_string(job_id), "--format=%U %T"});
   if (!out.ok()) {
-    if (out.status().message().find("Invalid job id") != std::string::npos) return Status::error("not known to Slurm");
+    if (squeue_knows_none(out.status().message())) return Status::error("not known to Slurm");
     return Status::error("squeue: " + out.status().message());
   }
   std::istringstream in(*out);
