@@ -265,12 +265,13 @@ Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& 
     if (!id.ok()) return id.status();
     setup.job_id = static_cast<uint32_t>(*id);
   }
-  for (const std::string& a : *args)
-    if (a.rfind("--cpus-per-task=", 0) == 0) {
-      auto cpus = integer_variable("GOLDMINER_DW_SBATCH: --cpus-per-task", a.substr(16), 1, 1 << 16);
-      if (!cpus.ok()) return cpus.status();
-      setup.cpus_per_dw = static_cast<double>(*cpus);
-    }
+  // The CPUs of one worker, as the job's option (cpus-per-dw) says them;
+  // unset outside spank_goldminer.so: 1.
+  if (std::string v = env_value(env, "GOLDMINER_CPUS_PER_DW"); !v.empty()) {
+    auto cpus = integer_variable("GOLDMINER_CPUS_PER_DW", v, 1, 1 << 16);
+    if (!cpus.ok()) return cpus.status();
+    setup.cpus_per_dw = static_cast<double>(*cpus);
+  }
   setup.ctld = env_value(env, "GOLDMINER_CTLD");
   setup.munge_socket = env_value(env, "GOLDMINER_MUNGE_SOCKET");
   setup.ctld_user = env_value(env, "GOLDMINER_CTLD_USER");

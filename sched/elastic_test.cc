@@ -581,7 +581,14 @@ TEST(ElasticTest, BadVariablesAreNamed) {
             "GOLDMINER_AUTOSCALE_INTERVAL: invalid value '0': expected seconds from 0.01 to 3600");
   EXPECT_EQ(with("GOLDMINER_TRAINER="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_AUTH_JOB is not");
   EXPECT_EQ(with("GOLDMINER_AUTH_JOB=x"), "GOLDMINER_AUTH_JOB: invalid value 'x': expected an integer from 1 to 4294967295");
+  EXPECT_EQ(with("GOLDMINER_CPUS_PER_DW=0"),
+            "GOLDMINER_CPUS_PER_DW: invalid value '0': expected an integer from 1 to 65536");
   EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0.5"), "");
+  // A worker's CPUs come from the job's option, never from the sbatch line.
+  auto env = elastic_env();
+  env.push_back("GOLDMINER_CPUS_PER_DW=3");
+  EXPECT_DOUBLE_EQ(elastic_from_environment(env)->cpus_per_dw, 3);
+  EXPECT_DOUBLE_EQ(elastic_from_environment(elastic_env())->cpus_per_dw, 1) << "outside the plugin: 1";
 }
 
 }  // namespace
