@@ -1,5 +1,5 @@
 #!/bin/bash
-# Load (issue 23, part 7), measured in one run:
+# Load (many workers, many trainers), measured in one run:
 #   (a) one trainer, W data workers (default 64) on this machine
 #       (goldminer-consume --workers W: W goldminer-dw processes over UCX);
 #   (b) T trainers x K workers (default 8 x 8) as --goldminer batch jobs

@@ -1,4 +1,4 @@
-// split_bench: the two figures issue 3 asks of the split, from one run.
+// split_bench: the two figures the split must show, from one run.
 //   1. DLRM-style model (a): trainer CPU time per batch with the `dataset`
 //      split (the trainer runs the feature transforms) against the
 //      `extended` split (they run on data workers), and the ratio (goal >= 2x).
@@ -30,8 +30,8 @@ Expected<SplitReport> split(const SplitInputs& in, SplitMode mode, bool measure,
   options.mode = mode;
   options.measure = measure;
   options.repeat = repeat;
-  // Issue 3's figure is the trainer's CPU time: price for a CPU trainer,
-  // at the fixed receive bandwidth the figure has always assumed.
+  // The figure is the trainer's CPU time: price for a CPU trainer, at the
+  // fixed receive bandwidth the figure assumes.
   options.trainer_device = TrainerDevice::kCpu;
   options.transfer_gbps = 4.0;
   auto result = split_serialized(in, options);

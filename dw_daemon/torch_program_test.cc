@@ -74,9 +74,9 @@ TEST(TorchProgramTest, ConcurrentCallsGiveWhatLoneCallsGive) {
 
 // Injected: a forward that asks for a petabyte. Checked: the failure is
 // the machine's (Status::environment_error: the worker gives the split
-// back to be re-run elsewhere, issue 34); a forward that fails on its
-// batch (a bad shape) is the program's own error, as before; both say the
-// cause, not the interpreter's "The following operation failed" line.
+// back to be re-run elsewhere); a forward that fails on its batch (a bad
+// shape) is the program's own error; both say the cause, not the
+// interpreter's "The following operation failed" line.
 TEST(TorchProgramTest, OutOfMemoryIsAnEnvironmentErrorABadShapeIsNot) {
   auto oom = load("def forward(self, x):\n  return x.new_empty([1 << 50])\n");
   ASSERT_NE(oom, nullptr);

@@ -1,6 +1,6 @@
 // Which data worker processes which input split, so that every batch of an
 // epoch reaches the trainer exactly once while workers join, leave, crash
-// or are preempted (first piece of the trainer session, issue 4).
+// or are preempted (the first piece of the trainer session).
 //
 // Exactly once without buffering: a split's batches are delivered as they
 // arrive, numbered 0, 1, 2, ... Its samples and random transforms are

@@ -1,7 +1,7 @@
-// The trainer ports of the --goldminer jobs on one node (issue 23, part 2;
-// hardened in issue 34, part 2): a node-local registry that the SPANK plugin
-// keeps as root, so that two trainers on one node never get the same port,
-// and a port some other process listens on is never handed out.
+// The trainer ports of the --goldminer jobs on one node: a node-local
+// registry that the SPANK plugin keeps as root, so that two trainers on one
+// node never get the same port, and a port some other process listens on is
+// never handed out.
 //
 //   registry file (default /run/goldminer/ports, tmpfs: a rebooted node
 //   starts empty), one line per reserved port:  PORT JOB PID START [TAG]
@@ -15,7 +15,7 @@
 //            is anyone's to choose and proves nothing)
 //     TAG    none: the job's trainer (rank 0); "rank:R": rank R of a
 //            data-parallel srun step (each rank listens on its own port)
-//   A line without START (written before issue 34) lives while its PID does.
+//   A line without START (an older registry's) lives while its PID does.
 //
 // Who may touch it. The registry's directory (PATH's, dedicated to it) is
 // 0700 and the registry and its lock file PATH.lock are 0600, all owned by
@@ -27,7 +27,7 @@
 //     directory or regular file, another owner, a directory or file group
 //     or others may write, a file with more than one link;
 //   - repaired: a directory or file of the owner that group or others may
-//     only read (the 0755 directory and 0644 file of earlier versions) is
+//     only read (an older registry's 0755 directory and 0644 file) is
 //     chmod'ed to 0700/0600 and logged;
 //   - a missing directory (one level, as /run/goldminer) is created 0700.
 // The directory's parents are the site's to keep root's.

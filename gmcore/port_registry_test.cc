@@ -342,7 +342,7 @@ TEST_F(PortRegistryTest, ALockHeldByAnotherProcessFailsClearlyWithinTheBound) {
 // modes group or others may write, a hard link, symbolic links and things
 // that are not files. Checked: each is refused with the path and what is
 // wrong (nothing is followed or changed), and a directory or file that is
-// merely readable by others (earlier versions' 0755 and 0644) is tightened
+// merely readable by others (an older registry's 0755 and 0644) is tightened
 // to 0700 / 0600 and used.
 TEST_F(PortRegistryTest, AnUnsafeDirectoryOrFileIsRefusedAndAReadableOneTightened) {
   const std::string dir = dir_ + "/goldminer", lock = r_.path + ".lock";
@@ -449,8 +449,8 @@ TEST_F(PortRegistryTest, ACrashBetweenWriteAndRenameLeavesTheOldRegistry) {
 
 // Injected, with real processes: an entry whose PID now belongs to another
 // process (its start time differs) even though that process calls itself
-// slurmstepd; an entry whose process still runs; a line of an earlier
-// version (no start time). Checked: the first is reclaimed, the second
+// slurmstepd; an entry whose process still runs; a line of an older
+// registry (no start time). Checked: the first is reclaimed, the second
 // kept, the third kept while its PID exists and reclaimed once it ends.
 TEST_F(PortRegistryTest, AnEntryWhosePidWasReusedByAnotherProcessIsReclaimed) {
   r_.start_time = nullptr;  // /proc
@@ -470,7 +470,7 @@ TEST_F(PortRegistryTest, AnEntryWhosePidWasReusedByAnotherProcessIsReclaimed) {
   EXPECT_EQ(registry_text(), "30001 5 " + o + " " + std::to_string(*start) + "\n30002 6 " + o + "\n30000 8 " + me + "\n");
   other.end();
   EXPECT_FALSE(process_start_time(other.pid()).ok());
-  EXPECT_EQ(*reserve_port(r_, 6, ::getpid()), 30002) << "6 mod 4: the earlier version's line went with its PID";
+  EXPECT_EQ(*reserve_port(r_, 6, ::getpid()), 30002) << "6 mod 4: the older registry's line went with its PID";
   EXPECT_EQ(registry_text(), "30000 8 " + me + "\n30002 6 " + me + "\n");
 }
 

@@ -1,5 +1,5 @@
-// Readers: turn input files into batches of host tensors for a data worker
-// (issue 4). Slurm-, torch- and transport-free; the worker runs its program
+// Readers: turn input files into batches of host tensors for a data
+// worker. Slurm-, torch- and transport-free; the worker runs its program
 // on what a SplitStream yields and sends the result.
 //
 // The trainer plans a dataset once (plan_dataset): it expands the input

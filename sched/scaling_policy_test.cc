@@ -288,8 +288,8 @@ TEST(ScalingPolicyAtScaleTest, ATrainerThatPausesEveryTenMinutesKeepsItsWorkers)
   for (double noise : {0.02, 0.05}) expect_at_scale(c, noise);
 }
 
-// The first 20 minutes limited to 4, then linear to 16: the shipped policy
-// sat at 7 (one-worker steps stopped paying); now it reaches 16.
+// The first 20 minutes limited to 4, then linear to 16: the policy does
+// not sit at 7 (where one-worker steps stop paying); it reaches 16.
 TEST(ScalingPolicyAtScaleTest, AJobLimitedAtFirstClimbsPastSevenOnceItIsNot) {
   SyntheticJob job;
   job.curve = [](double t, int k) { return 1000.0 * std::min(k, t < 1200 ? 4 : 16); };

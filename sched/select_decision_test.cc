@@ -90,7 +90,7 @@ TEST(SelectDecisionTest, DescribesRefusalWithGres) {
 
 // The overhead log: ours excludes every cons_tres call, cons_tres is the
 // call whose answer was used, and placement tiers tried before it are
-// their own figure (a tiered call used to count them as ours).
+// their own figure (a tiered call must not count them as ours).
 TEST(SelectDecisionTest, TimesSeparateOursTheAnsweringCallAndEarlierTiers) {
   gm_job_test_record r = record(7, GM_MODE_RUN_NOW, 1, 1, 3);
   r.selected = "g2";

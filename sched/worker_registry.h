@@ -1,4 +1,4 @@
-// What goldminer-ctld keeps (issue 19): the latest report of every running
+// What goldminer-ctld keeps: the latest report of every running
 // goldminer session, and the worker target it gives each, shared across
 // jobs by allocate_workers (dw_allocation.h). Slurm-free and
 // transport-free: the daemon authenticates a report (munge: uid) and looks

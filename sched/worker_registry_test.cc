@@ -164,7 +164,7 @@ TEST(WorkerRegistryTest, AMeasuredClaimComesFromTheCurveAndTheKneeCapsIt) {
   zero.curve = curve({{2, 5000}, {4, 0}});
   ASSERT_EQ(claim_of(zero).measured.size(), 1u);
   EXPECT_EQ(claim_of(zero).measured[0].first, 2);
-  // No curve yet: the model alone, as before.
+  // No curve yet: the model alone.
   DwClaim model = claim_of(report(1, 25));
   EXPECT_TRUE(model.measured.empty());
   EXPECT_EQ(model.cap, -1);

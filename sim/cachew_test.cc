@@ -74,7 +74,7 @@ TEST(CachewTest, ReScalesOnASignalNotATimer) {
 }
 
 // A job granted no worker (the CPUs are taken) judges nothing and keeps
-// asking for its first; once granted, it scales as before.
+// asking for its first; once granted, it scales as any other job.
 TEST(CachewTest, AJobGrantedNoWorkerKeepsAsking) {
   CachewScaler s{CachewConfig()};
   for (int w = 0; w < 100; ++w) EXPECT_EQ(s.observe(0, 0), 1);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmark (d) of issue 21: goldminer-dw's threads bound one a core
+# Thread-binding benchmark: goldminer-dw's threads bound one a core
 # (--bind cores, hwloc; the default) against left to the kernel (--bind
 # none), same input, program, workers and threads, the two runs alternating
 # ROUNDS times. Prints samples/s of each round and the ratio of the means.

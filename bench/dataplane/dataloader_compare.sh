@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmark (c) of issue 4: goldminer-consume with k data workers against a
+# DataLoader benchmark: goldminer-consume with k data workers against a
 # PyTorch DataLoader with num_workers = k (dataloader_compare.py), same batch
 # size, same files, same TorchScript transforms (make_programs.py):
 #   criteo  a seeded Criteo-like TSV (gen_criteo.py), DLRM-style preprocessing
@@ -16,10 +16,10 @@
 # ratio cannot pass whatever the program and the data plane cost.
 #
 # JPEG_DECODE=scale:S, crop:S or resized-crop:S turns on the jpeg reader's
-# decode options (issue 22): goldminer-consume --jpeg-decode; with crop:S
-# and resized-crop:S the DataLoader crops alike (torchvision's
-# RandomResizedCrop box of the decoded image, then the same one(): resize
-# and normalize), with scale:S it decodes in full as before. With
+# decode options: goldminer-consume --jpeg-decode; with crop:S and
+# resized-crop:S the DataLoader crops alike (torchvision's RandomResizedCrop
+# box of the decoded image, then the same one(): resize and normalize), with
+# scale:S it decodes in full, as with JPEG_DECODE=full. With
 # resized-crop:224 goldminer's reader resizes and jpeg.pt only normalizes.
 #
 # usage: bench/dataplane/dataloader_compare.sh [BUILDDIR]   (default: ./build)

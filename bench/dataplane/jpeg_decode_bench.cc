@@ -1,4 +1,4 @@
-// Benchmark (issue 22, part 3): the jpeg reader's decode options against a
+// JPEG decode benchmark: the jpeg reader's decode options against a
 // full decode, on a folder of real JPEGs (default ../shared/data/datasets/
 // images_jpeg, 268 images; skipped, with the reason, if absent).
 //

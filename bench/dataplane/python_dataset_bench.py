@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark (issue 22): goldminer.DataLoader against torch's DataLoader on
+"""Dataset benchmark: goldminer.DataLoader against torch's DataLoader on
 the same user Dataset, the same num_workers, batch size and shuffle.
 
 Pipelines (each a map-style Dataset defined in this file, so the workers

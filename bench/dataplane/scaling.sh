@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmark (b) of issue 4: goldminer-consume with k local data workers
+# Worker scaling benchmark: goldminer-consume with k local data workers
 # (goldminer-dw over the ucx transport on lo) against the same reader and
 # worker program run in one process with no transport (bench/inprocess_bench).
 # Input: a seeded Criteo-like TSV generated into a temp dir; worker program:

@@ -1,4 +1,4 @@
-// Benchmark (a) of issue 4: a stream of batch frames (gmcore/wire.h) from a
+// Transport benchmark: a stream of batch frames (gmcore/wire.h) from a
 // data worker process to a trainer process over the ucx transport on one
 // node (its shared-memory arena; and without it, UCX's own shared memory:
 // posix eager + cma rendezvous) and over TCP on lo, against two baselines

@@ -1,6 +1,7 @@
 #!/bin/bash
-# The CUDA path of issue 21 on a machine with a GPU (the device machine),
-# through the real goldminer package: `pip install ./python` there builds
+# The trainer's CUDA path (receive buffers pinned for the GPU, batches copied
+# onto it) on a machine with a GPU (the device machine), through the real
+# goldminer package: `pip install ./python` there builds
 # goldminer._session for that machine's Python (with its compiler) from a
 # packed build directory, then this runs the receive-memory tests
 # (tests/receive_memory_test: pinned buffers registered with CUDA, a session

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Packs what data-plane benchmarks (b) and (c) of issue 4
+# Packs what the worker scaling and DataLoader comparison benchmarks
 # (bench/dataplane/scaling.sh, dataloader_compare.sh) need on a machine that
 # has none of our Debian packages into ONE archive, .devpack/gm-devpack.tar.xz
 # (ignored by git; never commit it: it holds the shared JPEG data set).

@@ -1,13 +1,13 @@
 #!/bin/bash
-# Runs data-plane benchmarks (b) bench/dataplane/scaling.sh and (c)
-# bench/dataplane/dataloader_compare.sh of issue 4 on a machine without our
-# Debian packages (no UCX, libtorch 1.13, Boost, Open MPI, GNU time), from the
-# archive bench/device/pack.sh made on the build machine (.devpack/, carried
-# along with the source tree). Needs there: x86-64 Linux, glibc and libstdc++
-# at least as new as the MANIFEST says (glibc 2.36, GLIBCXX_3.4.30 when this was
-# written: Debian 12 / GCC 12 or newer, e.g. Ubuntu 24.04), and a Python with
-# torch (+ torchvision for the JPEG half of (c)) for the DataLoader side and
-# the data generator.
+# Runs data-plane benchmarks (b), worker scaling (bench/dataplane/scaling.sh),
+# and (c), against a PyTorch DataLoader (bench/dataplane/dataloader_compare.sh),
+# on a machine without our Debian packages (no UCX, libtorch 1.13, Boost, Open
+# MPI, GNU time), from the archive bench/device/pack.sh made on the build
+# machine (.devpack/, carried along with the source tree). Needs there: x86-64
+# Linux, glibc and libstdc++ at least as new as the MANIFEST says (glibc 2.36,
+# GLIBCXX_3.4.30 for a build on Debian 12: Debian 12 / GCC 12 or newer, e.g.
+# Ubuntu 24.04), and a Python with torch (+ torchvision for the JPEG half of
+# (c)) for the DataLoader side and the data generator.
 #
 # Unpacks to GM_DIR and makes GM_DIR/build look like a build folder for the two
 # scripts: build/goldminer-consume, build/goldminer-dw, build/bench/inprocess_bench

@@ -1,4 +1,4 @@
-"""Copy overlap on a GPU trainer (issue 21): the step time of a training
+"""Copy overlap on a GPU trainer: the step time of a training
 loop fed by a real goldminer.Session (the installed package's C++
 extension, local worker threads reading a text file of images), its
 batches handed over three ways:

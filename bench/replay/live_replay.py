@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Live replay (issue 19 part 4): a seeded job mix from the Alibaba GPU
+"""Live replay: a seeded job mix from the Alibaba GPU
 trace's dev slice, run as real sbatch jobs on a devcluster of its own, once
 under cons_tres with CPU-bundled jobs and once under GoldMiner (the select
 plugin, the SPANK plugin's data workers, goldminer-ctld); then goldminer-sim

@@ -1,12 +1,11 @@
 #!/bin/bash
 # Writes what bench/split_gpu/trainer_step.py runs, one folder per case:
 #   dlrm/          the DLRM-style model of tests/split/models.py at batch
-#                  4096, split in `dataset` and `extended` mode (issue 3)
+#                  4096, split in `dataset` and `extended` mode
 #   dcn-b64/, dcn-b4096/
 #                  the DCN of tests/split/models.py at batch 64 and 4096,
 #                  split in `dataset` mode, priced for a GPU trainer
 #                  (`cuda`) and for a CPU trainer (`cpu`) at that batch
-#                  (issue 25)
 # Each folder holds MODE_worker.pt, MODE_trainer.pt (verified), the
 # reports, and example.pt. Run where the project is built (libtorch 1.13);
 # the output folder can then go to a GPU machine, whose newer torch loads

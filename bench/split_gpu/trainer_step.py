@@ -1,7 +1,8 @@
 """Trainer time per training step of split programs on a GPU trainer:
-the DLRM-style model, `dataset` split against `extended` (issue 3,
-benchmark (a)); the DCN at batch 64 and 4096, `dataset` against the cut
-priced for a GPU trainer (`cuda`) and for a CPU trainer (`cpu`) (issue 25).
+the DLRM-style model, `dataset` split against `extended` (split_bench's
+trainer-time figure, on a GPU); the DCN at batch 64 and 4096, `dataset`
+against the cut priced for a GPU trainer (`cuda`) and for a CPU trainer
+(`cpu`).
 
 The programs come from goldminer-split (bench/split_gpu/prepare.sh); this
 script only runs them, as a trainer would:
@@ -128,7 +129,7 @@ def main():
         ratio = rows["dataset"]["trainer_cpu_ms"] / rows[mode]["trainer_cpu_ms"]
         wall_ratio = rows["dataset"]["wall_ms"] / rows[mode]["wall_ms"]
         ratios[mode] = {"ratio_cpu": ratio, "ratio_wall": wall_ratio}
-        goal = f" (issue 3's goal >= 2x: {'met' if ratio >= 2 else 'NOT met'})" if mode == "extended" else ""
+        goal = f" (the split's goal >= 2x: {'met' if ratio >= 2 else 'NOT met'})" if mode == "extended" else ""
         print(f"  trainer time per step, dataset / {mode}: CPU {ratio:.2f}x{goal}, wall {wall_ratio:.2f}x")
     print(json.dumps({"device": name, "torch": torch.__version__, "ratios": ratios, **rows}))
     return 0

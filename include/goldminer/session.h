@@ -1,4 +1,4 @@
-// goldminer::Session: the trainer side of the data plane (issue 4).
+// goldminer::Session: the trainer side of the data plane.
 //
 // A Session listens for data workers (goldminer-dw), admits only those that
 // prove they hold the job secret, ships them the worker program and the

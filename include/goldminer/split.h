@@ -1,5 +1,5 @@
 // Automatic stateless-subgraph split of TorchScript training programs
-// (GoldMiner's first idea, issue 3).
+// (GoldMiner's first idea).
 //
 // Given a scripted model, one of its methods (`forward` by default), an
 // optional scripted per-batch data transform that runs before it, and example
@@ -146,7 +146,7 @@ struct SplitReport {
   double analysis_ms = 0;  // graph preparation + classification
   double split_ms = 0;     // example probe + per-node timing + cut choice + extraction
   std::vector<KeptNode> kept;
-  // The pricing (issue 25): for whom, and what it weighed.
+  // The pricing: for whom, and what it weighed.
   std::string trainer_device;     // "cuda" or "cpu"
   std::string node_costs;         // how trainer-side nodes were priced
   int64_t priced_batch_size = 0;  // the job's batch size

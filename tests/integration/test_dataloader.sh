@@ -1,4 +1,4 @@
-# goldminer.DataLoader (issue 22) in a `sbatch --goldminer` job: a Dataset
+# goldminer.DataLoader in a `sbatch --goldminer` job: a Dataset
 # class the training script defines runs on the companion job's
 # goldminer-dw workers (num_workers=0, nothing else said), every item once
 # per epoch.
@@ -30,7 +30,7 @@ epoch 1: 500 items, 500 distinct, len 32, loaded by ['goldminer-dw']" || { echo 
 
 # Injected: the dataset's item 250 of 500 sends SIGKILL to the Python
 # process of the companion worker that reads it, once (a marker file), as
-# the kernel's OOM killer would mid-split. Checked (issue 34): the worker
+# the kernel's OOM killer would mid-split. Checked: the worker
 # gives the split back failed and goes on (no worker lost), the trainer
 # re-leases it (one split failed), both epochs every item once.
 test_dataloader_a_python_process_killed_mid_split_costs_a_re_lease() {

@@ -1,4 +1,4 @@
-# Issue 23, part 4: faults on the live cluster while a --goldminer job
+# Faults on the live cluster while a --goldminer job
 # streams; each names what it injects, and every epoch stays exactly once.
 # (busy jobs: test_ctld.sh's ctld_setup and submit_busy_job.)
 

@@ -1,4 +1,4 @@
-# Issue 23, parts 1 and 5: no secret exists for a --goldminer job. Its
+# No secret exists for a --goldminer job. Its
 # session and workers prove uid and job to each other with munge
 # (gmcore/peer_auth.h), so nothing secret is in the batch script's
 # environment, the companion job's, or slurmctld's saved state; a worker
@@ -84,8 +84,8 @@ test_second_user_reads_no_key_and_decodes_no_credential_of_the_first() {
         "goldminer trainer job=1 worker-nonce=00"
 }
 
-# Issue 34, part 2: the node's port registry is root's alone. Injected: a
-# second Unix user (created here, removed after) runs the issue's attack,
+# The node's port registry is root's alone. Injected: a second Unix user
+# (created here, removed after) runs the lock-holding attack,
 # `flock -x REGISTRY sleep inf`, and tries to lock and read the registry and
 # its lock file; then root, standing in for a stuck step (nobody else can
 # open the lock file), holds its flock. Checked: directory 0700, registry
@@ -114,7 +114,7 @@ test_a_second_user_cannot_open_or_lock_the_port_registry_and_a_held_lock_costs_a
         { registry_cleanup; return 1; }
     "${as_second[@]}" test -x "$(dirname "$dir")" ||
         { echo "the second user cannot reach $(dirname "$dir") at all: the check would prove nothing"; registry_cleanup; return 1; }
-    # The issue's attack, left running if it could run.
+    # The lock-holding attack, left running if it could run.
     "${as_second[@]}" flock -x "$reg" sleep inf >"$work/registry-attack" 2>&1 &
     attack=$!
     for f in "$reg" "$reg.lock"; do

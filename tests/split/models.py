@@ -1,4 +1,4 @@
-"""Models for the split tests and benchmark (issue 3), scripted at test time.
+"""Models for the split tests and benchmark, scripted at test time.
 
     python3 models.py OUTDIR          # test models, small batches
     python3 models.py OUTDIR --bench  # benchmark models: DLRM at batch 4096, ResNet-50
@@ -207,7 +207,7 @@ class ClickLoss(nn.Module):
         return F.binary_cross_entropy_with_logits(self.fc(torch.log1p(x.abs())).squeeze(1), y)
 
 
-# ------------------------------------------- (d) pricing for the trainer (issue 25)
+# ---------------------------------------------------------------- (d) pricing for the trainer
 class DCN(nn.Module):
     """Criteo-style Deep & Cross Network: dense features bucketized and
     one-hot encoded, concatenated with the categorical embeddings, then

@@ -314,7 +314,7 @@ TEST_F(CliTest, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.out.find("not implemented for 'Float'"), std::string::npos) << "names the dtype problem: " << r.out;
 }
 
-// ------------------------------------------- pricing for the trainer (issue 25)
+// ---------------------------------------------------------------- pricing for the trainer
 // A GPU trainer's share of 10 Gb/s Ethernet, given so that the choice does
 // not depend on this machine's interfaces.
 constexpr double kLinkGbps = 1.25;

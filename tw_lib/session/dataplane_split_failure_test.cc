@@ -389,7 +389,7 @@ TEST(SplitFailureTest, AnEioInAPythonDatasetCostsAReLeaseNotTheRun) {
 
 // Injected: item 250 raises ValueError (the data's own error). Checked:
 // it is not re-leased: the session fails at once with the dataset's error
-// naming the index, as before, and no split counts as failed.
+// naming the index, and no split counts as failed.
 TEST(SplitFailureTest, APythonDatasetsOwnErrorStillFailsTheRunAtOnce) {
   PythonDatasetFault dataset("raise ValueError('item 250 is broken')");
   if (!dataset.skip_reason().empty()) GTEST_SKIP() << dataset.skip_reason();

@@ -1,4 +1,4 @@
-// The trainer's receive buffers (issue 21): pinned for the GPU and placed
+// The trainer's receive buffers: pinned for the GPU and placed
 // on the NUMA node nearest it. A batch then goes from the network into
 // memory that a host-to-device copy can read asynchronously at the link's
 // full rate, with no staging copy, and its bytes cross no socket-to-socket
