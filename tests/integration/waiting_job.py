@@ -30,7 +30,9 @@ class WaitingItems(torch.utils.data.Dataset):
 
 if __name__ == "__main__":
     n, epochs = int(sys.argv[1]), int(sys.argv[2])
-    loader = goldminer.DataLoader(WaitingItems(n), batch_size=16)
+    # Batches of 4: a 1-s scaling window then holds about 50 batches a
+    # worker (at 16, about 12: too few to tell a doubling from the noise).
+    loader = goldminer.DataLoader(WaitingItems(n), batch_size=4)
     for epoch in range(epochs):
         start, seen = time.monotonic(), 0
         for batch in loader:
