@@ -1,0 +1,123 @@
+// SessionOptions from the job's environment (include/goldminer/session.h:
+// from_environment, ranks_from_environment): what spank_goldminer.so,
+// torchrun and srun set for the trainer, and the goldminer-ctld client an
+// elastic session reports to.
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "ctld/client/ctld_client.h"
+#include "gmcore/auth.h"
+#include "gmcore/host_port.h"
+#include "gmcore/subprocess.h"
+#include "tw_lib/session/session_impl.h"
+#include "tw_lib/session/session_listen.h"
+
+namespace goldminer {
+
+namespace {
+
+// Sends the session's reports to goldminer-ctld (ElasticSetup::ctld).
+Status connect_ctld(ElasticSetup* e) {
+  auto address = parse_host_port(e->ctld, "GOLDMINER_CTLD");
+  if (!address.ok()) return address.status();
+  uid_t ctld_uid = 0;
+  if (!e->ctld_user.empty()) {
+    std::vector<char> buf(16384);
+    passwd pw{}, *found = nullptr;
+    if (::getpwnam_r(e->ctld_user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr)
+      return Status::error("GOLDMINER_CTLD_USER: no user '" + e->ctld_user + "' on this node");
+    ctld_uid = pw.pw_uid;
+  }
+  auto client = std::make_shared<CtldClient>(e->ctld, munge_credentials(e->munge_socket), ctld_uid);
+  e->report = [client](const SessionReport& r) { return client->report(r); };
+  return Status();
+}
+
+}  // namespace
+
+Status SessionOptions::from_environment() {
+  if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = rank0 = v;
+  rendezvous_from_environment(this);
+  const char* file = std::getenv("GOLDMINER_SECRET_FILE");
+  auto a = auth::peer_auth_from_environment(std::getenv("GOLDMINER_SECRET"), file != nullptr ? file : "");
+  if (!a.ok()) return a.status();
+  if (!a->secret.empty()) secret = a->secret;
+  if (a->munge) munge = a->munge;
+  if (const char* v = std::getenv("GOLDMINER_LOCAL_WORKERS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end != '\0' || n > 1024)
+      return Status::error("GOLDMINER_LOCAL_WORKERS: invalid value '" + std::string(v) + "': expected 0..1024");
+    local_workers = static_cast<uint32_t>(n);
+  }
+  Status ranks = ranks_from_environment();
+  if (!ranks.ok()) return ranks;
+  // The port the SPANK plugin reserved for this srun task, when the rank is
+  // the task's (torchrun's processes of one task share its environment).
+  const char* task = std::getenv("SLURM_PROCID");
+  if (const char* v = std::getenv("GOLDMINER_RANK_LISTEN");
+      v != nullptr && *v != '\0' && std::getenv("RANK") == nullptr && task != nullptr && std::to_string(rank) == task)
+    rank_listen = v;
+  Status ucx_ports = ucx_ports_from_environment(this);
+  if (!ucx_ports.ok()) return ucx_ports;
+  auto e = elastic_from_environment(process_environment());
+  if (!e.ok()) return e.status();
+  if (!e->launcher) return Status();
+  if (!e->ctld.empty()) {
+    Status st = connect_ctld(&*e);
+    if (!st.ok()) return st;
+  }
+  elastic = std::move(e).value();
+  return Status();
+}
+
+namespace {
+
+// An unsigned decimal environment variable, or nothing when unset.
+Expected<std::optional<uint32_t>> env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::optional<uint32_t>();
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (*end != '\0' || errno != 0 || n > UINT32_MAX || *v == '-')
+    return Status::error(std::string(name) + ": invalid value '" + v + "': expected a count");
+  return std::optional<uint32_t>(static_cast<uint32_t>(n));
+}
+
+}  // namespace
+
+Status SessionOptions::ranks_from_environment() {
+  // torchrun's first; then a task of srun (SLURM_STEP_NUM_TASKS is the
+  // step's: a batch script has SLURM_NTASKS of the job but is one process),
+  // but not in a heterogeneous job: a step over its components (`srun
+  // TRAINER : -p cpu goldminer-dw`) numbers the tasks of all of them, the
+  // trainer's and its workers' alike (Slurm 22.05: SLURM_STEP_NUM_TASKS is
+  // their sum), so there only RANK/WORLD_SIZE or the options say.
+  const bool het = std::getenv("SLURM_HET_SIZE") != nullptr;
+  for (auto [r, w] : {std::pair{"RANK", "WORLD_SIZE"}, std::pair{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"}}) {
+    if (het && std::string(r) == "SLURM_PROCID") break;
+    auto rank_v = env_count(r);
+    if (!rank_v.ok()) return rank_v.status();
+    auto world_v = env_count(w);
+    if (!world_v.ok()) return world_v.status();
+    if (!*rank_v || !*world_v) continue;
+    if (**world_v == 0 || **rank_v >= **world_v)
+      return Status::error(std::string(r) + "=" + std::to_string(**rank_v) + " is not a rank of " + w + "=" +
+                           std::to_string(**world_v));
+    rank = **rank_v;
+    world_size = **world_v;
+    return Status();
+  }
+  return Status();
+}
+
+}  // namespace goldminer
