@@ -4,6 +4,8 @@
 #ifndef GOLDMINER_GMCORE_NODE_ADDRESS_H_
 #define GOLDMINER_GMCORE_NODE_ADDRESS_H_
 
+#include <sys/socket.h>
+
 #include <string>
 
 #include "gmcore/status.h"
@@ -24,6 +26,11 @@ Expected<std::string> node_address(const std::string& interface);
 // name. What a data worker's id starts with, and what a trainer compares
 // it with to tell its own node's workers.
 std::string node_name();
+
+// The network interface of this node that holds `address` (IPv4 or IPv6):
+// its name ("eth0"); "" when none does (a wildcard address, another
+// node's, or the interfaces cannot be listed).
+std::string interface_holding(const sockaddr_storage& address);
 
 }  // namespace goldminer
 

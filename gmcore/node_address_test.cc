@@ -25,6 +25,32 @@ TEST(NodeAddressTest, NodeAddressIsAnIpv4AddressOfTheSitesInterface) {
   EXPECT_EQ(none.status().message(), "dw_network: this node has no interface 'gm-no-such0'");
 }
 
+sockaddr_storage address_of(int family, const char* text) {
+  sockaddr_storage ss{};
+  ss.ss_family = static_cast<sa_family_t>(family);
+  void* where = family == AF_INET ? static_cast<void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                                  : static_cast<void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+  EXPECT_EQ(inet_pton(family, text, where), 1) << text;
+  return ss;
+}
+
+// The interface an address is on: the node's own address's, loopback's;
+// none for a wildcard or an address no interface here holds.
+TEST(NodeAddressTest, TheInterfaceHoldingAnAddressIsNamed) {
+  auto mine = node_address("");
+  ASSERT_TRUE(mine.ok()) << mine.status().message();
+  EXPECT_EQ(interface_holding(address_of(AF_INET, "127.0.0.1")), "lo");
+  if (*mine != "127.0.0.1") {
+    const std::string name = interface_holding(address_of(AF_INET, mine->c_str()));
+    EXPECT_FALSE(name.empty()) << *mine;
+    EXPECT_NE(name, "lo") << *mine;
+  }
+  EXPECT_EQ(interface_holding(address_of(AF_INET, "0.0.0.0")), "");
+  EXPECT_EQ(interface_holding(address_of(AF_INET, "192.0.2.77")), "");  // TEST-NET-1: nobody's
+  EXPECT_EQ(interface_holding(address_of(AF_INET6, "::")), "");
+  EXPECT_EQ(interface_holding(address_of(AF_INET6, "2001:db8::77")), "");  // documentation prefix
+}
+
 // An interface with only IPv6 addresses gives its first one that is not
 // link-local. Run in a
 // network namespace of a child (needs root and `ip`), on a veth there

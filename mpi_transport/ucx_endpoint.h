@@ -150,9 +150,11 @@ class UcxEndpoint final : public Endpoint {
   UcxEndpoint(bool server, Options options) : server_(server), options_(options) {}
   ~UcxEndpoint() override { shutdown(); }
 
-  Status init();
-  // init's body: UCX's TCP transport on `port` (0: an ephemeral one).
-  Status init_with_tcp_port(int port);
+  // Sets UCX up for an endpoint that listens at, or connects to, `host_port`.
+  Status init(const std::string& host_port);
+  // init's body: UCX's TCP transport on `port` (0: an ephemeral one), on
+  // `net_devices` ("": UCX's configured ones).
+  Status init_with_tcp_port(int port, const std::string& net_devices);
   void close_ucx();
   Status start_listener(const std::string& host_port);  // ucx_trainer.cc
   Status start_client(const std::string& host_port);    // ucx_worker.cc

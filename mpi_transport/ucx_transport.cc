@@ -5,8 +5,12 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include "gmcore/host_port.h"
 #include "gmcore/log.h"
+#include "gmcore/node_address.h"
 #include "mpi_transport/transport_impl.h"
 #include "mpi_transport/ucx_endpoint.h"
 
@@ -30,16 +34,49 @@ Expected<sockaddr_storage> resolve(const std::string& host_port, socklen_t* len)
   return ss;
 }
 
-Status UcxEndpoint::init() {
+namespace {
+
+// The devices UCX may use when a firewall guards the port of its TCP
+// transport: the interface the trainer listens on, and every RDMA port
+// (their traffic passes no firewall; /sys/class/infiniband/DEV/ports/N is
+// UCX's DEV:N). UCX's default, every interface, would also listen on the
+// node's other networks, and a worker could wire its data connection over
+// one of them: another address family or subnet, whose addresses the
+// firewall does not admit (the job's nodes are admitted by the addresses
+// their names resolve to). "": UCX's own choice (the site's
+// UCX_NET_DEVICES, a wildcard listen address, or no interface holds it).
+std::string guarded_net_devices(const std::string& host_port) {
+  if (std::getenv("UCX_NET_DEVICES") != nullptr) return "";
+  socklen_t len = 0;
+  auto address = resolve(host_port, &len);
+  if (!address.ok()) return "";
+  std::string devices = interface_holding(*address);
+  if (devices.empty()) return "";
+  std::error_code ec;
+  for (const auto& dev : std::filesystem::directory_iterator("/sys/class/infiniband", ec))
+    for (const auto& port : std::filesystem::directory_iterator(dev.path() / "ports", ec))
+      devices += "," + dev.path().filename().string() + ":" + port.path().filename().string();
+  return devices;
+}
+
+}  // namespace
+
+Status UcxEndpoint::init(const std::string& host_port) {
   if (server_ && options_.tcp_data_port != 0) {
-    Status st = init_with_tcp_port(options_.tcp_data_port);
-    if (st.ok()) return st;
+    const std::string devices = guarded_net_devices(host_port);
+    Status st = init_with_tcp_port(options_.tcp_data_port, devices);
+    if (st.ok()) {
+      if (!devices.empty())
+        log::verbose("goldminer: ucx: UCX's TCP transport listens on port " + std::to_string(options_.tcp_data_port) +
+                     " of " + devices.substr(0, devices.find(',')) + " only (UCX_NET_DEVICES=" + devices + ")");
+      return st;
+    }
     log::error("goldminer: ucx: UCX's TCP transport cannot listen on its reserved port " +
                std::to_string(options_.tcp_data_port) + " (" + st.message() +
                "); it listens on an ephemeral port, which the job's firewall rules do not cover");
     close_ucx();
   }
-  return init_with_tcp_port(0);
+  return init_with_tcp_port(0, "");
 }
 
 // Undoes what a failed init_with_tcp_port made (nothing is connected yet).
@@ -52,10 +89,14 @@ void UcxEndpoint::close_ucx() {
   worker_address_.clear();
 }
 
-Status UcxEndpoint::init_with_tcp_port(int port) {
+Status UcxEndpoint::init_with_tcp_port(int port, const std::string& net_devices) {
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return Status::error("ucx: reading the UCX configuration: " + ucs_text(s));
+  if (!net_devices.empty() && (s = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str())) != UCS_OK) {
+    ucp_config_release(config);
+    return Status::error("ucx: NET_DEVICES=" + net_devices + ": " + ucs_text(s));
+  }
   if (port != 0) {
     const std::string range = std::to_string(port) + "-" + std::to_string(port);
     s = ucp_config_modify(config, "PORT_RANGE", range.c_str());
@@ -500,7 +541,7 @@ void UcxEndpoint::shutdown() {
 
 Expected<std::unique_ptr<Endpoint>> open_ucx(const std::string& host_port, const Options& options, bool listening) {
   auto ep = std::make_unique<UcxEndpoint>(listening, options);
-  Status s = ep->init();
+  Status s = ep->init(host_port);
   if (s.ok()) s = listening ? ep->start_listener(host_port) : ep->start_client(host_port);
   if (!s.ok()) return s;
   return std::unique_ptr<Endpoint>(std::move(ep));

@@ -20,7 +20,8 @@
 #                                 [--port-base PORT] [--keep] [--only REGEX]
 # (--installed: PREFIX defaults to /usr; --plugin-dir: the directory holding
 # spank_goldminer.so, default probed under PREFIX (installed) or BUILD/.libs;
-# --only: just the tests whose names match the extended regex REGEX)
+# --only: just the tests whose names match the extended regex REGEX;
+# --keep: the cluster stays up and the tests' files in /tmp stay)
 # Environment: GOLDMINER_TORCH2_PYTHON, the python of a venv with torch 2.x
 # (scripts/run-tests sets it to scripts/python-venv's) for test_torch2.sh,
 # which also needs the package pip installed into BUILD/python-torch2.
@@ -128,9 +129,9 @@ for t in $(grep -ho '^test_[a-z0-9_]*()' "$here"/test_*.sh | tr -d '()' | grep -
 done
 
 if [ "$keep" = yes ]; then
-    echo "integration: --keep: cluster left up in $state"
+    echo "integration: --keep: cluster left up in $state, the tests' files in $work"
 else
     run_test test_zz_down_leaves_nothing
+    rm -rf "$work"
 fi
-rm -rf "$work"
 finish
