@@ -186,6 +186,10 @@ struct Options {
   // The session's is SessionOptions::receive_budget_bytes
   // (goldminer-consume --receive-budget-mb).
   uint64_t receive_budget = uint64_t{8} << 30;
+  // The longest a send waits for its frame to be taken. ucx server: also
+  // how long a worker it bound may take to attach its UCX (frames to it
+  // wait in its queue meanwhile, without holding up the sender), else it
+  // is dropped.
   int send_timeout_ms = 30000;
   // ucx server: the port UCX's own TCP transport listens on for its data
   // connections (UCX_TCP_PORT_RANGE P-P in this endpoint's context only),

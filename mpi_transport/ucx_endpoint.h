@@ -203,6 +203,7 @@ class UcxEndpoint final : public Endpoint {
                                       // worker: or no verify_trainer)
     bool announced = false;           // trainer: kConnected went (at its first frame)
     bool bound = false;               // trainer: the bind record went; worker: it came
+    Clock::time_point bound_at{};     // trainer: when the bind record went
     bool attached = false;            // trainer: the worker's attached record came
     bool peer_failure_mode = false;   // trainer: the worker's endpoint has it (another network namespace)
     std::vector<uint8_t> worker_address;  // trainer: the worker's UCP address (its attached record)

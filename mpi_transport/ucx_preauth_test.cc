@@ -307,6 +307,42 @@ TEST(UcxPreauthTest, TheArenaIsOfferedOnlyAfterAuthentication) {
   EXPECT_TRUE(sent);
 }
 
+// A worker that proved itself (here: a trusting trainer, a plain socket
+// that sent one frame) but whose UCX never attaches, as when a network
+// between the nodes drops its data connection: a frame the trainer sends
+// it is taken at once, not after the send timeout (the trainer's loop
+// serves its other workers meanwhile), and once that timeout passed the
+// trainer drops it, naming why, and closes its socket.
+TEST(UcxPreauthTest, AWorkerWhoseUcxNeverAttachesHoldsUpNoSendAndIsDropped) {
+  Options so = testing::trusting();
+  so.send_timeout_ms = 700;
+  auto server = serve(so);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const int half = connect_tcp(port_of((*server)->address()));
+  write_record(half, RecordKind::kFrame, 4, {1, 2, 3, 4});
+  const Event c = wait_for(server->get(), Event::Kind::kConnected);
+  (void)wait_for(server->get(), Event::Kind::kMessage);
+  // Its bind record comes (the trainer trusts it); it never attaches.
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 40 && got.size() < kRecordHead; ++i) {
+    (void)(*server)->poll(5);
+    (void)testing::closed_by_peer(half, 20, &got);
+  }
+  ASSERT_GE(got.size(), kRecordHead) << "no bind record came";
+  EXPECT_EQ(got[4], static_cast<uint8_t>(RecordKind::kBind));
+  const auto start = std::chrono::steady_clock::now();
+  auto program = pattern(200, 3);
+  Status sent = (*server)->send(c.peer, program.data(), program.size());
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(sent.ok()) << sent.message();
+  EXPECT_LT(took, std::chrono::milliseconds(200)) << "the send waited for the worker's UCX to attach";
+  const Event d = wait_for(server->get(), Event::Kind::kDisconnected, 5000);
+  EXPECT_EQ(d.peer, c.peer);
+  EXPECT_EQ(d.reason.rfind("its UCX did not attach within 700 ms of its bind", 0), 0u) << d.reason;
+  EXPECT_TRUE(testing::closed_by_peer(half, 2000, nullptr)) << "its socket stayed open";
+  ::close(half);
+}
+
 // Injects 100 strangers (another process, this binary re-run; stranger.h)
 // while the trainer polls: a third with stock UCX, a client-server
 // endpoint sending one forced-eager 2 GiB active message; a third with

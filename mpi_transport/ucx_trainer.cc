@@ -127,7 +127,9 @@ void UcxEndpoint::make_room_for(const std::string& source) {
 
 // Trainer: closes connections that sent no frame within
 // handshake_timeout_ms (one that did is its owner's peer: the owner's
-// handshake timeout governs it), and says now and then how many went.
+// handshake timeout governs it) and workers bound longer than
+// send_timeout_ms whose UCX never attached, and says now and then how
+// many silent ones went.
 void UcxEndpoint::expire_handshakes() {
   const auto now = Clock::now();
   if (options_.handshake_timeout_ms > 0) {
@@ -142,6 +144,20 @@ void UcxEndpoint::expire_handshakes() {
       ++silent_closed_;
       refuse(id, "no frame within " + std::to_string(options_.handshake_timeout_ms) + " ms");
     }
+  }
+  // Bound and never attached: the worker's UCX could not wire its data
+  // connection to this one (a network or firewall between the nodes drops
+  // it, say). Its frames wait in its queue meanwhile; after the send
+  // timeout it goes, so that its slot and its frames are not held forever.
+  if (options_.send_timeout_ms > 0) {
+    const auto limit = std::chrono::milliseconds(options_.send_timeout_ms);
+    std::vector<PeerId> unattached;
+    for (const auto& [id, p] : peers_)
+      if (p.bound && !p.ready && now - p.bound_at >= limit) unattached.push_back(id);
+    for (PeerId id : unattached)
+      refuse(id, "its UCX did not attach within " + std::to_string(options_.send_timeout_ms) +
+                     " ms of its bind (no data connection came from its node to this one's UCX: a network or "
+                     "firewall between them drops it?)");
   }
   if (silent_closed_ != silent_logged_ && now - silent_log_at_ > std::chrono::seconds(10)) {
     log::info("goldminer: ucx: closed " + std::to_string(silent_closed_ - silent_logged_) + " connection(s) to " +
@@ -180,6 +196,7 @@ void UcxEndpoint::send_bind(PeerId peer) {
   peer_of_token_[p.token] = peer;
   const std::vector<uint8_t> payload = bind_head(p.token);
   p.bound = true;
+  p.bound_at = Clock::now();
   Status s = p.socket->write(RecordKind::kBind, payload.data(), payload.size());
   if (!s.ok()) lost_.emplace_back(peer, s.message());
 }

@@ -156,18 +156,16 @@ Status UcxEndpoint::init_with_tcp_port(int port, const std::string& net_devices)
 
 Status UcxEndpoint::send(PeerId peer, const uint8_t* data, size_t size) {
   if (server_) {
-    // A worker just authenticated: its control endpoint comes with its
-    // address record (a round trip), and frames queued before wait too.
-    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.send_timeout_ms);
-    for (;;) {
-      auto it = peers_.find(peer);
-      if (it == peers_.end() || !it->second.bound || it->second.ready) break;
-      if (Clock::now() > deadline)
-        return Status::error("ucx: send to " + peer_name(peer) + ": its address did not come within " +
-                             std::to_string(options_.send_timeout_ms) + " ms");
-      pump();
-      handle_pending();  // the worker's attach message (on_attach) is taken here
-      if (ucp_worker_progress(worker_) == 0 && ucp_worker_arm(worker_) == UCS_OK) wait_efd(10);
+    // A worker just authenticated: its control endpoint comes once its
+    // UCX attached (a round trip, longer when UCX wires up slowly). Until
+    // then frames to it wait in its queue, sent in order when it is ready
+    // or dropped with it (expire_handshakes): a send never waits on one
+    // worker's wiring while the others' frames wait behind it.
+    auto it = peers_.find(peer);
+    if (it != peers_.end() && it->second.bound && !it->second.ready) {
+      auto copy = std::make_shared<std::vector<uint8_t>>(data, data + size);
+      it->second.queued.push_back({copy->data(), copy->size(), [copy](Status) {}, peer_name(peer)});
+      return Status();
     }
   }
   ucp_request_param_t p{};

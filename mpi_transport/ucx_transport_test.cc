@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -309,8 +310,13 @@ TEST(UcxTest, ASendToAWorkerKilledMidSendFailsWhenItsSocketEnds) {
   Event m = wait_for(server->get(), Event::Kind::kMessage);
   (*server)->authenticated(m.peer);
   uint8_t hello[32] = {8};
-  ASSERT_TRUE((*server)->send(m.peer, hello, sizeof hello).ok());  // waits until the worker is bound
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));       // and has stopped progressing
+  // Sent once the worker's UCX attached (until then it waits in the
+  // worker's queue); the worker stops progressing when it comes.
+  std::atomic<bool> hello_sent{false};
+  ASSERT_TRUE((*server)->send_async(m.peer, hello, sizeof hello, [&](Status st) { hello_sent = st.ok(); }).ok());
+  for (int i = 0; i < 1000 && !hello_sent; ++i) (void)(*server)->poll(10);
+  ASSERT_TRUE(hello_sent) << "the worker never attached";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // 64 MiB (rendezvous): the worker never fetches it. Killed 0.5 s in.
   std::thread killer([child] {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
