@@ -58,6 +58,13 @@ class WorkerProgram {
   // batch must see its own seed; any other runs on all the worker's
   // threads at once.
   virtual bool serializes_calls() const { return false; }
+  // Makes the program ready to serve `calls` calls at once, before the
+  // worker asks for its first split (a Python program starts its
+  // processes, seconds each, side by side): the trainer then sees a worker
+  // that asks for work as one whose producers have all started, and
+  // measures it from its first batch at its whole rate. What fails here is
+  // left for run() to meet.
+  virtual void warm_up(int calls) { (void)calls; }
   // Whether the program makes each split's batches itself instead of
   // transforming the reader's (a Python IterableDataset: the split's first
   // record is its shard); then the worker calls generate(), not run().

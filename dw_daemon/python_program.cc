@@ -491,6 +491,26 @@ class PythonProgram : public WorkerProgram {
 
   bool generates_batches() const override { return header_.iterable; }
 
+  void warm_up(int calls) override {
+    size_t idle = 0;
+    {
+      std::lock_guard<std::mutex> lock(pool_->mu);
+      idle = pool_->idle.size();
+    }
+    std::vector<std::thread> starts;
+    std::mutex failed_mu;
+    std::string failed;
+    for (int i = static_cast<int>(idle); i < calls; ++i)
+      starts.emplace_back([&] {
+        auto child = Child::start(header_);
+        if (child.ok()) return pool_->put(std::move(child).value());
+        std::lock_guard<std::mutex> lock(failed_mu);
+        failed = child.status().message();
+      });
+    for (auto& t : starts) t.join();
+    if (!failed.empty()) log::info(std::string(header_.what()) + ": a process did not start ahead (" + failed + ")");
+  }
+
   Expected<std::unique_ptr<BatchGenerator>> generate(const readers::SplitRange& split, uint64_t seed,
                                                      uint32_t epoch) override {
     if (!header_.iterable) return WorkerProgram::generate(split, seed, epoch);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -201,6 +202,36 @@ TEST(PythonProgramTest, AChildKilledInTheMiddleOfABatchIsAnEnvironmentError) {
   EXPECT_EQ(r.status().message(), "torchscript program: the Python process was killed by signal 9 before it "
                                   "answered (its stderr is this worker's)");
   EXPECT_TRUE(script_children().empty());
+}
+
+// warm_up(3) before the first split: three processes run the program (the
+// one load started and two more), a second warm_up starts none, and
+// three batches at once find them started.
+TEST(PythonProgramTest, WarmingUpStartsAProcessForEachCallAtOnce) {
+  if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
+  const Saved saved = save_with("/usr/bin/python3", "        return x * 2.0\n");
+  if (saved.bytes.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  auto p = load_python_program(wrapped("/usr/bin/python3", saved.version, saved.bytes));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(script_children().size(), 1u);
+  (*p)->warm_up(3);
+  const std::vector<pid_t> started = script_children();
+  EXPECT_EQ(started.size(), 3u);
+  (*p)->warm_up(3);
+  EXPECT_EQ(script_children(), started);
+  std::vector<std::future<Expected<std::unique_ptr<ProgramOutput>>>> runs;
+  for (int i = 0; i < 3; ++i)
+    runs.push_back(std::async(std::launch::async, [&] { return (*p)->run(counting(4), 1, 0); }));
+  for (auto& r : runs) {
+    auto out = r.get();
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    EXPECT_EQ(floats((*out)->tensors()[0]), (std::vector<float>{0, 2, 4, 6}));
+  }
+  std::vector<pid_t> after = script_children();
+  std::sort(after.begin(), after.end());
+  std::vector<pid_t> before = started;
+  std::sort(before.begin(), before.end());
+  EXPECT_EQ(after, before) << "a batch started a process of its own";
 }
 
 // Injected: a reply whose second tensor lies past the worker's mapping of

@@ -194,6 +194,7 @@ class Connection {
       auto prog = o_.load_program(p.program);
       if (!prog.ok()) return prog.status();
       program_ = std::move(prog).value();
+      program_->warm_up(program_->serializes_calls() ? 1 : static_cast<int>(std::max<uint32_t>(1, o_.threads)));
       if (program_->serializes_calls() && o_.threads > 1)
         log::info("goldminer-dw: the program may draw random numbers, so its calls run one at a time (torch's "
                   "generator is process-wide and each batch gets its own seed); the " +

@@ -22,6 +22,7 @@ struct QueueMetrics {
   double queue_fill = 0;            // 0 empty .. 1 full
   double samples_per_s = 0;         // samples/s the trainer took
   int warming = 0;                  // connected workers that have delivered no batch yet
+  int starting = 0;                 // of those, the ones still starting: they asked for no split yet
   int local_workers = 0;            // of `workers`, those on the trainer's own node
 };
 

@@ -15,6 +15,7 @@ constexpr double kSignalRateShift = 0.1;   // the knee count's rate moved this s
 constexpr double kZSignal = 3;             // and this many standard errors of the shift
 constexpr double kZPower = 1.28;           // steps sized for 90 % power at the pay rule's threshold
 constexpr int kMaxBusyWindows = 12;        // longer "busy elsewhere" is the trainer's new pace
+constexpr double kMaxStartingS = 60;       // a worker starting for longer is stuck, not starting
 
 CurveConfig curve_config(const AutosizerConfig& c) {
   CurveConfig cc;
@@ -149,6 +150,7 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
   follow_ = follow;
   const bool changed = last_workers_ >= 0 && m.workers != last_workers_;
   steady_windows_ = changed ? 0 : steady_windows_ + 1;
+  if (changed) changed_at_ = now_s;
   if (changed) {
     if (judging_) {
       if (m.workers == step_.from) {
@@ -170,12 +172,15 @@ ScalingDecision ScalingPolicy::observe(const QueueMetrics& m, double now_s, bool
     own_shrink_ = false;
     returning_ = false;
   }
-  // Windows in which a joined worker has delivered nothing yet (a Python
-  // worker starts torch first) are left out, for at most `measure_windows`
-  // after the count changed (a worker may also deliver nothing because
-  // the others hold every credit); so are those of a trainer busy
+  // Windows in which a joined worker has delivered nothing yet are left
+  // out, for at most `measure_windows` after the count changed (a worker
+  // may also deliver nothing because the others hold every credit); those
+  // in which one is still starting its producers (a Python worker starts
+  // a process each, importing torch: on cores it shares, the others slow
+  // meanwhile) for up to kMaxStartingS; so are those of a trainer busy
   // elsewhere.
-  const bool warming = !changed && m.warming > 0 && steady_windows_ <= std::max(1, config_.measure_windows);
+  const bool warming = !changed && ((m.warming > 0 && steady_windows_ <= std::max(1, config_.measure_windows)) ||
+                                    (m.starting > 0 && now_s - changed_at_ < kMaxStartingS));
   bool busy = !warming && trainer_busy(m);
   busy_run_ = busy ? busy_run_ + 1 : 0;
   if (busy && busy_run_ > kMaxBusyWindows) {

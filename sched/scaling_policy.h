@@ -92,6 +92,7 @@
 #ifndef GOLDMINER_SCHED_SCALING_POLICY_H_
 #define GOLDMINER_SCHED_SCALING_POLICY_H_
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,10 @@ class ScalingPolicy {
   // report, the simulator's claim): ceiling(), or while no knee is known
   // the exploring cap (see above).
   int claim_ceiling(double now_s) const;
+  // What the job's report to goldminer-ctld says of it (SessionReport's
+  // ceiling), and what caps the simulator's claims: claim_ceiling(), at
+  // least 1.
+  int reported_ceiling(double now_s) const { return std::max(1, claim_ceiling(now_s)); }
   // No workers are to be started now, whoever asks (goldminer-ctld's
   // target included): a step is being judged, or samples flow and the
   // count the window `m` ended with is not measured yet (measure, then grow).
@@ -191,6 +196,7 @@ class ScalingPolicy {
   int last_local_ = 0;        // workers on the trainer's node in the last window
   bool avoiding_local_ = false;  // later workers start on other nodes than the trainer's
   int steady_windows_ = 0;    // windows since the count last changed
+  double changed_at_ = 0;     // when it last changed
   int judgments_ = 0;
   mutable double z_ = 0;      // pay_z() for z_for_ judgments
   mutable int z_for_ = -1;

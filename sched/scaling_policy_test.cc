@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace goldminer {
@@ -406,6 +407,39 @@ TEST(ScalingPolicyTest, WhileNothingFlowsGrowthIsNeitherHeldNorJudged) {
   for (; i < 6 && k < 3; ++i) k += p.observe(job.window(i * kInterval, k), i * kInterval, false).change;
   EXPECT_EQ(k, 3) << "one worker a window, unmeasured";
   EXPECT_EQ(p.knee(), -1);
+}
+
+// Two workers join a linear job (1,000 samples/s each) and start their
+// producers for 30 s (six 5-s windows, longer than measure_windows): on
+// cores they share, the job makes only 1,000 samples/s meanwhile. Windows
+// in which a worker is still starting (QueueMetrics::starting: it asked
+// for no split yet) are left out, so the growth is judged on what 4
+// workers make once started, and kept; judged on the start, the same
+// growth is undone. A worker still starting after kMaxStartingS (60 s)
+// no longer holds the judgment back.
+TEST(ScalingPolicyTest, WindowsWhileAWorkerStartsItsProducersAreLeftOut) {
+  auto job = fixed([](int k) { return 1000.0 * k; }, 1e9);
+  auto run = [&](bool say_starting, double starting_s) {
+    ScalingPolicy p(settings(8));
+    int i = 0;
+    for (; i < 4; ++i) p.observe(job.window(i * kInterval, 2), i * kInterval, false, true);
+    const double joined = i * kInterval;
+    ScalingDecision d;
+    for (; i < 40 && d.change == 0; ++i) {
+      const double t = i * kInterval;
+      QueueMetrics m = job.window(t, 4);
+      if (t - joined < starting_s) {
+        m.samples_per_s = 1000, m.consumption_rate = m.arrival_rate = 10;
+        m.warming = 2;
+        m.starting = say_starting ? 2 : 0;
+      }
+      d = p.observe(m, t, false, true);
+    }
+    return std::make_pair(d.change, p.knee());
+  };
+  EXPECT_EQ(run(true, 30), std::make_pair(0, -1)) << "kept: judged once started";
+  EXPECT_EQ(run(false, 30).first, -2) << "undone when the start is measured as the count";
+  EXPECT_EQ(run(true, 1000).first, -2) << "a worker starting for longer than kMaxStartingS is not waited for";
 }
 
 // Under goldminer-ctld (follow), before any knee, the claim is capped by

@@ -44,7 +44,7 @@ void Simulation::start_measuring(int i) {
 int Simulation::measured_cap(Job& j, double t) {
   // The policy's ceiling (its knee plus a probe's step, or its exploring
   // cap), as the session reports it and goldminer-ctld caps the claim.
-  int cap = j.scaling->claim_ceiling(t);
+  int cap = j.scaling->reported_ceiling(t);
   // Growth held, as the real controller holds it: workers on their way or
   // a count no window has seen yet (its workers are settling), a growth
   // being judged, or the count not yet measured. Before its first window

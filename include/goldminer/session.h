@@ -205,6 +205,9 @@ struct WorkerMetrics {
   uint64_t batches = 0;
   uint64_t bytes = 0;
   double batches_per_s = 0;  // since it joined
+  // It has asked for splits: its producers have started (a Python worker
+  // starts its processes first, seconds each on shared cores).
+  bool asked_for_splits = false;
   // Asked to drain (elastic shrink, Session::drain_workers): it finishes
   // the batch in hand, returns its leases and leaves.
   bool draining = false;

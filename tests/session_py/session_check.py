@@ -497,8 +497,12 @@ def check_metrics(folder):
         print("metrics keys: " + " ".join(sorted(m)))
         print("workers %d" % m["workers"])
         check(m["workers"] == 2 and len(m["per_worker"]) == 2, "metrics %s" % m)
-        check(sorted(m["per_worker"][0]) == ["batches", "batches_per_s", "bytes", "draining", "id"], "per_worker %s" % m)
+        check(sorted(m["per_worker"][0]) == ["asked_for_splits", "batches", "batches_per_s", "bytes", "draining", "id"],
+              "per_worker %s" % m)
         check(sum(w["batches"] for w in m["per_worker"]) >= 3, "per_worker batches %s" % m["per_worker"])
+        # A worker that sent batches had asked for splits first.
+        check(all(w["asked_for_splits"] for w in m["per_worker"] if w["batches"] > 0),
+              "per_worker asked_for_splits %s" % m["per_worker"])
         check(0 <= m["queue_fill"] <= 1 and m["epoch"] == 0, "metrics %s" % m)
         check(s.address.startswith("ucx://127.0.0.1:"), "address %s" % s.address)
         asked = s.drain_workers(1)

@@ -424,7 +424,8 @@ class PySession {
     py::list per;
     for (const auto& w : m.per_worker)
       per.append(py::dict("id"_a = w.id, "batches"_a = w.batches, "bytes"_a = w.bytes,
-                          "batches_per_s"_a = w.batches_per_s, "draining"_a = w.draining));
+                          "batches_per_s"_a = w.batches_per_s, "asked_for_splits"_a = w.asked_for_splits,
+                          "draining"_a = w.draining));
     return py::dict("epoch"_a = m.epoch, "queue_batches"_a = m.queue_batches, "held_batches"_a = m.held_batches,
                     "queue_bytes"_a = m.queue_bytes, "queue_fill"_a = m.queue_fill, "arrival_rate"_a = m.arrival_rate,
                     "consumption_rate"_a = m.consumption_rate, "trainer_wait_fraction"_a = m.trainer_wait_fraction,

@@ -120,7 +120,7 @@ Methods and attributes:
                    workers, workers_lost, workers_rejected, bad_records,
                    duplicates_dropped, splits_failed, scaling_window_s and
                    scaling_window_batches (elastic: the last scaling window), per_worker:
-                   [{id, batches, bytes, batches_per_s, draining}]).
+                   [{id, batches, bytes, batches_per_s, asked_for_splits, draining}]).
   drain_workers(n) asks up to n workers to finish their batch and leave; returns how many.
   wait_for_workers(n, timeout=60)
                    waits until n workers are connected and returns how many are; raises

@@ -102,6 +102,7 @@ void Session::Impl::elastic_loop() {
     m.samples_per_s = m.consumption_rate * o_.batch_size;
     for (const auto& [peer, w] : per_worker_) {
       m.warming += w.batches == 0 && !w.draining;
+      m.starting += !w.asked_for_splits && !w.draining;
       m.local_workers += !w.draining && node_of_worker(w.id) == here;
     }
     // The fill as the trainer found it when it took batches in the
@@ -124,13 +125,7 @@ void Session::Impl::elastic_loop() {
       report.curve = controller.policy().curve().points();
       report.knee = controller.policy().knee();
       if (controller.policy().probing(t)) report.probing = std::max(1, controller.policy().ceiling(t) - report.knee);
-      // The exploring cap is not reported before a knee: on the devcluster
-      // the windows at the intermediate counts a job steps through read
-      // near 0 for a few seconds after new workers join (docs/SIMULATION.md
-      // names what was seen). Judged on them, its steps did not pay and
-      // ctld held it at the count below. Until their cause is found, ctld
-      // caps a job by its knee only.
-      if (report.knee >= 0) report.ceiling = std::max(1, controller.policy().claim_ceiling(t));
+      report.ceiling = controller.policy().reported_ceiling(t);
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(node_of_worker(w.id));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out

@@ -264,6 +264,11 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       break;
   }
   if (auto* req = std::get_if<wire::LeaseRequest>(&m)) {
+    if (!w.asked) {
+      w.asked = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      per_worker_[peer].asked_for_splits = true;
+    }
     w.wants += req->splits;
     table_.heartbeat(peer, now());
   } else if (auto* b = std::get_if<wire::BatchView>(&m)) {
