@@ -1,7 +1,8 @@
 // Helpers shared by the transports' tests (tests/transport_test): polling
 // an endpoint for events, sending while the other side polls, test frames,
-// a TCP connection to a port on 127.0.0.1, a process's resident memory, a
-// host memory that records what it handed out. Strangers: stranger.h.
+// a TCP connection to a port on 127.0.0.1, the sockets this process listens
+// on, a process's resident memory, a host memory that records what it
+// handed out. Strangers: stranger.h.
 #ifndef GOLDMINER_MPI_TRANSPORT_TEST_UTIL_H_
 #define GOLDMINER_MPI_TRANSPORT_TEST_UTIL_H_
 
@@ -15,17 +16,52 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
-#include <memory>
-#include <string>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "mpi_transport/transport.h"
 
 namespace goldminer::transport::testing {
+
+// The TCP sockets this process listens on, as /proc/net/tcp and tcp6 write
+// their local addresses ("0100007F:1F90": the address, hex, then the
+// port): the LISTEN lines (state 0A) whose socket inode is one of this
+// process's descriptors.
+inline std::vector<std::string> own_listening_sockets() {
+  std::set<std::string> inodes;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<std::string> found;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state == "0A" && inodes.count(inode)) found.push_back(local);
+    }
+  }
+  return found;
+}
+
+// The port of one of own_listening_sockets().
+inline int listening_port(const std::string& local) {
+  return std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16);
+}
 
 // Why an endpoint could not be opened (listen, connect); "" when it was.
 inline std::string open_error(const Expected<std::unique_ptr<Endpoint>>& endpoint) {

@@ -14,8 +14,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -32,29 +30,12 @@ constexpr char kV4[] = "10.213.99.1";        // on gmv4
 constexpr char kV6[] = "fd00:6d67:99::1";    // on gmv6
 constexpr int kDataPort = 29311;
 
-// This process's listening TCP sockets on `port`, as /proc/net/tcp{,6}
-// write their local addresses (hex).
+// This process's listening TCP sockets on `port`: their addresses, as
+// /proc/net/tcp{,6} write them (hex).
 std::set<std::string> own_listeners_on(int port) {
-  std::set<std::string> inodes;
-  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
-  }
   std::set<std::string> found;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(table);
-    std::string line;
-    std::getline(in, line);  // the header
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-      f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
-      const size_t colon = local.rfind(':');
-      if (state == "0A" && inodes.count(inode) && std::stoi(local.substr(colon + 1), nullptr, 16) == port)
-        found.insert(local.substr(0, colon));
-    }
-  }
+  for (const std::string& local : testing::own_listening_sockets())
+    if (testing::listening_port(local) == port) found.insert(local.substr(0, local.rfind(':')));
   return found;
 }
 

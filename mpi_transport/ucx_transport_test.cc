@@ -178,25 +178,8 @@ TEST(UcxTest, AddressesNeedBracketsAroundIpv6) {
 // /proc/net/tcp and tcp6 whose socket inode is one of this process's
 // descriptors.
 std::set<int> own_listening_ports() {
-  std::set<std::string> inodes;
-  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
-  }
   std::set<int> ports;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(table);
-    std::string line;
-    std::getline(in, line);  // the header
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-      f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
-      if (state == "0A" && inodes.count(inode))
-        ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
-    }
-  }
+  for (const std::string& local : testing::own_listening_sockets()) ports.insert(testing::listening_port(local));
   return ports;
 }
 
