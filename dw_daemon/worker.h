@@ -26,7 +26,6 @@ struct WorkerOptions {
   auth::MungeAuth munge;        // set: prove job and uid with munge (gmcore/peer_auth.h)
   std::string id;               // how this worker introduces itself (host:pid)
   uint32_t threads = 1;         // producer threads (splits in progress)
-  uint32_t batch_size = 256;    // overridden by the trainer's reader config
   double heartbeat_s = 1.0;
   double connect_timeout_s = 30;  // retried until then (the trainer may start later)
   double drain_timeout_s = 30;  // waiting for credits to send finished batches

@@ -40,6 +40,9 @@
 
 namespace goldminer {
 
+// Samples per batch when none is given (SessionOptions, goldminer.Session).
+inline constexpr uint32_t kDefaultBatchSize = 256;
+
 struct SessionOptions {
   // Where workers connect: ucx://HOST:PORT (PORT 0: any), mpi://, local://NAME.
   std::string listen = "ucx://127.0.0.1:0";
@@ -50,7 +53,7 @@ struct SessionOptions {
   auth::MungeAuth munge;
   std::string input;             // FORMAT:PATH[,PATH...]
   std::string program;           // worker program (TorchScript zip bytes); empty: batches as decoded
-  uint32_t batch_size = 256;
+  uint32_t batch_size = kDefaultBatchSize;
   uint32_t shuffle_buffer = 0;   // within-split shuffle buffer (samples); 0: record order
   uint64_t seed = 0;
   // One delivery order, the same in every run with the same seed: splits

@@ -82,8 +82,8 @@ def _worker_program(data, transport):
 class Session(_session.Session):
     __doc__ = __doc__ + "\n" + (_session.Session.__doc__ or "")
 
-    def __init__(self, input, batch_size=256, *, device=None, pin_memory=False, prefetch=2, numa_node=None,
-                 program=None, transport="ucx", **kwargs):
+    def __init__(self, input, batch_size=_session.DEFAULT_BATCH_SIZE, *, device=None, pin_memory=False, prefetch=2,
+                 numa_node=None, program=None, transport="ucx", **kwargs):
         dev = _staging.cuda_device(device, "goldminer.Session")
         super().__init__(input, batch_size, pin_memory=bool(pin_memory or dev is not None), numa_node=numa_node,
                          cuda_device=dev.index if dev is not None else -1,

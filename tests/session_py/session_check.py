@@ -23,6 +23,7 @@ Each check writes its own small input files (text lines, Criteo-like TSV) in a
 temporary folder, prints what it measured, one fact a line, and exits non-zero
 on the first failure (with the reason on stderr). The helpers and the checks of
 one session are here; ranks and ddp are in session_check_ranks.py."""
+import inspect
 import io
 import json
 import os
@@ -488,6 +489,9 @@ def check_metrics(folder):
             fail("wait_for_workers(3) returned with 2 workers")
         except RuntimeError as e:
             print("wait_for_workers(3): RuntimeError: %s" % e)
+        # One default batch size: the C++ options', the extension's and the Python class's.
+        default = inspect.signature(goldminer.Session.__init__).parameters["batch_size"].default
+        check(default == goldminer._session.DEFAULT_BATCH_SIZE == 256, "Session's default batch_size %r" % default)
         m = s.metrics()
         keys = ["arrival_rate", "bad_records", "consumption_rate", "duplicates_dropped", "epoch", "held_batches",
                 "per_worker", "queue_batches", "queue_bytes", "queue_fill", "scaling_window_batches",

@@ -546,6 +546,7 @@ PYBIND11_MODULE(_session, m) {
   static const std::string doc = std::string(gm::kModuleDoc) + gm::session_keyword_docs() + gm::kModuleDocRest;
   m.doc() = doc.c_str();
   m.attr("__version__") = PACKAGE_VERSION;
+  m.attr("DEFAULT_BATCH_SIZE") = goldminer::kDefaultBatchSize;
   // The libtorch goldminer-dw links ("" when built without): a trainer
   // whose torch differs has its TorchScript programs wrapped (session.py).
   m.attr("LIBTORCH_VERSION") = GOLDMINER_LIBTORCH_VERSION;
@@ -556,7 +557,8 @@ PYBIND11_MODULE(_session, m) {
                     uint32_t, double,
                     const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool, bool,
                     const py::object&, int, uint32_t>(),
-           py::arg("input"), py::arg("batch_size") = 256, py::kw_only(), py::arg("program") = py::none(),
+           py::arg("input"), py::arg("batch_size") = goldminer::kDefaultBatchSize, py::kw_only(),
+           py::arg("program") = py::none(),
            py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
            py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
            py::arg("deterministic") = false, py::arg("shuffle_splits") = true, py::arg("records_per_split") = 0,
