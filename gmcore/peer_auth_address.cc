@@ -2,7 +2,6 @@
 // both handshake proofs are bound to, and the trainer's check that a
 // worker dialed this session and not a relay.
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,6 +9,7 @@
 #include <cstring>
 
 #include "gmcore/host_port.h"
+#include "gmcore/node_address.h"
 #include "gmcore/peer_auth.h"
 
 namespace goldminer::auth {
@@ -66,17 +66,13 @@ bool is_loopback(const Ip& ip) {
 
 bool is_this_hosts(const Ip& ip) {
   if (is_loopback(ip)) return true;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool found = false;
-  for (ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != ip.family) continue;
-    const void* b = ip.family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
-                                         : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
-    found = std::memcmp(b, ip.bytes, ip.family == AF_INET ? 4 : 16) == 0;
-  }
-  freeifaddrs(list);
-  return found;
+  sockaddr_storage ss{};
+  ss.ss_family = static_cast<sa_family_t>(ip.family);
+  if (ip.family == AF_INET)
+    std::memcpy(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, ip.bytes, 4);
+  else
+    std::memcpy(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, ip.bytes, 16);
+  return !interface_holding(ss).empty();
 }
 
 }  // namespace

@@ -324,6 +324,7 @@ class UcxEndpoint final : public Endpoint {
   // bounded by max_pending_peers x preauth_max_frames x preauth_max_message.
   std::shared_ptr<BufferPool> preauth_pool_ = BufferPool::create(size_t{1} << 20, pageable_memory());
   std::set<PeerId> unauthenticated_;  // trainer: the oldest first
+  std::set<PeerId> unattached_;       // trainer: bound, their UCX not attached yet
   bool waiting_for_room_ = false;     // a rendezvous frame waits for the receive budget
   std::map<PeerId, Peer> peers_;
   std::unordered_map<ucp_ep_h, PeerId> peer_of_;    // endpoint with failure reports -> peer

@@ -152,8 +152,8 @@ void UcxEndpoint::expire_handshakes() {
   if (options_.send_timeout_ms > 0) {
     const auto limit = std::chrono::milliseconds(options_.send_timeout_ms);
     std::vector<PeerId> unattached;
-    for (const auto& [id, p] : peers_)
-      if (p.bound && !p.ready && now - p.bound_at >= limit) unattached.push_back(id);
+    for (PeerId id : unattached_)
+      if (now - peers_[id].bound_at >= limit) unattached.push_back(id);
     for (PeerId id : unattached)
       refuse(id, "its UCX did not attach within " + std::to_string(options_.send_timeout_ms) +
                      " ms of its bind (no data connection came from its node to this one's UCX: a network or "
@@ -197,6 +197,7 @@ void UcxEndpoint::send_bind(PeerId peer) {
   const std::vector<uint8_t> payload = bind_head(p.token);
   p.bound = true;
   p.bound_at = Clock::now();
+  unattached_.insert(peer);
   Status s = p.socket->write(RecordKind::kBind, payload.data(), payload.size());
   if (!s.ok()) lost_.emplace_back(peer, s.message());
 }
@@ -241,6 +242,7 @@ void UcxEndpoint::maybe_ready(PeerId peer) {
   if (p.peer_failure_mode) peer_of_[mine] = peer;
   p.control = mine;
   p.ready = true;
+  unattached_.erase(peer);
   if (!p.announced) {
     p.announced = true;
     Event e;

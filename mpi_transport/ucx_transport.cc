@@ -358,6 +358,7 @@ void UcxEndpoint::drop_peer(PeerId peer, bool force) {
   if (server_) peer_of_token_.erase(p.token);
   peers_.erase(it);
   unauthenticated_.erase(peer);
+  unattached_.erase(peer);
   order_.erase(peer);
   if (p.bulk != nullptr && p.bulk != p.control) close_ep(p.bulk, force);
   if (p.control != nullptr) close_ep(p.control, p.bulk == p.control ? force : true);

@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -33,6 +32,7 @@
 #include "gmcore/auth.h"
 #include "gmcore/worker_start.h"
 #include "goldminer/session.h"
+#include "tw_lib/python/dlpack_export.h"
 #include "tw_lib/python/python_session_doc.h"
 #include "tw_lib/session/session_option_docs.h"
 #include "tw_lib/session/worker_processes.h"
@@ -66,71 +66,6 @@ auto wait_without_gil(Call call) {
   if (signalled) throw py::error_already_set();
   if (!result.ok()) raise_runtime(result.status().message());
   return std::move(result).value();
-}
-
-// DLPack 0.6 has no bool (kDLBool came with 0.8, and torch 1.13 reads
-// none): a bool tensor leaves as int8, a dtype the wire does not have, which
-// goldminer/session.py views as bool again (same bytes, no copy).
-DLDataType dlpack_dtype(wire::DType d) {
-  switch (d) {
-    case wire::DType::kUInt8: return {kDLUInt, 8, 1};
-    case wire::DType::kInt32: return {kDLInt, 32, 1};
-    case wire::DType::kInt64: return {kDLInt, 64, 1};
-    case wire::DType::kFloat32: return {kDLFloat, 32, 1};
-    case wire::DType::kFloat64: return {kDLFloat, 64, 1};
-    case wire::DType::kBool: return {kDLInt, 8, 1};
-  }
-  raise_runtime(std::string("batch tensor of unknown dtype ") + std::to_string(static_cast<int>(d)));
-}
-
-// One tensor handed out: the DLManagedTensor, the arrays it points to and
-// its share of the batch's buffer, freed together by its deleter (called
-// by the consumer, which may not hold the GIL: no Python here).
-struct ExportedTensor {
-  DLManagedTensor managed{};
-  std::vector<int64_t> shape, strides;
-  std::shared_ptr<const void> keepalive;
-};
-
-// Where a tensor with no bytes points (DLPack wants an address; aligned as
-// the wire aligns tensors).
-alignas(wire::kDataAlignment) unsigned char no_bytes[wire::kDataAlignment];
-
-// Frees a capsule that no consumer took (one that did renamed it
-// "used_dltensor" and owns the tensor).
-void free_untaken_capsule(PyObject* capsule) {
-  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
-  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-  managed->deleter(managed);
-}
-
-// A DLPack capsule of the row-major tensor at `data` (nbytes, as the wire
-// checked against dtype and shape), keeping `keepalive` until it is freed.
-py::capsule dlpack_capsule(const std::shared_ptr<const void>& keepalive, DLDataType dtype,
-                           const std::vector<int64_t>& shape, const void* data, uint64_t nbytes) {
-  auto e = std::make_unique<ExportedTensor>();
-  e->shape = shape;
-  e->strides.resize(shape.size());
-  int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    e->strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
-  }
-  e->keepalive = keepalive;
-  DLTensor& t = e->managed.dl_tensor;
-  t.data = data != nullptr && nbytes != 0 ? const_cast<void*>(data) : static_cast<void*>(no_bytes);
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(shape.size());
-  t.dtype = dtype;
-  t.shape = e->shape.data();
-  t.strides = e->strides.data();
-  t.byte_offset = 0;  // data is the first element
-  e->managed.manager_ctx = e.get();
-  e->managed.deleter = [](DLManagedTensor* self) { delete static_cast<ExportedTensor*>(self->manager_ctx); };
-  PyObject* capsule = PyCapsule_New(&e->managed, "dltensor", free_untaken_capsule);
-  if (capsule == nullptr) throw py::error_already_set();
-  e.release();  // the capsule's now
-  return py::reinterpret_steal<py::capsule>(capsule);
 }
 
 struct SampleIds {  // of the last batch, handed out again on every look

@@ -103,7 +103,6 @@ class Session::Impl {
     std::string id;
     Clock::time_point connected = Clock::now();
     uint32_t wants = 0;        // lease requests not yet granted
-    bool asked = false;        // it has asked for splits (per_worker_'s asked_for_splits)
     uint32_t credits = 0;      // batches it may send that have not come yet
     uint32_t queued = 0;       // its batches in the queue
     bool draining = false;

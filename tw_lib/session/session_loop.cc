@@ -264,9 +264,8 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
       break;
   }
   if (auto* req = std::get_if<wire::LeaseRequest>(&m)) {
-    if (!w.asked) {
-      w.asked = true;
-      std::lock_guard<std::mutex> lock(mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // requests come a split at a time, not a batch
       per_worker_[peer].asked_for_splits = true;
     }
     w.wants += req->splits;
