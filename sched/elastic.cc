@@ -88,6 +88,16 @@ ElasticStep ElasticController::observe(const QueueMetrics& m, double now_s, int 
   return step;
 }
 
+int ElasticController::coming(const QueueMetrics& m, double now_s) const {
+  const int arrived = std::max({0, m.joined - last_joined_, m.workers - last_workers_});
+  return now_s < pending_deadline_ ? std::max(0, pending_ - arrived) : 0;
+}
+
+int ElasticController::report_ceiling(const QueueMetrics& m, double now_s) const {
+  const int on_way = coming(m, now_s);
+  return policy_.report_ceiling(now_s, m.workers + on_way, on_way > 0 || policy_.holds_growth(m));
+}
+
 ElasticStep ElasticController::replace_lost(int lost, int workers, int joined, double now_s) {
   ElasticStep step;
   const AutosizerConfig& a = config_.autosizer;

@@ -78,6 +78,16 @@ class ElasticController {
   // The measured curve and knee goldminer-ctld is told of.
   const ScalingPolicy& policy() const { return policy_; }
 
+  // The ceiling the report after window `m` carries
+  // (ScalingPolicy::report_ceiling): while workers started are on their
+  // way (within the join grace) or the policy holds growth, the workers
+  // connected and coming. Reads the state of the previous observation
+  // (call it before observe(m)); runs no Slurm command.
+  int report_ceiling(const QueueMetrics& m, double now_s) const;
+  // Workers started and expected (within the join grace) that window `m`
+  // did not see connected yet.
+  int coming(const QueueMetrics& m, double now_s) const;
+
  private:
   // `may_grow`: starts are allowed now (ScalingPolicy::holds_growth).
   ElasticStep follow(const QueueMetrics& m, double now_s, int target, bool at_once, bool may_grow);

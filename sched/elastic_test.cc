@@ -120,6 +120,40 @@ TEST(ElasticTest, NoStartWhileAGrowthIsJudged) {
   EXPECT_EQ(c.observe(starved(4, 4), 7, 8).started, 4) << "judged: paid (linear), then the target";
 }
 
+// What the report tells goldminer-ctld it may grant: while workers are
+// on their way or a growth is judged, no more than the job holds and has
+// coming (the rest is lent to other jobs); once judged, its policy's
+// ceiling again.
+TEST(ElasticTest, WhileGrowthIsHeldTheReportAsksForNoMoreThanItHolds) {
+  FakeLauncher l;
+  ElasticConfig cfg = config(2, 8);
+  cfg.autosizer.measure_windows = 3;
+  ElasticController c(cfg, &l, 0);
+  // The first two are on their way.
+  EXPECT_EQ(c.coming(starved(0), 0.5), 2);
+  for (double t = 1; t <= 3; ++t) c.observe(starved(2, 2), t, 2);
+  EXPECT_EQ(c.coming(starved(2, 2), 3.5), 0);
+  const int measured = c.policy().reported_ceiling(3.5);
+  EXPECT_GT(measured, 2) << "2 measured with the trainer waiting: the exploring cap rose";
+  EXPECT_EQ(c.report_ceiling(starved(2, 2), 3.5), measured);
+  ASSERT_EQ(c.observe(starved(2, 2), 4, 4).started, 2);
+  EXPECT_EQ(c.coming(starved(2, 2), 4.5), 2);
+  EXPECT_EQ(c.report_ceiling(starved(2, 2), 4.5), 4) << "2 connected, 2 coming";
+  // Joined: their count is judged (3 windows).
+  c.observe(starved(4, 4), 5, 4);
+  EXPECT_EQ(c.coming(starved(4, 4), 5.5), 0);
+  EXPECT_EQ(c.report_ceiling(starved(4, 4), 5.5), 4) << "judging";
+  c.observe(starved(4, 4), 6, 4);
+  c.observe(starved(4, 4), 7, 4);
+  c.observe(starved(4, 4), 8, 4);
+  EXPECT_GT(c.report_ceiling(starved(4, 4), 8.5), 4) << "judged (paid), the trainer waits: the policy's ceiling";
+  EXPECT_EQ(c.report_ceiling(starved(4, 4), 8.5), c.policy().reported_ceiling(8.5));
+  // Workers that never join stop counting after the join grace.
+  ASSERT_GT(c.observe(starved(4, 4), 9, 8).started, 0);
+  EXPECT_GT(c.coming(starved(4, 4), 10), 0);
+  EXPECT_EQ(c.coming(starved(4, 4), 9 + cfg.join_grace_s + 1), 0);
+}
+
 // Both first workers joined and one was lost before the first observation:
 // the lost one is not counted as still on its way.
 TEST(ElasticTest, AWorkerLostBeforeTheFirstObservationIsReplaced) {

@@ -150,6 +150,15 @@ class ScalingPolicy {
   // ceiling), and what caps the simulator's claims: claim_ceiling(), at
   // least 1.
   int reported_ceiling(double now_s) const { return std::max(1, claim_ceiling(now_s)); }
+  // The ceiling a report carries when the job has (or has coming) `held`
+  // workers and `holding`: its growth is held now (workers on their way,
+  // or holds_growth of its last window). reported_ceiling(), but while
+  // growth is held no more than `held` (at least 1): goldminer-ctld lends
+  // the CPUs it could not use yet to other jobs until the step is judged.
+  int report_ceiling(double now_s, int held, bool holding) const {
+    const int cap = reported_ceiling(now_s);
+    return holding && cap > held ? std::max(1, held) : cap;
+  }
   // No workers are to be started now, whoever asks (goldminer-ctld's
   // target included): a step is being judged, or samples flow and the
   // count the window `m` ended with is not measured yet (measure, then grow).

@@ -52,7 +52,7 @@ std::string encode_report(const SessionReport& r) {
   std::string hosts;
   for (const std::string& h : r.worker_hosts) hosts += (hosts.empty() ? "" : ",") + h;
   return "job=" + std::to_string(r.job_id) + "\nnonce=" + std::to_string(r.nonce) +
-         "\nworkers=" + std::to_string(r.workers) +
+         "\nworkers=" + std::to_string(r.workers) + "\ncoming=" + std::to_string(r.coming) +
          "\ndw_max=" + std::to_string(r.dw_max) + "\ncpus_per_dw=" + number(r.cpus_per_dw) +
          "\nwait=" + number(r.trainer_wait_fraction) + "\nfill=" + number(r.queue_fill) +
          "\nconsumption=" + number(r.consumption_rate) + "\nper_worker=" + number(r.per_worker_rate) +
@@ -102,7 +102,7 @@ Expected<uint32_t> parse_job(const std::string& what, const std::string& value) 
 }  // namespace
 
 Expected<SessionReport> decode_report(const std::string& text) {
-  auto f = strict_fields(text, {"job", "nonce", "workers", "dw_max", "cpus_per_dw", "wait", "fill", "consumption",
+  auto f = strict_fields(text, {"job", "nonce", "workers", "coming", "dw_max", "cpus_per_dw", "wait", "fill", "consumption",
                                 "per_worker", "samples_per_s", "hosts", "curve", "knee", "probing", "ceiling"},
                         "report");
   if (!f.ok()) return f.status();
@@ -125,6 +125,7 @@ Expected<SessionReport> decode_report(const std::string& text) {
   if (!nonce.ok()) return nonce.status();
   r.nonce = *nonce;
   count("workers", 0, 1 << 20, &r.workers);
+  count("coming", 0, 1 << 20, &r.coming);
   count("dw_max", 1, 1 << 20, &r.dw_max);
   // Slurm gives a task whole CPUs: a claim of less would make its workers
   // look cheaper than anyone's in the allocation.
@@ -190,7 +191,7 @@ DwClaim claim_of(const SessionReport& r) {
           : r.knee >= 0 ? std::min(r.dw_max, r.knee + r.probing)
                         : -1;
   if (r.knee >= 0 && r.probing > 0 && c.cap > r.knee) c.probe = c.cap - r.knee;
-  c.held = r.workers;
+  c.held = r.workers + r.coming;
   // Measured: speeds from the curve (see worker_registry.h); the model's
   // gain above bounds only the slope beyond the largest measured count.
   double top = 0;

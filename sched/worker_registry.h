@@ -46,6 +46,7 @@ struct SessionReport {
   uint32_t job_id = 0;
   uint64_t nonce = 0;            // echoed in the answer (a replayed answer is refused)
   int workers = 0;               // connected now
+  int coming = 0;                // started for it, not yet connected
   int dw_max = 1;                // the job's dw-max
   double cpus_per_dw = 1;        // CPUs one of its workers holds
   double trainer_wait_fraction = 0;

@@ -101,6 +101,9 @@ TEST(WorkerRegistryTest, TheMeasuredCurveAndKneeRoundTripAndBadOnesAreNamed) {
   EXPECT_EQ(decode_report(with(with(text, "knee", "-1"), "probing", "1")).status().message(),
             "report: probing: 1 without a knee");
   EXPECT_EQ(decode_report(with(text, "ceiling", "5"))->ceiling, 5);
+  EXPECT_EQ(decode_report(with(text, "coming", "3"))->coming, 3);
+  EXPECT_EQ(decode_report(with(text, "coming", "-1")).status().message(),
+            "report: coming: invalid value '-1': expected a number from 0 to 1048576");
   EXPECT_EQ(decode_report(with(text, "ceiling", "17")).status().message(),
             "report: ceiling: invalid value '17': expected a number from 0 to 16");
   EXPECT_EQ(decode_report(with(text, "curve", "6:7900,2:13700")).status().message(),
@@ -148,6 +151,12 @@ TEST(WorkerRegistryTest, AMeasuredClaimComesFromTheCurveAndTheKneeCapsIt) {
   EXPECT_EQ(claim_of(r).probe, 4) << "granted from slack CPUs only";
   r.probing = 1;
   EXPECT_EQ(claim_of(r).measured.size(), 1u) << "the points above the knee are what the probe measures";
+  // A probe's workers still starting are the job's too: the allocation
+  // keeps them while the probe is judged (dw_allocation.h held), not only
+  // those connected.
+  r.workers = 2;
+  r.coming = 1;
+  EXPECT_EQ(claim_of(r).held, 3);
   r.ceiling = 3;
   EXPECT_EQ(claim_of(r).cap, 3) << "the session's own ceiling";
   r.knee = -1;

@@ -15,11 +15,11 @@ constexpr double kSettledCheckS = 60;
 }  // namespace
 
 const std::vector<std::pair<int, double>>& Simulation::true_points(Job& j) {
-  if (j.measured.empty()) {
+  if (j.true_points.empty()) {
     const int top = std::min(options_.model.dw_max, std::max(1, j.useful));
-    for (int k = 1; k <= top; ++k) j.measured.emplace_back(k, j.curve.speed(k));
+    for (int k = 1; k <= top; ++k) j.true_points.emplace_back(k, j.curve.speed(k));
   }
-  return j.measured;
+  return j.true_points;
 }
 
 void Simulation::start_cachew(int i) {

@@ -20,11 +20,14 @@
 //
 // Learning is the policy's own (ScalingPolicy in follow mode, as under
 // goldminer-ctld): while no knee is known its ceiling is its exploring
-// cap, which rises each time the job was measured at the whole cap; the
-// allocation grants up to the ceiling, by the claim's measured speeds. No
+// cap, which rises each time the job was measured at the whole cap. After
+// each window the job's report is what its session would send
+// (sched/session_report.h) and its claim is goldminer-ctld's for that
+// report (claim_of, sched/worker_registry.h); the allocation grants up to
+// the report's ceiling, by the claim's measured speeds. No
 // job grows while its growth is held (ScalingPolicy::holds_growth, or
-// workers still on their way): the cap is then what it holds, as
-// goldminer-ctld's target is under ElasticController::observe. A growth
+// workers still on their way): the report's ceiling is then what it
+// holds (ElasticController::report_ceiling under the trainer). A growth
 // that did not pay is undone (the knee: the claim's cap), re-probed above
 // it after the policy's back-off.
 #include "sim/simulation.h"
@@ -42,32 +45,38 @@ void Simulation::start_measuring(int i) {
 }
 
 int Simulation::measured_cap(Job& j, double t) {
-  // The policy's ceiling (its knee plus a probe's step, or its exploring
-  // cap), as the session reports it and goldminer-ctld caps the claim.
-  int cap = j.scaling->reported_ceiling(t);
-  // Growth held, as the real controller holds it: workers on their way or
-  // a count no window has seen yet (its workers are settling), a growth
-  // being judged, or the count not yet measured. Before its first window
-  // a job gets its first workers (the trainer starts them itself). The
-  // policy's state changes only at windows, so its answer is asked once
-  // after each, when it matters.
+  const int cap = j.scaling->reported_ceiling(t);
+  // Before its first window the session has sent no report: its trainer
+  // starts its first workers itself.
   if (cap <= j.workers || j.observed < 0) return cap;
-  if (j.observed != j.workers) return j.workers;
+  // Growth held: workers granted since the last window (they settle), a
+  // growth being judged, or the count not yet measured. The policy's
+  // state changes only at windows, so holds_growth (it reads medians) is
+  // asked once after each, when it matters.
   if (j.holds_growth < 0) j.holds_growth = j.scaling->holds_growth(j.last_metrics) ? 1 : 0;
-  return j.holds_growth ? j.workers : cap;
+  return j.scaling->report_ceiling(t, j.workers, j.observed != j.workers || j.holds_growth == 1);
+}
+
+ReportedJob Simulation::reported_job(int i) const {
+  return ReportedJob{static_cast<uint32_t>(i), options_.model.dw_max, options_.model.cpus_per_dw};
 }
 
 void Simulation::observe_window(int i, double t) {
   Job& j = jobs_[i];
   QueueMetrics m = window_metrics(j, j.active);
+  // One worker's rate as the trainer reads it, not the model's exact one.
+  m.per_worker_rate = j.worker_rate.observe(m.arrival_rate, m.workers, m.queue_fill);
   const bool settling = !j.starting.empty();
   ScalingDecision d = j.scaling->observe(m, t, settling, /*follow=*/true);
-  j.measured_stale = true;
   j.observed = m.workers;
   j.last_metrics = m;
   j.holds_growth = -1;
   if (d.change < 0 && (d.why.find("did not pay: back") != std::string::npos || d.why.find("not shown to pay") != std::string::npos)) ++undone_growths_;
   const int cap = measured_cap(j, t);
+  // What the session reports with its next window (at most window_s
+  // later under the trainer; here at once).
+  j.report = report_window(reported_job(i), m, *j.scaling, t, cap, j.workers - j.active);
+  ++j.report_version;
   if (cap != j.cap || d.change != 0) reallocate_ = true;
   j.cap = cap;
 }
@@ -128,37 +137,41 @@ void Simulation::schedule_window(int i) {
   windows_.push({std::max(at, now_), i, ++j.window_stamp});
 }
 
-// The claims are kept from one allocation to the next (one per elastic
-// slot): a job's measured points are copied into its slot's claim only
-// when they changed or another job took the slot (copying every claim's
-// points at every allocation was most of a replay's time).
+// A job's claim is goldminer-ctld's for its session's report
+// (sched/worker_registry.h claim_of): its measured points in units of
+// what its trainer would take, its remaining work unknown (the same for
+// every job). The claims are kept from one allocation to the next (one
+// per elastic slot): a job's measured points are copied into its slot's
+// claim only when its report or probe changed or another job took the
+// slot (copying every claim's points at every allocation was most of a
+// replay's time).
 void Simulation::measured_claim_of(int i, size_t slot) {
   Job& j = jobs_[i];
-  if (j.measured_stale) {
-    j.measured.clear();
-    for (const CurvePoint& p : j.scaling->curve().points()) j.measured.emplace_back(p.workers, p.samples_per_s / 1000);
-    j.measured_stale = false;
-    ++j.measured_version;
-  }
   DwClaim& c = claims_[slot];
-  std::vector<std::pair<int, double>> points = std::move(c.measured);
-  c = claim_of(j);
-  if (claim_source_[slot] != std::make_pair(i, j.measured_version)) {
-    points.assign(j.measured.begin(), j.measured.end());
-    claim_source_[slot] = {i, j.measured_version};
+  if (j.observed < 0) {  // no report yet: only the cap the trainer starts with
+    j.report = report_window(reported_job(i), QueueMetrics{}, *j.scaling, now_, 0, 0);
+    ++j.report_version;
   }
-  c.measured = std::move(points);
-  c.cap = measured_cap(j, now_);
-  // A probe above the knee comes from slack CPUs, as goldminer-ctld
-  // grants it (the report's probing).
-  if (j.scaling->knee() >= 0 && c.cap > j.scaling->knee()) c.probe = c.cap - j.scaling->knee();
-  c.held = j.workers;
+  report_policy_state(*j.scaling, now_, measured_cap(j, now_), j.workers - j.active, &j.report);
+  const auto source = std::make_tuple(i, j.report_version, j.report.probing);
+  if (claim_source_[slot] == source) {
+    // The same points: the claim's other figures from the report alone.
+    std::vector<CurvePoint> curve;
+    std::swap(curve, j.report.curve);
+    std::vector<std::pair<int, double>> points = std::move(c.measured);
+    c = goldminer::claim_of(j.report);
+    c.measured = std::move(points);
+    std::swap(curve, j.report.curve);
+  } else {
+    c = goldminer::claim_of(j.report);
+    claim_source_[slot] = source;
+  }
 }
 
 std::vector<int> Simulation::allocate_measured() {
   for (int i : elastic_) catch_up(i);
   claims_.resize(elastic_.size());
-  claim_source_.resize(elastic_.size(), {-1, 0});
+  claim_source_.resize(elastic_.size(), {-1, 0, 0});
   for (size_t k = 0; k < elastic_.size(); ++k) {
     measured_claim_of(elastic_[k], k);
     jobs_[elastic_[k]].cap = claims_[k].cap;

@@ -13,11 +13,13 @@
 #include <memory>
 #include <queue>
 #include <set>
+#include <tuple>
 
 #include "sched/autosizer.h"
 #include "sched/dw_allocation.h"
 #include "sched/placement.h"
 #include "sched/scaling_policy.h"
+#include "sched/session_report.h"
 #include "sim/cachew.h"
 #include "sim/simulator.h"
 
@@ -81,11 +83,16 @@ struct Job {
   // median).
   int holds_growth = -1;
   int cap = -1;             // the cap its last claim carried
-  // Its curve's measured points as a claim carries them, read again only
-  // after a window (reading the medians is most of the replay's time).
-  std::vector<std::pair<int, double>> measured;
-  bool measured_stale = true;
-  uint64_t measured_version = 0;  // bumped each time `measured` is read again
+  // Its trainer's estimate of one worker's rate (sched/session_report.h).
+  WorkerRateEstimate worker_rate;
+  // What its session reports to goldminer-ctld, built after each window
+  // (reading the curve's medians is most of the replay's time); the
+  // knee, probe and ceiling are set again at each allocation.
+  SessionReport report;
+  uint64_t report_version = 0;  // bumped with each window's report
+  // oracle and cachew: its true curve's points, up to its last useful
+  // worker (Simulation::true_points), read once.
+  std::vector<std::pair<int, double>> true_points;
   int node = -1;
   double start = -1, finish = -1;
 };
@@ -218,9 +225,9 @@ class Simulation {
   void catch_up(int i);
   // One window of job i ending at `t` (not after now).
   void observe_window(int i, double t);
-  // The most workers job j may have at `t`: its policy's ceiling; no more
-  // than it holds while its growth is held (measure, then grow: as
-  // ElasticController::observe under goldminer-ctld).
+  // The ceiling job j's report carries at `t`: its policy's, no more than
+  // it holds while its growth is held (ScalingPolicy::report_ceiling, as
+  // ElasticController::report_ceiling under goldminer-ctld).
   int measured_cap(Job& j, double t);
   // A scheduled window of job i.
   void window_event(int i);
@@ -228,6 +235,8 @@ class Simulation {
   void schedule_window(int i);
   // Job i's claim into claims_[slot] (its place in elastic_).
   void measured_claim_of(int i, size_t slot);
+  // What job i's session tells goldminer-ctld of its settings.
+  ReportedJob reported_job(int i) const;
   std::vector<int> allocate_measured();
 
   // Gives job i `n` workers. Added ones deliver worker_start_s after they
@@ -315,9 +324,10 @@ class Simulation {
   };
   std::priority_queue<WindowEvent, std::vector<WindowEvent>, std::greater<WindowEvent>> windows_;
   // goldminer-measured: the claims of the last allocation, one per slot of
-  // elastic_, and which job and measured version each slot's points are.
+  // elastic_, and of which job, report version and probe each slot's
+  // measured points are.
   std::vector<DwClaim> claims_;
-  std::vector<std::pair<int, uint64_t>> claim_source_;
+  std::vector<std::tuple<int, uint64_t, int>> claim_source_;
   bool reallocate_ = false;       // a measured job's cap changed
   int undone_growths_ = 0;
   int knees_above_useful_ = 0;

@@ -4,6 +4,7 @@
 
 #include "gmcore/log.h"
 #include "gmcore/node_address.h"
+#include "sched/session_report.h"
 #include "tw_lib/session/session_impl.h"
 
 namespace goldminer {
@@ -17,22 +18,6 @@ constexpr uint64_t kMinWindowBatches = 8;
 constexpr double kMaxWindowIntervals = 12;
 
 }  // namespace
-
-// What goldminer-ctld is told of an interval's measurements.
-SessionReport Session::Impl::report_of(const QueueMetrics& m) const {
-  const ElasticSetup& e = o_.elastic;
-  SessionReport r;
-  r.job_id = e.job_id;
-  r.workers = m.workers;
-  r.dw_max = e.config.autosizer.max_workers;
-  r.cpus_per_dw = e.cpus_per_dw;
-  r.trainer_wait_fraction = m.trainer_wait_fraction;
-  r.queue_fill = std::min(1.0, m.queue_fill);
-  r.consumption_rate = m.consumption_rate;
-  r.per_worker_rate = m.per_worker_rate;
-  r.samples_per_s = m.consumption_rate * o_.batch_size;
-  return r;
-}
 
 // Every interval: the queue's metrics over the interval to the
 // controller, and what it says done (sched/elastic.h).
@@ -58,7 +43,9 @@ void Session::Impl::elastic_loop() {
   };
   auto job_arrived = [&] { return arrived_total_ + other_ranks_arrived_; };
   uint64_t arrived = job_arrived(), consumed = consumed_total_, fills = fill_samples_;
-  double waited = wait_total_, since = now(), capacity = 0, fill_sum = fill_sum_;
+  double waited = wait_total_, since = now(), fill_sum = fill_sum_;
+  WorkerRateEstimate worker_rate;
+  const ReportedJob reported{e.job_id, e.config.autosizer.max_workers, e.cpus_per_dw};
   const auto interval = std::chrono::duration<double>(e.interval_s);
   // Workers that left unasked, this rank's and (rank 0) the other ranks'.
   auto job_left = [&] { return left_unasked_ + other_ranks_left_; };
@@ -109,23 +96,14 @@ void Session::Impl::elastic_loop() {
     // window; now, when it took none.
     m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)
                                          : queue_fill_locked();
-    // What one worker can make: the most measured while the queue had
-    // room (a full queue holds workers back by credits, and their rate
-    // is then the trainer's; at an epoch's end they idle), used while it
-    // stays full.
-    const double observed = m.workers > 0 ? m.arrival_rate / m.workers : 0;
-    if (m.queue_fill < 0.5) capacity = std::max(capacity, observed);
-    m.per_worker_rate = m.queue_fill < 0.5 || capacity == 0 ? observed : capacity;
+    m.per_worker_rate = worker_rate.observe(m.arrival_rate, m.workers, m.queue_fill);
     arrived = job_arrived(), consumed = consumed_total_, waited = wait_total_, since = t;
     fills = fill_samples_, fill_sum = fill_sum_;
     SessionReport report;
     if (e.report) {
-      report = report_of(m);
       // What the job measured so far (as of the last window), its knee.
-      report.curve = controller.policy().curve().points();
-      report.knee = controller.policy().knee();
-      if (controller.policy().probing(t)) report.probing = std::max(1, controller.policy().ceiling(t) - report.knee);
-      report.ceiling = controller.policy().reported_ceiling(t);
+      report = report_window(reported, m, controller.policy(), t, controller.report_ceiling(m, t),
+                             controller.coming(m, t));
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(node_of_worker(w.id));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out

@@ -148,7 +148,6 @@ class Session::Impl {
 
   // session_elastic.cc
   void elastic_loop();
-  SessionReport report_of(const QueueMetrics& m) const;
 
   const SessionOptions o_;
   const auth::PeerAuth peer_auth_{o_.secret, o_.munge};
