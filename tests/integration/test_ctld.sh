@@ -107,7 +107,7 @@ test_ctld_refuses_a_report_from_another_user_and_a_replay() {
     local job companion report cred out
     job=$(sbatch --parsable --time=2 -p cpu -o /dev/null --wrap 'sleep 60') || { echo "$job"; return 1; }
     wait_for 30 job_running "$job" || { echo "job $job not running"; scancel "$job"; return 1; }
-    report=$(printf 'job=%s\nnonce=7\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\nceiling=0\n' "$job")
+    report=$(printf 'job=%s\nnonce=7\nworkers=0\ncoming=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\nceiling=0\n' "$job")
     cred=$(setpriv --reuid=nobody --regid=nogroup --clear-groups munge -S "$state/munge/munge.socket" -s "$report") ||
         { echo "munge as nobody failed: $cred"; scancel "$job"; return 1; }
     out=$(curl -s -w ' %{http_code}' --data-binary "$cred" "http://$(ctld_address)/report")
@@ -189,7 +189,7 @@ test_ctld_a_non_owner_sees_no_other_users_uid_name_or_host() {
     local job companion report out row
     read -r job companion <<<"$(hand_made_goldminer_job 60)" || { echo "$job"; return 1; }
     root_reports() {
-        report=$(printf 'job=%s\nnonce=%s\nworkers=1\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=secret-host-7\ncurve=\nknee=-1\nprobing=0\nceiling=0\n' "$job" "$RANDOM")
+        report=$(printf 'job=%s\nnonce=%s\nworkers=1\ncoming=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=secret-host-7\ncurve=\nknee=-1\nprobing=0\nceiling=0\n' "$job" "$RANDOM")
         out=$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
             "http://$(ctld_address)/report")
         [ "$out" = 200 ]
@@ -228,7 +228,7 @@ test_ctld_a_thousand_reports_for_unknown_jobs_run_squeue_a_bounded_number_of_tim
     # shellcheck disable=SC2016  # expanded by the inner shell
     setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c '
         for i in $(seq 1 1000); do
-            printf "job=%s\nnonce=%s\nworkers=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\nceiling=0\n" \
+            printf "job=%s\nnonce=%s\nworkers=0\ncoming=0\ndw_max=8\ncpus_per_dw=4\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=\ncurve=\nknee=-1\nprobing=0\nceiling=0\n" \
                 $((3000000 + i)) "$i" | munge -S "$1" || exit 1
         done' sh "$state/munge/munge.socket" >"$creds" || { echo "munge as nobody failed"; ctld_restart; return 1; }
     start=$SECONDS
@@ -291,7 +291,7 @@ ctld_not_listed() {
 # client does; prints the HTTP status.
 ctld_post_report() {
     local report
-    report=$(printf 'job=%s\nnonce=%s\nworkers=0\ndw_max=8\ncpus_per_dw=%s\nwait=%s\nfill=0\nconsumption=100\nper_worker=25\nsamples_per_s=%s\nhosts=\ncurve=%s\nknee=%s\nprobing=0\nceiling=0\n' \
+    report=$(printf 'job=%s\nnonce=%s\nworkers=0\ncoming=0\ndw_max=8\ncpus_per_dw=%s\nwait=%s\nfill=0\nconsumption=100\nper_worker=25\nsamples_per_s=%s\nhosts=\ncurve=%s\nknee=%s\nprobing=0\nceiling=0\n' \
         "$@")
     curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
         "http://$(ctld_address)/report"
