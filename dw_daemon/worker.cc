@@ -19,7 +19,7 @@
 #include "dw_daemon/producer.h"
 #include "gmcore/lease_table.h"
 #include "gmcore/log.h"
-#include "gmcore/node_address.h"
+#include "launch/node_address.h"
 #include "gmcore/peer_auth.h"
 #include "gmcore/stream_config.h"
 #include "mpi_transport/transport.h"

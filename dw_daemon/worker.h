@@ -39,7 +39,7 @@ struct WorkerOptions {
   std::function<std::string()> trainer_gone;
   double trainer_check_s = 30;
   // Where the trainer published that it listens instead
-  // (gmcore/trainer_rendezvous.h), "" for nowhere: asked when the process
+  // (launch/trainer_rendezvous.h), "" for nowhere: asked when the process
   // at `trainer` does not prove the job, or while it is out of reach, at
   // most every rediscover_interval_s. After such a failed proof the worker
   // looks for rediscover_timeout_s, then fails naming both. Unset: a

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "gmcore/host_port.h"
-#include "gmcore/node_address.h"
+#include "gmcore/net_interface.h"
 #include "gmcore/peer_auth.h"
 
 namespace goldminer::auth {

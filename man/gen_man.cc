@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "gmcore/admin_config.h"
+#include "launch/admin_config.h"
 #include "gmcore/command_line.h"
-#include "gmcore/job_options.h"
+#include "launch/job_options.h"
 #include "sched/select_config.h"
 #include "tools/command_tables.h"
 

@@ -194,7 +194,7 @@ struct Options {
   // ucx server: the port UCX's own TCP transport listens on for its data
   // connections (UCX_TCP_PORT_RANGE P-P in this endpoint's context only),
   // one the SPANK plugin reserved, so that a firewall can guard it
-  // (gmcore/job_firewall.h). When UCX cannot take it (another process
+  // (launch/job_firewall.h). When UCX cannot take it (another process
   // holds it), the endpoint falls back to an ephemeral port and logs it.
   // 0: an ephemeral port.
   int tcp_data_port = 0;

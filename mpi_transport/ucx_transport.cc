@@ -10,7 +10,7 @@
 
 #include "gmcore/host_port.h"
 #include "gmcore/log.h"
-#include "gmcore/node_address.h"
+#include "gmcore/net_interface.h"
 #include "mpi_transport/transport_impl.h"
 #include "mpi_transport/ucx_endpoint.h"
 

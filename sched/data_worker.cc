@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "gmcore/admin_config.h"
-#include "gmcore/job_options.h"
+#include "launch/admin_config.h"
+#include "launch/job_options.h"
 
 namespace goldminer {
 namespace {

@@ -1,7 +1,7 @@
 // Which job_test calls are for data workers (select_policy.h's kDataWorker).
 //
 // The SPANK plugin names a --goldminer job J's companion worker jobs
-// "goldminer-dw.J" (gmcore/companion_job.h). A name is something any user
+// "goldminer-dw.J" (launch/companion_job.h). A name is something any user
 // can give any job, so the select plugin grants a job the data-worker
 // placement only when slurmctld's own records back it: job J exists, runs,
 // belongs to the same user, was submitted with --goldminer (its SPANK

@@ -2,16 +2,12 @@
 // interval the trainer's session measures its queue, the autosizer
 // (autosizer.h) says grow, shrink or keep, and the ElasticController acts:
 // it starts more workers through a WorkerLauncher (under Slurm: one-worker
-// companion jobs, SlurmWorkerLauncher), and when it shrinks it first
-// cancels workers still waiting in Slurm's queue, then has the session
-// drain connected ones (they finish the batch in hand, return their leases
-// and exit 0). Slurm-free: the launcher runs sbatch, squeue and scancel
-// through a SlurmCommand (gmcore/slurm_command.h). Whether a job grows so
-// is decided with its first workers (gmcore/worker_start.h,
-// WorkerStartPlan::elastic): the plugin then gives the trainer
-// GOLDMINER_DW_SBATCH, which elastic_from_environment reads back.
+// companion jobs, SlurmWorkerLauncher in launch/elastic_setup.h), and when
+// it shrinks it first cancels workers still waiting in Slurm's queue, then
+// has the session drain connected ones (they finish the batch in hand,
+// return their leases and exit 0). Slurm-free.
 //
-//   session (every interval_s)      ElasticController       SlurmWorkerLauncher
+//   session (every interval_s)      ElasticController       WorkerLauncher (Slurm's)
 //   window QueueMetrics ----------> observe() -- start(n) -> sbatch x n
 //   drain_workers(Step::drain) <--- Step       -- cancel --> scancel (pending)
 //   ~Session ----------------------------------- end() ----> scancel (pending),
@@ -30,9 +26,7 @@
 #include "sched/autosizer.h"
 #include "sched/scaling_policy.h"
 #include "sched/worker_registry.h"
-#include "gmcore/slurm_command.h"
 #include "gmcore/status.h"
-#include "gmcore/subprocess.h"
 
 namespace goldminer {
 
@@ -110,51 +104,6 @@ class ElasticController {
   int last_target_ = -1;    // goldminer-ctld's at the previous observation, -1: none
   int held_ = 0;            // connected workers at that observation, or before a loss since
 };
-
-// Under Slurm: each worker is a companion job of one task, submitted with
-// `sbatch_args` (those of the job's first companion job but --ntasks=1).
-// `run` runs sbatch with the workers' environment, squeue and scancel.
-class SlurmWorkerLauncher : public WorkerLauncher {
- public:
-  SlurmWorkerLauncher(std::vector<std::string> sbatch_args, SlurmCommand run);
-  ~SlurmWorkerLauncher() override;
-
-  int start(int n, std::string* error) override;
-  int waiting() override;
-  int live() override;
-  int cancel_waiting(int n) override;
-  void end() override;
-  // Later sbatch calls add --exclude=NODE, the trainer's node (Slurm's
-  // name for it, SLURMD_NODENAME); nothing when it is not known.
-  void avoid_trainer_node() override;
-  void set_trainer_node(std::string node) { trainer_node_ = std::move(node); }
-
-  // The jobs it submitted, oldest first.
-  const std::vector<uint32_t>& jobs() const { return jobs_; }
-
- private:
-  std::map<uint32_t, JobState> states();  // of jobs_ not known gone
-  std::vector<std::string> sbatch_args_;
-  std::string trainer_node_;
-  bool avoiding_ = false;
-  SlurmCommand run_;
-  std::vector<uint32_t> jobs_;
-  std::vector<uint32_t> gone_;
-  bool ended_ = false;
-};
-
-// Seconds between observations when GOLDMINER_AUTOSCALE_INTERVAL is unset.
-constexpr double kDefaultAutoscaleIntervalS = 5;
-
-// `runner` runs the launcher's Slurm commands (found on the environment's
-// PATH); empty: run_command (gmcore/subprocess.h). Tests pass a fake.
-// Nothing (no launcher) when the environment asks for no elastic workers:
-// no GOLDMINER_DW_SBATCH (no companion job: dw=0, transport=mpi, not under
-// spank_goldminer.so) or GOLDMINER_MODE=static. An error names the
-// variable whose value is wrong. `env`: "NAME=value" strings.
-using CommandRunner = std::function<Expected<CommandResult>(const CommandSpec&)>;
-Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& env,
-                                                const CommandRunner& runner = {});
 
 }  // namespace goldminer
 

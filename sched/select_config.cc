@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "gmcore/admin_config.h"
+#include "launch/admin_config.h"
 
 namespace goldminer {
 namespace {
@@ -34,7 +34,7 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-// plugstack.conf's row for `key` (gmcore/admin_config.h), so that the
+// plugstack.conf's row for `key` (launch/admin_config.h), so that the
 // select plugin's copy of a site limit has the same default and check.
 OptionSpec site_limit_row(const std::string& key) {
   for (const OptionSpec& row : admin_option_table())

@@ -1,23 +1,23 @@
 // spank_goldminer.so: `--goldminer[=key=value,...]` for sbatch, salloc and
 // srun. The only file that speaks SPANK: it registers the option, hands
-// values to the Slurm-free core (gmcore/job_settings.h) and maps its answers
+// values to the Slurm-free core (launch/job_settings.h) and maps its answers
 // to SPANK return codes. This is the one switch on spank_context()
 // (STYLE.md §1). No exception leaves an entry point (STYLE.md §2).
 //
-// It also starts a job's data workers as gmcore/worker_start.h decides:
+// It also starts a job's data workers as launch/worker_start.h decides:
 // from a batch job's batch step, as a companion job
-// (gmcore/companion_job.h), or, when the job is heterogeneous with a
-// CPU-only component, as a step of that component (gmcore/het_step.h),
+// (launch/companion_job.h), or, when the job is heterogeneous with a
+// CPU-only component, as a step of that component (launch/het_step.h),
 // also from the first node of a salloc or srun hetjob's steps. When that
 // step ends, it ends what it started: the worker step, and the companion
 // jobs an elastic session added.
-// gmcore/subprocess.h runs sbatch, squeue, scancel and srun as the job's
+// launch/subprocess.h runs sbatch, squeue, scancel and srun as the job's
 // user, from plugstack.conf slurm_bindir (never the job's PATH), with no
 // descriptor, signal state or high descriptor limit of slurmstepd's; each
 // squeue, sbatch and scancel is killed after slurm_command_timeout, so a
 // slow slurmctld holds a step for a bounded time (spank_goldminer(8),
 // COMMANDS THE PLUGIN RUNS). The trainer's port, and each data-parallel
-// rank's, come from the node's port registry (gmcore/port_registry.h).
+// rank's, come from the node's port registry (launch/port_registry.h).
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -31,19 +31,19 @@ extern "C" {
 #include <string>
 #include <vector>
 
-#include "gmcore/companion_job.h"
-#include "gmcore/het_step.h"
+#include "launch/companion_job.h"
+#include "launch/het_step.h"
 #include "gmcore/host_port.h"
-#include "gmcore/job_firewall.h"
-#include "gmcore/job_firewall_nft.h"
-#include "gmcore/job_options.h"
-#include "gmcore/job_settings.h"
+#include "launch/job_firewall.h"
+#include "launch/job_firewall_nft.h"
+#include "launch/job_options.h"
+#include "launch/job_settings.h"
 #include "gmcore/log.h"
-#include "gmcore/node_address.h"
-#include "gmcore/port_registry.h"
-#include "gmcore/slurm_command.h"
-#include "gmcore/subprocess.h"
-#include "gmcore/worker_start.h"
+#include "launch/node_address.h"
+#include "launch/port_registry.h"
+#include "launch/slurm_command.h"
+#include "launch/subprocess.h"
+#include "launch/worker_start.h"
 
 // SPANK_PLUGIN() defines these; in C++ they need C linkage declared first.
 extern "C" {
@@ -74,7 +74,7 @@ struct Companion {
 Companion companion;
 
 // Where this step's trainer listens: this node's address (node_address,
-// the site's dw_network) and the port (gmcore/port_registry.h) reserved
+// the site's dw_network) and the port (launch/port_registry.h) reserved
 // in init_post_opt, while slurmstepd is still root; used by start_workers,
 // released at exit.
 struct TrainerPort {
@@ -96,7 +96,7 @@ std::map<uint32_t, std::string> rank_listen;  // global task id -> ucx://ADDR:PO
 std::map<uint32_t, int> rank_ucx_port;          // firewall=nftables: global task id -> UCX's TCP port
 
 // The nftables table guarding this step's ports (plugstack.conf
-// firewall=nftables, gmcore/job_firewall.h), deleted at exit; "": none.
+// firewall=nftables, launch/job_firewall.h), deleted at exit; "": none.
 std::string firewall_table;
 
 void to_slurm_log(goldminer::log::Level level, const std::string& line) {
@@ -228,7 +228,7 @@ uint32_t node_id(spank_t sp) {
   return id;
 }
 
-// The job's components as squeue lists them (gmcore/het_step.h).
+// The job's components as squeue lists them (launch/het_step.h).
 goldminer::Expected<std::vector<goldminer::JobComponent>> job_components(spank_t sp, const std::vector<std::string>& env) {
   auto r = run_as_job_user(sp, "squeue",
                            {"--noheader", "--jobs=" + std::to_string(job_id(sp)),
@@ -272,7 +272,7 @@ goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& p
 }
 
 // user_init of a batch step, or of node 0 of another step: carries out
-// the job's worker start (gmcore/worker_start.h: a companion job, a step
+// the job's worker start (launch/worker_start.h: a companion job, a step
 // of its CPU-only component, or nothing) and tells the trainer where its
 // session listens. A failure does not fail the job: it is logged and
 // reaches the trainer as GOLDMINER_DW_ERROR.
@@ -326,7 +326,7 @@ int start_workers(spank_t sp, bool batch_step) {
 }
 
 // Exit of the step that started workers: the workers' step and jobs end
-// with it (gmcore/companion_job.h end_companion_jobs).
+// with it (launch/companion_job.h end_companion_jobs).
 int end_companion_jobs(spank_t sp) {
   if (companion.worker_step >= 0 && !goldminer::stop_detached(companion.worker_step, goldminer::kCompanionSelfEndS,
                                                                goldminer::kCompanionDrainGraceS))
@@ -379,7 +379,7 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
 // node 0 of another step.
 bool may_start_workers(spank_t sp) { return is_batch_step(sp) || (node_id(sp) == 0 && !is_extern_step(sp)); }
 
-// The node's registry of trainer ports (gmcore/port_registry.h): root's,
+// The node's registry of trainer ports (launch/port_registry.h): root's,
 // checked on each use; its lock is waited for at most
 // goldminer::kRegistryLockWaitS, in init_post_opt and at exit each.
 goldminer::PortRegistry port_registry(const goldminer::AdminConfig& admin) {

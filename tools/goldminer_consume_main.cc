@@ -24,7 +24,7 @@
 #include "dw_daemon/program.h"
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
-#include "gmcore/worker_start.h"
+#include "launch/worker_start.h"
 #include "goldminer/session.h"
 #include "tools/goldminer_consume_options.h"
 #include "tw_lib/session/receive_memory.h"
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
     if (!s.ok()) return fail("--resume: " + s.message(), 2);
     o.resume = p;
   }
-  // Who starts this run's workers (gmcore/worker_start.h): the session
+  // Who starts this run's workers (launch/worker_start.h): the session
   // itself (local), this program (ucx) or mpirun (mpi).
   const WorkerStartPlan start = plan_worker_start(
       request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));

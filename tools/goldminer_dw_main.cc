@@ -18,9 +18,9 @@
 #include "dw_daemon/worker.h"
 #include "gmcore/log.h"
 #include "gmcore/peer_auth.h"
-#include "gmcore/slurm_command.h"
-#include "gmcore/subprocess.h"
-#include "gmcore/trainer_rendezvous.h"
+#include "launch/slurm_command.h"
+#include "launch/subprocess.h"
+#include "launch/trainer_rendezvous.h"
 #include "gmcore/wire.h"
 #include "tools/goldminer_dw_options.h"
 

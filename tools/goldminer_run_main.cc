@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "gmcore/auth.h"
-#include "gmcore/worker_start.h"
+#include "launch/worker_start.h"
 #include "tools/goldminer_run_options.h"
 #include "tw_lib/session/worker_processes.h"
 
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   if (!secret.ok()) return fail(secret.status().message(), 1);
   setenv("GOLDMINER_SECRET", secret->c_str(), 1);
   unsetenv("GOLDMINER_SECRET_FILE");
-  // Who starts the trainer's workers (gmcore/worker_start.h): its session
+  // Who starts the trainer's workers (launch/worker_start.h): its session
   // (local, told through GOLDMINER_LOCAL_WORKERS) or this program (ucx).
   const WorkerStartPlan start = plan_worker_start(
       request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));

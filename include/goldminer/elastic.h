@@ -1,9 +1,10 @@
 // Elastic data workers as a Session is given them (SessionOptions::elastic):
 // the bounds and thresholds it sizes its workers within, and the launcher
 // that starts more. The controller that acts on them is internal
-// (sched/elastic.h: ElasticController, SlurmWorkerLauncher and
-// elastic_from_environment, which fills an ElasticSetup from the
-// environment spank_goldminer.so gives a mode=elastic job).
+// (sched/elastic.h: ElasticController; launch/elastic_setup.h:
+// SlurmWorkerLauncher and elastic_from_environment, which fills an
+// ElasticSetup from the environment spank_goldminer.so gives a
+// mode=elastic job).
 #ifndef GOLDMINER_INCLUDE_ELASTIC_H_
 #define GOLDMINER_INCLUDE_ELASTIC_H_
 

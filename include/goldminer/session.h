@@ -156,7 +156,7 @@ struct SessionOptions {
   // process bound it after spank_goldminer.so reserved it), the session
   // listens on any free port of the same address and calls this with its
   // address, to tell the job's workers and ranks where it is
-  // (from_environment: the job's Comment, gmcore/trainer_rendezvous.h);
+  // (from_environment: the job's Comment, launch/trainer_rendezvous.h);
   // its error fails the session.
   // Unset: a taken port fails the session, naming it (a rank other than
   // 0 that shares rank 0's workers falls back all the same: it tells

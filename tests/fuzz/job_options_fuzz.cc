@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "gmcore/admin_config.h"
-#include "gmcore/job_options.h"
+#include "launch/admin_config.h"
+#include "launch/job_options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

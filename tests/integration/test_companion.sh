@@ -185,7 +185,7 @@ test_elastic_session_replaces_a_killed_worker_at_once() {
     expect_eq "clean epochs" "$n" 6 || { echo "$out" | grep '^{'; return 1; }
 }
 
-# Trainer ports on one node (gmcore/port_registry.h). Jobs A and B = A + 1
+# Trainer ports on one node (launch/port_registry.h). Jobs A and B = A + 1
 # start held; a plain job on g1 listens on A's first port (20000 + (A +
 # this boot's offset) mod 20000), then A is released: it skips that port and takes the next, which
 # is B's first port; then B is released: the registry says A holds it, so B

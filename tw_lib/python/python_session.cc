@@ -30,7 +30,7 @@
 #include "dw_daemon/program.h"
 #include "dw_daemon/python_program.h"
 #include "gmcore/auth.h"
-#include "gmcore/worker_start.h"
+#include "launch/worker_start.h"
 #include "goldminer/session.h"
 #include "tw_lib/python/dlpack_export.h"
 #include "tw_lib/python/python_session_doc.h"
@@ -221,7 +221,7 @@ class PySession {
       if (!s.ok()) raise_runtime(s.status().message());
       o.secret = *s;
     }
-    // Who starts the workers (gmcore/worker_start.h): the session itself
+    // Who starts the workers (launch/worker_start.h): the session itself
     // (local) or this object (ucx: goldminer-dw processes).
     const WorkerStartPlan start =
         plan_worker_start(request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));

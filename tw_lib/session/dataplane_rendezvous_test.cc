@@ -1,5 +1,5 @@
 // A trainer whose reserved port another process took first, end to end
-// (gmcore/trainer_rendezvous.h), part of tests/dataplane_test: the real
+// (launch/trainer_rendezvous.h), part of tests/dataplane_test: the real
 // goldminer-consume and goldminer-dw, with squeue and scontrol replaced on
 // the PATH by scripts that keep "the job's Comment" in a file (what
 // slurmctld would keep). The stranger is another goldminer-consume, of

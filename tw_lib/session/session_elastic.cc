@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "gmcore/log.h"
-#include "gmcore/node_address.h"
+#include "launch/node_address.h"
 #include "sched/session_report.h"
 #include "tw_lib/session/session_impl.h"
 

@@ -16,7 +16,8 @@
 #include "ctld/client/ctld_client.h"
 #include "gmcore/auth.h"
 #include "gmcore/host_port.h"
-#include "gmcore/subprocess.h"
+#include "launch/elastic_setup.h"
+#include "launch/subprocess.h"
 #include "tw_lib/session/session_impl.h"
 #include "tw_lib/session/session_listen.h"
 

@@ -6,8 +6,8 @@
 
 #include "gmcore/host_port.h"
 #include "gmcore/log.h"
-#include "gmcore/port_registry.h"
-#include "gmcore/trainer_rendezvous.h"
+#include "launch/port_registry.h"
+#include "launch/trainer_rendezvous.h"
 
 namespace goldminer {
 namespace {

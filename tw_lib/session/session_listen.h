@@ -2,7 +2,7 @@
 // process took that port first (the port spank_goldminer.so reserved was
 // free when reserved, not held until the trainer bound it), any free port
 // of the same address, published for the job's workers and ranks
-// (gmcore/trainer_rendezvous.h).
+// (launch/trainer_rendezvous.h).
 #ifndef GOLDMINER_TW_LIB_SESSION_SESSION_LISTEN_H_
 #define GOLDMINER_TW_LIB_SESSION_SESSION_LISTEN_H_
 

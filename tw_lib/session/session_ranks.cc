@@ -200,7 +200,7 @@ void Session::Impl::rank_link() {
     ep.reset();
     if (seconds_since(start) > patience) return fail_link("cannot join rank 0 at " + rank0 + ": " + s.message());
     // Rank 0's port taken by another process: rank 0 listens elsewhere
-    // and says where (gmcore/trainer_rendezvous.h). Every 5 s: each rank
+    // and says where (launch/trainer_rendezvous.h). Every 5 s: each rank
     // of the job asks slurmctld.
     if (o_.published_rank0 && seconds_since(looked) >= 5) {
       looked = Clock::now();

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "gmcore/admin_config.h"
+#include "launch/admin_config.h"
 #include "gmcore/auth.h"
-#include "gmcore/subprocess.h"
+#include "launch/subprocess.h"
 
 namespace goldminer {
 

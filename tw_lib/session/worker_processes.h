@@ -1,6 +1,6 @@
 // Starting goldminer-dw processes on this machine (goldminer-consume,
 // goldminer-run, Python goldminer.Session(workers=N)), when
-// gmcore/worker_start.h plans kLocalProcesses. The secret reaches
+// launch/worker_start.h plans kLocalProcesses. The secret reaches
 // each child through its environment (GOLDMINER_SECRET), never its
 // command line. Each runs its program calls on one intra-op thread, as
 // torch's DataLoader workers do: throughput per core comes from more
