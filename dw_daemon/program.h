@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gmcore/status.h"
-#include "gmcore/wire.h"
+#include "gmcore/tensor.h"
 #include "goldminer/program_loader.h"
 #include "readers/reader.h"
 

@@ -31,11 +31,11 @@ bool is_python_program(const std::string& bytes) { return bytes.rfind(kPythonPro
 namespace {
 
 constexpr const char* kWhat = "python dataset";
-// Replies from the child (_dw_child.py).
+// Replies from the child (python/goldminer/_dw_pipe.py).
 constexpr uint8_t kReplyTensors = 0;
 constexpr uint8_t kReplyError = 1;
 // The dataset raised an error of the machine, not the data (MemoryError,
-// an OSError such as EIO: _dw_child.py's _of_environment).
+// an OSError such as EIO: _dw_pipe.py's of_environment).
 constexpr uint8_t kReplyEnvironmentError = 2;
 constexpr uint8_t kReplyEnd = 3;  // an iterable shard has no batch of that index
 constexpr uint32_t kMaxTensors = 4096;

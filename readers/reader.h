@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "gmcore/status.h"
-#include "gmcore/wire.h"
+#include "gmcore/tensor.h"
 
 namespace goldminer::readers {
 

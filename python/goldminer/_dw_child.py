@@ -2,51 +2,21 @@
 goldminer.DataLoader: it holds the user's dataset and collate function and
 turns batches of sampler positions into collated batches. With
 --torchscript it runs a TorchScript worker program with the job's torch
-instead (goldminer._dw_script).
-
-Run as `python -m goldminer._dw_child [--torchscript --threads=N
---saved-by=VERSION]` by dw_daemon/python_program.cc, with PYTHONPATH set to
-the trainer's sys.path and GOLDMINER_PY_MAIN to the training script when the
-dataset's pickle refers to it. Pipe protocol (little-endian), requests on
-stdin, replies on stdout:
-
-  start:   u64 length, the pickle of the loader's settings (from the
-           trainer, which the worker has authenticated first: gmcore/peer_auth.h),
-           or with --torchscript the TorchScript module's zip
-           -> reply with no tensors (ready) or an error
-  batch:   u32 epoch, u64 seed, u32 n, u64 position[n]
-           -> reply: the collated batch
-  shard:   (settings "iterable": an IterableDataset) u32 epoch, u32 shard,
-           u64 seed, u64 index -> reply: batch `index` of the shard, its first
-           tensor int64 [2] = (first item, items), or u8 3 past the shard's end
-  tensors: (--torchscript) u32 epoch, u64 seed, u32 count, then per tensor
-           u8 dtype, u8 ndim, i64 shape[ndim], u64 nbytes, u64 offset: the
-           reader's tensors, their bytes at that offset of the memfd on fd 4
-           (the worker grows and writes it; valid until the reply)
-           -> reply: the program's output tensors (no structure tensor)
-  reply:   u8 0, u32 count, then per tensor u8 dtype, u8 ndim, i64 shape[ndim],
-           u64 nbytes, u64 offset: its bytes are at that offset of the shared
-           memory on fd 3 (a memfd the worker maps; this process grows it), valid
-           until the next request; for a dataset the first tensor (uint8) is
-           the JSON of the batch's structure (goldminer._tree.to_wire; the
-           trainer never unpickles what a worker sends)
-           or u8 1, u64 length, the error (UTF-8), naming the dataset index
-           and holding the traceback; u8 2 instead of 1 for an error of the
-           machine rather than the data (MemoryError, an OSError of errno
-           EIO, ENOMEM, ESTALE or ETIMEDOUT: _of_environment), whose split the
-           worker gives back for another worker to re-run
+instead (goldminer._dw_script). Run as `python -m goldminer._dw_child
+[--torchscript --threads=N --saved-by=VERSION]` by
+dw_daemon/python_program.cc; the pipe protocol is goldminer._dw_pipe's.
 Anything the dataset prints goes to stderr, which is the worker's.
 """
 
-import errno
 import os
 import pickle
 import random
-import signal
 import struct
 import sys
 import traceback
 import types
+
+from goldminer._dw_pipe import SharedMemory, of_environment, open_pipes, read, reply_error, reply_tensors
 
 
 def _load_main(path):
@@ -61,13 +31,6 @@ def _load_main(path):
     with open(path, "rb") as f:
         code = compile(f.read(), path, "exec")
     exec(code, module.__dict__)
-
-
-def _read(stream, n):
-    data = stream.read(n)
-    if data is None or len(data) < n:
-        raise EOFError
-    return data
 
 
 class Child:
@@ -194,97 +157,21 @@ class Child:
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-# OSErrors of the machine (its disk, memory, network file system), not of
-# the data: another worker may read the same item.
-_ENVIRONMENT_ERRNOS = frozenset((errno.EIO, errno.ENOMEM, errno.ESTALE, errno.ETIMEDOUT))
-
-
-def _of_environment(e):
-    """Whether exception `e` is the machine's fault rather than the data's."""
-    return isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS)
-
-
 class _DatasetError(RuntimeError):
     """A dataset or collate_fn that raised: the message names the index and holds the traceback;
-    `environment` says whether the cause was the machine's (_of_environment)."""
+    `environment` says whether the cause was the machine's (of_environment)."""
 
     def __init__(self, message, cause=None):
         super().__init__(message)
-        self.environment = cause is not None and _of_environment(cause)
-
-
-def _reply_error(out, message, environment=False):
-    data = message.encode("utf-8", "replace")
-    out.write((b"\x02" if environment else b"\x01") + struct.pack("<Q", len(data)) + data)
-    out.flush()
-
-
-class _SharedMemory:
-    """The memfd the worker reads batches from (fd 3), grown here as needed."""
-
-    def __init__(self, fd):
-        self.fd, self.size, self.map, self.bytes = fd, 0, None, None
-
-    def place(self, tensors):
-        """Copies the tensors in (64-byte aligned); their offsets."""
-        import mmap
-        import torch
-        offsets, end = [], 0
-        for t in tensors:
-            offsets.append(end)
-            end += (t.numel() * t.element_size() + 63) // 64 * 64
-        if end > self.size:
-            size = max(end, 2 * self.size, 1 << 20)
-            os.ftruncate(self.fd, size)
-            if self.map is not None:
-                self.bytes = None  # its view of the map goes first (an exported buffer cannot close)
-                self.map.close()
-            self.map = mmap.mmap(self.fd, size)
-            self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)  # the whole map, sliced per tensor
-            self.size = size
-        for t, off in zip(tensors, offsets):
-            n = t.numel() * t.element_size()
-            if n:
-                flat = t.reshape(-1)
-                self.bytes[off:off + n].copy_(flat.view(torch.uint8) if t.dtype != torch.bool else flat.to(torch.uint8))
-        return offsets
-
-
-def _reply_tensors(out, tensors, shared):
-    from goldminer._tree import WIRE_DTYPES
-    tensors = [t.detach().contiguous() for t in tensors]
-    offsets = shared.place(tensors)
-    header = [b"\x00", struct.pack("<I", len(tensors))]
-    for t, off in zip(tensors, offsets):
-        header.append(struct.pack("<BB%dqQQ" % t.dim(), WIRE_DTYPES[t.dtype], t.dim(), *t.shape,
-                                  t.numel() * t.element_size(), off))
-    out.write(b"".join(header))
-    out.flush()
-
-
-def _open_pipes():
-    """The request and reply streams. Requests on fd 0, replies on fd 1;
-    then stdout is stderr, so that a program that prints does not corrupt
-    the replies. Ctrl-C in the trainer's terminal reaches this process group
-    too: the worker decides (it drains), as torch's DataLoader workers leave
-    it to the main process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
-    replies = os.fdopen(os.dup(1), "wb", buffering=1 << 20)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return requests, replies
+        self.environment = cause is not None and of_environment(cause)
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    requests, replies = _open_pipes()
+    requests, replies = open_pipes()
     try:
-        (length,) = struct.unpack("<Q", _read(requests, 8))
-        settings_bytes = _read(requests, length)
+        (length,) = struct.unpack("<Q", read(requests, 8))
+        settings_bytes = read(requests, length)
     except EOFError:
         return 0
     if argv[:1] == ["--torchscript"]:
@@ -295,20 +182,20 @@ def main(argv=None):
             _load_main(os.environ["GOLDMINER_PY_MAIN"])
         child = Child(pickle.loads(settings_bytes))
     except Exception as e:
-        _reply_error(replies, "cannot load the DataLoader's dataset on this worker: %s: %s\n%s" % (
+        reply_error(replies, "cannot load the DataLoader's dataset on this worker: %s: %s\n%s" % (
             type(e).__name__, e, traceback.format_exc()))
         return 1
     import torch
     from goldminer import _tree
-    shared = _SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
-    _reply_tensors(replies, [], shared)
+    shared = SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
+    reply_tensors(replies, [], shared)
     while True:
         try:
             if child.iterable:
-                epoch, shard, seed, index = struct.unpack("<IIQQ", _read(requests, 24))
+                epoch, shard, seed, index = struct.unpack("<IIQQ", read(requests, 24))
             else:
-                epoch, seed, n = struct.unpack("<IQI", _read(requests, 16))
-                positions = struct.unpack("<%dQ" % n, _read(requests, 8 * n))
+                epoch, seed, n = struct.unpack("<IQI", read(requests, 16))
+                positions = struct.unpack("<%dQ" % n, read(requests, 8 * n))
         except EOFError:
             return 0
         try:
@@ -327,13 +214,13 @@ def main(argv=None):
                 tensors = []
                 # JSON the trainer reads strictly (goldminer/_tree.py), not a pickle.
                 spec = torch.frombuffer(bytearray(_tree.to_wire(batch, tensors)), dtype=torch.uint8)
-                _reply_tensors(replies, head + [spec] + tensors, shared)
+                reply_tensors(replies, head + [spec] + tensors, shared)
             except _DatasetError as e:
-                _reply_error(replies, str(e), e.environment)
+                reply_error(replies, str(e), e.environment)
             except (BrokenPipeError, EOFError):
                 raise
             except Exception as e:
-                _reply_error(replies, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()), _of_environment(e))
+                reply_error(replies, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()), of_environment(e))
         except BrokenPipeError:  # the worker is gone (stopped or killed): so is its batch
             return 0
 

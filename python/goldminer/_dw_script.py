@@ -1,6 +1,6 @@
 """A TorchScript worker program run by a data worker (goldminer-dw) with the
 job's own torch: `python -m goldminer._dw_child --torchscript --threads=N
---saved-by=VERSION` (goldminer._dw_child documents the pipe protocol).
+--saved-by=VERSION` (goldminer._dw_pipe documents the pipe protocol).
 
 goldminer.Session hands goldminer-dw the program this way when the trainer's
 torch is not the libtorch goldminer-dw links. The program runs here as
@@ -18,7 +18,7 @@ import struct
 import sys
 import warnings
 
-from goldminer._dw_child import _SharedMemory, _of_environment, _read, _reply_error, _reply_tensors
+from goldminer._dw_pipe import SharedMemory, of_environment, read, reply_error, reply_tensors
 
 # The names libtorch gives the dtypes the wire cannot carry (c10::toString),
 # so that an error reads the same whichever path ran the program.
@@ -152,9 +152,9 @@ class _InputMemory:
 def _read_table(requests, count):
     table = []
     for _ in range(count):
-        dtype, ndim = struct.unpack("<BB", _read(requests, 2))
-        shape = struct.unpack("<%dq" % ndim, _read(requests, 8 * ndim))
-        nbytes, offset = struct.unpack("<QQ", _read(requests, 16))
+        dtype, ndim = struct.unpack("<BB", read(requests, 2))
+        shape = struct.unpack("<%dq" % ndim, read(requests, 8 * ndim))
+        nbytes, offset = struct.unpack("<QQ", read(requests, 16))
         table.append((dtype, shape, nbytes, offset))
     return table
 
@@ -201,26 +201,26 @@ def serve(args, payload, requests, replies):
         options = _options(args)
         program = load(payload, options["saved-by"], options["threads"])
     except (RuntimeError, ValueError) as e:
-        _reply_error(replies, str(e))
+        reply_error(replies, str(e))
         return 1
-    shared = _SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
+    shared = SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
     inputs = _InputMemory(4)
-    _reply_tensors(replies, [], shared)
+    reply_tensors(replies, [], shared)
     while True:
         try:
-            _epoch, seed, count = struct.unpack("<IQI", _read(requests, 16))
+            _epoch, seed, count = struct.unpack("<IQI", read(requests, 16))
             table = _read_table(requests, count)
         except EOFError:
             return 0
         try:
             try:
                 outputs = program.run(program.inputs(table, inputs.view()), seed)
-                _reply_tensors(replies, outputs, shared)
+                reply_tensors(replies, outputs, shared)
             except _ProgramError as e:
-                _reply_error(replies, str(e), e.environment)
+                reply_error(replies, str(e), e.environment)
             except BrokenPipeError:
                 raise
             except Exception as e:  # placing the outputs (the shared memory): the machine's, or a bug here
-                _reply_error(replies, "torchscript program: %s: %s" % (type(e).__name__, e), _of_environment(e))
+                reply_error(replies, "torchscript program: %s: %s" % (type(e).__name__, e), of_environment(e))
         except BrokenPipeError:  # the worker is gone (stopped or killed): so is its batch
             return 0

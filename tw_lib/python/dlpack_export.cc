@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "gmcore/wire.h"
+
 namespace goldminer {
 namespace {
 

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "gmcore/wire.h"
+#include "gmcore/tensor.h"
 
 namespace goldminer {
 
