@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -140,140 +141,329 @@ double cpu_seconds(const std::vector<pid_t>& workers) {
   return total;
 }
 
+// A usage or run error: what goldminer-consume prints and its exit code.
+struct Failure {
+  std::string message;
+  int code = 2;
+};
+using MaybeFailure = std::optional<Failure>;
+
+// What the option table cannot check: --numa-node's forms, the transport,
+// combinations, and a range for every count (unsigned options take "-1"
+// as a huge number). Sets what follows from them in a.session.
+MaybeFailure check_options(ConsumeArgs& a) {
+  SessionOptions& o = a.session;
+  if (a.numa_node == "auto") {
+    o.numa_node = ReceiveMemoryOptions::kNumaAuto;
+  } else if (a.numa_node == "none") {
+    o.numa_node = ReceiveMemoryOptions::kNumaNone;
+  } else {
+    char* end = nullptr;
+    const long n = std::strtol(a.numa_node.c_str(), &end, 10);
+    if (a.numa_node.empty() || *end != '\0' || n < 0 || n > 4095)
+      return Failure{"--numa-node: invalid value '" + a.numa_node + "': expected auto, none or a node's number"};
+    o.numa_node = static_cast<int>(n);
+  }
+  if (a.transport != "ucx" && a.transport != "mpi" && a.transport != "local")
+    return Failure{"--transport: invalid value '" + a.transport + "': expected ucx, mpi or local"};
+  if (a.stop_after > 0 && a.state_out.empty()) return Failure{"--stop-after-batches needs --state-out"};
+  if (a.epochs == 0 || a.epochs > 1000000) return Failure{"--epochs: must be 1..1000000"};
+  if (a.workers > 1024) return Failure{"--workers: must be 0..1024"};
+  if (a.threads == 0 || a.threads > 1024) return Failure{"--threads: must be 1..1024"};
+  if (a.min_workers > 4096) return Failure{"--min-workers: must be 0..4096"};
+  if (a.join_timeout == 0 || a.join_timeout > 86400) return Failure{"--join-timeout: must be 1..86400"};
+  if (!(o.first_worker_timeout_s >= 0)) return Failure{"--first-worker-timeout: must be >= 0 seconds"};
+  if (o.batch_size == 0 || o.batch_size > (1u << 24)) return Failure{"--batch-size: must be 1..16777216"};
+  if (o.queue_batches == 0 || o.queue_batches > 1000000) return Failure{"--queue-batches: must be 1..1000000"};
+  if (a.receive_budget_mb == 0 || a.receive_budget_mb > (uint64_t{1} << 30))
+    return Failure{"--receive-budget-mb: must be 1..1073741824"};
+  o.receive_budget_bytes = a.receive_budget_mb << 20;
+  if (o.shuffle_buffer > (1u << 26)) return Failure{"--shuffle-buffer: must be at most 67108864"};
+  return std::nullopt;
+}
+
+// MPI: every process is part of one MPI job (mpirun sets
+// OMPI_COMM_WORLD_SIZE, `srun --mpi=pmix` PMIX_RANK). Without one, this
+// program runs again under mpirun as rank 0, the workers as ranks 1..N;
+// returns only when that cannot start.
+Failure run_under_mpirun(const ConsumeArgs& a, int argc, char** argv) {
+  if (a.workers == 0) return Failure{"--transport mpi starts its workers itself: --workers must be at least 1"};
+  auto secret = auth::make_secret();
+  if (!secret.ok()) return Failure{secret.status().message(), 1};
+  setenv("GOLDMINER_SECRET", secret->c_str(), 1);
+  std::vector<std::string> args = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "GOLDMINER_SECRET",
+                                   "-x", "UCX_NET_DEVICES", "-np", "1"};
+  // This program, by its path (mpirun starts it anew).
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  args.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("/proc/self/exe"));
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  for (const std::string& w : {std::string(":"), std::string("-np"), std::to_string(a.workers), find_dw_binary(),
+                               std::string("--trainer"), std::string("mpi://"), std::string("--threads"),
+                               std::to_string(a.threads)})
+    args.push_back(w);
+  if (std::getenv("UCX_NET_DEVICES") == nullptr) setenv("UCX_NET_DEVICES", "lo", 1);
+  std::vector<char*> cargs;
+  for (auto& arg : args) cargs.push_back(arg.data());
+  cargs.push_back(nullptr);
+  execvp("mpirun", cargs.data());
+  return Failure{std::string("cannot run mpirun: ") + std::strerror(errno), 1};
+}
+
+// The session's options from the environment (GOLDMINER_SECRET or
+// GOLDMINER_SECRET_FILE as for goldminer-dw, the rank, GOLDMINER_LISTEN)
+// and the command line; a fresh secret for the workers this run starts;
+// where it listens for the transport and who starts the workers (`start`:
+// the session itself for local, this program for ucx, mpirun for mpi).
+// The samples a resumed epoch had seen go to `seen_before`.
+MaybeFailure configure_session(ConsumeArgs& a, const CommandLine& command_line, const WorkerStartPlan& start,
+                               std::vector<std::pair<uint64_t, uint64_t>>* seen_before) {
+  SessionOptions& o = a.session;
+  o.input = a.input;
+  if (!a.program_path.empty()) {
+    auto p = read_file(a.program_path);
+    if (!p.ok()) return Failure{"--program: " + p.status().message()};
+    o.program = std::move(p).value();
+  }
+  Status env = o.from_environment();
+  if (!env.ok()) return Failure{env.message()};
+  const uint32_t task_rank = o.rank;  // as the environment says
+  if (a.world_size != -1) {
+    if (a.world_size < 1 || a.world_size > 65536) return Failure{"--world-size: must be 1..65536"};
+    o.world_size = static_cast<uint32_t>(a.world_size);
+    if (a.rank == -1) o.rank = 0;
+  }
+  if (a.rank != -1) {
+    if (a.rank < 0 || a.rank >= static_cast<int64_t>(o.world_size))
+      return Failure{"--rank: " + std::to_string(a.rank) + " is not a rank of world size " +
+                     std::to_string(o.world_size) + " (ranks are 0.." + std::to_string(o.world_size - 1) + ")"};
+    o.rank = static_cast<uint32_t>(a.rank);
+  }
+  if (o.rank != task_rank) o.rank_listen.clear();  // the port reserved for another rank
+  // --listen's default: GOLDMINER_LISTEN (a --goldminer batch job's).
+  if (const char* v = std::getenv("GOLDMINER_LISTEN"); a.listen.empty() && v != nullptr && *v != '\0') a.listen = v;
+  o.listen.clear();
+  o.local_workers = 0;
+  if (o.secret.empty()) {
+    auto secret = auth::make_secret();
+    if (!secret.ok()) return Failure{secret.status().message(), 1};
+    o.secret = *secret;
+  }
+  if (!a.resume.empty()) {
+    LeasePosition p;
+    Status s = read_state(a.resume, &p, seen_before);
+    if (!s.ok()) return Failure{"--resume: " + s.message()};
+    o.resume = p;
+  }
+  if (a.transport == "local") {
+    o.listen = "local://consume-" + std::to_string(getpid());
+    o.local_workers = start.start == WorkerStart::kLocalThreads ? static_cast<uint32_t>(start.workers) : 0;
+    o.local_worker_threads = a.threads;
+    o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
+  } else if (a.transport == "mpi") {
+    o.listen = "mpi://";
+  } else {
+    const std::string& listen = a.listen;
+    o.listen = listen.empty() ? "ucx://127.0.0.1:0" : (listen.rfind("ucx://", 0) == 0 ? listen : "ucx://" + listen);
+    if (!a.rank0.empty()) o.rank0 = a.rank0.rfind("ucx://", 0) == 0 ? a.rank0 : "ucx://" + a.rank0;
+    // Sharing workers through rank 0: rank 0 listens at rank0, the others
+    // where the session picks (Session::create), unless --listen says.
+    if (o.world_size > 1 && !o.rank0.empty() && !command_line.given("listen")) o.listen.clear();
+  }
+  return std::nullopt;
+}
+
+// The workers this run started as processes: when all of them have exited
+// and no other worker is connected for 3 s, nothing will ever come: says
+// why and exits 1. Watches until stop() (or its end).
+class WorkerWatchdog {
+ public:
+  WorkerWatchdog(const std::vector<pid_t>& pids, bool active, Session& session)
+      : pids_(pids), watching_(active), thread_([this, &session] { watch(session); }) {}
+  ~WorkerWatchdog() { stop(); }
+  void stop() {
+    watching_ = false;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void watch(Session& session) {
+    std::vector<int> status(pids_.size(), -1);
+    auto since = std::chrono::steady_clock::now();
+    while (watching_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      size_t exited = 0;
+      for (size_t i = 0; i < pids_.size(); ++i) {
+        int st = 0;
+        if (status[i] == -1 && waitpid(pids_[i], &st, WNOHANG) == pids_[i])
+          status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (status[i] != -1) ++exited;
+      }
+      if (exited < pids_.size() || session.metrics().workers > 0) {
+        since = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+        std::string list;
+        for (size_t i = 0; i < pids_.size(); ++i)
+          list += (i ? ", " : "") + std::to_string(pids_[i]) + " exited " + std::to_string(status[i]);
+        std::fprintf(stderr, "goldminer-consume: every worker exited and none is connected (%s); "
+                     "see their messages above\n", list.c_str());
+        std::fflush(stdout);
+        std::_Exit(1);
+      }
+    }
+  }
+
+  const std::vector<pid_t> pids_;
+  std::atomic<bool> watching_;
+  std::thread thread_;
+};
+
+// One epoch as the consumer counted it.
+struct EpochTally {
+  uint64_t samples = 0, unique = 0, duplicates = 0, batches = 0, bytes = 0, expected = 0;
+  uint64_t id_sum = 0;
+  // FNV-1a over the sample ids in the order they came: equal across runs
+  // exactly when the order is (--deterministic).
+  uint64_t order = 0xcbf29ce484222325ULL;
+  double seconds = 0;
+};
+
+// What one epoch checks every sample against: the input's records per
+// file, where each file's records start in the input, and the batches the
+// run has taken (for --stop-after-batches).
+struct Consumer {
+  Session& session;
+  const ConsumeArgs& args;
+  std::vector<uint64_t> per_file, file_start;
+  uint64_t batches_total = 0;
+};
+
+// Takes one epoch's batches (for the first, `seen_before` are the
+// samples a resumed epoch had). 0: the epoch ended; 3: stopped after
+// --stop-after-batches (the state written); 1: the session failed (said).
+int consume_epoch(Consumer& c, uint32_t e, const std::vector<std::pair<uint64_t, uint64_t>>& seen_before,
+                  EpochTally* t) {
+  Session& s = c.session;
+  std::vector<std::vector<bool>> seen(c.per_file.size());
+  for (size_t f = 0; f < c.per_file.size(); ++f) seen[f].assign(c.per_file[f], false);
+  t->expected = s.records_per_epoch();
+  if (e == 0)
+    for (auto [f, r] : seen_before) {
+      if (f < seen.size() && r < seen[f].size() && !seen[f][r]) {
+        seen[f][r] = true;
+        --t->expected;
+      }
+    }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    auto b = s.next();
+    if (!b.ok()) return fail(b.status().message(), 1);
+    if (!b->has_value()) break;
+    const SessionBatch& batch = **b;
+    ++t->batches;
+    t->samples += batch.samples;
+    for (const auto& tensor : batch.tensors) t->bytes += tensor.nbytes;
+    for (uint32_t i = 0; i < batch.samples; ++i) {
+      const uint64_t f = static_cast<uint64_t>(batch.sample_ids[2 * i]);
+      const uint64_t r = static_cast<uint64_t>(batch.sample_ids[2 * i + 1]);
+      for (uint64_t v : {f, r})
+        for (int k = 0; k < 8; ++k) t->order = (t->order ^ ((v >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
+      if (f >= seen.size() || r >= seen[f].size()) {
+        ++t->duplicates;  // not a sample of this input: counted as wrong
+        continue;
+      }
+      t->id_sum += c.file_start[f] + r;
+      if (seen[f][r]) {
+        ++t->duplicates;
+      } else {
+        seen[f][r] = true;
+        ++t->unique;
+      }
+    }
+    ++c.batches_total;
+    if (c.args.stop_after > 0 && c.batches_total >= c.args.stop_after) {
+      write_state(c.args.state_out, s.state(), seen);
+      return 3;
+    }
+  }
+  t->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 0;
+}
+
+// The epoch's line: JSON (--json) or text. `lost` and `failed`: workers
+// lost and splits failed in this epoch; `missing`: samples that never came.
+void print_epoch(const Consumer& c, const EpochTally& t, const SessionMetrics& m, uint64_t missing, uint64_t lost,
+                 uint64_t failed, const std::vector<pid_t>& pids) {
+  const SessionOptions& o = c.args.session;
+  const double seconds = std::max(t.seconds, 1e-9);
+  if (c.args.json) {
+    std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
+                "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
+                "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
+                "\"splits_failed\": %llu, \"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\", "
+                "\"max_queued\": %zu, \"rank\": %u, \"world_size\": %u, \"id_sum\": %llu, "
+                "\"receive_memory\": \"%s\"}\n",
+                m.epoch, static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.unique),
+                static_cast<unsigned long long>(t.duplicates), static_cast<unsigned long long>(missing),
+                static_cast<unsigned long long>(t.batches), t.seconds, t.samples / seconds, t.bytes / seconds,
+                m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
+                static_cast<unsigned long long>(failed), static_cast<unsigned long long>(m.bad_records),
+                cpu_seconds(pids), static_cast<unsigned long long>(t.order), m.max_queued_batches, o.rank,
+                o.world_size, static_cast<unsigned long long>(t.id_sum), c.session.receive_memory().c_str());
+  } else {
+    std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
+                "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records, "
+                "order %016llx\n",
+                m.epoch, static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.unique),
+                static_cast<unsigned long long>(t.duplicates), static_cast<unsigned long long>(missing),
+                static_cast<unsigned long long>(t.batches), t.seconds, t.samples / seconds, t.bytes / seconds / 1e6,
+                100 * m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
+                static_cast<unsigned long long>(m.bad_records), static_cast<unsigned long long>(t.order));
+  }
+  std::fflush(stdout);
+}
+
+// Every epoch: consumed, checked, printed. 0 when every sample came once;
+// 4 when one was lost or duplicated; 3 or 1 as consume_epoch says.
+int consume(Consumer& c, const std::vector<std::pair<uint64_t, uint64_t>>& seen_before, const std::vector<pid_t>& pids) {
+  bool clean = true;
+  uint64_t lost_before = 0, failed_before = 0;
+  for (uint32_t e = 0; e < c.args.epochs; ++e) {
+    EpochTally t;
+    if (int rc = consume_epoch(c, e, seen_before, &t); rc != 0) return rc;
+    const SessionMetrics m = c.session.metrics();
+    // Records skipped under --max-bad-records were reported, not lost.
+    const uint64_t expected = t.expected > m.bad_records ? t.expected - m.bad_records : 0;
+    const uint64_t missing = expected > t.unique ? expected - t.unique : 0;
+    if (t.duplicates != 0 || missing != 0) clean = false;
+    print_epoch(c, t, m, missing, m.workers_lost - lost_before, m.splits_failed - failed_before, pids);
+    lost_before = m.workers_lost;
+    failed_before = m.splits_failed;
+  }
+  return clean ? 0 : 4;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ConsumeArgs a;
   CommandLine command_line;
   if (int rc = parse_main_command_line(consume_command(&a), argc, argv, &command_line); rc >= 0) return rc;
-  SessionOptions& o = a.session;
-  const std::string &input = a.input, &program_path = a.program_path, &transport = a.transport,
-                    &state_out = a.state_out, &resume = a.resume, &rank0 = a.rank0, &numa_node = a.numa_node;
-  std::string& listen = a.listen;
-  const uint32_t epochs = a.epochs, workers = a.workers, threads = a.threads, min_workers = a.min_workers,
-                 join_timeout = a.join_timeout;
-  const uint64_t stop_after = a.stop_after, receive_budget_mb = a.receive_budget_mb;
-  const bool json = a.json, verbose = a.verbose;
-  const int64_t rank = a.rank, world_size = a.world_size;
-  if (numa_node == "auto") {
-    o.numa_node = ReceiveMemoryOptions::kNumaAuto;
-  } else if (numa_node == "none") {
-    o.numa_node = ReceiveMemoryOptions::kNumaNone;
-  } else {
-    char* end = nullptr;
-    const long n = std::strtol(numa_node.c_str(), &end, 10);
-    if (numa_node.empty() || *end != '\0' || n < 0 || n > 4095)
-      return fail("--numa-node: invalid value '" + numa_node + "': expected auto, none or a node's number", 2);
-    o.numa_node = static_cast<int>(n);
-  }
-  if (transport != "ucx" && transport != "mpi" && transport != "local")
-    return fail("--transport: invalid value '" + transport + "': expected ucx, mpi or local", 2);
-  if (stop_after > 0 && state_out.empty()) return fail("--stop-after-batches needs --state-out", 2);
-  // Unsigned options take "-1" as a huge number: bound every count.
-  if (epochs == 0 || epochs > 1000000) return fail("--epochs: must be 1..1000000", 2);
-  if (workers > 1024) return fail("--workers: must be 0..1024", 2);
-  if (threads == 0 || threads > 1024) return fail("--threads: must be 1..1024", 2);
-  if (min_workers > 4096) return fail("--min-workers: must be 0..4096", 2);
-  if (join_timeout == 0 || join_timeout > 86400) return fail("--join-timeout: must be 1..86400", 2);
-  if (!(o.first_worker_timeout_s >= 0)) return fail("--first-worker-timeout: must be >= 0 seconds", 2);
-  if (o.batch_size == 0 || o.batch_size > (1u << 24)) return fail("--batch-size: must be 1..16777216", 2);
-  if (o.queue_batches == 0 || o.queue_batches > 1000000) return fail("--queue-batches: must be 1..1000000", 2);
-  if (receive_budget_mb == 0 || receive_budget_mb > (uint64_t{1} << 30))
-    return fail("--receive-budget-mb: must be 1..1073741824", 2);
-  o.receive_budget_bytes = receive_budget_mb << 20;
-  if (o.shuffle_buffer > (1u << 26)) return fail("--shuffle-buffer: must be at most 67108864", 2);
-  if (!verbose)
+  if (MaybeFailure f = check_options(a)) return fail(f->message, f->code);
+  if (!a.verbose)
     log::set_sink([](log::Level level, const std::string& line) {
       if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
     });
-
-  // MPI: every process is part of one MPI job (mpirun sets
-  // OMPI_COMM_WORLD_SIZE, `srun --mpi=pmix` PMIX_RANK); without one, start
-  // it: this program as rank 0 and the workers as ranks 1..N.
-  if (transport == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && std::getenv("PMIX_RANK") == nullptr) {
-    if (workers == 0) return fail("--transport mpi starts its workers itself: --workers must be at least 1", 2);
-    auto secret = auth::make_secret();
-    if (!secret.ok()) return fail(secret.status().message(), 1);
-    setenv("GOLDMINER_SECRET", secret->c_str(), 1);
-    std::vector<std::string> args = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "GOLDMINER_SECRET",
-                                     "-x", "UCX_NET_DEVICES", "-np", "1"};
-    for (int i = 0; i < argc; ++i) args.push_back(i == 0 ? "/proc/self/exe" : argv[i]);
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) args[9] = std::string(self, static_cast<size_t>(n));
-    for (const std::string& a : {std::string(":"), std::string("-np"), std::to_string(workers), find_dw_binary(),
-                                 std::string("--trainer"), std::string("mpi://"), std::string("--threads"),
-                                 std::to_string(threads)})
-      args.push_back(a);
-    if (std::getenv("UCX_NET_DEVICES") == nullptr) setenv("UCX_NET_DEVICES", "lo", 1);
-    std::vector<char*> cargs;
-    for (auto& a : args) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    execvp("mpirun", cargs.data());
-    return fail(std::string("cannot run mpirun: ") + std::strerror(errno), 1);
+  if (a.transport == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && std::getenv("PMIX_RANK") == nullptr) {
+    const Failure f = run_under_mpirun(a, argc, argv);
+    return fail(f.message, f.code);
   }
-
-  o.input = input;
-  if (!program_path.empty()) {
-    auto p = read_file(program_path);
-    if (!p.ok()) return fail("--program: " + p.status().message(), 2);
-    o.program = std::move(p).value();
-  }
-  {
-    // GOLDMINER_SECRET / GOLDMINER_SECRET_FILE as for goldminer-dw; else a
-    // fresh secret for the workers this run starts.
-    Status env = o.from_environment();
-    if (!env.ok()) return fail(env.message(), 2);
-    const uint32_t task_rank = o.rank;  // as the environment says
-    if (world_size != -1) {
-      if (world_size < 1 || world_size > 65536) return fail("--world-size: must be 1..65536", 2);
-      o.world_size = static_cast<uint32_t>(world_size);
-      if (rank == -1) o.rank = 0;
-    }
-    if (rank != -1) {
-      if (rank < 0 || rank >= static_cast<int64_t>(o.world_size))
-        return fail("--rank: " + std::to_string(rank) + " is not a rank of world size " + std::to_string(o.world_size) +
-                        " (ranks are 0.." + std::to_string(o.world_size - 1) + ")",
-                    2);
-      o.rank = static_cast<uint32_t>(rank);
-    }
-    if (o.rank != task_rank) o.rank_listen.clear();  // the port reserved for another rank
-    // --listen's default: GOLDMINER_LISTEN (a --goldminer batch job's).
-    if (const char* v = std::getenv("GOLDMINER_LISTEN"); listen.empty() && v != nullptr && *v != '\0') listen = v;
-    o.listen.clear();
-    o.local_workers = 0;
-    if (o.secret.empty()) {
-      auto secret = auth::make_secret();
-      if (!secret.ok()) return fail(secret.status().message(), 1);
-      o.secret = *secret;
-    }
-  }
-  std::vector<std::pair<uint64_t, uint64_t>> seen_before;
-  if (!resume.empty()) {
-    LeasePosition p;
-    Status s = read_state(resume, &p, &seen_before);
-    if (!s.ok()) return fail("--resume: " + s.message(), 2);
-    o.resume = p;
-  }
-  // Who starts this run's workers (launch/worker_start.h): the session
-  // itself (local), this program (ucx) or mpirun (mpi).
+  // Who starts this run's workers (launch/worker_start.h).
   const WorkerStartPlan start = plan_worker_start(
-      request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
-  if (transport == "local") {
-    o.listen = "local://consume-" + std::to_string(getpid());
-    o.local_workers = start.start == WorkerStart::kLocalThreads ? static_cast<uint32_t>(start.workers) : 0;
-    o.local_worker_threads = threads;
-    o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
-  } else if (transport == "mpi") {
-    o.listen = "mpi://";
-  } else {
-    o.listen = listen.empty() ? "ucx://127.0.0.1:0" : (listen.rfind("ucx://", 0) == 0 ? listen : "ucx://" + listen);
-    if (!rank0.empty()) o.rank0 = rank0.rfind("ucx://", 0) == 0 ? rank0 : "ucx://" + rank0;
-    // Sharing workers through rank 0: rank 0 listens at rank0, the others
-    // where the session picks (Session::create), unless --listen says.
-    if (o.world_size > 1 && !o.rank0.empty() && !command_line.given("listen")) o.listen.clear();
-  }
-  auto session = Session::create(o);
+      request_on_this_machine(a.transport, static_cast<int>(a.workers), static_cast<int>(a.threads)));
+  std::vector<std::pair<uint64_t, uint64_t>> seen_before;
+  if (MaybeFailure f = configure_session(a, command_line, start, &seen_before)) return fail(f->message, f->code);
+  auto session = Session::create(a.session);
   if (!session.ok()) return fail(session.status().message(), 1);
   Session& s = **session;
   std::fprintf(stderr, "goldminer-consume: listening on %s\n", s.address().c_str());
@@ -283,7 +473,7 @@ int main(int argc, char** argv) {
     WorkerProcessOptions wp;
     wp.dw_path = find_dw_binary();
     wp.trainer = s.address();
-    wp.secret = o.secret;
+    wp.secret = a.session.secret;
     wp.threads = static_cast<unsigned>(start.threads);
     for (int i = 0; i < start.workers; ++i) {
       auto pid = spawn_worker(wp);
@@ -293,157 +483,26 @@ int main(int argc, char** argv) {
     }
   }
   std::fflush(stderr);
-
-  // The workers this run started: if all of them have exited and no other
-  // worker is connected for a while, nothing will ever come; say why.
-  std::atomic<bool> watching{!pids.empty() && listen.empty()};
-  std::thread watchdog([&] {
-    std::vector<int> status(pids.size(), -1);
-    auto since = std::chrono::steady_clock::now();
-    while (watching) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      size_t exited = 0;
-      for (size_t i = 0; i < pids.size(); ++i) {
-        int st = 0;
-        if (status[i] == -1 && waitpid(pids[i], &st, WNOHANG) == pids[i])
-          status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (status[i] != -1) ++exited;
-      }
-      if (exited < pids.size() || s.metrics().workers > 0) {
-        since = std::chrono::steady_clock::now();
-      } else if (std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
-        std::string list;
-        for (size_t i = 0; i < pids.size(); ++i)
-          list += (i ? ", " : "") + std::to_string(pids[i]) + " exited " + std::to_string(status[i]);
-        std::fprintf(stderr, "goldminer-consume: every worker exited and none is connected (%s); "
-                     "see their messages above\n", list.c_str());
-        std::fflush(stdout);
-        std::_Exit(1);
-      }
-    }
-  });
-
+  WorkerWatchdog watchdog(pids, !pids.empty() && a.listen.empty(), s);
   // Stops the watchdog, drains the workers, ends those this run started.
   auto shut_down = [&] {
-    watching = false;
-    watchdog.join();
+    watchdog.stop();
     session->reset();
     stop_workers(pids, SIGTERM, 10);
   };
   // --min-workers: the first batch is taken (and the first epoch timed)
   // once that many workers are connected.
-  if (auto joined = s.wait_for_workers(min_workers, join_timeout); !joined.ok()) {
+  if (auto joined = s.wait_for_workers(a.min_workers, a.join_timeout); !joined.ok()) {
     shut_down();
     return fail("--min-workers: " + joined.status().message() + " (--join-timeout)", 1);
   }
-
-  const auto& per_file = s.records_per_file();
   // id_sum counts a sample as its place in the input (records of the files
   // before its own, plus its record index): the ranks' sums add up to
   // N(N-1)/2 mod 2^64 exactly when they read every sample once between them.
-  std::vector<uint64_t> file_start(per_file.size(), 0);
-  for (size_t f = 1; f < per_file.size(); ++f) file_start[f] = file_start[f - 1] + per_file[f - 1];
-  bool clean = true;
-  uint64_t lost_before = 0, failed_before = 0;
-  uint64_t batches_total = 0;
-  int rc = 0;
-  for (uint32_t e = 0; e < epochs; ++e) {
-    std::vector<std::vector<bool>> seen(per_file.size());
-    for (size_t f = 0; f < per_file.size(); ++f) seen[f].assign(per_file[f], false);
-    uint64_t samples = 0, unique = 0, duplicates = 0, batches = 0, bytes = 0, expected = s.records_per_epoch();
-    uint64_t id_sum = 0;
-    // FNV-1a over the sample ids in the order they came: equal across runs
-    // exactly when the order is (--deterministic).
-    uint64_t order = 0xcbf29ce484222325ULL;
-    if (e == 0)
-      for (auto [f, r] : seen_before) {
-        if (f < seen.size() && r < seen[f].size() && !seen[f][r]) {
-          seen[f][r] = true;
-          --expected;
-        }
-      }
-    const auto t0 = std::chrono::steady_clock::now();
-    bool stopped = false;
-    for (;;) {
-      auto b = s.next();
-      if (!b.ok()) {
-        rc = fail(b.status().message(), 1);
-        break;
-      }
-      if (!b->has_value()) break;
-      const SessionBatch& batch = **b;
-      ++batches;
-      samples += batch.samples;
-      for (const auto& t : batch.tensors) bytes += t.nbytes;
-      for (uint32_t i = 0; i < batch.samples; ++i) {
-        const uint64_t f = static_cast<uint64_t>(batch.sample_ids[2 * i]);
-        const uint64_t r = static_cast<uint64_t>(batch.sample_ids[2 * i + 1]);
-        for (uint64_t v : {f, r})
-          for (int k = 0; k < 8; ++k) order = (order ^ ((v >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
-        if (f >= seen.size() || r >= seen[f].size()) {
-          ++duplicates;  // not a sample of this input: counted as wrong
-          continue;
-        }
-        id_sum += file_start[f] + r;
-        if (seen[f][r]) {
-          ++duplicates;
-        } else {
-          seen[f][r] = true;
-          ++unique;
-        }
-      }
-      ++batches_total;
-      if (stop_after > 0 && batches_total >= stop_after) {
-        write_state(state_out, s.state(), seen);
-        stopped = true;
-        break;
-      }
-    }
-    if (rc != 0) break;
-    if (stopped) {
-      rc = 3;
-      break;
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const SessionMetrics m = s.metrics();
-    const uint32_t epoch_no = m.epoch;
-    // Records skipped under --max-bad-records were reported, not lost.
-    expected = expected > m.bad_records ? expected - m.bad_records : 0;
-    const uint64_t missing = expected > unique ? expected - unique : 0;
-    if (duplicates != 0 || missing != 0) clean = false;
-    const uint64_t lost = m.workers_lost - lost_before;
-    lost_before = m.workers_lost;
-    const uint64_t failed = m.splits_failed - failed_before;
-    failed_before = m.splits_failed;
-    if (json) {
-      std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
-                  "\"missing\": %llu, \"batches\": %llu, \"seconds\": %.6f, \"samples_per_s\": %.1f, "
-                  "\"bytes_per_s\": %.1f, \"trainer_wait_fraction\": %.4f, \"workers_lost\": %llu, "
-                  "\"splits_failed\": %llu, \"bad_records\": %llu, \"cpu_seconds\": %.3f, \"order_digest\": \"%016llx\", "
-                  "\"max_queued\": %zu, \"rank\": %u, \"world_size\": %u, \"id_sum\": %llu, "
-                  "\"receive_memory\": \"%s\"}\n",
-                  epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
-                  static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
-                  static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
-                  bytes / std::max(seconds, 1e-9), m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
-                  static_cast<unsigned long long>(failed), static_cast<unsigned long long>(m.bad_records),
-                  cpu_seconds(pids),
-                  static_cast<unsigned long long>(order), m.max_queued_batches, o.rank, o.world_size,
-                  static_cast<unsigned long long>(id_sum), (*session)->receive_memory().c_str());
-    } else {
-      std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
-                  "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records, "
-                  "order %016llx\n",
-                  epoch_no, static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
-                  static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(missing),
-                  static_cast<unsigned long long>(batches), seconds, samples / std::max(seconds, 1e-9),
-                  bytes / std::max(seconds, 1e-9) / 1e6, 100 * m.trainer_wait_fraction,
-                  static_cast<unsigned long long>(lost), static_cast<unsigned long long>(m.bad_records),
-                  static_cast<unsigned long long>(order));
-    }
-    std::fflush(stdout);
-  }
+  Consumer c{s, a, s.records_per_file(), {}};
+  c.file_start.assign(c.per_file.size(), 0);
+  for (size_t f = 1; f < c.per_file.size(); ++f) c.file_start[f] = c.file_start[f - 1] + c.per_file[f - 1];
+  const int rc = consume(c, seen_before, pids);
   shut_down();
-  if (rc != 0) return rc;
-  return clean ? 0 : 4;
+  return rc;
 }
