@@ -203,246 +203,300 @@ class Connection {
     return Status();
   }
 
-  Expected<WorkerReport> stream() {
-    WorkerReport report;
-    // Shared with the producers and with the completions of batch sends,
-    // which may run as late as the endpoint's destructor.
-    auto shared_ptr = std::make_shared<Shared>();
+  // What the stream keeps between its steps: the state shared with the
+  // producers and with the completions of batch sends (which may run as
+  // late as the endpoint's destructor), the producers, the credits and
+  // leases, the clocks, the drain.
+  struct StreamState {
+    std::shared_ptr<Shared> shared_ptr = std::make_shared<Shared>();
     Shared& shared = *shared_ptr;
+    std::vector<std::thread> producers;
+    std::vector<std::unique_ptr<Producer>> bodies;
+    WorkerReport report;
+    uint32_t credits = 0;
+    uint32_t in_hand = 0;    // splits leased and not yet finished or returned
+    uint32_t want = 1;       // splits to keep leased or asked for
+    uint32_t requested = 0;  // asked for, not granted yet
+    Clock::time_point last_heartbeat = Clock::now();
+    Clock::time_point last_heard = Clock::now();  // the last message from the trainer
+    Clock::time_point drain_started;
+    bool draining = false;
+    bool told_to_drain = false;  // by the trainer, which then closes
+  };
+
+  // What a step of the stream says: go on, end it (drained, or the trainer
+  // left while this worker drained), or fail with `why`.
+  struct Step {
+    enum Kind { kGoOn, kEnd, kFail } kind = kGoOn;
+    Status why;
+  };
+  static Step fail_with(Status why) { return Step{Step::kFail, std::move(why)}; }
+
+  // Leases, reads, runs the program and sends batches until the trainer
+  // drains this worker (or it is stopped) or the stream fails.
+  Expected<WorkerReport> stream() {
+    StreamState st;
+    start_producers(st);
+    st.want = std::max<uint32_t>(1, o_.threads) + 1;
+    Status s = send(wire::LeaseRequest{st.want});
+    if (!s.ok()) return finish(st, s);
+    st.requested = st.want;
+    for (;;) {
+      Step step = take_event(st);
+      if (step.kind == Step::kGoOn) step = check_trainer(st);
+      if (step.kind == Step::kGoOn) {
+        if (stop_ && !st.draining) st.draining = true;
+        if (st.draining && st.drain_started == Clock::time_point()) start_drain(st);
+        step = send_ready(st);
+      }
+      if (step.kind == Step::kGoOn) step = keep_leased(st);
+      if (step.kind == Step::kGoOn) step = drained(st);
+      if (step.kind == Step::kFail) return finish(st, step.why);
+      if (step.kind == Step::kEnd) break;
+    }
+    st.report.drained = true;
+    return finish(st, Status());
+  }
+
+  void start_producers(StreamState& st) {
+    Shared& shared = st.shared;
     shared.ordered = stream_.ordered;
     shared.outbox_limit = std::max<size_t>(2, o_.threads * 2);
     shared.wake = [ep = ep_.get()] { ep->wake(); };
     shared.reserve = [ep = ep_.get()](size_t size) { return ep->reserve(size); };
-    std::vector<std::thread> producers;
-    std::vector<std::unique_ptr<Producer>> bodies;
     for (uint32_t i = 0; i < std::max<uint32_t>(1, o_.threads); ++i) {
-      bodies.push_back(std::make_unique<Producer>(&shared, &dataset_, &stream_, program_.get()));
-      producers.emplace_back([this, i, p = bodies.back().get()] {
+      st.bodies.push_back(std::make_unique<Producer>(&shared, &dataset_, &stream_, program_.get()));
+      st.producers.emplace_back([this, i, p = st.bodies.back().get()] {
         if (o_.on_producer_start) o_.on_producer_start(i);
         p->run();
       });
     }
-    auto finish = [&](Status why) -> Expected<WorkerReport> {
-      {
-        std::lock_guard<std::mutex> lock(shared.mu);
-        shared.quit = true;
-        shared.cv.notify_all();
-      }
-      for (auto& t : producers) t.join();
-      if (!why.ok()) return why;
-      const transport::Endpoint::PathStats paths = ep_->path_stats();
-      report.batches_shared_memory = paths.shared_memory;
-      report.batches_built_in_place = paths.built_in_place;
-      report.shared_memory = paths.shared_memory_status;
-      return report;
-    };
+  }
 
-    uint32_t credits = 0;
-    uint32_t in_hand = 0;  // splits leased and not yet finished or returned
-    const uint32_t want = std::max<uint32_t>(1, o_.threads) + 1;
-    Status s = send(wire::LeaseRequest{want});
-    if (!s.ok()) return finish(s);
-    uint32_t requested = want;
-    auto last_heartbeat = Clock::now();
-    auto last_heard = Clock::now();  // the last message from the trainer
-    Clock::time_point drain_started;
-    bool draining = false;
-    bool told_to_drain = false;  // by the trainer, which then closes
-    // A trainer that told this worker to drain may close before the
-    // worker's last sends arrive: that ends the worker as the trainer's
-    // leaving does, not as a failure.
-    auto trainer_left = [&](const Status& failed) {
-      if (!told_to_drain) return false;
-      log::info("goldminer-dw: the trainer closed while this worker drained (" + failed.message() + ")");
-      return true;
-    };
-    // Whether `o` may be sent now: a batch needs a credit and room in the
-    // send window. shared.mu held.
-    auto may_send = [&](const Outgoing& o) {
-      return o.kind != Outgoing::Kind::kBatch || (credits > 0 && shared.in_flight.open(o.batch->frame_size()));
-    };
-    // The outbox entry to send next, or end() if none may go now: the
-    // front, or (ordered) the first batch of the first split in hand;
-    // when that batch may not go, a front that needs no credit (a lease
-    // return, an error) still may. shared.mu held.
-    auto pick = [&]() {
-      auto next = shared.outbox.begin();
-      if (const std::optional<uint64_t> head = shared.first_in_hand(); shared.ordered && head) {
-        auto first = std::find_if(shared.outbox.begin(), shared.outbox.end(), [&](const Outgoing& x) {
-          return x.kind == Outgoing::Kind::kBatch && x.split_id == *head;
-        });
-        if (first != shared.outbox.end()) next = first;
+  // Stops the producers; the report, or `why` when it is an error.
+  Expected<WorkerReport> finish(StreamState& st, Status why) {
+    {
+      std::lock_guard<std::mutex> lock(st.shared.mu);
+      st.shared.quit = true;
+      st.shared.cv.notify_all();
+    }
+    for (auto& t : st.producers) t.join();
+    if (!why.ok()) return why;
+    const transport::Endpoint::PathStats paths = ep_->path_stats();
+    st.report.batches_shared_memory = paths.shared_memory;
+    st.report.batches_built_in_place = paths.built_in_place;
+    st.report.shared_memory = paths.shared_memory_status;
+    return st.report;
+  }
+
+  // A trainer that told this worker to drain may close before the
+  // worker's last sends arrive: that ends the worker as the trainer's
+  // leaving does, not as a failure.
+  static bool trainer_left(const StreamState& st, const Status& failed) {
+    if (!st.told_to_drain) return false;
+    log::info("goldminer-dw: the trainer closed while this worker drained (" + failed.message() + ")");
+    return true;
+  }
+
+  // Whether `o` may be sent now: a batch needs a credit and room in the
+  // send window. shared.mu held.
+  static bool may_send(StreamState& st, const Outgoing& o) {
+    return o.kind != Outgoing::Kind::kBatch || (st.credits > 0 && st.shared.in_flight.open(o.batch->frame_size()));
+  }
+
+  // The outbox entry to send next, or end() if none may go now: the
+  // front, or (ordered) the first batch of the first split in hand; when
+  // that batch may not go, a front that needs no credit (a lease return,
+  // an error) still may. shared.mu held.
+  static std::deque<Outgoing>::iterator pick(StreamState& st) {
+    Shared& shared = st.shared;
+    auto next = shared.outbox.begin();
+    if (const std::optional<uint64_t> head = shared.first_in_hand(); shared.ordered && head) {
+      auto first = std::find_if(shared.outbox.begin(), shared.outbox.end(), [&](const Outgoing& x) {
+        return x.kind == Outgoing::Kind::kBatch && x.split_id == *head;
+      });
+      if (first != shared.outbox.end()) next = first;
+    }
+    if (next != shared.outbox.end() && !may_send(st, *next))
+      next = !shared.outbox.empty() && shared.outbox.front().kind != Outgoing::Kind::kBatch ? shared.outbox.begin()
+                                                                                          : shared.outbox.end();
+    return next;
+  }
+
+  // Waits for the trainer (not at all when something may be sent: the
+  // producers wake the poll when they queue something; else until the
+  // next heartbeat) and takes what it sent: credits, leases, a drain.
+  Step take_event(StreamState& st) {
+    Shared& shared = st.shared;
+    bool sendable;
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      sendable = pick(st) != shared.outbox.end();
+    }
+    const double to_heartbeat = o_.heartbeat_s - seconds_since(st.last_heartbeat);
+    const int wait_ms = sendable ? 0 : static_cast<int>(std::clamp(to_heartbeat * 1000, 1.0, 100.0));
+    auto e = ep_->poll(wait_ms);
+    if (!e.ok()) return fail_with(e.status());
+    if (!e->has_value()) return Step{};
+    Event& ev = **e;
+    if (ev.kind == Event::Kind::kDisconnected) {
+      if (st.draining) return Step{Step::kEnd, Status()};
+      return fail_with(Status::error("the trainer went away: " + ev.reason));
+    }
+    if (ev.kind != Event::Kind::kMessage) return Step{};
+    st.last_heard = Clock::now();
+    auto m = wire::decode_frame(ev.frame->data(), ev.frame->size(), ev.frame->size());
+    if (!m.ok()) return fail_with(m.status());
+    if (auto* c = std::get_if<wire::Credit>(&*m)) {
+      st.credits += c->batches;
+    } else if (auto* g = std::get_if<wire::LeaseGrant>(&*m)) {
+      if (st.requested > 0) --st.requested;
+      ++st.in_hand;
+      std::lock_guard<std::mutex> lock(shared.mu);
+      shared.in_hand[{g->epoch, g->rank}] = g->split_id;
+      if (shared.draining) {  // granted before the trainer saw us drain
+        Outgoing r;
+        r.kind = Outgoing::Kind::kReturn;
+        r.split_id = g->split_id;
+        r.message = "worker draining";
+        shared.outbox.push_back(std::move(r));
+      } else {
+        shared.leases.push_back(std::move(*g));
       }
-      if (next != shared.outbox.end() && !may_send(*next))
-        next = !shared.outbox.empty() && shared.outbox.front().kind != Outgoing::Kind::kBatch ? shared.outbox.begin()
-                                                                                            : shared.outbox.end();
-      return next;
-    };
+      shared.cv.notify_all();
+    } else if (std::get_if<wire::Drain>(&*m)) {
+      st.draining = true;
+      st.told_to_drain = true;
+    } else if (auto* err = std::get_if<wire::Error>(&*m)) {
+      return fail_with(Status::error("the trainer reported: " + err->message));
+    }
+    return Step{};
+  }
+
+  // A batch send that failed without the trainer going away first; a
+  // trainer silent for longer than --trainer-timeout.
+  Step check_trainer(StreamState& st) {
+    if (!st.shared.send_error.empty()) {
+      if (trainer_left(st, Status::error(st.shared.send_error))) return Step{Step::kEnd, Status()};
+      return fail_with(Status::error(st.shared.send_error));
+    }
+    if (seconds_since(st.last_heard) > o_.trainer_timeout_s) {
+      char silent[32];
+      std::snprintf(silent, sizeof silent, "%.0f", seconds_since(st.last_heard));
+      return fail_with(Status::error("no word from the trainer at " + trainer_ + " for " + silent +
+                                     " s (--trainer-timeout): its process is stopped or its node is gone"));
+    }
+    return Step{};
+  }
+
+  // The producers finish the batch in hand; leases not started yet go
+  // straight back.
+  void start_drain(StreamState& st) {
+    st.drain_started = Clock::now();
+    log::info("goldminer-dw: draining: finishing the batch in hand and returning leases");
+    Shared& shared = st.shared;
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.draining = true;
+    while (!shared.leases.empty()) {
+      Outgoing r;
+      r.kind = Outgoing::Kind::kReturn;
+      r.split_id = shared.leases.front().split_id;
+      r.message = "worker draining";
+      shared.leases.pop_front();
+      shared.outbox.push_back(std::move(r));
+    }
+    shared.cv.notify_all();
+  }
+
+  // Sends what is ready, in order (ordered: the first split's batches
+  // first); batches need a credit each.
+  Step send_ready(StreamState& st) {
+    Shared& shared = st.shared;
     for (;;) {
-      bool sendable;
+      Outgoing o;
       {
         std::lock_guard<std::mutex> lock(shared.mu);
-        sendable = pick() != shared.outbox.end();
-      }
-      // Producers wake the poll when they queue something; else it waits
-      // for the trainer (or a send completion) until the next heartbeat.
-      const double to_heartbeat = o_.heartbeat_s - seconds_since(last_heartbeat);
-      const int wait_ms = sendable ? 0 : static_cast<int>(std::clamp(to_heartbeat * 1000, 1.0, 100.0));
-      auto e = ep_->poll(wait_ms);
-      if (!e.ok()) return finish(e.status());
-      if (e->has_value()) {
-        Event& ev = **e;
-        if (ev.kind == Event::Kind::kDisconnected) {
-          if (draining) break;
-          return finish(Status::error("the trainer went away: " + ev.reason));
-        }
-        if (ev.kind == Event::Kind::kMessage) last_heard = Clock::now();
-        if (ev.kind == Event::Kind::kMessage) {
-          auto m = wire::decode_frame(ev.frame->data(), ev.frame->size(), ev.frame->size());
-          if (!m.ok()) return finish(m.status());
-          if (auto* c = std::get_if<wire::Credit>(&*m)) {
-            credits += c->batches;
-          } else if (auto* g = std::get_if<wire::LeaseGrant>(&*m)) {
-            if (requested > 0) --requested;
-            ++in_hand;
-            std::lock_guard<std::mutex> lock(shared.mu);
-            shared.in_hand[{g->epoch, g->rank}] = g->split_id;
-            if (shared.draining) {  // granted before the trainer saw us drain
-              Outgoing r;
-              r.kind = Outgoing::Kind::kReturn;
-              r.split_id = g->split_id;
-              r.message = "worker draining";
-              shared.outbox.push_back(std::move(r));
-            } else {
-              shared.leases.push_back(std::move(*g));
-            }
-            shared.cv.notify_all();
-          } else if (std::get_if<wire::Drain>(&*m)) {
-            draining = true;
-            told_to_drain = true;
-          } else if (auto* err = std::get_if<wire::Error>(&*m)) {
-            return finish(Status::error("the trainer reported: " + err->message));
-          }
-        }
-      }
-      // A batch send that failed without the trainer going away first.
-      if (!shared.send_error.empty()) {
-        if (trainer_left(Status::error(shared.send_error))) break;
-        return finish(Status::error(shared.send_error));
-      }
-      if (seconds_since(last_heard) > o_.trainer_timeout_s) {
-        char silent[32];
-        std::snprintf(silent, sizeof silent, "%.0f", seconds_since(last_heard));
-        return finish(Status::error("no word from the trainer at " + trainer_ + " for " + silent +
-                                    " s (--trainer-timeout): its process is stopped or its node is gone"));
-      }
-      if (stop_ && !draining) draining = true;
-      if (draining && drain_started == Clock::time_point()) {
-        drain_started = Clock::now();
-        log::info("goldminer-dw: draining: finishing the batch in hand and returning leases");
-        std::lock_guard<std::mutex> lock(shared.mu);
-        shared.draining = true;
-        // Leases not started yet go straight back.
-        while (!shared.leases.empty()) {
-          Outgoing r;
-          r.kind = Outgoing::Kind::kReturn;
-          r.split_id = shared.leases.front().split_id;
-          r.message = "worker draining";
-          shared.leases.pop_front();
-          shared.outbox.push_back(std::move(r));
-        }
+        auto next = pick(st);
+        if (next == shared.outbox.end()) break;
+        o = std::move(*next);
+        shared.outbox.erase(next);
+        if (o.kind == Outgoing::Kind::kReturn || (o.kind == Outgoing::Kind::kBatch && o.last_of_split))
+          shared.release(o.split_id);
         shared.cv.notify_all();
       }
-      // Send what is ready, in order (ordered: the first split's batches
-      // first); batches need a credit each.
-      bool ended = false;  // the trainer closed while this worker drained
-      for (;;) {
-        Outgoing o;
-        {
-          std::lock_guard<std::mutex> lock(shared.mu);
-          auto next = pick();
-          if (next == shared.outbox.end()) break;
-          o = std::move(*next);
-          shared.outbox.erase(next);
-          if (o.kind == Outgoing::Kind::kReturn || (o.kind == Outgoing::Kind::kBatch && o.last_of_split))
-            shared.release(o.split_id);
-          shared.cv.notify_all();
-        }
-        if (o.kind == Outgoing::Kind::kError) {
-          send(wire::Error{2, o.message});
-          return finish(Status::error(o.message));
-        }
-        if (o.kind == Outgoing::Kind::kReturn) {
-          s = send(wire::LeaseReturn{o.split_id, o.message, o.failed});
-          if (!s.ok() && trainer_left(s)) {
-            ended = true;
-            break;
-          }
-          if (!s.ok()) return finish(s);
-          --in_hand;
-          ++(o.failed ? report.splits_failed : report.splits_returned);
-          continue;
-        }
-        // The writer goes back to the spares when its send is done.
-        wire::BatchWriter* batch = o.batch.release();
-        const size_t size = batch->frame_size();
-        shared.in_flight.started(size);
-        s = ep_->send_async(0, batch->frame_data(), size, [shared_ptr, batch, size](Status sent) {
-          std::unique_ptr<wire::BatchWriter> writer(batch);
-          shared_ptr->in_flight.finished(size);
-          if (!sent.ok() && shared_ptr->send_error.empty()) shared_ptr->send_error = sent.message();
-          std::lock_guard<std::mutex> lock(shared_ptr->mu);
-          shared_ptr->spare.push_back(std::move(writer));
-        });
-        if (!s.ok()) {  // not started: the completion will not run
-          delete batch;
-          shared.in_flight.finished(size);
-          if (trainer_left(s)) {
-            ended = true;
-            break;
-          }
-          return finish(s);
-        }
-        --credits;
-        ++report.batches_sent;
-        if (o.last_of_split) {
-          --in_hand;
-          ++report.splits_done;
-        }
+      if (o.kind == Outgoing::Kind::kError) {
+        send(wire::Error{2, o.message});
+        return fail_with(Status::error(o.message));
       }
-      if (ended) break;
-      // Keep `want` splits leased or asked for.
-      if (!draining && in_hand + requested < want) {
-        const uint32_t more = want - in_hand - requested;
-        s = send(wire::LeaseRequest{more});
-        if (!s.ok()) return finish(s);
-        requested += more;
+      if (o.kind == Outgoing::Kind::kReturn) {
+        Status s = send(wire::LeaseReturn{o.split_id, o.message, o.failed});
+        if (!s.ok()) return trainer_left(st, s) ? Step{Step::kEnd, Status()} : fail_with(s);
+        --st.in_hand;
+        ++(o.failed ? st.report.splits_failed : st.report.splits_returned);
+        continue;
       }
-      if (seconds_since(last_heartbeat) >= o_.heartbeat_s) {
-        last_heartbeat = Clock::now();
-        const uint64_t ms = static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count());
-        send(wire::Heartbeat{ms});
+      // The writer goes back to the spares when its send is done.
+      wire::BatchWriter* batch = o.batch.release();
+      const size_t size = batch->frame_size();
+      shared.in_flight.started(size);
+      Status s = ep_->send_async(0, batch->frame_data(), size, [shared_ptr = st.shared_ptr, batch, size](Status sent) {
+        std::unique_ptr<wire::BatchWriter> writer(batch);
+        shared_ptr->in_flight.finished(size);
+        if (!sent.ok() && shared_ptr->send_error.empty()) shared_ptr->send_error = sent.message();
+        std::lock_guard<std::mutex> lock(shared_ptr->mu);
+        shared_ptr->spare.push_back(std::move(writer));
+      });
+      if (!s.ok()) {  // not started: the completion will not run
+        delete batch;
+        shared.in_flight.finished(size);
+        return trainer_left(st, s) ? Step{Step::kEnd, Status()} : fail_with(s);
       }
-      if (draining) {
-        std::lock_guard<std::mutex> lock(shared.mu);
-        const bool idle = shared.busy == 0 && shared.outbox.empty() && shared.in_flight.frames() == 0;
-        // A lease asked for before the drain may be granted still: wait a
-        // little for it (it goes straight back), so the trainer does not
-        // see this worker leave with a split in hand.
-        const bool grant_pending = requested > 0 && seconds_since(drain_started) < kGrantGrace_s;
-        if (idle && in_hand == 0 && !grant_pending) break;
-        if (seconds_since(drain_started) > o_.drain_timeout_s) {
-          // No credit came for the finished batches: the trainer re-leases
-          // those splits when this connection closes.
-          log::error("goldminer-dw: drain timed out; leaving " + std::to_string(in_hand) + " splits to be re-leased");
-          break;
-        }
+      --st.credits;
+      ++st.report.batches_sent;
+      if (o.last_of_split) {
+        --st.in_hand;
+        ++st.report.splits_done;
       }
     }
-    report.drained = true;
-    return finish(Status());
+    return Step{};
+  }
+
+  // Keeps `want` splits leased or asked for (not while draining), and
+  // the heartbeat.
+  Step keep_leased(StreamState& st) {
+    if (!st.draining && st.in_hand + st.requested < st.want) {
+      const uint32_t more = st.want - st.in_hand - st.requested;
+      Status s = send(wire::LeaseRequest{more});
+      if (!s.ok()) return fail_with(s);
+      st.requested += more;
+    }
+    if (seconds_since(st.last_heartbeat) >= o_.heartbeat_s) {
+      st.last_heartbeat = Clock::now();
+      const uint64_t ms = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count());
+      send(wire::Heartbeat{ms});
+    }
+    return Step{};
+  }
+
+  // Draining: ends once nothing is in hand, queued or in flight (waiting a
+  // little for a lease asked for before the drain, which goes straight
+  // back, so the trainer does not see this worker leave with a split in
+  // hand), or after --drain-timeout.
+  Step drained(StreamState& st) {
+    if (!st.draining) return Step{};
+    std::lock_guard<std::mutex> lock(st.shared.mu);
+    const bool idle = st.shared.busy == 0 && st.shared.outbox.empty() && st.shared.in_flight.frames() == 0;
+    const bool grant_pending = st.requested > 0 && seconds_since(st.drain_started) < kGrantGrace_s;
+    if (idle && st.in_hand == 0 && !grant_pending) return Step{Step::kEnd, Status()};
+    if (seconds_since(st.drain_started) > o_.drain_timeout_s) {
+      // No credit came for the finished batches: the trainer re-leases
+      // those splits when this connection closes.
+      log::error("goldminer-dw: drain timed out; leaving " + std::to_string(st.in_hand) + " splits to be re-leased");
+      return Step{Step::kEnd, Status()};
+    }
+    return Step{};
   }
 
   const WorkerOptions& o_;
