@@ -17,6 +17,31 @@ namespace {
 constexpr uint64_t kMinWindowBatches = 8;
 constexpr double kMaxWindowIntervals = 12;
 
+// What the session knows of goldminer-ctld's answers: whether the last
+// report got one, and the last error it logged (each change is logged
+// once).
+struct CtldLink {
+  bool answers = false;
+  std::string error;
+};
+
+// Sends `report` (ElasticSetup::report): the job's target, or -1 when
+// goldminer-ctld did not answer (the session then sizes itself).
+int ask_ctld(const ElasticSetup& e, const SessionReport& report, CtldLink* link) {
+  auto answer = e.report(report);
+  if (answer.ok()) {
+    if (!link->answers) log::info("goldminer: session: goldminer-ctld at " + e.ctld + " gives the worker target");
+    link->answers = true, link->error.clear();
+    return *answer;
+  }
+  if (answer.status().message() != link->error || link->answers) {
+    link->error = answer.status().message();
+    link->answers = false;
+    log::error("goldminer: session: goldminer-ctld: " + link->error + "; sizing the workers by itself until it answers");
+  }
+  return -1;
+}
+
 }  // namespace
 
 // Every interval: the queue's metrics over the interval to the
@@ -25,8 +50,7 @@ void Session::Impl::elastic_loop() {
   const ElasticSetup& e = o_.elastic;
   ElasticController controller(e.config, e.launcher.get(), now());
   const std::string here = node_name();  // workers whose id starts with it share the trainer's node
-  bool ctld_answers = false;
-  std::string ctld_error;
+  CtldLink ctld;
   std::unique_lock<std::mutex> lock(mu_);
   // Rank 0 of ranks that share the job's workers sizes them for the job:
   // its own and the other ranks' workers and batches (their RankStatus).
@@ -107,19 +131,7 @@ void Session::Impl::elastic_loop() {
       for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(node_of_worker(w.id));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
-    int target = -1;
-    if (e.report) {
-      auto answer = e.report(report);
-      if (answer.ok()) {
-        target = *answer;
-        if (!ctld_answers) log::info("goldminer: session: goldminer-ctld at " + e.ctld + " gives the worker target");
-        ctld_answers = true, ctld_error.clear();
-      } else if (answer.status().message() != ctld_error || ctld_answers) {
-        ctld_error = answer.status().message();
-        ctld_answers = false;
-        log::error("goldminer: session: goldminer-ctld: " + ctld_error + "; sizing the workers by itself until it answers");
-      }
-    }
+    const int target = e.report ? ask_ctld(e, report, &ctld) : -1;
     const ElasticStep step = controller.observe(m, t, target);
     if (!step.decision.empty()) log::info("goldminer: session: scaling: " + step.decision);
     char why[160];
