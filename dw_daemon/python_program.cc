@@ -54,7 +54,7 @@ struct Header {
   const char* what() const { return torchscript ? "torchscript program" : "python dataset"; }
 };
 
-Expected<Header> parse_header(const std::string& bytes) {
+Expected<Header> parse_header(const std::string& bytes, const std::string& python) {
   if (!is_python_program(bytes)) return Status::error(std::string(kWhat) + ": not a GOLDMINER-PYTHON program");
   Header h;
   size_t at = std::strlen(kPythonProgramMagic);
@@ -81,7 +81,7 @@ Expected<Header> parse_header(const std::string& bytes) {
                            "': expected map, iterable or torchscript");
     else return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": unknown key '" + key + "'");
   }
-  if (const char* p = std::getenv("GOLDMINER_PYTHON"); p != nullptr && *p != '\0') h.python = p;
+  if (!python.empty()) h.python = python;
   if (h.python.empty()) return Status::error(std::string(h.what()) + ": no python= in the header (and no $GOLDMINER_PYTHON)");
   if (h.torchscript && h.saved_by.empty())
     return Status::error(std::string(h.what()) + ": no torch= in the header (the trainer's torch version)");
@@ -544,8 +544,9 @@ class PythonProgram : public WorkerProgram {
 
 }  // namespace
 
-Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads) {
-  auto header = parse_header(bytes);
+Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads,
+                                                             const std::string& python) {
+  auto header = parse_header(bytes, python);
   if (!header.ok()) return header.status();
   header->threads = threads < 1 ? 1 : threads;
   auto first = Child::start(*header);

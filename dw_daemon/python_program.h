@@ -7,7 +7,7 @@
 //
 // The program bytes (made by the trainer):
 //   "GOLDMINER-PYTHON 1\n"
-//   "python=PATH\n"     the interpreter ($GOLDMINER_PYTHON overrides it here)
+//   "python=PATH\n"     the interpreter (load_python_program's `python` overrides it)
 //   "path=DIR\n"...     the trainer's sys.path, put before the child's
 //   "mode=M\n"          optional: map (the default), iterable (an
 //                       IterableDataset, whose shards (the split's record)
@@ -63,7 +63,10 @@ bool is_python_program(const std::string& bytes);
 // unpicklable dataset or a TorchScript program the job's torch cannot load
 // fails here, with the child's error). `threads`: intra-op threads of each
 // TorchScript child (torch.set_num_threads), as load_torchscript's.
-Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads = 1);
+// `python`: the interpreter to run instead of the header's (goldminer-dw's
+// GOLDMINER_PYTHON); "" = the header's.
+Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads = 1,
+                                                             const std::string& python = "");
 
 }  // namespace goldminer::dw
 

@@ -59,14 +59,43 @@ po::options_description boost_options(const CommandOptions& spec) {
   return desc;
 }
 
+namespace {
+
+// The row whose long name is KEY, or null.
+const OptionSpec* row_named(const CommandOptions& spec, const std::string& key) {
+  for (const OptionSpec& row : spec.options)
+    if (long_name(row.key) == key) return &row;
+  return nullptr;
+}
+
+// "--KEY: invalid value 'V': WHY" when a row's check refuses V, else "".
+std::string refused(const OptionSpec& row, const std::string& value) {
+  if (!row.check) return "";
+  const std::string why = row.check(value);
+  return why.empty() ? "" : "--" + long_name(row.key) + ": invalid value '" + value.substr(0, 200) + "': " + why;
+}
+
+}  // namespace
+
 Expected<CommandLine> parse_command_line(const CommandOptions& spec, const std::vector<std::string>& args) {
   CommandLine out;
   try {
     const po::options_description desc = boost_options(spec);
     po::positional_options_description positional;
     for (const auto& [key, count] : spec.positional) positional.add(key.c_str(), count);
+    const po::parsed_options parsed = po::command_line_parser(args).options(desc).positional(positional).run();
+    // Each given value as written, checked by its row before it is stored.
+    for (const po::option& given : parsed.options) {
+      const OptionSpec* row = row_named(spec, given.string_key);
+      if (row == nullptr) continue;
+      for (const std::string& value : given.value) {
+        if (std::string why = refused(*row, value); !why.empty()) return Status::error(why);
+        std::string& text = out.texts_[given.string_key];
+        text += (text.empty() ? "" : " ") + value;
+      }
+    }
     po::variables_map vm;
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::store(parsed, vm);
     for (const auto& [key, value] : vm) {
       if (value.defaulted()) continue;
       // A switch not given is stored as false, not as defaulted.
@@ -79,6 +108,26 @@ Expected<CommandLine> parse_command_line(const CommandOptions& spec, const std::
     return Status::error(e.what());
   }
   return out;
+}
+
+std::string describe_command_line(const CommandOptions& spec, const CommandLine& line) {
+  std::string out;
+  for (const OptionSpec& row : spec.options) {
+    const std::string key = long_name(row.key);
+    if (row.value_doc.empty()) {  // a switch
+      if (line.given(key)) out += "--" + key + "  # command line\n";
+      continue;
+    }
+    if (const std::string* text = line.text(key)) out += "--" + key + "=" + *text + "  # command line\n";
+    else if (!row.default_value.empty()) out += "--" + key + "=" + row.default_value + "  # default\n";
+    else out += "# --" + key + " unset\n";
+  }
+  return out;
+}
+
+const std::string* CommandLine::text(const std::string& key) const {
+  auto it = texts_.find(key);
+  return it == texts_.end() ? nullptr : &it->second;
 }
 
 int parse_main_command_line(const CommandOptions& spec, int argc, char** argv, CommandLine* out) {

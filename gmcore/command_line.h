@@ -14,6 +14,7 @@
 #include <boost/lexical_cast.hpp>
 #include <boost/program_options.hpp>
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -105,6 +106,12 @@ OptionSpec option(std::string key, std::string value_doc, std::string default_va
   return row;
 }
 
+// ROW whose value must pass CHECK before it is stored (parse_command_line).
+inline OptionSpec checked(OptionSpec row, ValueCheck check) {
+  row.check = std::move(check);
+  return row;
+}
+
 // The same, which the command refuses to run without.
 template <class T>
 OptionSpec required_option(std::string key, std::string value_doc, std::string help, T* target, std::string man = "") {
@@ -138,25 +145,37 @@ class CommandLine {
   bool given(const std::string& key) const { return given_.count(key) > 0; }
   // --help was given: the caller prints help_text and exits 0.
   bool help() const { return given("help"); }
+  // The value given for KEY (its long name) as written, several joined by
+  // spaces; null when it was not given.
+  const std::string* text(const std::string& key) const;
 
  private:
   friend Expected<CommandLine> parse_command_line(const CommandOptions&, const std::vector<std::string>&);
   std::set<std::string> given_;
+  std::map<std::string, std::string> texts_;
 };
 
 // The Boost description of the table (its caption: usage and summary).
 boost::program_options::options_description boost_options(const CommandOptions& spec);
 
 // Parses `args` (argv without the program name) into the table's targets.
-// With --help, stores nothing more and says help(); required options are
-// not checked then. Errors name the option and the value as Boost words
-// them ("the argument ('x') for option '--epochs' is invalid").
+// Each given value must first pass its row's check ("--threads: invalid
+// value '0': expected an integer from 1 to 1024"). With --help, stores
+// nothing more and says help(); required options are not checked then.
+// Other errors name the option and the value as Boost words them ("the
+// argument ('x') for option '--epochs' is invalid").
 Expected<CommandLine> parse_command_line(const CommandOptions& spec, const std::vector<std::string>& args);
 
 // For a main: parses argv; -1 when the command is to run, else the exit
 // status after printing: 0 after --help (on stdout), 2 after an error,
 // printed as "<program>: <error> (see --help)" and the usage line (stderr).
 int parse_main_command_line(const CommandOptions& spec, int argc, char** argv, CommandLine* out);
+
+// Each option of the table as this process has it, one line each:
+// "--KEY=VALUE  # command line", "--KEY=VALUE  # default" or "# --KEY
+// unset" (a switch: "--KEY  # command line" when given): the first part
+// of a command's --print-config.
+std::string describe_command_line(const CommandOptions& spec, const CommandLine& line);
 
 // What --help prints: the usage, the summary and one entry per option
 // with its value name and default.

@@ -85,6 +85,44 @@ TEST(CommandLineTest, ErrorsNameTheOptionAndTheValue) {
   }
 }
 
+TEST(CommandLineTest, RowsApplyTheirChecksBeforeStoringAValue) {
+  Args a;
+  CommandOptions spec = sample_command(&a);
+  for (OptionSpec& row : spec.options) {
+    if (row.key == "epochs") row = checked(row, integer_in_range(1, 1000));
+    if (row.key == "interval") row = checked(row, number_above(0));
+    if (row.key == "transport") row = checked(row, one_of({"ucx", "mpi"}));
+  }
+  auto bad = parse_command_line(spec, {"--input", "x", "--epochs", "0"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--epochs: invalid value '0': expected an integer from 1 to 1000");
+  EXPECT_EQ(a.epochs, 0u) << "nothing is stored from a refused command line";
+  bad = parse_command_line(spec, {"--input", "x", "--interval=0"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--interval: invalid value '0': expected a number > 0");
+  bad = parse_command_line(spec, {"--input", "x", "--transport", "tcp"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--transport: invalid value 'tcp': expected one of ucx, mpi");
+  auto good = parse_command_line(spec, {"--input", "x", "--epochs", "1000", "--interval", "0.25"});
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(a.epochs, 1000u);
+  EXPECT_DOUBLE_EQ(a.interval, 0.25);
+}
+
+TEST(CommandLineTest, DescribesEachOptionAndWhereItsValueCameFrom) {
+  Args a;
+  const CommandOptions spec = sample_command(&a);
+  auto cl = parse_command_line(spec, {"--input", "x.tsv", "--epochs=3", "-v", "--", "run", "it"});
+  ASSERT_TRUE(cl.ok()) << cl.status().message();
+  const std::string text = describe_command_line(spec, *cl);
+  EXPECT_NE(text.find("--input=x.tsv  # command line\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("--epochs=3  # command line\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("--interval=0.5  # default\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("--verbose  # command line\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("--command=run it  # command line\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--json"), std::string::npos) << "a switch not given: " << text;
+}
+
 TEST(CommandLineTest, MainPrintsHelpOrTheErrorWithTheUsage) {
   Args a;
   CommandLine cl;

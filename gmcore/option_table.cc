@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -66,6 +67,42 @@ ValueCheck integer_at_least(long min) {
     if (parse_long(value, &v) && v >= min && v <= INT_MAX) return "";
     return "expected an integer >= " + std::to_string(min);
   };
+}
+
+namespace {
+
+// A decimal number within [min, max] (or (min, max] when `above`), as
+// the check's why text names it.
+ValueCheck number_check(double min, double max, bool above, std::string expected) {
+  return [=](const std::string& value) -> std::string {
+    char* end = nullptr;
+    errno = 0;
+    // Digits, '.' or '-' first: no "nan", "inf", sign or leading space.
+    const bool digits = !value.empty() && (value[0] == '.' || value[0] == '-' || (value[0] >= '0' && value[0] <= '9'));
+    const double v = digits ? std::strtod(value.c_str(), &end) : 0;
+    if (digits && errno == 0 && *end == '\0' && (above ? v > min : v >= min) && v <= max) return "";
+    return expected;
+  };
+}
+
+std::string number_text(double v) {
+  std::ostringstream text;
+  text << v;
+  return text.str();
+}
+
+}  // namespace
+
+ValueCheck number_in_range(double min, double max) {
+  return number_check(min, max, false, "expected a number from " + number_text(min) + " to " + number_text(max));
+}
+
+ValueCheck number_above(double min) {
+  return number_check(min, HUGE_VAL, true, "expected a number > " + number_text(min));
+}
+
+ValueCheck number_at_least(double min) {
+  return number_check(min, HUGE_VAL, false, "expected a number >= " + number_text(min));
 }
 
 ValueCheck one_of(std::vector<std::string> choices) {
@@ -181,16 +218,6 @@ std::string render_man_options(const OptionTable& table) {
     if (!row.default_value.empty()) out += " Default: \\fB" + roff_escape(row.default_value) + "\\fR.";
     if (!row.env.empty()) out += " Reaches the job as \\fB" + roff_escape(row.env) + "\\fR.";
     out += "\n";
-  }
-  return out;
-}
-
-std::string render_man_environment(const OptionTable& table) {
-  std::string out;
-  for (const auto& row : table) {
-    if (row.env.empty()) continue;
-    out += ".TP\n\\fB" + roff_escape(row.env) + "\\fR\n";
-    out += "The value of \\fB" + roff_escape(row.key) + "\\fR: " + roff_escape(row.help) + ".\n";
   }
   return out;
 }

@@ -24,6 +24,11 @@ using ValueCheck = std::function<std::string(const std::string& value)>;
 
 ValueCheck integer_in_range(long min, long max);
 ValueCheck integer_at_least(long min);
+// A decimal number (integer or not) from min to max.
+ValueCheck number_in_range(double min, double max);
+// A decimal number above min (strictly), or at least min.
+ValueCheck number_above(double min);
+ValueCheck number_at_least(double min);
 ValueCheck one_of(std::vector<std::string> choices);
 // Letters, digits, '_', '-', '.': a Slurm partition, QOS or account name.
 ValueCheck slurm_name();
@@ -93,8 +98,6 @@ std::string roff_escape(const std::string& text);
 std::string render_help(const OptionTable& table);
 // Man-page rows (.TP / \fBkey\fR=\fIVALUE\fR / help), roff-escaped.
 std::string render_man_options(const OptionTable& table);
-// Man-page rows for the environment variables the table's keys reach.
-std::string render_man_environment(const OptionTable& table);
 
 }  // namespace goldminer
 

@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gmcore/auth.h"
@@ -105,12 +106,15 @@ Expected<std::string> dialed_address(const std::string& address);
 // The error names both addresses.
 Status names_this_session(const std::string& target, const std::string& own_address);
 
-// How this process authenticates, from its environment: GOLDMINER_AUTH=
-// munge with GOLDMINER_AUTH_JOB=J (GOLDMINER_MUNGE_SOCKET optional), as
-// the SPANK plugin sets them; else the secret `secret_env` (the value of
-// GOLDMINER_SECRET) or the file `secret_file`; with none of these, an empty
-// secret and no munge. Errors name the variable or file and what is wrong.
-Expected<PeerAuth> peer_auth_from_environment(const char* secret_env, const std::string& secret_file);
+// How this process authenticates, from what its job environment says
+// (launch/job_environment.h): `method` "munge" (GOLDMINER_AUTH) with trainer
+// job `job` (GOLDMINER_AUTH_JOB, 0 when unset) through munged's
+// `munge_socket` ("" = munge's own), as the SPANK plugin sets them; else the
+// secret `secret` (GOLDMINER_SECRET, nothing when unset) or the file
+// `secret_file`; with none of these, an empty secret and no munge. Errors
+// name the variable or file and what is wrong.
+Expected<PeerAuth> peer_auth_of(const std::string& method, uint32_t job, const std::string& munge_socket,
+                                const std::optional<std::string>& secret, const std::string& secret_file);
 
 }  // namespace goldminer::auth
 

@@ -115,58 +115,49 @@ void SlurmWorkerLauncher::end() {
 }
 
 Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& env, const CommandRunner& runner) {
+  auto job = read_job_environment(env, kReadBySession);
+  if (!job.ok()) return job.status();
+  return elastic_from_environment(*job, env, runner);
+}
+
+Expected<ElasticSetup> elastic_from_environment(const JobEnvironment& job, const std::vector<std::string>& env,
+                                                const CommandRunner& runner) {
   ElasticSetup setup;
-  const std::string args_text = env_value(env, "GOLDMINER_DW_SBATCH");
-  const std::string mode = env_value(env, "GOLDMINER_MODE");
-  if (args_text.empty() || mode == "static") return setup;
-  if (mode != "elastic") return Status::error("GOLDMINER_MODE: invalid value '" + mode + "': expected elastic or static");
-  auto args = split_words(args_text);
+  if (job.dw_sbatch.empty() || job.mode == "static") return setup;
+  if (job.mode != "elastic")  // unset: the plugin always sets it with GOLDMINER_DW_SBATCH
+    return Status::error("GOLDMINER_DW_SBATCH is set but GOLDMINER_MODE is not");
+  auto args = split_words(job.dw_sbatch);
   if (!args.ok()) return Status::error("GOLDMINER_DW_SBATCH: " + args.status().message());
   if (args->empty()) return Status::error("GOLDMINER_DW_SBATCH: no sbatch arguments");
-  auto dw = integer_variable("GOLDMINER_DW", env_value(env, "GOLDMINER_DW"), 0, 1 << 20);
-  if (!dw.ok()) return dw.status();
-  auto dw_max = integer_variable("GOLDMINER_DW_MAX", env_value(env, "GOLDMINER_DW_MAX"), 1, 1 << 20);
-  if (!dw_max.ok()) return dw_max.status();
-  const std::string trainer = env_value(env, "GOLDMINER_TRAINER");
-  if (trainer.empty() || env_value(env, "GOLDMINER_AUTH_JOB").empty())
+  if (!job.dw || !job.dw_max) return Status::error("GOLDMINER_DW_SBATCH is set but GOLDMINER_DW or GOLDMINER_DW_MAX is not");
+  if (job.trainer.empty() || job.auth_job == 0)
     return Status::error("GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_AUTH_JOB is not");
-  auto auth_job = integer_variable("GOLDMINER_AUTH_JOB", env_value(env, "GOLDMINER_AUTH_JOB"), 1, 4294967295L);
-  if (!auth_job.ok()) return auth_job.status();
-  setup.interval_s = kDefaultAutoscaleIntervalS;
-  if (std::string v = env_value(env, "GOLDMINER_AUTOSCALE_INTERVAL"); !v.empty()) {
-    char* end = nullptr;
-    const double s = std::strtod(v.c_str(), &end);
-    if (*end != '\0' || !(s >= 0.01 && s <= 3600))
-      return Status::error("GOLDMINER_AUTOSCALE_INTERVAL: invalid value '" + v +
-                           "': expected seconds from 0.01 to 3600");
-    setup.interval_s = s;
-  }
-  if (std::string job = env_value(env, "SLURM_JOB_ID"); !job.empty()) {
-    auto id = integer_variable("SLURM_JOB_ID", job, 1, 4294967295L);
-    if (!id.ok()) return id.status();
-    setup.job_id = static_cast<uint32_t>(*id);
+  setup.interval_s = job.autoscale_interval_s.value_or(kDefaultAutoscaleIntervalS);
+  if (std::string id = env_value(env, "SLURM_JOB_ID"); !id.empty()) {
+    auto parsed = integer_variable("SLURM_JOB_ID", id, 1, 4294967295L);
+    if (!parsed.ok()) return parsed.status();
+    setup.job_id = static_cast<uint32_t>(*parsed);
   }
   // The CPUs of one worker, as the job's option (cpus-per-dw) says them;
   // unset outside spank_goldminer.so: 1.
-  if (std::string v = env_value(env, "GOLDMINER_CPUS_PER_DW"); !v.empty()) {
-    auto cpus = integer_variable("GOLDMINER_CPUS_PER_DW", v, 1, 1 << 16);
-    if (!cpus.ok()) return cpus.status();
-    setup.cpus_per_dw = static_cast<double>(*cpus);
-  }
-  setup.ctld = env_value(env, "GOLDMINER_CTLD");
-  setup.munge_socket = env_value(env, "GOLDMINER_MUNGE_SOCKET");
-  setup.ctld_user = env_value(env, "GOLDMINER_CTLD_USER");
+  setup.cpus_per_dw = static_cast<double>(job.cpus_per_dw.value_or(1));
+  setup.ctld = job.ctld;
+  setup.munge_socket = job.munge_socket;
+  setup.ctld_user = job.ctld_user;
   if (!setup.ctld.empty() && setup.job_id == 0)
     return Status::error("GOLDMINER_CTLD is set but SLURM_JOB_ID is not: goldminer-ctld steers Slurm jobs only");
-  setup.config.initial_workers = static_cast<int>(*dw);
-  setup.config.autosizer.max_workers = static_cast<int>(*dw_max);
-  setup.config.autosizer.min_workers = std::min<int>(1, static_cast<int>(*dw));
+  const int dw = *job.dw, dw_max = *job.dw_max;
+  const uint32_t auth_job = job.auth_job;
+  const std::string& trainer = job.trainer;
+  setup.config.initial_workers = dw;
+  setup.config.autosizer.max_workers = dw_max;
+  setup.config.autosizer.min_workers = std::min(1, dw);
 
   // sbatch gets the workers' environment (the job's without Slurm's input
   // variables, as the first companion job's); squeue and scancel PATH and
   // SLURM_CONF only.
   const std::vector<std::string> worker_env =
-      companion_job_env(env, trainer, static_cast<uint32_t>(*auth_job), setup.munge_socket);
+      companion_job_env(env, trainer, auth_job, setup.munge_socket);
   const std::vector<std::string> slurm_env = slurm_command_env(env);
   CommandRunner run = runner ? runner : CommandRunner(run_command);
   SlurmCommand slurm = [=](const std::string& name, const std::vector<std::string>& cmd_args) -> Expected<CommandResult> {

@@ -18,6 +18,7 @@
 #include "gmcore/status.h"
 #include "goldminer/elastic.h"
 #include "launch/slurm_command.h"
+#include "launch/job_environment.h"
 #include "launch/subprocess.h"
 
 namespace goldminer {
@@ -65,6 +66,10 @@ constexpr double kDefaultAutoscaleIntervalS = 5;
 // variable whose value is wrong. `env`: "NAME=value" strings.
 using CommandRunner = std::function<Expected<CommandResult>(const CommandSpec&)>;
 Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& env,
+                                                const CommandRunner& runner = {});
+// The same from what a session already read of `env` (its GOLDMINER_*
+// variables; `env` itself gives the workers' environment and Slurm's).
+Expected<ElasticSetup> elastic_from_environment(const JobEnvironment& job, const std::vector<std::string>& env,
                                                 const CommandRunner& runner = {});
 
 }  // namespace goldminer

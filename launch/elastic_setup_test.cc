@@ -211,15 +211,17 @@ TEST(ElasticSetupTest, BadVariablesAreNamed) {
     if (std::find(env.begin(), env.end(), entry) == env.end()) env.push_back(entry);
     return elastic_from_environment(env).status().message();
   };
-  EXPECT_EQ(with("GOLDMINER_DW_MAX=lots"), "GOLDMINER_DW_MAX: invalid value 'lots': expected an integer from 1 to 1048576");
-  EXPECT_EQ(with("GOLDMINER_MODE=sometimes"), "GOLDMINER_MODE: invalid value 'sometimes': expected elastic or static");
+  EXPECT_EQ(with("GOLDMINER_DW_MAX=lots"), "GOLDMINER_DW_MAX: invalid value 'lots': expected an integer >= 1");
+  EXPECT_EQ(with("GOLDMINER_MODE=sometimes"), "GOLDMINER_MODE: invalid value 'sometimes': expected one of elastic, static");
   EXPECT_EQ(with("GOLDMINER_DW_SBATCH=--wrap='exec"), "GOLDMINER_DW_SBATCH: unterminated ' at offset 7");
   EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0"),
-            "GOLDMINER_AUTOSCALE_INTERVAL: invalid value '0': expected seconds from 0.01 to 3600");
+            "GOLDMINER_AUTOSCALE_INTERVAL: invalid value '0': expected a number from 0.01 to 3600");
   EXPECT_EQ(with("GOLDMINER_TRAINER="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_AUTH_JOB is not");
   EXPECT_EQ(with("GOLDMINER_AUTH_JOB=x"), "GOLDMINER_AUTH_JOB: invalid value 'x': expected an integer from 1 to 4294967295");
   EXPECT_EQ(with("GOLDMINER_CPUS_PER_DW=0"),
-            "GOLDMINER_CPUS_PER_DW: invalid value '0': expected an integer from 1 to 65536");
+            "GOLDMINER_CPUS_PER_DW: invalid value '0': expected an integer >= 1");
+  EXPECT_EQ(with("GOLDMINER_MODE="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_MODE is not");
+  EXPECT_EQ(with("GOLDMINER_DW="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_DW or GOLDMINER_DW_MAX is not");
   EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0.5"), "");
   // A worker's CPUs come from the job's option, never from the sbatch line.
   auto env = elastic_env();

@@ -9,6 +9,7 @@
 
 #include "launch/admin_config.h"
 #include "gmcore/command_line.h"
+#include "launch/job_environment.h"
 #include "launch/job_options.h"
 #include "sched/select_config.h"
 #include "tools/command_tables.h"
@@ -17,15 +18,19 @@ int main(int argc, char** argv) {
   using namespace goldminer;
   if (argc != 2) {
     std::fprintf(stderr,
-                 "usage: gen-man job_options|job_environment|admin_options|select_options|PROGRAM_options\n");
+                 "usage: gen-man job_options|job_environment|session_environment|goldminer_dw_environment|admin_options|"
+                 "select_options|PROGRAM_options\n");
     return 2;
   }
   const std::string what = argv[1];
   if (what == "job_options") {
     std::fputs(render_man_options(job_option_table()).c_str(), stdout);
   } else if (what == "job_environment") {
-    std::fputs(render_man_environment(job_option_table()).c_str(), stdout);
-    std::fputs(render_man_environment(admin_option_table()).c_str(), stdout);
+    std::fputs(render_man_plugin_environment().c_str(), stdout);
+  } else if (what == "session_environment") {
+    std::fputs(render_man_job_environment(kReadBySession).c_str(), stdout);
+  } else if (what == "goldminer_dw_environment") {
+    std::fputs(render_man_job_environment(kReadByWorker).c_str(), stdout);
   } else if (what == "admin_options") {
     std::fputs(render_man_options(admin_option_table()).c_str(), stdout);
   } else if (what == "select_options") {

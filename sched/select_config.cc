@@ -14,19 +14,6 @@
 namespace goldminer {
 namespace {
 
-ValueCheck number_in_range(double min, double max) {
-  return [min, max](const std::string& value) -> std::string {
-    char* end = nullptr;
-    errno = 0;
-    double v = value.empty() ? 0 : std::strtod(value.c_str(), &end);
-    bool digits = !value.empty() && (value[0] == '.' || (value[0] >= '0' && value[0] <= '9'));
-    if (digits && errno == 0 && end && *end == '\0' && v >= min && v <= max) return "";
-    std::ostringstream why;
-    why << "expected a number from " << min << " to " << max;
-    return why.str();
-  };
-}
-
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r");
   if (b == std::string::npos) return "";

@@ -25,6 +25,7 @@
 #include "dw_daemon/program.h"
 #include "gmcore/auth.h"
 #include "gmcore/log.h"
+#include "launch/job_environment.h"
 #include "launch/worker_start.h"
 #include "goldminer/session.h"
 #include "tools/goldminer_consume_options.h"
@@ -148,9 +149,8 @@ struct Failure {
 };
 using MaybeFailure = std::optional<Failure>;
 
-// What the option table cannot check: --numa-node's forms, the transport,
-// combinations, and a range for every count (unsigned options take "-1"
-// as a huge number). Sets what follows from them in a.session.
+// What the option table's checks cannot: --numa-node's forms and
+// combinations. Sets what follows from them in a.session.
 MaybeFailure check_options(ConsumeArgs& a) {
   SessionOptions& o = a.session;
   if (a.numa_node == "auto") {
@@ -164,21 +164,8 @@ MaybeFailure check_options(ConsumeArgs& a) {
       return Failure{"--numa-node: invalid value '" + a.numa_node + "': expected auto, none or a node's number"};
     o.numa_node = static_cast<int>(n);
   }
-  if (a.transport != "ucx" && a.transport != "mpi" && a.transport != "local")
-    return Failure{"--transport: invalid value '" + a.transport + "': expected ucx, mpi or local"};
   if (a.stop_after > 0 && a.state_out.empty()) return Failure{"--stop-after-batches needs --state-out"};
-  if (a.epochs == 0 || a.epochs > 1000000) return Failure{"--epochs: must be 1..1000000"};
-  if (a.workers > 1024) return Failure{"--workers: must be 0..1024"};
-  if (a.threads == 0 || a.threads > 1024) return Failure{"--threads: must be 1..1024"};
-  if (a.min_workers > 4096) return Failure{"--min-workers: must be 0..4096"};
-  if (a.join_timeout == 0 || a.join_timeout > 86400) return Failure{"--join-timeout: must be 1..86400"};
-  if (!(o.first_worker_timeout_s >= 0)) return Failure{"--first-worker-timeout: must be >= 0 seconds"};
-  if (o.batch_size == 0 || o.batch_size > (1u << 24)) return Failure{"--batch-size: must be 1..16777216"};
-  if (o.queue_batches == 0 || o.queue_batches > 1000000) return Failure{"--queue-batches: must be 1..1000000"};
-  if (a.receive_budget_mb == 0 || a.receive_budget_mb > (uint64_t{1} << 30))
-    return Failure{"--receive-budget-mb: must be 1..1073741824"};
   o.receive_budget_bytes = a.receive_budget_mb << 20;
-  if (o.shuffle_buffer > (1u << 26)) return Failure{"--shuffle-buffer: must be at most 67108864"};
   return std::nullopt;
 }
 
@@ -188,6 +175,8 @@ MaybeFailure check_options(ConsumeArgs& a) {
 // returns only when that cannot start.
 Failure run_under_mpirun(const ConsumeArgs& a, int argc, char** argv) {
   if (a.workers == 0) return Failure{"--transport mpi starts its workers itself: --workers must be at least 1"};
+  auto job = process_job_environment(kReadBySession);
+  if (!job.ok()) return Failure{job.status().message()};
   auto secret = auth::make_secret();
   if (!secret.ok()) return Failure{secret.status().message(), 1};
   setenv("GOLDMINER_SECRET", secret->c_str(), 1);
@@ -198,7 +187,7 @@ Failure run_under_mpirun(const ConsumeArgs& a, int argc, char** argv) {
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   args.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("/proc/self/exe"));
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  for (const std::string& w : {std::string(":"), std::string("-np"), std::to_string(a.workers), find_dw_binary(),
+  for (const std::string& w : {std::string(":"), std::string("-np"), std::to_string(a.workers), find_dw_binary(job->dw_program),
                                std::string("--trainer"), std::string("mpi://"), std::string("--threads"),
                                std::to_string(a.threads)})
     args.push_back(w);
@@ -241,7 +230,7 @@ MaybeFailure configure_session(ConsumeArgs& a, const CommandLine& command_line, 
   }
   if (o.rank != task_rank) o.rank_listen.clear();  // the port reserved for another rank
   // --listen's default: GOLDMINER_LISTEN (a --goldminer batch job's).
-  if (const char* v = std::getenv("GOLDMINER_LISTEN"); a.listen.empty() && v != nullptr && *v != '\0') a.listen = v;
+  if (a.listen.empty()) a.listen = o.rank0;  // from_environment: GOLDMINER_LISTEN
   o.listen.clear();
   o.local_workers = 0;
   if (o.secret.empty()) {
@@ -471,7 +460,7 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   if (start.start == WorkerStart::kLocalProcesses) {
     WorkerProcessOptions wp;
-    wp.dw_path = find_dw_binary();
+    wp.dw_path = find_dw_binary(a.session.dw_program);
     wp.trainer = s.address();
     wp.secret = a.session.secret;
     wp.threads = static_cast<unsigned>(start.threads);

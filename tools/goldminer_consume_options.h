@@ -55,17 +55,21 @@ A file that cannot be read is a usage error; a file that is not a
 TorchScript module, or workers built without libtorch, make the workers
 exit (see \fBNOTES\fR).
 Without it, workers send the decoded batches.)"),
-              shared_option("batch-size", &o.batch_size,
+              checked(shared_option("batch-size", &o.batch_size,
                      R"(Samples per batch, at least 1 (the last batch of a split may be smaller).)"),
-              option("epochs", "E", "1", "epochs to consume", &a->epochs,
+                      integer_in_range(1, 1 << 24)),
+              checked(option("epochs", "E", "1", "epochs to consume", &a->epochs,
                      R"(Epochs to consume, at least 1.
 With \fB\-\-resume\fR the first is the rest of the resumed epoch.)"),
-              option("workers", "N", "1", "local data workers to start (0: only --listen)", &a->workers,
+                      integer_in_range(1, 1000000)),
+              checked(option("workers", "N", "1", "local data workers to start (0: only --listen)", &a->workers,
                      R"(Data workers to start (see \fBTRANSPORTS\fR); 0 starts none, and only
 workers that connect to \fB\-\-listen\fR by themselves feed the session.)"),
-              option("threads", "T", "1", "threads per data worker", &a->threads,
+                      integer_in_range(0, 1024)),
+              checked(option("threads", "T", "1", "threads per data worker", &a->threads,
                      R"(Threads per data worker (\fBgoldminer\-dw \-\-threads\fR).)"),
-              option("min-workers", "N", "0", "take no batch before this many workers have joined", &a->min_workers,
+                      integer_in_range(1, 1024)),
+              checked(option("min-workers", "N", "0", "take no batch before this many workers have joined", &a->min_workers,
                      R"(Take no batch, and start timing the first epoch, only once \fIN\fR workers
 are connected: the workers this run starts and those that connect to
 \fB\-\-listen\fR alike.
@@ -73,11 +77,14 @@ Workers that join late may otherwise find the run over (their connection is
 then refused and they exit 1), and a benchmark would time fewer workers
 than it asked for.
 0: do not wait.)"),
-              option("join-timeout", "S", "60", "seconds --min-workers waits before it is an error", &a->join_timeout,
+                      integer_in_range(0, 4096)),
+              checked(option("join-timeout", "S", "60", "seconds --min-workers waits before it is an error", &a->join_timeout,
                      R"(How long \fB\-\-min\-workers\fR waits; then the run ends with exit
 status 1, naming how many workers joined.)"),
-              option("transport", "ucx|mpi|local", "ucx", "ucx | mpi | local", &a->transport,
+                      integer_in_range(1, 86400)),
+              checked(option("transport", "ucx|mpi|local", "ucx", "ucx | mpi | local", &a->transport,
                      R"(How workers and trainer talk (see \fBTRANSPORTS\fR).)"),
+                      one_of({"ucx", "mpi", "local"})),
               option("listen", "ADDRESS", "", "address to listen on for external workers (ucx://HOST:PORT; default $GOLDMINER_LISTEN, which a --goldminer batch job has, else ucx://127.0.0.1:0)", &a->listen,
                      R"(Where the session listens for workers with \fB\-\-transport ucx\fR:
 \fBucx://\fR\fIHOST\fR\fB:\fR\fIPORT\fR, or \fIHOST\fR\fB:\fR\fIPORT\fR;
@@ -90,9 +97,10 @@ batch job has it: its data workers connect there), else
                      R"(Seed of the split order, the shuffle buffers and the seeds handed to the
 worker program.
 The same seed gives the same batches.)"),
-              shared_option("shuffle-buffer", &o.shuffle_buffer,
+              checked(shared_option("shuffle-buffer", &o.shuffle_buffer,
                      R"(Samples of the streaming shuffle buffer within each split; 0 or 1 keeps
 record order.)"),
+                      integer_in_range(0, 1 << 26)),
               flag("deterministic", "one batch order, the same every run: splits in the epoch's seeded order, each in sequence", &o.deterministic,
                    R"(One batch order, the same in every run with the same input, options and
 \fB\-\-seed\fR, whatever the number of workers and threads, and through
@@ -174,10 +182,11 @@ and the others leave out their last parts' last batches, as
 \fBDistributedSampler(drop_last=True)\fR leaves out the tail that does
 not divide evenly. The records left out are neither received nor
 counted as missing.)"),
-              shared_option("queue-batches", &o.queue_batches,
+              checked(shared_option("queue-batches", &o.queue_batches,
                      R"(Bound of the session's queue of received batches.
 Workers get a credit back for a consumed batch only while the queue holds
 fewer than \fIN\fR batches and at most 1 GiB.)"),
+                      integer_in_range(1, 1000000)),
               option("lease-timeout", "S", "30", "seconds", &o.lease_timeout_s,
                      R"(Seconds a worker may stay silent (no heartbeat, request or batch) before
 it is dropped and its splits are leased to others.)"),
@@ -189,12 +198,13 @@ one it has not failed on is connected; one failure more ends the run
 (exit 1) with an error naming the split's file, records and first byte and
 each failure's worker and cause. A corrupt record (beyond
 \fB\-\-max\-bad\-records\fR) or the program's own error ends it at once.)"),
-              option("first-worker-timeout", "S", "1800", "seconds after which the run fails when no data worker has joined (0: wait as long as it takes)", &o.first_worker_timeout_s,
+              checked(option("first-worker-timeout", "S", "1800", "seconds after which the run fails when no data worker has joined (0: wait as long as it takes)", &o.first_worker_timeout_s,
                      R"(Seconds after which the run fails (exit 1) when no data worker has joined
 at all, for example because the job's companion job stays pending; in a
 \fB\-\-goldminer\fR job the error, and a log line every minute before
 it, say where that job stands as \fBsqueue\fR tells it (state and reason).
 0 waits as long as it takes.)"),
+                      number_at_least(0)),
               option("stop-after-batches", "N", "0", "stop after this many batches, write --state-out and exit 3 (restart tests)", &a->stop_after,
                      R"(After the \fIN\fRth batch of this run (counted over all epochs), write the
 data position to \fB\-\-state\-out\fR and exit 3, without printing the
@@ -225,7 +235,7 @@ its shared\-memory arena.)"),
 found through CUDA and hwloc, when there is one; else the kernel's
 choice), \fBnone\fR (the kernel's choice) or a node's number (an error
 naming the machine's nodes if there is no such node).)"),
-              option("receive-budget-mb", "MIB", "8192", "the most MiB of received batches held at once; a worker's next large batch waits for room", &a->receive_budget_mb,
+              checked(option("receive-budget-mb", "MIB", "8192", "the most MiB of received batches held at once; a worker's next large batch waits for room", &a->receive_budget_mb,
                      R"(The most MiB of received batches the trainer holds at once: those in its
 queue and in the consumer's hands, and free buffers it keeps for reuse
 (pinned ones with \fB\-\-pin\-memory\fR). A worker's next large batch
@@ -239,6 +249,7 @@ below that stalls workers until their send timeout.
 Peers that have not authenticated are held apart, to a few small frames
 each. 1 to 1073741824.
 8192 MiB is 8 GiB.)"),
+                      integer_in_range(1, 1073741824)),
               flag("json", "print one JSON object per epoch", &a->json,
                    R"(Print one JSON object per epoch instead of a line of text (see
 \fBOUTPUT\fR).)"),

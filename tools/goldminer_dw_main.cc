@@ -18,6 +18,7 @@
 #include "dw_daemon/worker.h"
 #include "gmcore/log.h"
 #include "gmcore/peer_auth.h"
+#include "launch/job_environment.h"
 #include "launch/slurm_command.h"
 #include "launch/subprocess.h"
 #include "launch/trainer_rendezvous.h"
@@ -35,11 +36,6 @@ void on_signal(int) { g_stop = true; }
 int fail(const std::string& message, int code) {
   std::fprintf(stderr, "goldminer-dw: %s\n", message.c_str());
   return code;
-}
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
 }
 
 }  // namespace
@@ -81,22 +77,19 @@ int main(int argc, char** argv) {
   int intra_op = a.intra_op;
   const uint32_t trainer_job = a.trainer_job;
   const bool verbose = a.verbose;
-  if (o.threads == 0 || o.threads > 1024) return fail("--threads: must be 1..1024", 2);
-  if (o.shm_mb > 65536) return fail("--shm-mb: must be 0..65536", 2);
-  if (intra_op < 0 || intra_op > 1024) return fail("--intra-op-threads: must be 0..1024", 2);
-  if (bind.empty()) bind = env_or("GOLDMINER_DW_BIND", "cores");
-  if (bind != "cores" && bind != "none") return fail("--bind: invalid value '" + bind + "': expected cores or none", 2);
-  if (!(o.heartbeat_s > 0) || !(o.connect_timeout_s >= 0) || !(o.drain_timeout_s >= 0) || !(o.rediscover_timeout_s >= 0))
-    return fail("--heartbeat must be positive, --connect-timeout, --drain-timeout and --rediscover-timeout not negative",
-                2);
-  if (!(o.trainer_timeout_s >= 2 * wire::kSessionHeartbeatS))
-    return fail("--trainer-timeout: invalid value: expected at least " +
-                    std::to_string(static_cast<int>(2 * wire::kSessionHeartbeatS)) + " s (two of the session's heartbeats)",
-                2);
-  if (o.trainer.empty()) o.trainer = env_or("GOLDMINER_TRAINER", "");
+  auto job = process_job_environment(kReadByWorker);
+  if (!job.ok()) return fail(job.status().message(), 2);
+  if (a.print_config) {
+    std::fputs((describe_command_line(dw_command(&a), command_line) + describe_job_environment(*job, kReadByWorker))
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  if (bind.empty()) bind = job->dw_bind.empty() ? "cores" : job->dw_bind;
+  if (o.trainer.empty()) o.trainer = job->trainer;
   if (o.trainer.empty()) return fail("no trainer address: pass --trainer or set GOLDMINER_TRAINER", 2);
-  if (secret_file.empty()) secret_file = env_or("GOLDMINER_SECRET_FILE", "");
-  auto peer = auth::peer_auth_from_environment(std::getenv("GOLDMINER_SECRET"), secret_file);
+  if (secret_file.empty()) secret_file = job->secret_file;
+  auto peer = auth::peer_auth_of(job->auth, job->auth_job, job->munge_socket, job->secret, secret_file);
   if (!peer.ok()) return fail(peer.status().message(), 2);
   if (peer->secret.empty() && !peer->munge)
     return fail("no credential: set GOLDMINER_AUTH=munge with GOLDMINER_AUTH_JOB (as under Slurm), or "
@@ -124,8 +117,9 @@ int main(int argc, char** argv) {
   log::info("goldminer-dw: " + std::to_string(o.threads) + " threads on " + cores->describe() +
             (bind == "cores" ? ", each bound to its share" : ", unbound") + "; " + std::to_string(intra_op) +
             " intra-op threads a program call");
-  o.load_program = [intra_op](const std::string& bytes) {
-    return dw::is_python_program(bytes) ? dw::load_python_program(bytes, intra_op) : dw::load_torchscript(bytes, intra_op);
+  o.load_program = [intra_op, python = job->python](const std::string& bytes) {
+    return dw::is_python_program(bytes) ? dw::load_python_program(bytes, intra_op, python)
+                                        : dw::load_torchscript(bytes, intra_op);
   };
 
   if (trainer_job != 0) {

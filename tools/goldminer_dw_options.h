@@ -8,6 +8,7 @@
 
 #include "dw_daemon/worker.h"
 #include "gmcore/command_line.h"
+#include "gmcore/wire.h"
 
 namespace goldminer {
 
@@ -17,6 +18,7 @@ struct DwArgs {
   int intra_op = 0;
   uint32_t trainer_job = 0;
   bool verbose = false;
+  bool print_config = false;
 };
 
 inline CommandOptions dw_command(DwArgs* a) {
@@ -48,32 +50,38 @@ secret is an error.
 The secret is never taken from the command line, where other users could
 read it.
 Without it, \fBGOLDMINER_SECRET_FILE\fR.)"),
-              option("threads", "N", "1", "splits read and processed in parallel", &o.threads,
-                     R"(Splits read and processed in parallel (producer threads), at least 1.)"),
-              option("intra-op-threads", "N", "0", "threads of one program call (0: the cores this worker may use over --threads, at least 1)", &a->intra_op,
-                     R"(Threads of one call of the worker program (libtorch intra\-op threads); 0:
-the cores this worker may use divided by \fB\-\-threads\fR, at least 1.)"),
-              option("bind", "cores|none", "", "cores: bind each thread to a core of those this worker may use (its Slurm step's cpuset); none: leave them to the kernel (default: $GOLDMINER_DW_BIND, else cores)", &a->bind,
+              checked(option("threads", "N", "1", "splits read and processed in parallel", &o.threads,
+                             R"(Splits read and processed in parallel (producer threads), 1 to 1024.)"),
+                      integer_in_range(1, 1024)),
+              checked(option("intra-op-threads", "N", "0", "threads of one program call (0: the cores this worker may use over --threads, at least 1)", &a->intra_op,
+                             R"(Threads of one call of the worker program (libtorch intra\-op threads), up
+to 1024; 0: the cores this worker may use divided by \fB\-\-threads\fR, at
+least 1.)"),
+                      integer_in_range(0, 1024)),
+              checked(option("bind", "cores|none", "", "cores: bind each thread to a core of those this worker may use (its Slurm step's cpuset); none: leave them to the kernel (default: $GOLDMINER_DW_BIND, else cores)", &a->bind,
                      R"(\fBcores\fR: bind each of the \fB\-\-threads\fR threads to one core of
 those this worker may use (hwloc: its cpuset, under Slurm its step's
 cgroup, within its CPU affinity), thread \fIi\fR to core \fIi\fR modulo
 their number; \fBnone\fR: leave the threads to the kernel. With
 \fB\-v\fR the worker says which cores it has.
 Without it, \fBGOLDMINER_DW_BIND\fR, else \fBcores\fR.)"),
+                      one_of({"cores", "none"})),
               option("id", "NAME", "", "how this worker introduces itself (default HOST:PID)", &o.id,
                      R"(How this worker introduces itself to the trainer, which names it so in its
 messages and metrics.
 Without it, \fINODE\fR\fB:\fR\fIPID\fR: the Slurm node name
 (\fBSLURMD_NODENAME\fR) in a Slurm task, else this machine's host name, and
 the process id.)"),
-              option("heartbeat", "S", "1", "seconds between heartbeats", &o.heartbeat_s,
+              checked(option("heartbeat", "S", "1", "seconds between heartbeats", &o.heartbeat_s,
                      R"(Seconds between heartbeats.
 The trainer drops a worker that holds splits and has not been heard from
 within its lease timeout (\fBgoldminer\-consume \-\-lease\-timeout\fR, 30 s
 by default) and leases those splits to other workers.)"),
-              option("connect-timeout", "S", "30", "seconds to wait for the trainer", &o.connect_timeout_s,
+                      number_above(0)),
+              checked(option("connect-timeout", "S", "30", "seconds to wait for the trainer", &o.connect_timeout_s,
                      R"(Seconds to keep trying to reach the trainer, and to wait for its reader
 configuration after authentication.)"),
+                      number_at_least(0)),
               option("trainer-job", "J", "", "the trainer's Slurm job id: while the trainer is out of reach, squeue is asked every 30 s and the worker exits 0 once that job has ended (companion jobs get it)", &a->trainer_job,
                      R"(The trainer's Slurm job id. While the trainer is out of reach (before its
 session listens), \fBsqueue\fR is asked at the first failed attempt and
@@ -82,7 +90,7 @@ NODE_FAIL, ..., or no longer known to Slurm) the worker exits 0 with that
 reason instead of retrying until \fB\-\-connect\-timeout\fR. When squeue
 cannot be run or the controller does not answer, the worker goes on
 retrying. The companion jobs of \fBspank_goldminer\fR(8) pass it.)"),
-              option("rediscover-timeout", "S", "120", "with --trainer-job: seconds to look for the address the trainer published after a process at its address did not prove the job", &o.rediscover_timeout_s,
+              checked(option("rediscover-timeout", "S", "120", "with --trainer-job: seconds to look for the address the trainer published after a process at its address did not prove the job", &o.rediscover_timeout_s,
                      R"(With \fB\-\-trainer\-job\fR: how long the worker looks for the address its
 trainer published after the process at \fB\-\-trainer\fR's address did not
 prove the job (another user's process holding the port the trainer was
@@ -95,18 +103,21 @@ trainer's address answered without proving the job, and every 30 s while
 nothing answers there, and goes to the address it finds. Not found within \fIS\fR seconds, the worker exits 1 naming the
 process's failed proof. The trainer at the new address proves the job as
 any other.)"),
-              option("trainer-timeout", "S", "60", "seconds of silence from a connected trainer after which it is taken as gone (the session sends a heartbeat every second)", &o.trainer_timeout_s,
+                      number_at_least(0)),
+              checked(option("trainer-timeout", "S", "60", "seconds of silence from a connected trainer after which it is taken as gone (the session sends a heartbeat every second)", &o.trainer_timeout_s,
                      R"(Seconds of silence from a connected trainer after which the worker takes
 it as gone and exits 1; at least 2, two of the session's heartbeats. A
 trainer that takes no batch for a while still sends heartbeats: only a
 stopped process or a lost node stays silent.)"),
-              option("drain-timeout", "S", "30", "seconds a drain waits to send batches already made", &o.drain_timeout_s,
+                      number_at_least(2 * wire::kSessionHeartbeatS)),
+              checked(option("drain-timeout", "S", "30", "seconds a drain waits to send batches already made", &o.drain_timeout_s,
                      R"(Seconds a drain waits for credits to send the batches already made and to
 return the splits in hand (see \fBSIGNALS\fR).
 When it runs out, the worker logs
 "drain timed out; leaving \fIN\fR splits to be re\-leased", closes the
 connection and exits 0; the trainer leases those splits again.)"),
-              option("shm-mb", "N", "256", "MiB of shared memory for batches to a trainer on this node (ucx; 0: none)", &o.shm_mb,
+                      number_at_least(0)),
+              checked(option("shm-mb", "N", "256", "MiB of shared memory for batches to a trainer on this node (ucx; 0: none)", &o.shm_mb,
                      R"(MiB of shared memory (a sealed memfd) for batches to a trainer on the same
 node, over \fBucx://\fR.
 The worker builds each batch of 64 KiB or more in a free block of it (the
@@ -124,6 +135,16 @@ namespace of this machine (a container with its own network,
 UCX's own shared\-memory transports cannot reach such a trainer, so the
 worker then sends on its connection endpoint (TCP, and cma for large
 copies); \fB\-v\fR says so.)"),
+                      integer_in_range(0, 65536)),
+              flag("print-config", "print each setting this worker would run with and where it came from, then exit",
+                   &a->print_config,
+                   R"(Print each setting this worker would run with, one per line, and exit 0
+without connecting: each option as \fB\-\-\fIKEY\fB=\fIVALUE\fR followed by
+where it came from (\fB# command line\fR or \fB# default\fR), then each
+variable of \fBENVIRONMENT VARIABLES\fR as \fINAME\fB=\fIVALUE\fR
+\fB# environment\fR, or \fB# \fINAME\fB unset\fR (the secret's value is never
+printed, only its length). A value the worker would refuse is an error
+(exit 2) as it is without this option.)"),
               flag("verbose,v", "log every connection event", &a->verbose,
                    R"(Also print progress messages (the start of a drain) and, at the end, a
 summary:

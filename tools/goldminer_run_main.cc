@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gmcore/auth.h"
+#include "launch/job_environment.h"
 #include "launch/worker_start.h"
 #include "tools/goldminer_run_options.h"
 #include "tw_lib/session/worker_processes.h"
@@ -70,13 +71,12 @@ int main(int argc, char** argv) {
   const unsigned workers = a.workers, threads = a.threads;
   const std::string& transport = a.transport;
   std::vector<std::string>& command = a.command;
-  // Boost reads "-1" as a huge unsigned value: the bounds catch it.
-  if (workers > 1024) return fail("--workers: must be 0..1024", 2);
-  if (threads == 0 || threads > 1024) return fail("--threads: must be 1..1024", 2);
   if (command.empty()) return fail("no command: goldminer-run --workers N -- COMMAND [ARG...]", 2);
-  if (transport != "ucx" && transport != "local")
-    return fail("--transport: invalid value '" + transport + "': expected ucx or local", 2);
 
+  // The goldminer-dw to start (GOLDMINER_DW_PROGRAM), read before the
+  // variables set for the command below.
+  auto job = process_job_environment(kReadBySession);
+  if (!job.ok()) return fail(job.status().message(), 2);
   auto secret = auth::make_secret();
   if (!secret.ok()) return fail(secret.status().message(), 1);
   setenv("GOLDMINER_SECRET", secret->c_str(), 1);
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   if (start.start == WorkerStart::kLocalProcesses) {
     WorkerProcessOptions wp;
-    wp.dw_path = find_dw_binary();
+    wp.dw_path = find_dw_binary(job->dw_program);
     wp.trainer = address;
     wp.secret = *secret;
     wp.threads = static_cast<unsigned>(start.threads);

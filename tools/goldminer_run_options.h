@@ -22,15 +22,18 @@ inline CommandOptions run_command(RunArgs* a) {
           "Runs COMMAND (a trainer using goldminer.Session) with N local data workers; see goldminer-run(1).",
           {
               help_flag(),
-              option("workers", "N", "1", "data workers to start", &a->workers,
+              checked(option("workers", "N", "1", "data workers to start", &a->workers,
                      R"(Data workers to start, 0 to 1024.
 With \fBlocal\fR, the trainer's session accepts at most 1024
 (\fBGOLDMINER_LOCAL_WORKERS\fR).)"),
-              option("threads", "T", "1", "threads per data worker (ucx)", &a->threads,
+                      integer_in_range(0, 1024)),
+              checked(option("threads", "T", "1", "threads per data worker (ucx)", &a->threads,
                      R"(Threads per data worker (\fBgoldminer\-dw \-\-threads\fR), 1 to 1024, \fBucx\fR only.)"),
-              option("transport", "ucx|local", "ucx", "ucx (worker processes) | local (threads)", &a->transport,
+                      integer_in_range(1, 1024)),
+              checked(option("transport", "ucx|local", "ucx", "ucx (worker processes) | local (threads)", &a->transport,
                      R"(\fBucx\fR: worker processes connected over UCX; \fBlocal\fR: worker
 threads in the trainer.)"),
+                      one_of({"ucx", "local"})),
               option("command", "ARG", "", "the trainer command, after --", &a->command,
                      R"(The trainer command; normally given as the arguments after \fB\-\-\fR
 (they are this option's positional form).

@@ -22,6 +22,7 @@
 #include "ctld/client/http.h"
 #include "gmcore/credential.h"
 #include "gmcore/printable.h"
+#include "launch/job_environment.h"
 #include "tools/goldminer_top_options.h"
 
 using namespace goldminer;
@@ -67,8 +68,9 @@ int main(int argc, char** argv) {
   const bool once = a.once, json = a.json;
   if (!(interval >= 0.1 && interval <= 3600)) return fail("--interval: must be 0.1 to 3600 seconds", 2);
   if (ctld.empty()) {
-    const char* env = std::getenv("GOLDMINER_CTLD");
-    ctld = env != nullptr && *env != '\0' ? env : "localhost:6830";
+    auto job = process_job_environment(kReadByTop);
+    if (!job.ok()) return fail(job.status().message(), 2);
+    ctld = job->ctld.empty() ? "localhost:6830" : job->ctld;
   }
   if (auto hp = parse_host_port(ctld, "--ctld"); !hp.ok()) return fail(hp.status().message(), 2);
   std::unique_ptr<CredentialService> munge = munge_credentials(a.munge_socket);

@@ -175,11 +175,20 @@ struct SessionOptions {
   // within elastic.config's bounds (goldminer/elastic.h); at its end it
   // stops those the launcher started. No launcher: the workers that come.
   ElasticSetup elastic;
+  // The companion job of workers spank_goldminer.so submitted for the job
+  // (GOLDMINER_DW_JOB; 0: none), or why it could not (GOLDMINER_DW_ERROR):
+  // named when the session waits in vain for its workers.
+  uint32_t companion_job = 0;
+  std::string companion_job_error;
+  // The goldminer-dw to start for workers on this node
+  // (GOLDMINER_DW_PROGRAM; "": the one installed beside the suite).
+  std::string dw_program;
 
   // Fills listen, secret or munge, and local_workers from the environment
   // that goldminer-run or spank_goldminer.so sets: GOLDMINER_LISTEN,
   // GOLDMINER_AUTH=munge and GOLDMINER_AUTH_JOB, or GOLDMINER_SECRET (or
-  // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS; rank and world_size
+  // GOLDMINER_SECRET_FILE), GOLDMINER_LOCAL_WORKERS, the reserved ports
+  // and the companion job (launch/job_environment.h); rank and world_size
   // from RANK and WORLD_SIZE (torchrun) or else SLURM_PROCID and
   // SLURM_STEP_NUM_TASKS (a task of srun; not a batch script, which is
   // one process whatever --ntasks says, nor a heterogeneous job, whose

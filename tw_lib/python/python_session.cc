@@ -30,6 +30,7 @@
 #include "dw_daemon/program.h"
 #include "dw_daemon/python_program.h"
 #include "gmcore/auth.h"
+#include "launch/job_environment.h"
 #include "launch/worker_start.h"
 #include "goldminer/session.h"
 #include "tw_lib/python/dlpack_export.h"
@@ -77,8 +78,8 @@ struct SampleIds {  // of the last batch, handed out again on every look
 // The goldminer-dw to start: $GOLDMINER_DW_PROGRAM, else the one beside this
 // package (installed: PREFIX/lib/pythonX/dist-packages/goldminer/ -> PREFIX/bin;
 // build tree: BUILDDIR/python/goldminer/ -> BUILDDIR), else find_dw_binary().
-std::string dw_binary() {
-  if (const char* v = std::getenv("GOLDMINER_DW_PROGRAM"); v != nullptr && *v != '\0') return v;
+std::string dw_binary(const std::string& configured) {
+  if (!configured.empty()) return configured;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&dw_binary), &info) != 0 && info.dli_fname != nullptr) {
     char resolved[PATH_MAX];
@@ -87,7 +88,7 @@ std::string dw_binary() {
     for (const std::string& c : {dir + "/../../goldminer-dw", dir + "/../../../../bin/goldminer-dw"})
       if (access(c.c_str(), X_OK) == 0) return c;
   }
-  return find_dw_binary();
+  return find_dw_binary("");
 }
 
 bool executable_found(const std::string& path) {
@@ -248,7 +249,7 @@ class PySession {
       if (o.listen.rfind("ucx://", 0) != 0)
         throw py::value_error("goldminer.Session: workers=" + std::to_string(workers) +
                               " with transport 'ucx' needs a ucx:// address to listen on, not '" + o.listen + "'");
-      wp.dw_path = dw_binary();
+      wp.dw_path = dw_binary(o.dw_program);
       if (!executable_found(wp.dw_path))
         raise_runtime("cannot find the data worker '" + wp.dw_path +
                       "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
@@ -485,7 +486,14 @@ PYBIND11_MODULE(_session, m) {
   // The libtorch goldminer-dw links ("" when built without): a trainer
   // whose torch differs has its TorchScript programs wrapped (session.py).
   m.attr("LIBTORCH_VERSION") = GOLDMINER_LIBTORCH_VERSION;
-  m.def("dw_program", &gm::dw_binary, "The goldminer-dw a Session with workers=N starts (python -m goldminer --version).");
+  m.def(
+      "dw_program",
+      [] {
+        auto job = gm::process_job_environment(gm::kReadBySession);
+        if (!job.ok()) gm::raise_runtime(job.status().message());
+        return gm::dw_binary(job->dw_program);
+      },
+      "The goldminer-dw a Session with workers=N starts (python -m goldminer --version).");
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,

@@ -257,7 +257,7 @@ TEST(TrainerPortsTest, TheTrainersUcxListensOnThePortReservedForIt) {
   env["GOLDMINER_UCX_PORT"] = "70000";
   Process bad(consume_args({"--input", "text:" + (d / "in.txt")}), env);
   EXPECT_NE(bad.wait(), 0);
-  EXPECT_NE(bad.err().find("GOLDMINER_UCX_PORT: invalid value '70000': expected a port, 1 to 65535"),
+  EXPECT_NE(bad.err().find("GOLDMINER_UCX_PORT: invalid value '70000': expected an integer from 1 to 65535"),
             std::string::npos)
       << bad.err();
 }

@@ -29,14 +29,13 @@ std::string seconds_text(double s) {
   return text;
 }
 
-std::string companion_job_failure() {
-  const char* why = std::getenv("GOLDMINER_DW_ERROR");
-  return why != nullptr && *why != '\0' ? std::string("; ") + why : "";
+std::string companion_job_failure(const SessionOptions& o) {
+  return o.companion_job_error.empty() ? "" : "; " + o.companion_job_error;
 }
 
-std::string companion_job_status() {
-  const char* job = std::getenv("GOLDMINER_DW_JOB");
-  if (job == nullptr || *job == '\0' || std::strspn(job, "0123456789") != std::strlen(job)) return "";
+std::string companion_job_status(const SessionOptions& o) {
+  if (o.companion_job == 0) return "";
+  const std::string job = std::to_string(o.companion_job);
   auto spec = command_on_path("squeue", {"--noheader", "--jobs=" + std::string(job), "--format=%T %r"},
                               slurm_command_env(process_environment()));
   if (!spec.ok()) return "; companion job " + std::string(job) + ": " + spec.status().message();
@@ -241,7 +240,7 @@ Expected<std::optional<SessionBatch>> Session::Impl::next(const std::function<bo
       return Status::error("no batch within " + seconds_text(o_.timeout_s) + " s (" +
                            std::to_string(per_worker_.size()) + " workers connected, " +
                            std::to_string(workers_lost_) + " lost with splits in hand)" +
-                           companion_job_failure());
+                           companion_job_failure(o_));
     }
     const auto t0 = Clock::now();
     cv_.wait_for(lock, std::chrono::milliseconds(100));
@@ -322,7 +321,7 @@ Expected<size_t> Session::Impl::wait_for_workers(size_t n, double timeout_s, con
     if (seconds_since(asked) >= timeout_s)
       return Status::error("only " + std::to_string(per_worker_.size()) + " of " + std::to_string(n) +
                            " workers joined within " + seconds_text(timeout_s) + " s" +
-                           companion_job_failure());
+                           companion_job_failure(o_));
     const auto t0 = Clock::now();
     cv_.wait_for(lock, std::chrono::milliseconds(20));
     wait_total_ += seconds_since(t0);  // the trainer waits for workers: elastic growth sees it

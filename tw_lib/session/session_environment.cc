@@ -17,6 +17,7 @@
 #include "gmcore/auth.h"
 #include "gmcore/host_port.h"
 #include "launch/elastic_setup.h"
+#include "launch/job_environment.h"
 #include "launch/subprocess.h"
 #include "tw_lib/session/session_impl.h"
 #include "tw_lib/session/session_listen.h"
@@ -45,31 +46,28 @@ Status connect_ctld(ElasticSetup* e) {
 }  // namespace
 
 Status SessionOptions::from_environment() {
-  if (const char* v = std::getenv("GOLDMINER_LISTEN"); v != nullptr && *v != '\0') listen = rank0 = v;
-  rendezvous_from_environment(this);
-  const char* file = std::getenv("GOLDMINER_SECRET_FILE");
-  auto a = auth::peer_auth_from_environment(std::getenv("GOLDMINER_SECRET"), file != nullptr ? file : "");
+  auto job = process_job_environment(kReadBySession);
+  if (!job.ok()) return job.status();
+  if (!job->listen.empty()) listen = rank0 = job->listen;
+  rendezvous_from_environment(this, *job);
+  auto a = auth::peer_auth_of(job->auth, job->auth_job, job->munge_socket, job->secret, job->secret_file);
   if (!a.ok()) return a.status();
   if (!a->secret.empty()) secret = a->secret;
   if (a->munge) munge = a->munge;
-  if (const char* v = std::getenv("GOLDMINER_LOCAL_WORKERS"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v, &end, 10);
-    if (*end != '\0' || n > 1024)
-      return Status::error("GOLDMINER_LOCAL_WORKERS: invalid value '" + std::string(v) + "': expected 0..1024");
-    local_workers = static_cast<uint32_t>(n);
-  }
+  if (job->local_workers) local_workers = *job->local_workers;
   Status ranks = ranks_from_environment();
   if (!ranks.ok()) return ranks;
   // The port the SPANK plugin reserved for this srun task, when the rank is
   // the task's (torchrun's processes of one task share its environment).
   const char* task = std::getenv("SLURM_PROCID");
-  if (const char* v = std::getenv("GOLDMINER_RANK_LISTEN");
-      v != nullptr && *v != '\0' && std::getenv("RANK") == nullptr && task != nullptr && std::to_string(rank) == task)
-    rank_listen = v;
-  Status ucx_ports = ucx_ports_from_environment(this);
-  if (!ucx_ports.ok()) return ucx_ports;
-  auto e = elastic_from_environment(process_environment());
+  if (!job->rank_listen.empty() && std::getenv("RANK") == nullptr && task != nullptr && std::to_string(rank) == task)
+    rank_listen = job->rank_listen;
+  if (job->ucx_port != 0) listen_ucx_port = job->ucx_port;
+  if (job->rank_ucx_port != 0) rank_listen_ucx_port = job->rank_ucx_port;
+  if (job->dw_job != 0) companion_job = job->dw_job;
+  if (!job->dw_error.empty()) companion_job_error = job->dw_error;
+  if (!job->dw_program.empty()) dw_program = job->dw_program;
+  auto e = elastic_from_environment(*job, process_environment());
   if (!e.ok()) return e.status();
   if (!e->launcher) return Status();
   if (!e->ctld.empty()) {

@@ -36,13 +36,13 @@ namespace goldminer {
 // "0.3", "60": a timeout as the caller gave it, for messages.
 std::string seconds_text(double s);
 // Why the job's data workers never came, when spank_goldminer.so could not
-// submit their companion job (GOLDMINER_DW_ERROR), as a suffix for the
+// submit their companion job (o.companion_job_error), as a suffix for the
 // messages of waits that timed out; "" otherwise.
-std::string companion_job_failure();
-// Where the companion job GOLDMINER_DW_JOB stands, as squeue tells it
+std::string companion_job_failure(const SessionOptions& o);
+// Where the companion job o.companion_job stands, as squeue tells it
 // ("; companion job 12 is PENDING (Resources)"), as a suffix for messages;
 // "" when there is none. Runs squeue (up to 10 s).
-std::string companion_job_status();
+std::string companion_job_status(const SessionOptions& o);
 // The node a data worker runs on: its id is "NODE:PID" (goldminer-dw's
 // default_worker_id).
 std::string node_of_worker(const std::string& worker_id);

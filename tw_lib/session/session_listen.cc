@@ -65,29 +65,14 @@ Expected<std::unique_ptr<transport::Endpoint>> listen_or_fall_back(const Session
   return other;
 }
 
-void rendezvous_from_environment(SessionOptions* o) {
+void rendezvous_from_environment(SessionOptions* o, const JobEnvironment& env) {
   const uint32_t job = job_id(std::getenv("SLURM_JOB_ID"));
-  const char* listen = std::getenv("GOLDMINER_LISTEN");
-  if (job == 0 || job != job_id(std::getenv("GOLDMINER_AUTH_JOB")) || listen == nullptr || *listen == '\0') return;
+  if (job == 0 || job != env.auth_job || env.listen.empty()) return;
   // squeue and scontrol: 10 s each at most, so a session fails within
   // about 25 s when slurmctld does not answer.
   SlurmCommand slurm = user_slurm_command(10);
   o->publish_listen = [slurm, job](const std::string& address) { return publish_trainer(slurm, job, address); };
   o->published_rank0 = [slurm, job] { return published_trainer(slurm, job); };
-}
-
-Status ucx_ports_from_environment(SessionOptions* o) {
-  for (auto [name, port] : {std::pair{"GOLDMINER_UCX_PORT", &o->listen_ucx_port},
-                            std::pair{"GOLDMINER_RANK_UCX_PORT", &o->rank_listen_ucx_port}}) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 65535)
-      return Status::error(std::string(name) + ": invalid value '" + v + "': expected a port, 1 to 65535");
-    *port = static_cast<int>(n);
-  }
-  return Status();
 }
 
 int ucx_data_port(const SessionOptions& o) {

@@ -10,6 +10,7 @@
 
 #include "gmcore/status.h"
 #include "goldminer/session.h"
+#include "launch/job_environment.h"
 #include "mpi_transport/transport.h"
 
 namespace goldminer {
@@ -23,16 +24,10 @@ Expected<std::unique_ptr<transport::Endpoint>> listen_or_fall_back(const Session
                                                                    const transport::Options& to);
 
 // The publish_listen and published_rank0 of a task of --goldminer job J
-// (SLURM_JOB_ID = GOLDMINER_AUTH_JOB = J, GOLDMINER_LISTEN set): J's
-// Comment, through squeue and scontrol on the job's PATH. Elsewhere
-// nothing is set.
-void rendezvous_from_environment(SessionOptions* o);
-
-// The ports spank_goldminer.so reserved for UCX's own TCP transport
-// (GOLDMINER_UCX_PORT, GOLDMINER_RANK_UCX_PORT) into o's listen_ucx_port
-// and rank_listen_ucx_port; a value that is no port is an error naming
-// the variable.
-Status ucx_ports_from_environment(SessionOptions* o);
+// (SLURM_JOB_ID = GOLDMINER_AUTH_JOB = J, GOLDMINER_LISTEN set, as ENV
+// read them): J's Comment, through squeue and scontrol on the job's PATH.
+// Elsewhere nothing is set.
+void rendezvous_from_environment(SessionOptions* o, const JobEnvironment& env);
 
 // The port UCX's TCP transport takes for a session listening at o.listen:
 // the one reserved beside that address, else 0 (an ephemeral one).

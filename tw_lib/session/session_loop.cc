@@ -445,14 +445,14 @@ void Session::Impl::check_first_worker() {
   const bool timed_out = o_.first_worker_timeout_s > 0 && alone >= o_.first_worker_timeout_s;
   if (!timed_out && alone < alone_report_at_s_) return;
   alone_report_at_s_ = alone + 60;
-  const std::string where = companion_job_status();  // squeue: outside the lock
+  const std::string where = companion_job_status(o_);  // squeue: outside the lock
   if (timed_out) {
     fail("session: no data worker joined within " + seconds_text(o_.first_worker_timeout_s) +
-         " s of its start (first_worker_timeout)" + where + companion_job_failure());
+         " s of its start (first_worker_timeout)" + where + companion_job_failure(o_));
     return;
   }
   log::info("goldminer: session: no data worker has joined in " + seconds_text(alone) + " s" + where +
-            companion_job_failure());
+            companion_job_failure(o_));
 }
 
 // Leases the first pending split to `peer`; false if none is pending.

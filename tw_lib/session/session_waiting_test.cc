@@ -208,10 +208,16 @@ TEST(SessionTest, WaitForWorkersTimesOutOrReturnsOnceTheyJoined) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().message(), "only 0 of 1 workers joined within 0.2 s");
   // In a --goldminer batch job whose companion job could not be submitted,
-  // the plugin's reason follows.
+  // the plugin's reason (GOLDMINER_DW_ERROR, as from_environment reads it)
+  // follows.
   setenv("GOLDMINER_DW_ERROR", "goldminer: job 7: cannot start its data workers: sbatch: exit 1: no partition", 1);
-  none = (*s)->wait_for_workers(1, 0.1);
+  SessionOptions failed = text_session(d, 300, "local://session-wait-test-no-companion");
+  Status read = failed.from_environment();
   unsetenv("GOLDMINER_DW_ERROR");
+  ASSERT_TRUE(read.ok()) << read.message();
+  auto without = Session::create(failed);
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  none = (*without)->wait_for_workers(1, 0.1);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().message(),
             "only 0 of 1 workers joined within 0.1 s; goldminer: job 7: cannot start its data workers: sbatch: exit "

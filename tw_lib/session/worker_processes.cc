@@ -17,8 +17,8 @@
 
 namespace goldminer {
 
-std::string find_dw_binary() {
-  if (const char* v = std::getenv("GOLDMINER_DW_PROGRAM"); v != nullptr && *v != '\0') return v;
+std::string find_dw_binary(const std::string& configured) {
+  if (!configured.empty()) return configured;
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) {

@@ -19,9 +19,10 @@
 
 namespace goldminer {
 
-// $GOLDMINER_DW_PROGRAM, else goldminer-dw next to this executable, else the
-// installed one (configure's bindir), else the one on PATH.
-std::string find_dw_binary();
+// `configured` (GOLDMINER_DW_PROGRAM, as the job environment gave it) when
+// not empty, else goldminer-dw next to this executable, else the installed
+// one (configure's bindir), else the one on PATH.
+std::string find_dw_binary(const std::string& configured);
 
 struct WorkerProcessOptions {
   std::string dw_path;

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "gmcore/host_port.h"
+#include "launch/job_environment.h"
 
 namespace goldminer::split {
 
@@ -119,9 +120,10 @@ int gpus_on_this_node() {
 }
 
 std::string listen_interface() {
-  const char* listen = std::getenv("GOLDMINER_LISTEN");
-  if (listen == nullptr) return "";
-  std::string text = listen;
+  // A job environment the session would refuse has no interface to name.
+  auto job = process_job_environment(kReadBySession);
+  if (!job.ok() || job->listen.empty()) return "";
+  std::string text = job->listen;
   if (text.rfind("ucx://", 0) == 0) text = text.substr(6);
   auto hp = parse_host_port(text, "GOLDMINER_LISTEN");
   if (!hp.ok()) return "";
