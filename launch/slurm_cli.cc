@@ -31,11 +31,13 @@ bool is_state_name(const std::string& s) {
 }
 
 // Runs `name` and returns its output when it exited 0; otherwise an error
-// "LABEL: " and why (it could not run; its exit and last line).
+// "LABEL: " and its exit and last line, or the runner's own error (which
+// names the program) when it could not run, after "LABEL: " unless LABEL
+// is the program's name.
 Expected<std::string> output_of(const SlurmCommand& run, const std::string& label, const std::string& name,
                                 const std::vector<std::string>& args) {
   auto r = run(name, args);
-  if (!r.ok()) return Status::error(label + ": " + r.status().message());
+  if (!r.ok()) return label == name ? r.status() : Status::error(label + ": " + r.status().message());
   if (r->exit_code != 0 || r->timed_out) return Status::error(label + ": " + describe(*r));
   return r->output;
 }
@@ -72,7 +74,7 @@ Expected<uint32_t> parse_submitted_job_id(const std::string& output) {
 
 Expected<uint32_t> submit(const SlurmCommand& run, const std::vector<std::string>& sbatch_args) {
   auto r = run("sbatch", sbatch_args);
-  if (!r.ok()) return Status::error("sbatch: " + r.status().message());
+  if (!r.ok()) return r.status();
   auto id = parse_submitted_job_id(r->output);
   if (r->exit_code != 0 || r->timed_out || !id.ok()) return Status::error("sbatch: " + describe(*r));
   return *id;
@@ -115,7 +117,7 @@ std::string job_list(const std::vector<uint32_t>& ids) {
 
 Expected<JobStatus> job_status(const SlurmCommand& run, uint32_t job) {
   auto r = run("squeue", {"--noheader", "--jobs=" + std::to_string(job), "--format=%T %r"});
-  if (!r.ok()) return Status::error("squeue: " + r.status().message());
+  if (!r.ok()) return r.status();
   JobStatus status;
   if (r->exit_code != 0 || r->timed_out) {
     if (!r->timed_out && squeue_knows_none(r->output)) return status;
@@ -139,7 +141,7 @@ Expected<std::map<uint32_t, JobState>> job_states(const SlurmCommand& run, const
   std::map<uint32_t, JobState> out;
   if (ids.empty()) return out;
   auto r = run("squeue", {"--noheader", "--format=%i %T", "--jobs=" + job_list(ids)});
-  if (!r.ok()) return Status::error("squeue: " + r.status().message());
+  if (!r.ok()) return r.status();
   // squeue fails when it knows none of them: all gone.
   const bool knows_none = !r->timed_out && r->exit_code != 0 && squeue_knows_none(r->output);
   if ((r->exit_code != 0 || r->timed_out) && !knows_none) return Status::error("squeue: " + describe(*r));
@@ -181,7 +183,7 @@ const char kNotKnownToSlurm[] = "not known to Slurm";
 
 Expected<JobOwner> job_owner(const SlurmCommand& run, uint32_t job) {
   auto r = run("squeue", {"--noheader", "--jobs=" + std::to_string(job), "--format=%U %T"});
-  if (!r.ok()) return Status::error("squeue: " + r.status().message());
+  if (!r.ok()) return r.status();
   if (r->exit_code != 0 || r->timed_out) {
     if (!r->timed_out && squeue_knows_none(r->output)) return Status::error(kNotKnownToSlurm);
     return Status::error("squeue: " + describe(*r));

@@ -9,9 +9,12 @@
 // (fork, credentials, timeout) is launch/subprocess.h's, the environment
 // it gets launch/slurm_command.h's.
 //
-// Errors are values naming the command ("squeue: exit 1: ..."); a call
-// whose answer is "Slurm does not know that job" says so as a value, not
-// an error, where its callers act on it.
+// Errors are values naming the command: "squeue: exit 1: <its last line>"
+// when it failed, the runner's own error (which names the program: "no
+// executable squeue in PATH ...", "sbatch (/usr/bin/sbatch) did not end
+// within 10 s ...") when it could not run. A call whose answer is "Slurm
+// does not know that job" says so as a value, not an error, where its
+// callers act on it.
 #ifndef GOLDMINER_LAUNCH_SLURM_CLI_H_
 #define GOLDMINER_LAUNCH_SLURM_CLI_H_
 
@@ -50,7 +53,7 @@ SlurmCommand user_slurm_command(double timeout_s);
 Expected<uint32_t> parse_submitted_job_id(const std::string& output);
 
 // Submits a job: `sbatch ARGS` (ARGS carry --parsable); its job id, or an
-// error "sbatch: ..." with sbatch's last line.
+// error "sbatch: exit N: <its last line>" (also when it printed no job id).
 Expected<uint32_t> submit(const SlurmCommand& run, const std::vector<std::string>& sbatch_args);
 
 // --- squeue: job states --------------------------------------------------

@@ -67,7 +67,7 @@ TEST(SlurmCliTest, SubmitPassesItsArgumentsAndReturnsTheJobId) {
   EXPECT_EQ(submit(garbage.command(), {}).status().message(), "sbatch: exit 0: Submitted batch job");
   FakeSlurm missing(0, "");
   missing.cannot_run = true;
-  EXPECT_EQ(submit(missing.command(), {}).status().message(), "sbatch: no executable sbatch in PATH (/usr/bin)");
+  EXPECT_EQ(submit(missing.command(), {}).status().message(), "no executable sbatch in PATH (/usr/bin)");
 }
 
 // --- squeue: states ----------------------------------------------------------
@@ -123,6 +123,10 @@ TEST(SlurmCliTest, OneJobsStateAndWhyItWaits) {
   FakeSlurm slow(0, "");
   slow.timed_out = true;
   EXPECT_EQ(job_status(slow.command(), 12).status().message(), "squeue: timed out after 10 s");
+  FakeSlurm missing(0, "");
+  missing.cannot_run = true;
+  EXPECT_EQ(job_status(missing.command(), 12).status().message(), "no executable squeue in PATH (/usr/bin)")
+      << "the runner's error names the program";
 }
 
 TEST(SlurmCliTest, SeveralJobsStatesEveryJobAskedAnswered) {
@@ -264,7 +268,7 @@ TEST(SlurmCliTest, CancelsAUsersJobsByName) {
             "scancel: exit 1: scancel: error: Unable to contact slurm controller (connect failure)");
   FakeSlurm missing(0, "");
   missing.cannot_run = true;
-  EXPECT_EQ(cancel_named(missing.command(), "x", 1).message(), "scancel: no executable scancel in PATH (/usr/bin)");
+  EXPECT_EQ(cancel_named(missing.command(), "x", 1).message(), "no executable scancel in PATH (/usr/bin)");
 }
 
 // --- scontrol ------------------------------------------------------------
