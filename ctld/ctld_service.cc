@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "gmcore/log.h"
 
@@ -17,45 +16,9 @@ std::string cpus(double n) {
   return buf;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.erase(0, 1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
 constexpr char kMungeScheme[] = "Munge ";
 
 }  // namespace
-
-Expected<SlurmAccess> parse_slurm_access(const std::string& show_config) {
-  SlurmAccess access;
-  bool user = false, private_data = false;
-  std::istringstream in(show_config);
-  for (std::string line; std::getline(in, line);) {
-    size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-    if (key == "SlurmUser") {
-      // "slurm(64030)"
-      size_t open = value.rfind('('), close = value.rfind(')');
-      std::string uid = open != std::string::npos && close > open ? value.substr(open + 1, close - open - 1) : "";
-      if (uid.empty() || uid.size() > 10 || uid.find_first_not_of("0123456789") != std::string::npos)
-        return Status::error("scontrol show config: SlurmUser: invalid value '" + value.substr(0, 80) + "': expected NAME(UID)");
-      access.slurm_user = static_cast<uid_t>(std::stoul(uid));
-      user = true;
-    } else if (key == "PrivateData") {
-      // "none", or a list: "jobs,usage,users"
-      access.private_jobs = false;
-      std::istringstream items(value);
-      for (std::string item; std::getline(items, item, ',');)
-        if (trim(item) == "jobs") access.private_jobs = true;
-      private_data = true;
-    }
-  }
-  if (!user) return Status::error("scontrol show config: no SlurmUser line");
-  if (!private_data) return Status::error("scontrol show config: no PrivateData line");
-  return access;
-}
 
 CtldService::CtldService(CtldSettings settings, CredentialService* credentials, OwnerLookup owner, SpareCpus spare_cpus,
                          Now now)
@@ -116,31 +79,6 @@ HttpResponse CtldService::view(const HttpRequest& request) {
   return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.prometheus(shown)};
 }
 
-Expected<SlurmCpus> parse_companions(const std::string& squeue_out) {
-  SlurmCpus found;
-  std::istringstream lines(squeue_out);
-  const std::string prefix = "goldminer-dw.";
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    std::istringstream fields(line);
-    long long uid = -1;
-    double cpus = -1;
-    std::string state;
-    if (!(fields >> uid >> cpus >> state) || uid < 0 || !(cpus >= 0 && cpus <= 1e9))
-      return Status::error("squeue: cannot read the line '" + line.substr(0, 80) + "' (expected UID CPUS STATE NAME)");
-    std::string name;
-    std::getline(fields >> std::ws, name);
-    if (name.size() <= prefix.size() || name.rfind(prefix, 0) != 0 ||
-        name.find_first_not_of("0123456789", prefix.size()) != std::string::npos || name.size() > prefix.size() + 10)
-      continue;
-    const unsigned long long job = std::strtoull(name.c_str() + prefix.size(), nullptr, 10);
-    if (job == 0 || job > 4294967295ull) continue;
-    found.companions.emplace(static_cast<uint32_t>(job), static_cast<uid_t>(uid));
-    if (state == "RUNNING") found.workers[static_cast<uint32_t>(job)][static_cast<uid_t>(uid)] += cpus;
-  }
-  return found;
-}
-
 Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpResponse* refused) {
   const std::string job = "job " + std::to_string(job_id);
   // Neither the owner nor the state goes back: only what the reporter knows.
@@ -176,7 +114,7 @@ Expected<JobOwner> CtldService::owner_of(uint32_t job_id, uid_t asker, HttpRespo
     // Slurm's answer that it no longer runs (not a failed squeue, which
     // refuses this report only): its workers' CPUs go back to the pool
     // now, not when it falls silent.
-    const bool ended = owner.ok() || owner.status().message() == "not known to Slurm";
+    const bool ended = owner.ok() || owner.status().message() == kNotKnownToSlurm;
     if (registered && ended) {
       std::lock_guard<std::mutex> lock(mu_);
       registry_.drop(job_id);

@@ -23,8 +23,9 @@
 // jobs registered), no job.
 //
 // Slurm-free: who owns a job and the spare CPUs come through the
-// functions it is given (the daemon runs squeue and scontrol for them),
-// never while the service's lock is held.
+// functions it is given (the daemon's: launch/slurm_cli.h job_owner and
+// ctld/slurm_pool.h read_slurm_cpus), never while the service's lock is
+// held.
 #ifndef GOLDMINER_CTLD_CTLD_SERVICE_H_
 #define GOLDMINER_CTLD_CTLD_SERVICE_H_
 
@@ -39,6 +40,7 @@
 #include "ctld/client/ctld_client.h"
 #include "ctld/client/http.h"
 #include "ctld/job_owner_cache.h"
+#include "ctld/slurm_pool.h"
 #include "gmcore/credential.h"
 #include "gmcore/status.h"
 #include "sched/worker_registry.h"
@@ -60,36 +62,6 @@ struct CtldSettings {
   bool private_jobs = true;
   JobOwnerCacheLimits owner_lookups;
 };
-
-// What goldminer-ctld reads of `scontrol show config`: the uid of
-// SlurmUser and whether PrivateData has "jobs". An error names the line
-// that is missing or bad.
-struct SlurmAccess {
-  uid_t slurm_user = 0;
-  bool private_jobs = true;
-};
-Expected<SlurmAccess> parse_slurm_access(const std::string& show_config);
-
-// What goldminer-ctld reads of Slurm each pool refresh: the spare CPUs of
-// the workers' nodes (scontrol show node) and, from one squeue of the
-// pending and running jobs, which jobs have companion jobs
-// (goldminer-dw.J), whose, and the CPUs the running ones hold.
-struct SlurmCpus {
-  double spare = 0;
-  // job J -> uid -> CPUs of the running jobs named goldminer-dw.J that uid
-  // owns (anyone may name a job so: only the owner's count for J).
-  using Held = std::map<uint32_t, std::map<uid_t, double>>;
-  Held workers;
-  // (J, uid) for every pending or running job named goldminer-dw.J of that
-  // uid: J is a --goldminer job of that uid (its plugin submitted them).
-  std::set<std::pair<uint32_t, uid_t>> companions;
-};
-
-// squeue --format="%U %C %T %j" rows (the name last: it may hold spaces):
-// the companion jobs (goldminer-dw.J) by J and uid, and the CPUs of the
-// running ones; other names are skipped, a row without a uid, CPUs and a
-// state is an error naming it.
-Expected<SlurmCpus> parse_companions(const std::string& squeue_out);
 
 // The oldest credential a GET is taken with, in seconds.
 constexpr long long kViewCredentialMaxAgeS = 10;

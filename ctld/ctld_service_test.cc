@@ -362,24 +362,6 @@ TEST(CtldServiceTest, AThousandReportsForUnknownJobsCostABoundedNumberOfSqueueRu
   EXPECT_EQ(ctld.squeue_runs, 11);
 }
 
-// squeue's rows (UID CPUS STATE NAME): the companion jobs by job and uid
-// (pending or running), the running ones' CPUs; names that are not
-// goldminer-dw.J exactly (with spaces, a suffix, no number) are skipped; a
-// row without a uid, CPUs and a state is an error naming it.
-TEST(CtldServiceTest, CompanionJobsAndTheirCpusAreReadFromSqueueByJobAndUid) {
-  auto found = parse_companions(
-      "0 4 RUNNING goldminer-dw.10\n0 4 RUNNING goldminer-dw.10\n1001 8 RUNNING goldminer-dw.10\n"
-      "1000 2 RUNNING train.py\n1001 99 RUNNING goldminer-dw.11 0 999\n1001 99 RUNNING goldminer-dw.11x\n"
-      "1001 99 RUNNING goldminer-dw.\n1000 16 RUNNING goldminer-dw.12\n1000 4 PENDING goldminer-dw.15\n\n");
-  ASSERT_TRUE(found.ok()) << found.status().message();
-  EXPECT_EQ(found->workers, (SlurmCpus::Held{{10, {{0, 8}, {1001, 8}}}, {12, {{1000, 16}}}}));
-  EXPECT_EQ(found->companions, (std::set<std::pair<uint32_t, uid_t>>{{10, 0}, {10, 1001}, {12, 1000}, {15, 1000}}));
-  EXPECT_EQ(parse_companions("root 4 RUNNING goldminer-dw.10\n").status().message(),
-            "squeue: cannot read the line 'root 4 RUNNING goldminer-dw.10' (expected UID CPUS STATE NAME)");
-  EXPECT_EQ(parse_companions("0 4\n").status().message(),
-            "squeue: cannot read the line '0 4' (expected UID CPUS STATE NAME)");
-}
-
 // Injected: its owner's reports for job 14, a running plain job (a
 // `sleep`: Slurm shows no goldminer-dw.14), and for job 10 once Slurm says
 // it ended; then, for job 11 (a --goldminer job), while the companion
@@ -495,23 +477,6 @@ TEST(CtldServiceTest, AHangingScontrolHoldsUpNoReportAndNoOtherView) {
   release.set_value();
   EXPECT_EQ(hanging.get().status, 200);
   EXPECT_EQ(scontrol_runs, 2) << "one lookup at a time";
-}
-
-TEST(CtldServiceTest, SlurmUserAndPrivateDataComeFromScontrolShowConfig) {
-  auto a = parse_slurm_access("Configuration data as of 2026-11-27T01:00:00\nPrivateData             = jobs,usage\n"
-                              "SlurmUser               = slurm(64030)\n");
-  ASSERT_TRUE(a.ok()) << a.status().message();
-  EXPECT_EQ(a->slurm_user, 64030u);
-  EXPECT_TRUE(a->private_jobs);
-  auto b = parse_slurm_access("PrivateData = none\nSlurmUser = root(0)\n");
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->slurm_user, 0u);
-  EXPECT_FALSE(b->private_jobs);
-  EXPECT_FALSE(parse_slurm_access("PrivateData = users\nSlurmUser = root(0)\n")->private_jobs);
-  EXPECT_EQ(parse_slurm_access("PrivateData = none\n").status().message(), "scontrol show config: no SlurmUser line");
-  EXPECT_EQ(parse_slurm_access("SlurmUser = root(0)\n").status().message(), "scontrol show config: no PrivateData line");
-  EXPECT_EQ(parse_slurm_access("PrivateData = none\nSlurmUser = slurm\n").status().message(),
-            "scontrol show config: SlurmUser: invalid value 'slurm': expected NAME(UID)");
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // So reports for jobs Slurm does not know (a user's loop, or a forged
 // stream under a real munge credential) cost slurmctld a bounded number of
 // RPCs: at most `burst` + `per_uid_per_s` x seconds per uid, whatever the
-// number of reports. Slurm-free: the lookup is a function it is given.
+// number of reports. Slurm-free: the lookup is a function it is given
+// (goldminer-ctld's: launch/slurm_cli.h job_owner).
 #ifndef GOLDMINER_CTLD_JOB_OWNER_CACHE_H_
 #define GOLDMINER_CTLD_JOB_OWNER_CACHE_H_
 
@@ -18,13 +19,9 @@
 #include <string>
 
 #include "gmcore/status.h"
+#include "launch/slurm_cli.h"  // JobOwner
 
 namespace goldminer {
-
-struct JobOwner {
-  uid_t uid = 0;
-  std::string state;  // as squeue prints it: RUNNING, PENDING, ...
-};
 
 struct JobOwnerCacheLimits {
   double ttl_s = 10;             // an answer (owner, or not known) is kept this long

@@ -110,29 +110,31 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
   // slurmctld): no more waiting and polling, only the final scancel, so
   // that the step's end is held at most about 2 more command timeouts.
   bool give_up_waiting = false;
+  const SlurmCommand watched = [&](const std::string& command, const std::vector<std::string>& args) {
+    auto r = run(command, args);
+    if (!r.ok()) give_up_waiting = true;
+    return r;
+  };
   // Job id -> state, of the user's jobs of that name; nothing when squeue
   // could not tell.
   auto list = [&]() -> std::optional<std::map<uint32_t, JobState>> {
-    auto r = run("squeue", {"--noheader", "--format=%i %T", "--name=" + name, "--user=" + std::to_string(uid)});
-    if (!r.ok()) give_up_waiting = true;
-    if (!r.ok() || r->exit_code != 0) return std::nullopt;
-    std::map<uint32_t, JobState> jobs = parse_job_states(r->output);
-    for (auto it = jobs.begin(); it != jobs.end();)
-      it = it->second == JobState::kGone ? jobs.erase(it) : std::next(it);
-    return jobs;
+    auto jobs = named_job_states(watched, name, uid);
+    if (!jobs.ok()) return std::nullopt;
+    for (auto it = jobs->begin(); it != jobs->end();)
+      it = it->second == JobState::kGone ? jobs->erase(it) : std::next(it);
+    return std::move(jobs).value();
   };
   auto now = list();
   if (!now) {
-    auto r = run("scancel", {"--quiet", "--name=" + name, "--user=" + std::to_string(uid)});
-    if (!r.ok()) return Status::error("cannot cancel jobs " + name + ": " + r.status().message());
-    if (r->exit_code != 0) return Status::error("cannot cancel jobs " + name + ": scancel: " + describe(*r));
+    Status st = cancel_named(run, name, uid);
+    if (!st.ok()) return Status::error("cannot cancel jobs " + name + ": " + st.message());
     return Status();
   }
   auto ids = [&](JobState want) {
     std::vector<uint32_t> out;
     for (const auto& [id, state] : *now)
       if (state == want) out.push_back(id);
-    return job_list(out);
+    return out;
   };
   auto wait_while_running = [&](double seconds) {
     using Clock = std::chrono::steady_clock;
@@ -145,18 +147,18 @@ Status end_companion_jobs(uint32_t job_id, uint32_t uid, const SlurmCommand& run
   };
   // A session that ended drains its workers: their jobs end by themselves.
   wait_while_running(self_end_s);
-  if (std::string running = ids(JobState::kRunning); !running.empty() && !give_up_waiting) {
-    if (!run("scancel", {"--quiet", "--signal=TERM", running}).ok()) give_up_waiting = true;
+  if (std::vector<uint32_t> running = ids(JobState::kRunning); !running.empty() && !give_up_waiting) {
+    // Its own failure (scancel exited non-zero) is not a reason to stop
+    // waiting; only one that could not run is (watched).
+    (void)cancel_jobs(watched, running, CancelScope::kTerminate);
     wait_while_running(drain_grace_s);
   }
   // What still waits (at once when nothing ran) or still runs.
   std::vector<uint32_t> still;
   for (const auto& [id, state] : *now) still.push_back(id);
-  const std::string left = job_list(still);
-  if (left.empty()) return Status();
-  auto r = run("scancel", {"--quiet", left});
-  if (!r.ok()) return Status::error("cannot cancel jobs " + left + ": " + r.status().message());
-  if (r->exit_code != 0) return Status::error("cannot cancel jobs " + left + ": scancel: " + describe(*r));
+  if (still.empty()) return Status();
+  Status st = cancel_jobs(run, still, CancelScope::kAll);
+  if (!st.ok()) return Status::error("cannot cancel jobs " + job_list(still) + ": " + st.message());
   return Status();
 }
 

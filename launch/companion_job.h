@@ -32,6 +32,7 @@
 
 #include "launch/admin_config.h"
 #include "launch/job_options.h"
+#include "launch/slurm_cli.h"
 #include "launch/slurm_command.h"
 #include "gmcore/status.h"
 

@@ -7,6 +7,7 @@
 
 #include "launch/companion_job.h"
 #include "launch/shell_quote.h"
+#include "launch/slurm_command.h"
 
 namespace goldminer {
 namespace {
@@ -40,14 +41,9 @@ void SlurmWorkerLauncher::avoid_trainer_node() {
 int SlurmWorkerLauncher::start(int n, std::string* error) {
   int started = 0;
   for (; started < n && !ended_; ++started) {
-    auto r = run_("sbatch", sbatch_args_);
-    if (!r.ok()) {
-      if (error != nullptr) *error = "sbatch: " + r.status().message();
-      break;
-    }
-    auto id = parse_submitted_job_id(r->output);
-    if (r->exit_code != 0 || !id.ok()) {
-      if (error != nullptr) *error = "sbatch: " + describe(*r);
+    auto id = submit(run_, sbatch_args_);
+    if (!id.ok()) {
+      if (error != nullptr) *error = id.status().message();
       break;
     }
     jobs_.push_back(*id);
@@ -61,13 +57,13 @@ std::map<uint32_t, JobState> SlurmWorkerLauncher::states() {
     if (std::find(gone_.begin(), gone_.end(), id) == gone_.end()) live.push_back(id);
   std::map<uint32_t, JobState> out;
   if (live.empty()) return out;
-  auto r = run_("squeue", {"--noheader", "--format=%i %T", "--jobs=" + job_list(live)});
-  // squeue fails when it knows none of them: all gone.
-  const bool listed = r.ok() && (r->exit_code == 0 || squeue_knows_none(r->output));
-  for (uint32_t id : live) out[id] = listed ? JobState::kGone : JobState::kWaiting;
-  if (!listed) return out;  // not knowing: as if they wait (growth holds, cancels are --state=PENDING)
-  for (const auto& [id, state] : parse_job_states(r->output))
-    if (out.count(id) != 0) out[id] = state;
+  auto listed = job_states(run_, live);
+  if (!listed.ok()) {
+    // Not knowing: as if they wait (growth holds, cancels are --state=PENDING).
+    for (uint32_t id : live) out[id] = JobState::kWaiting;
+    return out;
+  }
+  out = std::move(listed).value();
   for (const auto& [id, state] : out)
     if (state == JobState::kGone) gone_.push_back(id);
   return out;
@@ -94,8 +90,7 @@ int SlurmWorkerLauncher::cancel_waiting(int n) {
   }
   if (cancel.empty()) return 0;
   // --state=PENDING: one that started meanwhile is left to run (and join).
-  auto r = run_("scancel", {"--quiet", "--state=PENDING", job_list(cancel)});
-  if (!r.ok() || r->exit_code != 0) return 0;
+  if (!cancel_jobs(run_, cancel, CancelScope::kPending).ok()) return 0;
   gone_.insert(gone_.end(), cancel.begin(), cancel.end());
   return static_cast<int>(cancel.size());
 }
@@ -108,10 +103,10 @@ void SlurmWorkerLauncher::end() {
     if (state == JobState::kWaiting) waiting.push_back(id);
     if (state == JobState::kRunning) running.push_back(id);
   }
-  if (!waiting.empty()) (void)run_("scancel", {"--quiet", "--state=PENDING", job_list(waiting)});
+  (void)cancel_jobs(run_, waiting, CancelScope::kPending);
   // goldminer-dw drains on SIGTERM (also one still trying to reach the
   // session) and exits 0: its job ends COMPLETED.
-  if (!running.empty()) (void)run_("scancel", {"--quiet", "--signal=TERM", job_list(running)});
+  (void)cancel_jobs(run_, running, CancelScope::kTerminate);
 }
 
 Expected<ElasticSetup> elastic_from_environment(const std::vector<std::string>& env, const CommandRunner& runner) {

@@ -4,7 +4,7 @@
 // SPANK plugin gave the trainer (GOLDMINER_DW_SBATCH and the rest; whether
 // a job grows so is decided with its first workers: launch/worker_start.h,
 // WorkerStartPlan::elastic). Slurm's commands run through a SlurmCommand
-// (launch/slurm_command.h); only their text crosses.
+// (launch/slurm_cli.h); only their text crosses.
 #ifndef GOLDMINER_LAUNCH_ELASTIC_SETUP_H_
 #define GOLDMINER_LAUNCH_ELASTIC_SETUP_H_
 
@@ -17,8 +17,8 @@
 
 #include "gmcore/status.h"
 #include "goldminer/elastic.h"
-#include "launch/slurm_command.h"
 #include "launch/job_environment.h"
+#include "launch/slurm_cli.h"
 #include "launch/subprocess.h"
 
 namespace goldminer {

@@ -78,6 +78,12 @@ Expected<std::vector<JobComponent>> parse_job_components(int squeue_exit_code, c
   return out;
 }
 
+Expected<std::vector<JobComponent>> job_components(const SlurmCommand& run, uint32_t job) {
+  auto r = run("squeue", {"--noheader", "--jobs=" + std::to_string(job), std::string("--Format=") + kJobComponentsFormat});
+  if (!r.ok()) return r.status();
+  return parse_job_components(r->exit_code, r->output);
+}
+
 std::string why_no_worker_component(const std::vector<JobComponent>& components, uint32_t trainer) {
   const JobComponent* self = nullptr;
   for (const JobComponent& c : components)

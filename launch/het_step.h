@@ -49,6 +49,10 @@ struct JobComponent {
 // says squeue failed, with its last line).
 Expected<std::vector<JobComponent>> parse_job_components(int squeue_exit_code, const std::string& squeue_output);
 
+// Asks squeue (`squeue --noheader --jobs=JOB --Format=kJobComponentsFormat`
+// through `run`) for job `job`'s components.
+Expected<std::vector<JobComponent>> job_components(const SlurmCommand& run, uint32_t job);
+
 // The component the workers of trainer component `trainer` run in: the
 // first other component that asks for no GPU; none when the job is not
 // heterogeneous, `trainer` is not its leader (offset 0: only the leader

@@ -8,54 +8,6 @@
 namespace goldminer {
 namespace {
 
-// What goldminer-dw --trainer-job makes of squeue's answers.
-TEST(SlurmCommandTest, TellsATrainerJobThatEndedFromOneThatMayStillRun) {
-  EXPECT_EQ(trainer_job_ended(12, 0, "RUNNING\n"), "");
-  EXPECT_EQ(trainer_job_ended(12, 0, "PENDING\n"), "") << "requeued: it comes back";
-  EXPECT_EQ(trainer_job_ended(12, 0, "SUSPENDED\n"), "");
-  EXPECT_EQ(trainer_job_ended(12, 0, "NODE_FAIL\n"), "job 12 is NODE_FAIL");
-  EXPECT_EQ(trainer_job_ended(12, 0, "CANCELLED\n"), "job 12 is CANCELLED");
-  EXPECT_EQ(trainer_job_ended(12, 0, "COMPLETING\n"), "job 12 is COMPLETING");
-  EXPECT_EQ(trainer_job_ended(12, 0, ""), "job 12 is no longer listed by squeue");
-  EXPECT_EQ(trainer_job_ended(12, 1, "slurm_load_jobs error: Invalid job id specified\n"),
-            "job 12 is no longer known to Slurm");
-  EXPECT_EQ(trainer_job_ended(12, 1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"),
-            "")
-      << "a controller restarting ends no worker";
-}
-
-// The one reading of squeue's "none of those jobs" failure, which every
-// caller (a session's launcher, goldminer-ctld, goldminer-dw) tells from
-// squeue failing for other reasons.
-TEST(SlurmCommandTest, TellsSqueueKnowingNoneOfTheJobsFromItFailing) {
-  EXPECT_TRUE(squeue_knows_none("slurm_load_jobs error: Invalid job id specified\n"));
-  EXPECT_FALSE(squeue_knows_none("slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"));
-  EXPECT_FALSE(squeue_knows_none(""));
-}
-
-TEST(SlurmCommandTest, ReadsTheJobIdSbatchPrinted) {
-  EXPECT_EQ(*parse_submitted_job_id("123\n"), 123u);
-  EXPECT_EQ(*parse_submitted_job_id("123;cluster\n"), 123u);
-  EXPECT_EQ(*parse_submitted_job_id("sbatch: warning: something\n456\n"), 456u);
-  for (const char* bad : {"", "\n", "sbatch: error: Invalid partition name specified", "0\n",
-                          "99999999999\n", "12a\n"}) {
-    auto r = parse_submitted_job_id(bad);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().message().rfind("sbatch printed no job id: '", 0), 0u) << r.status().message();
-  }
-}
-
-TEST(SlurmCommandTest, TellsRunningWaitingAndGoneJobsApart) {
-  EXPECT_EQ(parse_job_state(0, "RUNNING\n"), JobState::kRunning);
-  EXPECT_EQ(parse_job_state(0, "CONFIGURING\n"), JobState::kRunning);
-  EXPECT_EQ(parse_job_state(0, "PENDING\n"), JobState::kWaiting);
-  EXPECT_EQ(parse_job_state(0, "SUSPENDED\n"), JobState::kWaiting);
-  EXPECT_EQ(parse_job_state(0, "COMPLETING\n"), JobState::kGone);
-  EXPECT_EQ(parse_job_state(0, "CANCELLED\n"), JobState::kGone);
-  EXPECT_EQ(parse_job_state(0, ""), JobState::kGone);
-  EXPECT_EQ(parse_job_state(1, "slurm_load_jobs error: Invalid job id specified\n"), JobState::kGone);
-}
-
 // plugstack.conf's slurm_bindir and slurm_command_timeout: defaults, values
 // and refusals.
 TEST(SlurmCommandTest, TheSiteSetsWhereSlurmCommandsComeFromAndTheirTimeLimit) {

@@ -86,14 +86,4 @@ std::string published_trainer(const SlurmCommand& run, uint32_t job) {
   return trainer_in_comment(trim(read->output));
 }
 
-SlurmCommand user_slurm_command(double timeout_s) {
-  return [env = slurm_command_env(process_environment()), timeout_s](
-             const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
-    auto spec = command_on_path(name, args, env);
-    if (!spec.ok()) return spec.status();
-    spec->timeout_s = timeout_s;
-    return run_command(*spec);
-  };
-}
-
 }  // namespace goldminer

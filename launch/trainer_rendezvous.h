@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "launch/slurm_command.h"
+#include "launch/slurm_cli.h"
 #include "gmcore/status.h"
 
 namespace goldminer {
@@ -49,11 +49,6 @@ Status publish_trainer(const SlurmCommand& run, uint32_t job, const std::string&
 // The address job `job` published, or "" (none, or squeue failed: the
 // caller asks again later).
 std::string published_trainer(const SlurmCommand& run, uint32_t job);
-
-// A SlurmCommand for a job's own processes: `name` found on the PATH of
-// the process's environment (launch/subprocess.h command_on_path), with
-// slurm_command_env's environment, each command limited to `timeout_s`.
-SlurmCommand user_slurm_command(double timeout_s);
 
 }  // namespace goldminer
 

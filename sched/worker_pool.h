@@ -1,6 +1,6 @@
-// The CPUs goldminer-ctld shares among jobs' data workers, from the nodes
-// as `scontrol --details --oneliner show node` lists them: every usable node of the
-// workers' partition gives its spare CPUs (placement.h: free CPUs beyond
+// The CPUs goldminer-ctld shares among jobs' data workers: every usable
+// node of the workers' partition (ctld/slurm_pool.h makes them from
+// Slurm's node lines) gives its spare CPUs (placement.h: free CPUs beyond
 // the reserve kept next to its free GPUs), and the CPUs the registered
 // jobs' workers already hold are added back (they are what is shared).
 #ifndef GOLDMINER_SCHED_WORKER_POOL_H_
@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "gmcore/status.h"
 #include "sched/placement.h"
 
 namespace goldminer {
@@ -18,11 +17,6 @@ struct PoolNode {
   std::string name;
   NodeResources resources;
 };
-
-// Nodes of `partition` ("" every node) that can run workers: not down,
-// drained, failed or unresponsive. An error names the line that lacks
-// NodeName, CPUTot or CPUAlloc, or has a bad number.
-Expected<std::vector<PoolNode>> parse_node_list(const std::string& text, const std::string& partition);
 
 // Spare CPUs of `nodes` (whole CPUs) under `config`'s reserve.
 double spare_worker_cpus(const std::vector<PoolNode>& nodes, const PlacementConfig& config);

@@ -41,6 +41,7 @@ extern "C" {
 #include "gmcore/log.h"
 #include "launch/node_address.h"
 #include "launch/port_registry.h"
+#include "launch/slurm_cli.h"
 #include "launch/slurm_command.h"
 #include "launch/subprocess.h"
 #include "launch/worker_start.h"
@@ -228,14 +229,18 @@ uint32_t node_id(spank_t sp) {
   return id;
 }
 
+// Slurm's commands as the job's user (run_as_job_user), with `env`, from
+// `cwd`: what launch/slurm_cli.h's calls run through.
+goldminer::SlurmCommand job_user_commands(spank_t sp, std::vector<std::string> env, std::string cwd) {
+  return [sp, env = std::move(env), cwd = std::move(cwd)](const std::string& name,
+                                                          const std::vector<std::string>& args) {
+    return run_as_job_user(sp, name, args, env, cwd);
+  };
+}
+
 // The job's components as squeue lists them (launch/het_step.h).
 goldminer::Expected<std::vector<goldminer::JobComponent>> job_components(spank_t sp, const std::vector<std::string>& env) {
-  auto r = run_as_job_user(sp, "squeue",
-                           {"--noheader", "--jobs=" + std::to_string(job_id(sp)),
-                            std::string("--Format=") + goldminer::kJobComponentsFormat},
-                           goldminer::slurm_command_env(env), "/");
-  if (!r.ok()) return r.status();
-  return goldminer::parse_job_components(r->exit_code, r->output);
+  return goldminer::job_components(job_user_commands(sp, goldminer::slurm_command_env(env), "/"), job_id(sp));
 }
 
 // Sets the trainer's variables in this step's environment.
@@ -315,10 +320,8 @@ int start_workers(spank_t sp, bool batch_step) {
   }
   // A sbatch that timed out may still have submitted the job: the step's
   // exit finds it by name (companion is set above) and cancels it.
-  auto result = run_as_job_user(sp, "sbatch", plan.sbatch_args, plan.sbatch_env, plan.work_dir);
-  if (!result.ok()) return fail(result.status().message());
-  auto id = goldminer::parse_submitted_job_id(result->output);
-  if (result->exit_code != 0 || !id.ok()) return fail("sbatch: " + goldminer::describe(*result));
+  auto id = goldminer::submit(job_user_commands(sp, plan.sbatch_env, plan.work_dir), plan.sbatch_args);
+  if (!id.ok()) return fail(id.status().message());
   spank_setenv(sp, "GOLDMINER_DW_JOB", std::to_string(*id).c_str(), 1);
   goldminer::log::info(job + ": data workers are job " + std::to_string(*id) + " (" +
                        std::to_string(start.workers) + " x goldminer-dw), trainer address " + plan.trainer);
@@ -342,9 +345,7 @@ int end_companion_jobs(spank_t sp) {
     return 0;
   }
   goldminer::Status s = goldminer::end_companion_jobs(
-      companion.job_id, user->uid, [&](const std::string& name, const std::vector<std::string>& args) {
-        return run_as_job_user(sp, name, args, companion.slurm_env, companion.work_dir);
-      });
+      companion.job_id, user->uid, job_user_commands(sp, companion.slurm_env, companion.work_dir));
   if (!s.ok())
     goldminer::log::error("goldminer: job " + std::to_string(job_id(sp)) + ": its data workers: " + s.message());
   companion = {};

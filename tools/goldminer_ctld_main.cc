@@ -15,16 +15,14 @@
 #include <iostream>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "ctld/ctld_service.h"
 #include "ctld/http_server.h"
 #include "gmcore/log.h"
-#include "launch/slurm_command.h"
-#include "launch/subprocess.h"
+#include "ctld/slurm_pool.h"
+#include "launch/slurm_cli.h"
 #include "sched/select_config.h"
-#include "sched/worker_pool.h"
 #include "tools/goldminer_ctld_options.h"
 
 using namespace goldminer;
@@ -42,47 +40,14 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
-std::vector<std::string> own_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  return env;
-}
-
-// Runs a Slurm client command with this daemon's PATH and SLURM_CONF.
-Expected<std::string> slurm(const std::string& name, const std::vector<std::string>& args) {
-  static const std::vector<std::string> env = slurm_command_env(own_environment());
-  auto spec = command_on_path(name, args, env);
-  if (!spec.ok()) return spec.status();
-  spec->timeout_s = 10;
-  auto r = run_command(*spec);
-  if (!r.ok()) return Status::error(name + ": " + r.status().message());
-  if (r->exit_code != 0) return Status::error(describe(*r));
-  return r->output;
-}
-
-Expected<JobOwner> job_owner(uint32_t job_id) {
-  auto out = slurm("squeue", {"--noheader", "--jobs=" + std::to_string(job_id), "--format=%U %T"});
-  if (!out.ok()) {
-    if (squeue_knows_none(out.status().message())) return Status::error("not known to Slurm");
-    return Status::error("squeue: " + out.status().message());
-  }
-  std::istringstream in(*out);
-  long uid = -1;
-  JobOwner owner;
-  if (!(in >> uid >> owner.state) || uid < 0) return Status::error("not known to Slurm");
-  owner.uid = static_cast<uid_t>(uid);
-  return owner;
-}
-
 // Slurm's SlurmUser and PrivateData; on failure private jobs, and the
 // daemon's own uid as SlurmUser.
-SlurmAccess slurm_access() {
-  auto out = slurm("scontrol", {"show", "config"});
-  auto access = out.ok() ? parse_slurm_access(*out) : Expected<SlurmAccess>(out.status());
+SlurmConfig slurm_access(const SlurmCommand& slurm) {
+  auto access = slurm_config(slurm);
   if (access.ok()) return *access;
   log::error("goldminer-ctld: cannot read Slurm's PrivateData and SlurmUser (taking other users' jobs as private): " +
              access.status().message());
-  return SlurmAccess{::geteuid(), true};
+  return SlurmConfig{::geteuid(), true};
 }
 
 // A user name or uid of --operators.
@@ -162,26 +127,13 @@ int main(int argc, char** argv) {
   std::unique_ptr<CredentialService> credentials = munge_credentials(munge_socket);
   PlacementConfig placement;
   placement.cpus_per_gpu = reserve;
-  auto spare = [partition, placement]() -> Expected<SlurmCpus> {
-    auto out = slurm("scontrol", {"--details", "--oneliner", "show", "node"});
-    if (!out.ok()) return Status::error("scontrol show node: " + out.status().message());
-    auto nodes = parse_node_list(*out, partition);
-    if (!nodes.ok()) return Status::error("scontrol show node: " + nodes.status().message());
-    SlurmCpus found;
-    found.spare = spare_worker_cpus(*nodes, placement);
-    // The companion jobs, whose, and what the running ones hold: one
-    // squeue for all of them.
-    auto jobs = slurm("squeue", {"--noheader", "--states=PENDING,RUNNING", "--format=%U %C %T %j"});
-    if (!jobs.ok()) return Status::error("squeue: " + jobs.status().message());
-    auto companions = parse_companions(*jobs);
-    if (!companions.ok()) return companions.status();
-    found.workers = std::move(companions->workers);
-    found.companions = std::move(companions->companions);
-    return found;
-  };
+  // Slurm's client commands with this daemon's PATH and SLURM_CONF.
+  const SlurmCommand slurm = user_slurm_command(10);
+  auto spare = [slurm, partition, placement] { return read_slurm_cpus(slurm, partition, placement); };
+  auto owner = [slurm](uint32_t job_id) { return job_owner(slurm, job_id); };
   const auto start = std::chrono::steady_clock::now();
   auto now = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const SlurmAccess access = slurm_access();
+  const SlurmConfig access = slurm_access(slurm);
   privileged.insert(access.slurm_user);
   privileged.insert(::geteuid());
   CtldSettings settings;
@@ -192,7 +144,7 @@ int main(int argc, char** argv) {
   settings.private_jobs = access.private_jobs;
   settings.owner_lookups.per_uid_per_s = lookups_per_s;
   settings.owner_lookups.burst = lookup_burst;
-  CtldService service(settings, credentials.get(), job_owner, spare, now);
+  CtldService service(settings, credentials.get(), owner, spare, now);
 
   if (!pid_file.empty()) {
     std::ofstream f(pid_file);

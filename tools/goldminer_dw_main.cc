@@ -19,8 +19,7 @@
 #include "gmcore/log.h"
 #include "gmcore/peer_auth.h"
 #include "launch/job_environment.h"
-#include "launch/slurm_command.h"
-#include "launch/subprocess.h"
+#include "launch/slurm_cli.h"
 #include "launch/trainer_rendezvous.h"
 #include "gmcore/wire.h"
 #include "tools/goldminer_dw_options.h"
@@ -123,16 +122,8 @@ int main(int argc, char** argv) {
   };
 
   if (trainer_job != 0) {
-    o.trainer_gone = [trainer_job, env = slurm_command_env(process_environment())]() -> std::string {
-      auto spec = command_on_path("squeue", {"--noheader", "--states=all", "--jobs=" + std::to_string(trainer_job),
-                                             "--format=%T"},
-                                  env);
-      if (!spec.ok()) return "";  // no squeue here: the connect timeout decides
-      spec->timeout_s = 20;
-      auto r = run_command(*spec);
-      if (!r.ok() || r->timed_out) return "";
-      return trainer_job_ended(trainer_job, r->exit_code, r->output);
-    };
+    // No squeue here, or no answer: the connect timeout decides.
+    o.trainer_gone = [trainer_job, slurm = user_slurm_command(20)] { return trainer_job_ended(slurm, trainer_job); };
     o.published_trainer = [trainer_job, slurm = user_slurm_command(20)] { return published_trainer(slurm, trainer_job); };
   }
 

@@ -13,9 +13,8 @@
 #include "gmcore/auth.h"
 #include "gmcore/host_port.h"
 #include "gmcore/log.h"
-#include "launch/slurm_command.h"
 #include "gmcore/stream_config.h"
-#include "launch/subprocess.h"
+#include "launch/slurm_cli.h"
 #include "dw_daemon/worker.h"
 #include "tw_lib/session/receive_memory.h"
 #include "tw_lib/session/session_impl.h"
@@ -35,22 +34,13 @@ std::string companion_job_failure(const SessionOptions& o) {
 
 std::string companion_job_status(const SessionOptions& o) {
   if (o.companion_job == 0) return "";
-  const std::string job = std::to_string(o.companion_job);
-  auto spec = command_on_path("squeue", {"--noheader", "--jobs=" + std::string(job), "--format=%T %r"},
-                              slurm_command_env(process_environment()));
-  if (!spec.ok()) return "; companion job " + std::string(job) + ": " + spec.status().message();
-  spec->timeout_s = 10;
-  auto r = run_command(*spec);
-  if (!r.ok()) return "; companion job " + std::string(job) + ": squeue: " + r.status().message();
-  std::string out = r->output;
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  if (r->exit_code != 0) return "; companion job " + std::string(job) + ": squeue: " + describe(*r);
-  if (out.empty()) return "; companion job " + std::string(job) + " has ended (squeue no longer lists it)";
-  // "PENDING Resources" -> "PENDING (Resources)"; "RUNNING None" -> "RUNNING".
-  const size_t space = out.find(' ');
-  std::string state = out.substr(0, space), reason = space == std::string::npos ? "" : out.substr(space + 1);
-  if (reason == "None" || reason.empty()) return "; companion job " + std::string(job) + " is " + state;
-  return "; companion job " + std::string(job) + " is " + state + " (" + reason + ")";
+  const std::string name = "; companion job " + std::to_string(o.companion_job);
+  auto status = job_status(user_slurm_command(10), o.companion_job);
+  if (!status.ok()) return name + ": " + status.status().message();
+  if (!status->listed) return name + " has ended (squeue no longer lists it)";
+  // "PENDING (Resources)"; "RUNNING".
+  if (status->reason.empty()) return name + " is " + status->state_name;
+  return name + " is " + status->state_name + " (" + status->reason + ")";
 }
 
 namespace {
