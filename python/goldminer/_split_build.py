@@ -6,33 +6,30 @@ built against the very torch that runs it. make builds goldminer._split
 against the build's libtorch (Debian's torch); _build_info.SPLIT_TORCH_VERSION
 names the torch.__version__ it serves. Under any other torch this module
 compiles the split's C++ sources (goldminer/_csrc, or the source tree of a
-make-staged package) against the running torch, once, with the compiler
-($CXX, else c++) and the running torch's include and library directories
-(those torch.utils.cpp_extension uses), into a cache directory keyed by the
-torch version, the Python ABI and a sha256 of the sources and the compile
-command:
+make-staged package) against the running torch, once, with
+torch.utils.cpp_extension.load (which runs the ninja program: Debian's
+ninja-build, or PyPI's ninja in the environment), into a build directory
+keyed by the torch version, the Python ABI and a sha256 of the sources and
+the extra flags:
 
     $GOLDMINER_CACHE_DIR, else $XDG_CACHE_HOME/goldminer, else ~/.cache/goldminer
 
-Processes that compile at the same time take turns (a lock file per key);
-a finished build is renamed into place, so a half-written one is never
-loaded.
+Processes that compile at the same time take turns (a lock file per key,
+held with flock, so a build killed midway never blocks the next one);
+ninja rebuilds only what is out of date, so a later process loads the
+cached build after a check that takes well under a second.
 """
-import concurrent.futures
+import contextlib
 import fcntl
 import hashlib
-import importlib.machinery
-import importlib.util
+import io
 import os
 import re
 import shutil
-import subprocess
 import sys
 import sysconfig
-import tempfile
 
 _loaded = None
-
 
 def load():
     """The goldminer._split module for the running torch (compiled on
@@ -103,36 +100,31 @@ def sources_root():
                                                                              ", ".join(_build_info.SPLIT_SOURCES)))
 
 
-def _command():
-    """The compiler, its compile flags and its link flags for the running
-    torch."""
+def _flags():
+    """The flags the split adds to those torch.utils.cpp_extension passes
+    for the running torch (its include and library directories, its
+    _GLIBCXX_USE_CXX11_ABI, -fPIC, torch's libraries): (compile flags, link
+    flags)."""
     import torch
 
-    cxx = os.environ.get("CXX") or "c++"
     major = int(torch.__version__.split(".")[0])
-    abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
-    # The directories torch.utils.cpp_extension.include_paths() and
-    # library_paths() name (torch 1.13 and 2.x), without importing it:
-    # its import warns about CUDA on every machine without CUDA.
-    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
-    includes = [os.path.join(torch_dir, "include"),
-                os.path.join(torch_dir, "include", "torch", "csrc", "api", "include"),
-                sysconfig.get_paths()["include"]]
-    compile_flags = ["-std=c++17" if major < 2 else "-std=c++20", "-O2", "-fPIC", "-fvisibility=hidden",
-                     "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi, "-Wno-unused-parameter"]
-    compile_flags += ["-I" + d for d in includes]
-    link_flags = []
-    for d in [os.path.join(torch_dir, "lib")]:
-        link_flags += ["-L" + d, "-Wl,-rpath," + d]
-    link_flags += ["-lc10", "-ltorch", "-ltorch_cpu"]
-    return cxx, compile_flags, link_flags
+    # The split's sources need C++17, and C++20 under torch 2.x (whose own
+    # headers ask for it from 2.x on); -O2 because cpp_extension adds no
+    # optimisation of its own.
+    compile_flags = ["-std=c++17" if major < 2 else "-std=c++20", "-O2", "-fvisibility=hidden",
+                     "-Wno-unused-parameter"]
+    # cpp_extension links torch's libraries without an rpath: they are
+    # found because torch has loaded them; the rpath makes the split
+    # loadable on its own too (ldd, a process that imports it first).
+    torch_lib = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "lib")
+    return compile_flags, ["-Wl,-rpath," + torch_lib]
 
 
-def _key(root, sources, cxx, compile_flags, link_flags):
+def _key(root, sources, compile_flags, link_flags):
     import torch
 
     digest = hashlib.sha256()
-    for word in [cxx] + compile_flags + link_flags:
+    for word in [os.environ.get("CXX") or "c++"] + compile_flags + link_flags:
         digest.update(word.encode() + b"\0")
     for rel in sorted(sources):
         digest.update(rel.encode() + b"\0")
@@ -143,13 +135,15 @@ def _key(root, sources, cxx, compile_flags, link_flags):
     return "split-torch%s-%s-%s" % (version, sys.implementation.cache_tag, digest.hexdigest()[:16])
 
 
-def _run(argv):
-    """Runs one compiler command; returns (argv, returncode, output)."""
-    try:
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    except OSError as e:
-        return argv, None, str(e)
-    return argv, r.returncode, r.stdout.decode(errors="replace")
+def _paths():
+    """(cache, build directory, extension): where the split compiled for
+    the running torch is built and loaded from (cpp_extension names the
+    extension _split.so)."""
+    from goldminer import _build_info
+
+    cache = cache_dir()
+    directory = os.path.join(cache, _key(sources_root(), _build_info.SPLIT_SOURCES, *_flags()))
+    return cache, directory, os.path.join(directory, "_split.so")
 
 
 def _failure(what, cache, detail):
@@ -160,73 +154,129 @@ def _failure(what, cache, detail):
                         % (torch.__version__, cache, what, "".join("\n" + line for line in lines)))
 
 
-def _build(root, sources, cxx, compile_flags, link_flags, target, cache):
-    """Compiles `sources` (in parallel) and links them into `target`."""
+def _failed_step(output):
+    """What ninja's output (-v: each command before it runs) says failed:
+    "compiling SOURCE" or "linking TARGET"."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("FAILED: "):
+            continue
+        words = lines[i + 1].split() if i + 1 < len(lines) else []
+        if "-c" in words[:-1]:
+            return "compiling %s" % words[words.index("-c") + 1]
+        # "FAILED: _split.so", or "FAILED: [code=1] _split.so" (ninja 1.12 on)
+        return "linking %s" % " ".join(w for w in line.split()[1:] if not w.startswith("[code="))
+    return "building it"
+
+
+def _ninja_errors(output):
+    """ninja's output without the commands it echoes (-v), which are long
+    and say nothing of the error: the compiler's and ninja's messages."""
+    kept, skip_next = [], False
+    output = re.sub(r"^Error building extension '[^']*': ", "", output)
+    for line in output.splitlines():
+        if skip_next or re.match(r"\[\d+/\d+\] ", line):
+            skip_next = False
+            continue
+        skip_next = line.startswith("FAILED: ")
+        kept.append(line)
+    return "\n".join(kept)
+
+
+@contextlib.contextmanager
+def _build_environment(cache):
+    """PATH and MAX_JOBS as cpp_extension's build needs them, for the
+    length of the build: ninja from PATH, else from the running Python's
+    scripts directory (where pip puts PyPI's ninja, absent from PATH when
+    the venv is not activated); as many compilers at once as this
+    process may use CPUs (ninja would start one more than the node has
+    and two, ~0.7 GB each, in a job given two CPUs of many), unless
+    MAX_JOBS says otherwise."""
+    cxx = os.environ.get("CXX") or "c++"
     if shutil.which(cxx) is None:
         raise _failure("no C++ compiler '%s' (install g++, or set CXX)" % cxx, cache, "")
-    work = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(target))
+    saved = {name: os.environ.get(name) for name in ("PATH", "MAX_JOBS")}
+    if shutil.which("ninja") is None:
+        scripts = sysconfig.get_path("scripts")
+        if shutil.which("ninja", path=scripts) is None:
+            raise _failure("no ninja program, which torch.utils.cpp_extension runs (apt install ninja-build, or "
+                           "pip install ninja into this Python's environment)", cache, "")
+        os.environ["PATH"] = scripts + os.pathsep + (saved["PATH"] or os.defpath)
+    if saved["MAX_JOBS"] is None:
+        os.environ["MAX_JOBS"] = str(max(1, len(os.sched_getaffinity(0))))
     try:
-        units = [s for s in sources if s.endswith(".cc")]
-        objects = [os.path.join(work, "%d.o" % i) for i in range(len(units))]
-        flags = compile_flags + ["-I" + root, "-I" + os.path.join(root, "include")]
-        commands = [[cxx] + flags + ["-c", os.path.join(root, u), "-o", o] for u, o in zip(units, objects)]
-        jobs = max(1, min(len(commands), len(os.sched_getaffinity(0))))
-        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            futures = [pool.submit(_run, c) for c in commands]
-            for future in concurrent.futures.as_completed(futures):
-                argv, rc, output = future.result()
-                if rc != 0:
-                    for f in futures:
-                        f.cancel()
-                    raise _failure("compiling %s: %s exited with %s" % (argv[-3], cxx, rc), cache, output)
-        linked = os.path.join(work, os.path.basename(target))
-        argv, rc, output = _run([cxx, "-shared", "-o", linked] + objects + link_flags)
-        if rc != 0:
-            raise _failure("linking %s: %s exited with %s" % (target, cxx, rc), cache, output)
-        os.replace(linked, target)
+        yield
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _cpp_extension():
+    """torch.utils.cpp_extension, imported without the line it prints
+    where a CUDA toolkit is installed but torch has no CUDA ("No CUDA
+    runtime is found"): the split compiles no CUDA code, so the line would
+    only mislead."""
+    import logging
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # torch 2.x logs it as a warning
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # torch 1.x prints it
+            from torch.utils import cpp_extension
+    finally:
+        logger.setLevel(level)
+    return cpp_extension
 
 
 def _compiled():
     import torch
 
-    root = sources_root()
     from goldminer import _build_info
 
-    cxx, compile_flags, link_flags = _command()
-    cache = cache_dir()
-    key = _key(root, _build_info.SPLIT_SOURCES, cxx, compile_flags, link_flags)
-    directory = os.path.join(cache, key)
-    target = os.path.join(directory, "_split" + sysconfig.get_config_var("EXT_SUFFIX"))
-    if not os.path.isfile(target):
-        try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            lock = open(os.path.join(cache, key + ".lock"), "w")
-        except OSError as e:
-            raise RuntimeError("goldminer.split: cannot use the cache directory %s for the split compiled for "
-                               "torch %s: %s (set GOLDMINER_CACHE_DIR)" % (cache, torch.__version__, e)) from None
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not os.path.isfile(target):
-                print("goldminer.split: compiling the split for torch %s (once; cached in %s)"
-                      % (torch.__version__, directory), file=sys.stderr, flush=True)
-                try:
-                    _build(root, _build_info.SPLIT_SOURCES, cxx, compile_flags, link_flags, target, cache)
-                except BaseException:
-                    shutil.rmtree(directory, ignore_errors=True)
-                    raise
-    for path, what in ((cache, "the cache directory"), (directory, "the folder of the split"),
-                       (target, "the compiled split")):
-        check_private(path, what)
-    loader = importlib.machinery.ExtensionFileLoader("goldminer._split", target)
-    spec = importlib.util.spec_from_file_location("goldminer._split", target, loader=loader)
+    root = sources_root()
+    compile_flags, link_flags = _flags()
+    cache, directory, target = _paths()
     try:
-        module = importlib.util.module_from_spec(spec)
-        loader.exec_module(module)
-    except ImportError as e:
-        raise RuntimeError("goldminer.split: the split compiled for torch %s (%s) does not load: %s (remove %s "
-                           "to compile it again)" % (torch.__version__, target, e, directory)) from None
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError as e:
+        raise RuntimeError("goldminer.split: cannot use the cache directory %s for the split compiled for "
+                           "torch %s: %s (set GOLDMINER_CACHE_DIR)" % (cache, torch.__version__, e)) from None
+    for path, what in ((cache, "the cache directory"), (directory, "the folder of the split")):
+        check_private(path, what)
+    try:
+        lock = open(os.path.join(cache, os.path.basename(directory) + ".lock"), "w")
+    except OSError as e:
+        raise RuntimeError("goldminer.split: cannot use the cache directory %s for the split compiled for "
+                           "torch %s: %s (set GOLDMINER_CACHE_DIR)" % (cache, torch.__version__, e)) from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # cpp_extension's own lock in the build directory is, under torch
+        # 1.x, a file whose mere presence blocks (torch 2.x holds an flock on
+        # it); holding this flock, no other process builds here, so a file
+        # left by a killed build is stale.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, "lock"))
+        if os.path.isfile(target):
+            check_private(target, "the compiled split")
+        else:
+            print("goldminer.split: compiling the split for torch %s (once; cached in %s)"
+                  % (torch.__version__, directory), file=sys.stderr, flush=True)
+        cpp_extension = _cpp_extension()
+        units = [os.path.join(root, s) for s in _build_info.SPLIT_SOURCES if s.endswith(".cc")]
+        with _build_environment(cache):
+            try:
+                module = cpp_extension.load("_split", units, extra_cflags=compile_flags, extra_ldflags=link_flags,
+                                            extra_include_paths=[root, os.path.join(root, "include")],
+                                            build_directory=directory, verbose=False)
+            except ImportError as e:
+                raise RuntimeError("goldminer.split: the split compiled for torch %s (%s) does not load: %s (remove "
+                                   "%s to compile it again)" % (torch.__version__, target, e, directory)) from None
+            except Exception as e:  # cpp_extension's errors: RuntimeError with ninja's output, OSError
+                raise _failure(_failed_step(str(e)), cache, _ninja_errors(str(e))) from None
     # Later imports of goldminer._split get this one, not a prebuilt one
     # for another torch.
     sys.modules["goldminer._split"] = module

@@ -6,21 +6,17 @@ loaded; a private cache passes the check. Prints one line per case, then
 OK."""
 import os
 import sys
-import sysconfig
 import tempfile
 
-from goldminer import _build_info, _split_build
+from goldminer import _split_build
 
 
 def planted(cache, owner, cache_mode):
     """A file where the compiled split for this torch would be, owned by
     `owner`, in `cache` with `cache_mode`; returns what loading says."""
     os.environ["GOLDMINER_CACHE_DIR"] = cache
-    cxx, compile_flags, link_flags = _split_build._command()
-    key = _split_build._key(_split_build.sources_root(), _build_info.SPLIT_SOURCES, cxx, compile_flags, link_flags)
-    folder = os.path.join(cache, key)
+    _, folder, target = _split_build._paths()
     os.makedirs(folder, mode=0o755)
-    target = os.path.join(folder, "_split" + sysconfig.get_config_var("EXT_SUFFIX"))
     with open(target, "wb") as f:
         f.write(b"\x7fELF not a split")  # would fail to load, with another message
     os.chown(target, owner, owner)
