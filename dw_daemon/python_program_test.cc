@@ -6,7 +6,7 @@
 // error, a reply that grows the child's shared memory past the worker's
 // mapping gives all its tensors from the new mapping, and a program saved
 // by torch 2.x runs with that torch ($GOLDMINER_TORCH2_PYTHON). The
-// dataset batches are tested end to end by tests/session_py_test
+// dataset batches are tested end to end by python/tests/test_dataloader.py
 // (goldminer.DataLoader); that a child's outputs are the in-process
 // runner's, by tests/torch_program_test.
 #include "dw_daemon/python_program.h"

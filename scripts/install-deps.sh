@@ -90,7 +90,7 @@ packages="
  slurm-wlm slurmctld slurmd slurm-client
  libpam0g-dev libpmix-dev ucx-utils
  googletest clang libclang-rt-14-dev
- python3-torchvision python3-numpy python3-venv ninja-build
+ python3-torchvision python3-numpy python3-venv ninja-build python3-pytest
  python3-pip python3-setuptools python3-wheel
  libopenblas0-pthread
  iproute2 util-linux procps nftables

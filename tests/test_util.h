@@ -1,5 +1,5 @@
 // What the tests that run a built program or a script as a child share
-// (sim/cli_test, tests/split, tests/session_py): running a shell command
+// (sim/cli_test, tests/split): running a shell command
 // and collecting what it prints.
 #ifndef GOLDMINER_TESTS_TEST_UTIL_H_
 #define GOLDMINER_TESTS_TEST_UTIL_H_

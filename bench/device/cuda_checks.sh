@@ -5,9 +5,10 @@
 # goldminer._session for that machine's Python (with its compiler) from a
 # packed build directory, then this runs the receive-memory tests
 # (tests/receive_memory_test: pinned buffers registered with CUDA, a session
-# receiving into them, the NUMA node nearest the GPU), the staging checks
-# (tests/session_py/staging_check.py held and cuda: a real goldminer.Session
-# with local worker threads handing batches over as CUDA tensors, copied on a
+# receiving into them, the NUMA node nearest the GPU), the staging tests
+# (python/tests/test_staging.py under pytest: the position less the batches
+# taken ahead, and the hand-over on the GPU, a real goldminer.Session with
+# local worker threads handing batches over as CUDA tensors, copied on a
 # side stream ahead of next(), state() leaving out what was taken ahead) and
 # the copy-overlap benchmark (bench/device/staging_bench.py, batches from real
 # sessions: pageable, pin_memory=True, device="cuda").
@@ -17,7 +18,7 @@
 #   bench/device/cuda_checks.sh run                there, in the source tree
 #       with .devcuda carried: installs the package, runs the checks, writes
 #       $OUT (or /tmp/gm-cuda-out): gpu.txt, pip_install.txt, version.txt,
-#       receive_memory_test.txt, staging_check.txt, staging_bench.txt;
+#       receive_memory_test.txt, staging_tests.txt, staging_bench.txt;
 #       exits non-zero when a step failed
 #   bench/device/cuda_checks.sh install            there: the package only
 #       (as `run` installs it), from GM_CUDA_PACK (default .devcuda); prints
@@ -37,8 +38,9 @@
 #                              libjpeg, munge, Open MPI, ...), without the
 #                              glibc/GCC runtime (libclosure.py); the
 #                              extension finds them by its DT_RPATH
-#   wheels/                    setuptools, wheel, pybind11 (+ their needs),
-#                              pure Python: pip builds offline with them
+#   wheels/                    setuptools, wheel, pybind11 and pytest (+
+#                              their needs), pure Python: pip builds offline
+#                              with them; pytest runs the staging tests
 #   python-include/pythonX.Y/  this machine's headers of Python X.Y
 #                              (TARGET_PYTHON), used there only if that
 #                              Python has no Python.h
@@ -147,7 +149,7 @@ pack)
     cp "$WHEELS_FROM"/*.whl "$pack/wheels/"
   else
     echo "cuda_checks.sh: wheels for Python $TARGET_PYTHON's offline build ($PIP download)"
-    requires=$("$PYTHON" -c 'import re, sys; t = open(sys.argv[1]).read(); print(" ".join(re.findall(r"\"([^\"]+)\"", re.search(r"requires = \[(.*?)\]", t).group(1))))' "$src/python/pyproject.toml")
+    requires="$("$PYTHON" -c 'import re, sys; t = open(sys.argv[1]).read(); print(" ".join(re.findall(r"\"([^\"]+)\"", re.search(r"requires = \[(.*?)\]", t).group(1))))' "$src/python/pyproject.toml") pytest"
     # shellcheck disable=SC2086
     "$PIP" download -q --only-binary=:all: --python-version "$TARGET_PYTHON" --implementation cp --platform any \
       --platform manylinux2014_x86_64 -d "$pack/wheels" $requires ||
@@ -184,10 +186,18 @@ run | install)
 
   echo "== receive_memory_test"
   LD_LIBRARY_PATH=$pack/lib "$pack/bin/receive_memory_test" 2>&1 | tee "$out/receive_memory_test.txt" || rc=1
-  echo "== staging_check.py held, cuda"
-  for check in held cuda; do
-    PYTHONUNBUFFERED=1 "$PYTHON" "$src/tests/session_py/staging_check.py" $check 2>&1 || exit 1
-  done | tee "$out/staging_check.txt" || rc=1
+  echo "== python/tests/test_staging.py (pytest): the position less what was taken ahead, the hand-over on the GPU"
+  # pytest from the pack where this Python has none, beside the package.
+  test_path=$PYTHONPATH
+  if ! "$PYTHON" -c 'import pytest' >/dev/null 2>&1; then
+    "$PYTHON" -m pip install --no-index --find-links "$pack/wheels" --no-cache-dir --target "$work/pytest" pytest \
+      >>"$out/pip_install.txt" 2>&1 || die "pip install pytest from $pack/wheels failed (pip_install.txt)"
+    test_path=$PYTHONPATH:$work/pytest
+  fi
+  staging=$src/python/tests/test_staging.py
+  PYTHONUNBUFFERED=1 PYTHONPATH=$test_path GOLDMINER_BUILD_DIR=$work/build "$PYTHON" -m pytest -p no:cacheprovider \
+    -v -rfEs "$staging::test_the_position_less_the_batches_taken_ahead_resumes_exactly" \
+    "$staging::test_batches_are_handed_over_on_the_gpu_copied_ahead" 2>&1 | tee "$out/staging_tests.txt" || rc=1
   echo "== staging_bench.py ${BENCH_ARGS:-}"
   # shellcheck disable=SC2086
   PYTHONUNBUFFERED=1 "$PYTHON" "$here/staging_bench.py" ${BENCH_ARGS:-} 2>&1 | tee "$out/staging_bench.txt" || rc=1

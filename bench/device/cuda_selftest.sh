@@ -8,7 +8,8 @@
 # only come from the pack. Without a GPU the CUDA checks say so and the run
 # exits 1; this then checks that the package was installed, that every
 # library of its goldminer._session came from the pack, and that
-# staging_check.py held passed through it (a real Session, local workers).
+# test_staging.py's position test passed through it under the packed
+# pytest (a real Session, local workers).
 # Needs root (unshare -m, mount --bind).
 #
 # usage: bench/device/cuda_selftest.sh   (after cuda_checks.sh pack)
@@ -49,6 +50,7 @@ grep -q '^Successfully installed goldminer-' "$out/pip_install.txt" || die "pip 
 stray=$(grep '=> ' "$out/version.txt" | grep -v "=> $pack/lib/" |
         grep -vE '^\s*(libc|libm|libstdc\+\+|libgcc_s|libdl|libpthread|librt)\.so' || true)
 [ -z "$stray" ] || die "goldminer._session loads these from outside the pack: $stray"
-grep -q '^had .* taken ahead given again: True$' "$out/staging_check.txt" || die "staging_check.py held failed: $out/staging_check.txt"
-echo "cuda_selftest.sh: installed offline from the pack, $(grep -c "=> $pack/lib/" "$out/version.txt") libraries from $pack/lib, staging_check.py held passed"
+grep -q 'test_the_position_less_the_batches_taken_ahead_resumes_exactly PASSED' "$out/staging_tests.txt" ||
+  die "test_staging.py's position test did not pass: $out/staging_tests.txt"
+echo "cuda_selftest.sh: installed offline from the pack, $(grep -c "=> $pack/lib/" "$out/version.txt") libraries from $pack/lib, test_staging.py's position test passed"
 grep -E 'skipped|needs a|sees no GPU' "$out/selftest.log" | sed 's/^/cuda_selftest.sh: /'
