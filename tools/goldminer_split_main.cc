@@ -7,6 +7,7 @@
 #include <string>
 
 #include "goldminer/split.h"
+#include "launch/job_environment.h"
 #include "tools/goldminer_split_options.h"
 
 using namespace goldminer;
@@ -57,6 +58,11 @@ int main(int argc, char** argv) {
   if (options.repeat < 1) return fail("--repeat: invalid value: expected >= 1", 2);
   if (max_workers < 1) return fail("--max-workers: invalid value: expected >= 1", 2);
   if (advise_only && !options.measure) return fail("--advise needs measurements: drop --no-measure", 2);
+  // In a --goldminer job: the trainer's address, whose interface's speed
+  // prices the cut when --network-interface is not given.
+  auto job = process_job_environment(kReadBySession);
+  if (!job.ok()) return fail(job.status().message(), 2);
+  options.listen = job->listen;
 
   SplitInputs in;
   auto model = read_file_bytes(model_path);

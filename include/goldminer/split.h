@@ -63,12 +63,16 @@ struct SplitOptions {
   // The cut is priced for this trainer (docs/SPLIT-COST.md): its device,
   // the job's batch size (0: the example's), and the trainer's share of
   // its node's network in GB/s (0: detected, see split::detect_link, from
-  // `network_interface` (""): GOLDMINER_LISTEN's interface, else the
-  // fastest one) over `gpus_per_node` (0: this node's GPUs).
+  // `network_interface` (""): the interface holding `listen`'s address,
+  // else the fastest one) over `gpus_per_node` (0: this node's GPUs).
+  // `listen`: where the job's trainer listens, "host:port" or
+  // "ucx://host:port" (GOLDMINER_LISTEN in a --goldminer job: the admin's
+  // dw_network); "" for none.
   TrainerDevice trainer_device = TrainerDevice::kCuda;
   int64_t batch_size = 0;
   double transfer_gbps = 0;
   std::string network_interface;
+  std::string listen;
   int gpus_per_node = 0;
   bool pinned = false;  // batches arrive in pinned memory (host-to-device at the pinned figure)
   // Never lose: a cut that does not measure faster than dataset mode by

@@ -66,6 +66,10 @@ py::tuple split(const py::object& model, const py::object& example_inputs, const
   if (!parsed_device.ok())
     throw py::value_error("goldminer.split: trainer_device: invalid value '" + device + "': expected cuda or cpu");
   options.trainer_device = *parsed_device;
+  // The job's trainer address, as this Python process's environment has it
+  // (a --goldminer job's GOLDMINER_LISTEN): its interface's speed is the
+  // one the cut is priced at.
+  options.listen = py::module_::import("os").attr("environ").attr("get")("GOLDMINER_LISTEN", "").cast<std::string>();
 
   SplitInputs in;
   in.model = save_program(torch, io, model, "model");

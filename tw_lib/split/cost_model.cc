@@ -13,7 +13,6 @@
 #include <fstream>
 
 #include "gmcore/host_port.h"
-#include "launch/job_environment.h"
 
 namespace goldminer::split {
 
@@ -119,11 +118,9 @@ int gpus_on_this_node() {
   return 1;
 }
 
-std::string listen_interface() {
-  // A job environment the session would refuse has no interface to name.
-  auto job = process_job_environment(kReadBySession);
-  if (!job.ok() || job->listen.empty()) return "";
-  std::string text = job->listen;
+std::string listen_interface(const std::string& listen) {
+  if (listen.empty()) return "";
+  std::string text = listen;
   if (text.rfind("ucx://", 0) == 0) text = text.substr(6);
   auto hp = parse_host_port(text, "GOLDMINER_LISTEN");
   if (!hp.ok()) return "";

@@ -95,10 +95,10 @@ Link detect_link(const std::string& sysfs_net, const std::string& interface, int
 // GPUs on this node: entries of /proc/driver/nvidia/gpus, else
 // SLURM_GPUS_ON_NODE, else 1 (none visible: the trainer has the link).
 int gpus_on_this_node();
-// The interface holding the address of GOLDMINER_LISTEN (as the job
-// environment gives a session: set in a --goldminer job, on the admin's
-// dw_network); "" if unset, refused or not local.
-std::string listen_interface();
+// The interface holding the address of `listen` ("host:port" or
+// "ucx://host:port": SplitOptions::listen); "" if empty, not an address
+// or not local.
+std::string listen_interface(const std::string& listen);
 
 }  // namespace goldminer::split
 

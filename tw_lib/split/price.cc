@@ -155,7 +155,7 @@ Pricing pricing_for(const SplitOptions& o, int64_t batch, SplitReport* r) {
     p.link_gbps = o.transfer_gbps;
     r->link_source = "given";
   } else {
-    const std::string iface = !o.network_interface.empty() ? o.network_interface : listen_interface();
+    const std::string iface = !o.network_interface.empty() ? o.network_interface : listen_interface(o.listen);
     Link link = detect_link("/sys/class/net", iface, o.gpus_per_node > 0 ? o.gpus_per_node : gpus_on_this_node());
     p.link_gbps = link.gbps;
     r->link_source = link.source;
