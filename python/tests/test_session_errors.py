@@ -52,6 +52,10 @@ def test_a_missing_goldminer_dw_is_refused(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_ends_the_wait_for_a_batch(tmp_path):
+    # Ctrl-C as a trainer started from a terminal gets it: Python's own
+    # handler. (A shell's background job, as the test command's torch 2.x
+    # stage is, starts with SIGINT ignored, and Python then installs none.)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     with goldminer.Session(write_text(tmp_path)) as s:  # nobody delivers
         timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
         start = time.monotonic()
@@ -61,6 +65,7 @@ def test_ctrl_c_ends_the_wait_for_a_batch(tmp_path):
                 next(iter(s))
         finally:
             timer.join()
+            signal.signal(signal.SIGINT, previous)
         assert time.monotonic() - start < 5, "KeyboardInterrupt came late"
         assert s.metrics()["epoch"] == 0, "the session goes on after Ctrl-C"
 
