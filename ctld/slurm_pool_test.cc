@@ -4,22 +4,14 @@
 
 #include <utility>
 
+#include "launch/slurm_test_util.h"
+
 namespace goldminer {
 namespace {
 
-// As `scontrol --details --oneliner show node` prints them (22.05), trimmed.
-const char* const kNodes =
-    "NodeName=gpu1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=4 CPUEfctv=16 CPUTot=16 CPULoad=0.10 "
-    "Gres=gpu:a100:2(S:0),gpu:a100:2(S:1) GresDrain=N/A GresUsed=gpu:a100:2(IDX:0-1),gpu:a100:0(IDX:N/A) "
-    "OS=Linux 6.1.0-26-amd64 #1 SMP Debian RealMemory=16000 Partitions=gpu,all,dw State=MIXED "
-    "CfgTRES=cpu=16,mem=16000M,billing=16 AllocTRES=cpu=4\n"
-    "NodeName=gpu2 CPUAlloc=0 CPUTot=16 Gres=gpu:4 GresUsed=gpu:0 Partitions=gpu,all,dw State=IDLE+DRAIN\n"
-    "NodeName=cpu1 CPUAlloc=2 CPUTot=8 Gres=(null) GresUsed= Partitions=cpu,all,dw State=MIXED\n"
-    "NodeName=cpu2 CPUAlloc=0 CPUTot=8 Partitions=cpu State=IDLE*\n"
-    "NodeName=cpu3 CPUAlloc=0 CPUTot=8 Partitions=cpu State=IDLE\n";
 
 TEST(SlurmPoolTest, ThePoolIsTheUsableNodesOfThePartition) {
-  auto nodes = parse_node_lines(kNodes);
+  auto nodes = parse_node_lines(testing::kSampleNodeLines);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   std::vector<PoolNode> pool = pool_nodes(*nodes, "dw");
   ASSERT_EQ(pool.size(), 2u) << "gpu2 is drained, cpu2 not responding, cpu3 not in dw";
@@ -52,7 +44,7 @@ TEST(SlurmPoolTest, CompanionJobsAndTheirCpusByJobAndUid) {
 
 // A fake scontrol and squeue: each answers its output, or fails.
 struct FakeSlurm {
-  std::string nodes = kNodes, queue = "1000 3 RUNNING goldminer-dw.10\n";
+  std::string nodes = testing::kSampleNodeLines, queue = "1000 3 RUNNING goldminer-dw.10\n";
   int scontrol_exit = 0, squeue_exit = 0;
   std::vector<std::string> calls;
   SlurmCommand command() {

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "launch/slurm_test_util.h"
+
 namespace goldminer {
 namespace {
 
@@ -273,22 +275,13 @@ TEST(SlurmCliTest, CancelsAUsersJobsByName) {
 
 // --- scontrol ------------------------------------------------------------
 
-// As `scontrol --details --oneliner show node` prints them (22.05), trimmed.
-const char* const kNodes =
-    "NodeName=gpu1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=4 CPUEfctv=16 CPUTot=16 CPULoad=0.10 "
-    "Gres=gpu:a100:2(S:0),gpu:a100:2(S:1) GresDrain=N/A GresUsed=gpu:a100:2(IDX:0-1),gpu:a100:0(IDX:N/A) "
-    "OS=Linux 6.1.0-26-amd64 #1 SMP Debian RealMemory=16000 Partitions=gpu,all,dw State=MIXED "
-    "CfgTRES=cpu=16,mem=16000M,billing=16 AllocTRES=cpu=4\n"
-    "NodeName=gpu2 CPUAlloc=0 CPUTot=16 Gres=gpu:4 GresUsed=gpu:0 Partitions=gpu,all,dw State=IDLE+DRAIN\n"
-    "NodeName=cpu1 CPUAlloc=2 CPUTot=8 Gres=(null) GresUsed= Partitions=cpu,all,dw State=MIXED\n"
-    "NodeName=cpu2 CPUAlloc=0 CPUTot=8 Partitions=cpu State=IDLE*\n";
 
 TEST(SlurmCliTest, NodeLinesBecomeNodeRecords) {
-  FakeSlurm scontrol(0, kNodes);
+  FakeSlurm scontrol(0, testing::kSampleNodeLines);
   auto nodes = node_lines(scontrol.command());
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   EXPECT_EQ(scontrol.calls, std::vector<std::string>{"scontrol --details --oneliner show node"});
-  ASSERT_EQ(nodes->size(), 4u);
+  ASSERT_EQ(nodes->size(), 5u);
   const SlurmNode& gpu1 = (*nodes)[0];
   EXPECT_EQ(gpu1.name, "gpu1");
   EXPECT_EQ(gpu1.state, "MIXED");
@@ -303,6 +296,7 @@ TEST(SlurmCliTest, NodeLinesBecomeNodeRecords) {
   EXPECT_FALSE(node_takes_jobs((*nodes)[1])) << "drained";
   EXPECT_TRUE(node_takes_jobs((*nodes)[2]));
   EXPECT_FALSE(node_takes_jobs((*nodes)[3])) << "not responding";
+  EXPECT_TRUE(node_takes_jobs((*nodes)[4]));
 }
 
 TEST(SlurmCliTest, ANodeLineItCannotReadIsNamed) {
