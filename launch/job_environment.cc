@@ -103,7 +103,8 @@ std::vector<JobEnvironmentVariable> make_table() {
       integer_in_range(1, kMaxJobId), job_id(&JobEnvironment::auth_job));
   t.push_back(from_option(option_row(site, "munge_socket"), setting, kSessionAndWorker,
                           text(&JobEnvironment::munge_socket)));
-  t.back().help += " (default: munge's own)";
+  t.back().help = "munged's socket, through which the session and its workers prove uid and job and the session "
+                  "reports to goldminer-ctld (the site's plugstack.conf munge_socket; default: munge's own)";
   add("GOLDMINER_SECRET", "TEXT", kSessionAndWorker,
       "The job secret, used as is when set (the secret file is then ignored); set but empty is an error", nullptr,
       [](JobEnvironment* e, const std::string& v) { e->secret = v; });

@@ -154,7 +154,7 @@ printed, only its length). A value the worker would refuse is an error
 summary:
 "goldminer\-dw: \fIID\fR: sent \fIN\fR batches, finished \fIN\fR splits,
 returned \fIN\fR, failed \fIN\fR; \fIN\fR frames through shared memory, \fIN\fR built there
-(\fISTATE\fR)"),
+(\fISTATE\fR))"),
   };
 }
 
