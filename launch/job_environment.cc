@@ -17,10 +17,8 @@ using Store = std::function<void(JobEnvironment*, const std::string&)>;
 Store text(std::string JobEnvironment::*field) {
   return [field](JobEnvironment* e, const std::string& v) { e->*field = v; };
 }
-Store whole(int JobEnvironment::*field) {
-  return [field](JobEnvironment* e, const std::string& v) { e->*field = static_cast<int>(std::strtol(v.c_str(), nullptr, 10)); };
-}
-Store whole(std::optional<int> JobEnvironment::*field) {
+template <typename Field>  // int or std::optional<int>
+Store whole(Field JobEnvironment::*field) {
   return [field](JobEnvironment* e, const std::string& v) { e->*field = static_cast<int>(std::strtol(v.c_str(), nullptr, 10)); };
 }
 Store job_id(uint32_t JobEnvironment::*field) {
