@@ -42,6 +42,7 @@ CompanionJob plan_companion_job(const JobOptions& options, const AdminConfig& ad
                    {"GOLDMINER_TRAINER", c.trainer},
                    {"GOLDMINER_AUTH", "munge"},
                    {"GOLDMINER_AUTH_JOB", std::to_string(job.job_id)}};
+  if (job.ucx_port != 0) c.trainer_env.emplace_back("GOLDMINER_UCX_PORT", std::to_string(job.ucx_port));
 
   for (const std::string& dir : {job.work_dir, env_value(job.env, "PWD"), env_value(job.env, "SLURM_SUBMIT_DIR")}) {
     if (!dir.empty() && dir[0] == '/') {

@@ -49,6 +49,9 @@ struct BatchJob {
   std::vector<std::string> env;  // the batch script's environment, "NAME=value"
   std::string node_address;      // where workers reach the batch node
   int trainer_port = 0;          // reserved for the job on that node (launch/port_registry.h)
+  // firewall=nftables: the port reserved for the trainer's UCX TCP
+  // transport (GOLDMINER_UCX_PORT); 0: none.
+  int ucx_port = 0;
   // The job's working directory (sbatch --chdir), which the plugin asks
   // squeue for: its environment's PWD is still the submitter's at
   // user_init. "" when unknown.
@@ -71,8 +74,8 @@ std::string why_no_companion_job(const JobOptions& options);
 struct CompanionJob {
   std::string trainer;  // ucx://ADDR:PORT
   // Into the batch script: GOLDMINER_LISTEN, GOLDMINER_TRAINER,
-  // GOLDMINER_AUTH=munge, GOLDMINER_AUTH_JOB (the batch job's id) and,
-  // with mode=elastic, GOLDMINER_DW_SBATCH: quote_words(worker_sbatch_args),
+  // GOLDMINER_AUTH=munge, GOLDMINER_AUTH_JOB (the batch job's id),
+  // GOLDMINER_UCX_PORT when BatchJob::ucx_port is set and, with mode=elastic, GOLDMINER_DW_SBATCH: quote_words(worker_sbatch_args),
   // how the session starts more workers (sched/elastic.h); last,
   // UCX_TCP_CM_REUSEADDR=y unless the job sets it (the port is fixed per
   // job, and a job may open sessions one after another).

@@ -91,6 +91,10 @@ TEST(CompanionJobTest, PlansWorkersInTheSitePartitionWithTheSecretOffTheCommandL
   job.env.push_back("UCX_TCP_CM_REUSEADDR=n");
   EXPECT_EQ(plan_companion_job(o, admin, job).trainer_env.size(), 4u) << "the job's own setting wins";
   job.env.pop_back();
+  job.ucx_port = 31235;  // firewall=nftables
+  EXPECT_EQ(plan_companion_job(o, admin, job).trainer_env[4],
+            (std::pair<std::string, std::string>{"GOLDMINER_UCX_PORT", "31235"}));
+  job.ucx_port = 0;
   EXPECT_EQ(c.work_dir, "/home/u/run");
 
   const auto& a = c.sbatch_args;

@@ -210,6 +210,34 @@ std::string describe_job_environment(const JobEnvironment& read, unsigned reader
   return out;
 }
 
+void JobVariables::set(const std::string& name, const std::string& value) {
+  for (auto& [n, v] : vars_)
+    if (n == name) {
+      v = value;
+      return;
+    }
+  vars_.emplace_back(name, value);
+}
+
+void JobVariables::add(const std::vector<std::pair<std::string, std::string>>& vars) {
+  for (const auto& [name, value] : vars) set(name, value);
+}
+
+Status JobVariables::check() const {
+  for (const auto& [name, value] : vars_) {
+    if (name.rfind("GOLDMINER_", 0) != 0) continue;
+    const JobEnvironmentVariable* row = nullptr;
+    for (const JobEnvironmentVariable& r : job_environment_table())
+      if (r.name == name) row = &r;
+    if (row == nullptr) return Status::error(name + ": not a variable of the job-environment contract");
+    if (value.empty() && !row->empty_is_set) return Status::error(name + ": set empty, which its readers take as unset");
+    if (!row->check) continue;
+    std::string why = row->check(value);
+    if (!why.empty()) return Status::error(name + ": invalid value '" + value.substr(0, 200) + "': " + why);
+  }
+  return Status();
+}
+
 namespace {
 
 std::string man_rows(const std::function<bool(const JobEnvironmentVariable&)>& which) {

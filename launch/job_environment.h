@@ -107,6 +107,28 @@ Expected<JobEnvironment> process_job_environment(unsigned reader);
 // shown, only its length).
 std::string describe_job_environment(const JobEnvironment& read, unsigned reader);
 
+// The variables one step's processes get from the SPANK plugin, composed
+// by launch/ (job_settings, companion_job, het_step) and set by the plugin
+// in one call per hook. A name set twice keeps one entry, the last value
+// (a heterogeneous job's GOLDMINER_DW is its workers' component's tasks,
+// not the option's count).
+class JobVariables {
+ public:
+  JobVariables() = default;
+  explicit JobVariables(const std::vector<std::pair<std::string, std::string>>& vars) { add(vars); }
+  void set(const std::string& name, const std::string& value);
+  void add(const std::vector<std::pair<std::string, std::string>>& vars);
+  const std::vector<std::pair<std::string, std::string>>& list() const { return vars_; }
+  bool empty() const { return vars_.empty(); }
+  // Each GOLDMINER_* name is a row of job_environment_table() and its value
+  // passes the row's check (what its readers will apply); an error names
+  // the first that does not. Other names (UCX_*) are the job's own.
+  Status check() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> vars_;
+};
+
 // The man page rows (.TP) of the variables READER reads.
 std::string render_man_job_environment(unsigned reader);
 // Those of the variables the SPANK plugin sets (job_page).

@@ -44,12 +44,52 @@ TEST(JobEnvironmentTest, EveryVariableThePluginWritesIsARowOfTheContract) {
   for (const auto& [name, value] : job_environment(*options, admin)) written.push_back(name);
   for (const std::string& e : companion_job_env({"PATH=/usr/bin"}, "ucx://10.0.0.1:7000", 12, "/run/munge/s"))
     if (e.rfind("GOLDMINER_", 0) == 0) written.push_back(e.substr(0, e.find('=')));
+  BatchJob job;
+  job.job_id = 12;
+  job.node_address = "10.0.0.1";
+  job.trainer_port = 7000;
+  job.ucx_port = 7001;
+  job.elastic = true;
+  const CompanionJob plan = plan_companion_job(*options, admin, job);
+  JobVariables trainer(plan.trainer_env);
+  EXPECT_TRUE(trainer.check().ok()) << trainer.check().message();
+  for (const auto& [name, value] : plan.trainer_env)
+    if (name.rfind("GOLDMINER_", 0) == 0) written.push_back(name);
   ASSERT_GE(written.size(), 10u);
   for (const std::string& name : written) {
     const JobEnvironmentVariable* row = row_of(name);
     ASSERT_NE(row, nullptr) << name << " is written but is no row of the contract";
     EXPECT_TRUE(row->job_page) << name << " is set by the plugin: its man page must list it";
   }
+}
+
+TEST(JobEnvironmentTest, AStepsVariablesHoldOneValueEachAndAreCheckedAgainstTheContract) {
+  AdminConfig admin;
+  auto options = parse_job_options("dw=2,dw-max=4,cpus-per-dw=3", admin);
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  JobVariables vars(job_environment(*options, admin));
+  const size_t n = vars.list().size();
+  // A heterogeneous job's workers' component says how many workers start.
+  vars.add({{"GOLDMINER_DW", "5"}, {"GOLDMINER_DW_STEP", "30+1"}, {"UCX_TCP_CM_REUSEADDR", "y"}});
+  EXPECT_EQ(vars.list().size(), n + 2) << "GOLDMINER_DW is set once";
+  size_t dw = 0;
+  for (const auto& [name, value] : vars.list())
+    if (name == "GOLDMINER_DW") {
+      ++dw;
+      EXPECT_EQ(value, "5");
+    }
+  EXPECT_EQ(dw, 1u);
+  EXPECT_TRUE(vars.check().ok()) << vars.check().message();
+
+  JobVariables bad;
+  bad.set("GOLDMINER_UCX_PORT", "70000");
+  EXPECT_EQ(bad.check().message(), "GOLDMINER_UCX_PORT: invalid value '70000': expected an integer from 1 to 65535");
+  JobVariables unknown;
+  unknown.set("GOLDMINER_NO_SUCH", "1");
+  EXPECT_EQ(unknown.check().message(), "GOLDMINER_NO_SUCH: not a variable of the job-environment contract");
+  JobVariables empty;
+  empty.set("GOLDMINER_DW_JOB", "");
+  EXPECT_NE(empty.check().message().find("GOLDMINER_DW_JOB: set empty"), std::string::npos);
 }
 
 TEST(JobEnvironmentTest, ReadsTypedValuesOfItsRoleOnly) {

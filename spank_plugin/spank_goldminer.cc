@@ -33,6 +33,7 @@ extern "C" {
 
 #include "launch/companion_job.h"
 #include "launch/het_step.h"
+#include "launch/job_environment.h"
 #include "gmcore/host_port.h"
 #include "launch/job_firewall.h"
 #include "launch/job_firewall_nft.h"
@@ -148,13 +149,21 @@ int register_option(spank_t sp) {
   return 0;
 }
 
-// Remote (slurmstepd): give every task of the step the job's settings.
-int export_environment(spank_t sp) {
-  for (const auto& [name, value] : settings.take_environment()) {
+// Remote (slurmstepd): sets a hook's variables (launch/job_environment.h
+// JobVariables) in the step's environment, each checked against the
+// job-environment contract first.
+uint32_t job_id(spank_t sp);
+
+int set_job_variables(spank_t sp, const goldminer::JobVariables& vars) {
+  goldminer::Status st = vars.check();
+  if (!st.ok()) {
+    slurm_error("goldminer: job %u: %s", job_id(sp), st.message().c_str());
+    return -1;
+  }
+  for (const auto& [name, value] : vars.list()) {
     spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
     if (rc != ESPANK_SUCCESS) {
-      slurm_error("goldminer: cannot set %s in the job environment: %s", name.c_str(),
-                  spank_strerror(rc));
+      slurm_error("goldminer: cannot set %s in the job environment: %s", name.c_str(), spank_strerror(rc));
       return -1;
     }
   }
@@ -243,21 +252,13 @@ goldminer::Expected<std::vector<goldminer::JobComponent>> job_components(spank_t
   return goldminer::job_components(job_user_commands(sp, goldminer::slurm_command_env(env), "/"), job_id(sp));
 }
 
-// Sets the trainer's variables in this step's environment.
-goldminer::Status set_trainer_env(spank_t sp, const std::vector<std::pair<std::string, std::string>>& env) {
-  for (const auto& [name, value] : env) {
-    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
-    if (rc != ESPANK_SUCCESS) return goldminer::Status::error("cannot set " + name + ": " + spank_strerror(rc));
-  }
-  return goldminer::Status();
-}
-
-// Starts the workers' step in the job's CPU-only component `workers`.
+// Starts the workers' step in the job's CPU-only component `workers`;
+// the trainer's variables of the step go to `vars`.
 goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& plan,
-                                    const goldminer::JobComponent& workers, const std::string& job) {
+                                    const goldminer::JobComponent& workers, const std::string& job,
+                                    goldminer::JobVariables* vars) {
   goldminer::HetStep step = goldminer::plan_het_step(plan, settings.admin(), job_id(sp), workers);
-  goldminer::Status st = set_trainer_env(sp, step.trainer_env);
-  if (!st.ok()) return st;
+  vars->add(step.trainer_env);
   auto user = job_user(sp);
   if (!user.ok()) return user.status();
   auto spec = goldminer::command_in(settings.admin().slurm_bindir, kSlurmBindirSource, "srun", step.srun_args,
@@ -278,10 +279,11 @@ goldminer::Status start_worker_step(spank_t sp, const goldminer::CompanionJob& p
 
 // user_init of a batch step, or of node 0 of another step: carries out
 // the job's worker start (launch/worker_start.h: a companion job, a step
-// of its CPU-only component, or nothing) and tells the trainer where its
-// session listens. A failure does not fail the job: it is logged and
-// reaches the trainer as GOLDMINER_DW_ERROR.
-int start_workers(spank_t sp, bool batch_step) {
+// of its CPU-only component, or nothing); the trainer's variables (where
+// its session listens, the workers' job or step) go to `vars`. A failure
+// does not fail the job: it is logged and reaches the trainer as
+// GOLDMINER_DW_ERROR.
+void start_workers(spank_t sp, bool batch_step, goldminer::JobVariables* vars) {
   const goldminer::JobOptions& options = *settings.options();
   const std::string job = "goldminer: job " + std::to_string(job_id(sp));
   const std::vector<std::string> env = job_environment(sp);
@@ -292,12 +294,11 @@ int start_workers(spank_t sp, bool batch_step) {
   request.components = [&] { return job_components(sp, env); };
   const goldminer::WorkerStartPlan start = goldminer::plan_worker_start(request);
   if (!start.why.empty()) goldminer::log::verbose(job + ": " + start.why);
-  if (start.start == goldminer::WorkerStart::kNone) return 0;
+  if (start.start == goldminer::WorkerStart::kNone) return;
   auto fail = [&](const std::string& why) {
     std::string message = job + ": cannot start its data workers: " + why;
     goldminer::log::error(message);
-    spank_setenv(sp, "GOLDMINER_DW_ERROR", message.c_str(), 1);
-    return 0;
+    vars->set("GOLDMINER_DW_ERROR", message);
   };
   if (trainer_port.address.empty() || trainer_port.port == 0) return fail(trainer_port.error);
   goldminer::BatchJob batch;
@@ -307,25 +308,23 @@ int start_workers(spank_t sp, bool batch_step) {
   batch.time_left = start.time_left;
   batch.node_address = trainer_port.address;
   batch.trainer_port = trainer_port.port;
+  batch.ucx_port = trainer_port.ucx_port;
   batch.elastic = start.elastic;
   goldminer::CompanionJob plan = goldminer::plan_companion_job(options, settings.admin(), batch);
-  std::vector<std::pair<std::string, std::string>> trainer_env = plan.trainer_env;
-  if (trainer_port.ucx_port != 0) trainer_env.emplace_back("GOLDMINER_UCX_PORT", std::to_string(trainer_port.ucx_port));
-  goldminer::Status st = set_trainer_env(sp, trainer_env);
-  if (!st.ok()) return fail(st.message());
+  vars->add(plan.trainer_env);
   companion = {batch.job_id, goldminer::slurm_command_env(batch.env), plan.work_dir, -1};
   if (start.start == goldminer::WorkerStart::kHetStep) {
-    st = start_worker_step(sp, plan, start.component, job);
-    return st.ok() ? 0 : fail(st.message());
+    goldminer::Status st = start_worker_step(sp, plan, start.component, job, vars);
+    if (!st.ok()) fail(st.message());
+    return;
   }
   // A sbatch that timed out may still have submitted the job: the step's
   // exit finds it by name (companion is set above) and cancels it.
   auto id = goldminer::submit(job_user_commands(sp, plan.sbatch_env, plan.work_dir), plan.sbatch_args);
   if (!id.ok()) return fail(id.status().message());
-  spank_setenv(sp, "GOLDMINER_DW_JOB", std::to_string(*id).c_str(), 1);
+  vars->set("GOLDMINER_DW_JOB", std::to_string(*id));
   goldminer::log::info(job + ": data workers are job " + std::to_string(*id) + " (" +
                        std::to_string(start.workers) + " x goldminer-dw), trainer address " + plan.trainer);
-  return 0;
 }
 
 // Exit of the step that started workers: the workers' step and jobs end
@@ -519,10 +518,12 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
 extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
   return guarded("user_init", [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;
-    if (export_environment(sp) != 0) return -1;
-    if (!settings.requested()) return 0;
-    if (is_batch_step(sp)) return start_workers(sp, true);
-    return may_start_workers(sp) ? start_workers(sp, false) : 0;
+    // The job's settings (on the step's first user_init on this node), then
+    // the trainer's, if this step starts the job's workers.
+    goldminer::JobVariables vars(settings.take_environment());
+    if (settings.requested() && (is_batch_step(sp) || may_start_workers(sp)))
+      start_workers(sp, is_batch_step(sp), &vars);
+    return set_job_variables(sp, vars);
   });
 }
 
@@ -534,14 +535,12 @@ extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
     if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) return 0;
     auto it = rank_listen.find(rank);
     if (it == rank_listen.end()) return 0;
-    spank_err_t rc = spank_setenv(sp, "GOLDMINER_RANK_LISTEN", it->second.c_str(), 1);
-    if (rc != ESPANK_SUCCESS)
-      goldminer::log::error("goldminer: cannot set GOLDMINER_RANK_LISTEN: " + std::string(spank_strerror(rc)));
-    if (auto u = rank_ucx_port.find(rank); u != rank_ucx_port.end()) {
-      rc = spank_setenv(sp, "GOLDMINER_RANK_UCX_PORT", std::to_string(u->second).c_str(), 1);
-      if (rc != ESPANK_SUCCESS)
-        goldminer::log::error("goldminer: cannot set GOLDMINER_RANK_UCX_PORT: " + std::string(spank_strerror(rc)));
-    }
+    goldminer::JobVariables vars;
+    vars.set("GOLDMINER_RANK_LISTEN", it->second);
+    if (auto u = rank_ucx_port.find(rank); u != rank_ucx_port.end())
+      vars.set("GOLDMINER_RANK_UCX_PORT", std::to_string(u->second));
+    // A task without its port listens on any free one: not a failure.
+    set_job_variables(sp, vars);
     return 0;
   });
 }
