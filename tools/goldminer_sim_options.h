@@ -82,7 +82,7 @@ GPU, in (0, 1].)"),
                &m.worker_start_s, R"(Seconds from a data worker's allocation to its first batch (measured on
 the development cluster, where a replacement worker's first
 batch came 1.2\-1.6 s after the loss at the median and 1.8\-3.2 s at the
-95th percentile, see docs/SIMULATION.md, P7).)"),
+95th percentile, see docs/SIMULATION\-live.md, P7).)"),
         option("job-start-s", "S", "0",
                "seconds from a job's start to its first progress (0: the trace's run times include it)",
                &m.job_start_s, R"(Seconds from a job's start to its first progress: its launch and its
