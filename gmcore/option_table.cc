@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -71,38 +72,51 @@ ValueCheck integer_at_least(long min) {
 
 namespace {
 
-// A decimal number within [min, max] (or (min, max] when `above`), as
-// the check's why text names it.
-ValueCheck number_check(double min, double max, bool above, std::string expected) {
+// A decimal number within [min, max], where `above` makes the lower bound
+// strict and `below` the upper one, as the check's why text names it.
+ValueCheck number_check(double min, double max, bool above, bool below, std::string expected) {
   return [=](const std::string& value) -> std::string {
     char* end = nullptr;
     errno = 0;
     // Digits, '.' or '-' first: no "nan", "inf", sign or leading space.
     const bool digits = !value.empty() && (value[0] == '.' || value[0] == '-' || (value[0] >= '0' && value[0] <= '9'));
     const double v = digits ? std::strtod(value.c_str(), &end) : 0;
-    if (digits && errno == 0 && *end == '\0' && (above ? v > min : v >= min) && v <= max) return "";
+    if (digits && errno == 0 && *end == '\0' && (above ? v > min : v >= min) && (below ? v < max : v <= max))
+      return "";
     return expected;
   };
 }
 
+// As a user writes it: 10000000, not 1e+07.
 std::string number_text(double v) {
   std::ostringstream text;
-  text << v;
+  text << std::setprecision(15) << v;
   return text.str();
 }
 
 }  // namespace
 
 ValueCheck number_in_range(double min, double max) {
-  return number_check(min, max, false, "expected a number from " + number_text(min) + " to " + number_text(max));
+  return number_check(min, max, false, false,
+                      "expected a number from " + number_text(min) + " to " + number_text(max));
 }
 
 ValueCheck number_above(double min) {
-  return number_check(min, HUGE_VAL, true, "expected a number > " + number_text(min));
+  return number_check(min, HUGE_VAL, true, false, "expected a number > " + number_text(min));
 }
 
 ValueCheck number_at_least(double min) {
-  return number_check(min, HUGE_VAL, false, "expected a number >= " + number_text(min));
+  return number_check(min, HUGE_VAL, false, false, "expected a number >= " + number_text(min));
+}
+
+ValueCheck number_above_at_most(double min, double max) {
+  return number_check(min, max, true, false,
+                      "expected a number > " + number_text(min) + " and <= " + number_text(max));
+}
+
+ValueCheck number_at_least_below(double min, double max) {
+  return number_check(min, max, false, true,
+                      "expected a number >= " + number_text(min) + " and < " + number_text(max));
 }
 
 ValueCheck one_of(std::vector<std::string> choices) {

@@ -29,6 +29,10 @@ ValueCheck number_in_range(double min, double max);
 // A decimal number above min (strictly), or at least min.
 ValueCheck number_above(double min);
 ValueCheck number_at_least(double min);
+// A decimal number above min (strictly) and at most max: (min, max].
+ValueCheck number_above_at_most(double min, double max);
+// A decimal number at least min and below max (strictly): [min, max).
+ValueCheck number_at_least_below(double min, double max);
 ValueCheck one_of(std::vector<std::string> choices);
 // Letters, digits, '_', '-', '.': a Slurm partition, QOS or account name.
 ValueCheck slurm_name();

@@ -76,6 +76,25 @@ TEST(OptionTableTest, IntegerInRangeBounds) {
   EXPECT_EQ(check("-1"), "expected an integer from 1 to 4");
 }
 
+TEST(OptionTableTest, NumberChecksNameTheirBoundsAndWhichAreOpen) {
+  auto closed = number_in_range(0, 1e7);
+  EXPECT_EQ(closed("0"), "");
+  EXPECT_EQ(closed("10000000"), "");
+  EXPECT_EQ(closed("10000000.5"), "expected a number from 0 to 10000000") << "written as a user writes it";
+  auto fraction = number_above_at_most(0, 1);
+  EXPECT_EQ(fraction("1"), "");
+  EXPECT_EQ(fraction("0.001"), "");
+  EXPECT_EQ(fraction("0"), "expected a number > 0 and <= 1");
+  EXPECT_EQ(fraction("1.5"), "expected a number > 0 and <= 1");
+  auto noise = number_at_least_below(0, 1);
+  EXPECT_EQ(noise("0"), "");
+  EXPECT_EQ(noise("0.999"), "");
+  EXPECT_EQ(noise("1"), "expected a number >= 0 and < 1");
+  EXPECT_EQ(noise("-0.1"), "expected a number >= 0 and < 1");
+  for (const char* bad : {"", "nan", "inf", "x", "0.5x", " 0.5"}) EXPECT_NE(noise(bad), "") << bad;
+  EXPECT_EQ(number_in_range(0.1, 60)("0.05"), "expected a number from 0.1 to 60");
+}
+
 TEST(OptionTableTest, SplitDropsEmptyPieces) {
   EXPECT_EQ(split("a,,b,", ','), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(split("", ',').empty());

@@ -2,7 +2,7 @@
 // of its CPU-only component: co-scheduled with the trainer (Slurm
 // allocates every component at once) and with no line in the user's
 // script. The SPANK plugin asks squeue what the job's components are
-// (kJobComponentsFormat), launch/worker_start.h picks the one the
+// (launch/slurm_cli.h job_components), launch/worker_start.h picks the one the
 // workers run in (worker_component), and the plugin starts the step
 // planned here with spawn_detached (launch/subprocess.h). Slurm-free.
 //
@@ -25,33 +25,10 @@
 
 #include "launch/admin_config.h"
 #include "launch/companion_job.h"
+#include "launch/slurm_cli.h"
 #include "gmcore/status.h"
 
 namespace goldminer {
-
-// `squeue --noheader --jobs=J --Format=<this>`: one line per component of
-// job J (one line for a job that is not heterogeneous), fields ended by '|'.
-extern const char kJobComponentsFormat[];
-
-struct JobComponent {
-  uint32_t job_id = 0;
-  uint32_t het_job_id = 0;  // the leader's id; 0: not a heterogeneous job
-  int offset = -1;          // its place in the hetjob; -1: not heterogeneous
-  int ntasks = 1;
-  int cpus_per_task = 1;
-  bool asks_gpus = false;   // --gpus*, --gres=gpu in any of its TRES requests
-  bool batch = false;       // sbatch's (its batch step starts the workers), not salloc's or srun's
-  std::string work_dir;     // "" when squeue names none
-  std::string time_left;    // as squeue prints it ("9:58", "1-00:00:00"); "" when unlimited
-};
-
-// Parses that squeue output; an error quotes the line it cannot read (or
-// says squeue failed, with its last line).
-Expected<std::vector<JobComponent>> parse_job_components(int squeue_exit_code, const std::string& squeue_output);
-
-// Asks squeue (`squeue --noheader --jobs=JOB --Format=kJobComponentsFormat`
-// through `run`) for job `job`'s components.
-Expected<std::vector<JobComponent>> job_components(const SlurmCommand& run, uint32_t job);
 
 // The component the workers of trainer component `trainer` run in: the
 // first other component that asks for no GPU; none when the job is not

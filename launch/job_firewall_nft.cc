@@ -5,8 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <sstream>
 
+#include "launch/slurm_cli.h"
 #include "launch/subprocess.h"
 
 namespace goldminer {
@@ -36,6 +36,18 @@ Expected<std::string> output_of(const FirewallTools& tools, const std::vector<st
   return r->output;
 }
 
+// Slurm's commands (launch/slurm_cli.h) as this file runs its others:
+// from tools' paths, with tools' environment and limits. Only scontrol is
+// asked.
+SlurmCommand slurm_commands(const FirewallTools& tools) {
+  return [&tools](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
+    if (name != "scontrol") return Status::error(name + ": not a command the job's firewall runs");
+    std::vector<std::string> argv{tools.scontrol};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(tools, argv);
+  };
+}
+
 Status write_file(const std::string& path, const std::string& text) {
   ::unlink(path.c_str());  // a crash's leftover
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -63,12 +75,9 @@ Expected<std::vector<std::string>> node_addresses(const FirewallTools& tools, co
   for (const std::string& l : nodelists)
     if (!l.empty()) joined += (joined.empty() ? "" : ",") + l;
   if (joined.empty()) return std::vector<std::string>();
-  auto hosts_text = output_of(tools, {tools.scontrol, "show", "hostnames", joined});
-  if (!hosts_text.ok()) return hosts_text.status();
-  std::vector<std::string> hosts;
-  std::istringstream in(*hosts_text);
-  for (std::string h; in >> h;) hosts.push_back(h);
-  if (hosts.empty()) return Status::error("scontrol show hostnames " + joined + ": no host names");
+  auto listed = host_names(slurm_commands(tools), joined);
+  if (!listed.ok()) return listed.status();
+  const std::vector<std::string>& hosts = *listed;
   std::vector<std::string> argv{tools.getent, "ahosts"};
   argv.insert(argv.end(), hosts.begin(), hosts.end());
   auto r = run(tools, argv);

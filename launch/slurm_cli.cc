@@ -225,6 +225,102 @@ Expected<std::vector<QueuedJob>> pending_and_running_jobs(const SlurmCommand& ru
   return parse_queued_jobs(*out);
 }
 
+namespace {
+
+constexpr int kComponentFields = 12;  // up to WorkDir, which comes last
+
+bool parse_count(const std::string& text, long low, long high, long* out) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9) return false;
+  long v = std::strtol(text.c_str(), nullptr, 10);
+  if (v < low || v > high) return false;
+  *out = v;
+  return true;
+}
+
+// A TRES request as squeue prints it ("gres:gpu:2", "gres/gpu=1",
+// "gpu:a100:1", "N/A") asks for a GPU.
+bool names_gpu(const std::string& tres) { return tres.find("gpu") != std::string::npos; }
+
+// One line of kJobComponentsFormat output; an error quotes it.
+Expected<JobComponent> parse_job_component(const std::string& line) {
+  const Status unreadable = Status::error("squeue: cannot read a job component from '" + line + "'");
+  std::vector<std::string> f;
+  size_t start = 0;
+  for (int i = 0; i < kComponentFields - 1; ++i) {
+    size_t bar = line.find('|', start);
+    if (bar == std::string::npos) break;
+    f.push_back(line.substr(start, bar - start));
+    start = bar + 1;
+  }
+  // WorkDir is the rest, without its closing '|' (a directory may hold '|').
+  std::string rest = line.substr(std::min(start, line.size()));
+  if (f.size() != kComponentFields - 1 || rest.empty() || rest.back() != '|') return unreadable;
+  rest.pop_back();
+  JobComponent c;
+  long id = 0, het = 0, offset = -1, tasks = 1, cpus = 1;
+  bool is_het = f[1] != "N/A" && f[1] != "0";
+  if (!parse_count(f[0], 1, 0xfffffff0L, &id) || (is_het && !parse_count(f[1], 1, 0xfffffff0L, &het)) ||
+      (is_het && !parse_count(f[2], 0, 1 << 20, &offset)) || !parse_count(f[3], 1, 1 << 24, &tasks) ||
+      (f[4] != "N/A" && !parse_count(f[4], 1, 1 << 16, &cpus)))
+    return unreadable;
+  c.job_id = static_cast<uint32_t>(id);
+  c.het_job_id = static_cast<uint32_t>(het);
+  c.offset = is_het ? static_cast<int>(offset) : -1;
+  c.ntasks = static_cast<int>(tasks);
+  c.cpus_per_task = static_cast<int>(cpus);
+  c.asks_gpus = names_gpu(f[5]) || names_gpu(f[6]) || names_gpu(f[7]) || names_gpu(f[8]);
+  c.batch = f[9] == "1";
+  // "MM:SS", "HH:MM:SS" or "D-HH:MM:SS" (what sbatch --time reads the
+  // same way); UNLIMITED, NOT_SET, INVALID: none.
+  if (!f[10].empty() && f[10].find_first_not_of("0123456789:-") == std::string::npos &&
+      f[10].find(':') != std::string::npos)
+    c.time_left = f[10];
+  else if (f[10] != "UNLIMITED" && f[10] != "NOT_SET" && f[10] != "INVALID" && f[10] != "N/A")
+    return Status::error(unreadable.message() + " (time left '" + f[10] + "')");
+  c.work_dir = rest == "N/A" || rest == "(null)" ? "" : rest;
+  return c;
+}
+
+}  // namespace
+
+const char kJobComponentsFormat[] =
+    "JobID:|,HetJobId:|,HetJobOffset:|,NumTasks:|,cpus-per-task:|,"
+    "tres-per-job:|,tres-per-node:|,tres-per-socket:|,tres-per-task:|,BatchFlag:|,TimeLeft:|,WorkDir:|";
+
+Expected<std::vector<JobComponent>> parse_job_components(const std::string& squeue_output) {
+  std::vector<JobComponent> out;
+  std::istringstream lines(squeue_output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    auto c = parse_job_component(line);
+    if (!c.ok()) return c.status();
+    out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+Expected<std::vector<JobComponent>> job_components(const SlurmCommand& run, uint32_t job) {
+  auto out = output_of(run, "squeue", "squeue",
+                       {"--noheader", "--jobs=" + std::to_string(job), std::string("--Format=") + kJobComponentsFormat});
+  if (!out.ok()) return out.status();
+  return parse_job_components(*out);
+}
+
+Expected<std::string> job_comment(const SlurmCommand& run, uint32_t job) {
+  const std::string id = std::to_string(job);
+  auto out = output_of(run, "squeue (reading job " + id + "'s Comment)", "squeue",
+                       {"--noheader", "--states=all", "--jobs=" + id, "--format=%k"});
+  if (!out.ok()) return out.status();
+  return trim_end(*out);
+}
+
+Status set_job_comment(const SlurmCommand& run, uint32_t job, const std::string& comment) {
+  const std::string id = std::to_string(job);
+  auto out = output_of(run, "scontrol update JobId=" + id + " Comment=...", "scontrol",
+                       {"update", "JobId=" + id, "Comment=" + comment});
+  return out.ok() ? Status() : out.status();
+}
+
 Status cancel_jobs(const SlurmCommand& run, const std::vector<uint32_t>& ids, CancelScope scope) {
   if (ids.empty()) return Status();
   std::vector<std::string> args = {"--quiet"};
@@ -315,6 +411,23 @@ Expected<std::vector<SlurmNode>> node_lines(const SlurmCommand& run) {
   auto nodes = parse_node_lines(*out);
   if (!nodes.ok()) return Status::error("scontrol show node: " + nodes.status().message());
   return nodes;
+}
+
+Expected<std::vector<std::string>> parse_host_names(const std::string& text) {
+  std::vector<std::string> hosts;
+  std::istringstream in(text);
+  for (std::string h; in >> h;) hosts.push_back(h);
+  if (hosts.empty()) return Status::error("no host names");
+  return hosts;
+}
+
+Expected<std::vector<std::string>> host_names(const SlurmCommand& run, const std::string& nodelist) {
+  const std::string label = "scontrol show hostnames " + nodelist;
+  auto out = output_of(run, label, "scontrol", {"show", "hostnames", nodelist});
+  if (!out.ok()) return out.status();
+  auto hosts = parse_host_names(*out);
+  if (!hosts.ok()) return Status::error(label + ": " + hosts.status().message());
+  return hosts;
 }
 
 Expected<SlurmConfig> parse_slurm_config(const std::string& show_config) {

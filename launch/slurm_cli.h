@@ -143,6 +143,45 @@ Expected<std::vector<QueuedJob>> parse_queued_jobs(const std::string& squeue_out
 // every pending and running job, one squeue for all.
 Expected<std::vector<QueuedJob>> pending_and_running_jobs(const SlurmCommand& run);
 
+// --- squeue: a job's components and its Comment -----------------------------
+
+// `squeue --noheader --jobs=J --Format=<this>`: one line per component of
+// job J (one line for a job that is not heterogeneous), fields ended by '|'.
+extern const char kJobComponentsFormat[];
+
+// One component of a job as squeue lists it (launch/het_step.h starts
+// data workers in one).
+struct JobComponent {
+  uint32_t job_id = 0;
+  uint32_t het_job_id = 0;  // the leader's id; 0: not a heterogeneous job
+  int offset = -1;          // its place in the hetjob; -1: not heterogeneous
+  int ntasks = 1;
+  int cpus_per_task = 1;
+  bool asks_gpus = false;   // --gpus*, --gres=gpu in any of its TRES requests
+  bool batch = false;       // sbatch's (its batch step starts the workers), not salloc's or srun's
+  std::string work_dir;     // "" when squeue names none
+  std::string time_left;    // as squeue prints it ("9:58", "1-00:00:00"); "" when unlimited
+};
+
+// Reads that squeue output; an error quotes the line it cannot read.
+Expected<std::vector<JobComponent>> parse_job_components(const std::string& squeue_output);
+
+// `squeue --noheader --jobs=JOB --Format=kJobComponentsFormat`: job
+// `job`'s components. An error "squeue: exit 1: <its last line>" when
+// squeue fails (a job it does not know: "Invalid job id specified";
+// slurmctld down), or the line it cannot read.
+Expected<std::vector<JobComponent>> job_components(const SlurmCommand& run, uint32_t job);
+
+// `squeue --noheader --states=all --jobs=JOB --format=%k`: job `job`'s
+// Comment as squeue prints it ("(null)" for none), without its line end.
+// An error "squeue (reading job JOB's Comment): ..." when squeue fails.
+Expected<std::string> job_comment(const SlurmCommand& run, uint32_t job);
+
+// `scontrol update JobId=JOB Comment=COMMENT` (as the job's owner or an
+// operator: slurmctld refuses anyone else). An error "scontrol update
+// JobId=JOB Comment=...: ..." when it fails.
+Status set_job_comment(const SlurmCommand& run, uint32_t job, const std::string& comment);
+
 // --- scancel -------------------------------------------------------------
 
 // Which of the jobs scancel ends: all, only those still pending (one that
@@ -180,6 +219,15 @@ Expected<std::vector<SlurmNode>> parse_node_lines(const std::string& text);
 
 // `scontrol --details --oneliner show node`: every node.
 Expected<std::vector<SlurmNode>> node_lines(const SlurmCommand& run);
+
+// The host names `scontrol show hostnames` prints, one word each; an
+// error when there are none.
+Expected<std::vector<std::string>> parse_host_names(const std::string& text);
+
+// `scontrol show hostnames NODELIST`: a node list ("g[1-2],c1") expanded
+// into host names. An error "scontrol show hostnames NODELIST: ..." when
+// scontrol fails or names none.
+Expected<std::vector<std::string>> host_names(const SlurmCommand& run, const std::string& nodelist);
 
 // What goldminer reads of `scontrol show config`.
 struct SlurmConfig {

@@ -245,6 +245,113 @@ TEST(SlurmCliTest, TheQueuesRows) {
             "squeue: exit 1: slurm_load_jobs error: Unable to contact slurm controller (connect failure)");
 }
 
+// --- squeue: a job's components and its Comment -----------------------------
+
+// What squeue printed on the devcluster for `#SBATCH -p gpu --gres=gpu:1`
+// + `#SBATCH hetjob` + `#SBATCH -p cpu -n3 -c2`, and for a plain job.
+const char kHetjob[] =
+    "31|30|1|3|2|N/A|N/A|N/A|N/A|1|9:58|/home/u/run|\n"
+    "30|30|0|1|1|N/A|gres:gpu:1|N/A|N/A|1|1-02:03:04|/home/u/run|\n";
+const char kPlainJob[] = "40|N/A|N/A|4|N/A|N/A|N/A|N/A|N/A|0|UNLIMITED|/tmp/a|b|\n";
+
+TEST(SlurmCliTest, JobComponentsAsksSqueueForEachComponentOfAHeterogeneousJob) {
+  FakeSlurm squeue(0, kHetjob);
+  auto c = job_components(squeue.command(), 30);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(squeue.calls, std::vector<std::string>{std::string("squeue --noheader --jobs=30 --Format=") +
+                                                   kJobComponentsFormat});
+  ASSERT_EQ(c->size(), 2u);
+  const JobComponent& cpu = (*c)[0];
+  EXPECT_EQ(cpu.job_id, 31u);
+  EXPECT_EQ(cpu.het_job_id, 30u);
+  EXPECT_EQ(cpu.offset, 1);
+  EXPECT_EQ(cpu.ntasks, 3);
+  EXPECT_EQ(cpu.cpus_per_task, 2);
+  EXPECT_FALSE(cpu.asks_gpus);
+  EXPECT_TRUE(cpu.batch);
+  EXPECT_EQ(cpu.work_dir, "/home/u/run");
+  EXPECT_TRUE((*c)[1].asks_gpus);
+  EXPECT_EQ((*c)[1].offset, 0);
+  EXPECT_EQ(cpu.time_left, "9:58");
+  EXPECT_EQ((*c)[1].time_left, "1-02:03:04");
+}
+
+TEST(SlurmCliTest, APlainJobHasOneComponentAndNoOffset) {
+  auto c = parse_job_components(kPlainJob);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->size(), 1u);
+  EXPECT_EQ((*c)[0].het_job_id, 0u);
+  EXPECT_EQ((*c)[0].offset, -1);
+  EXPECT_EQ((*c)[0].cpus_per_task, 1);
+  EXPECT_FALSE((*c)[0].batch);
+  EXPECT_EQ((*c)[0].work_dir, "/tmp/a|b") << "the directory is the rest of the line";
+  EXPECT_EQ((*c)[0].time_left, "") << "UNLIMITED: no time left to give";
+}
+
+TEST(SlurmCliTest, EveryGpuRequestFormCounts) {
+  for (const char* line : {"5|5|0|1|1|gres:gpu:2|N/A|N/A|N/A|0|UNLIMITED|/|", "5|5|0|1|1|N/A|N/A|gres/gpu:1|N/A|0|UNLIMITED|/|",
+                           "5|5|0|1|1|N/A|N/A|N/A|gres:gpu:a100:1|0|UNLIMITED|/|"}) {
+    auto c = parse_job_components(line);
+    ASSERT_TRUE(c.ok()) << line;
+    EXPECT_TRUE((*c)[0].asks_gpus) << line;
+  }
+}
+
+TEST(SlurmCliTest, JobComponentsErrorsQuoteTheLineOrSqueue) {
+  auto c = parse_job_components("30|30|0|1|\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "squeue: cannot read a job component from '30|30|0|1|'");
+  c = parse_job_components("x|30|0|1|1|N/A|N/A|N/A|N/A|0|UNLIMITED|/|\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "squeue: cannot read a job component from 'x|30|0|1|1|N/A|N/A|N/A|N/A|0|UNLIMITED|/|'");
+  c = parse_job_components("5|N/A|N/A|1|1|N/A|N/A|N/A|N/A|0|soon|/|\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("(time left 'soon')"), std::string::npos) << c.status().message();
+  FakeSlurm garbage(0, "JOBID|HET_JOB_ID\n");
+  EXPECT_EQ(job_components(garbage.command(), 30).status().message(),
+            "squeue: cannot read a job component from 'JOBID|HET_JOB_ID'");
+  FakeSlurm unknown(1, kInvalidJob);
+  EXPECT_EQ(job_components(unknown.command(), 30).status().message(),
+            "squeue: exit 1: slurm_load_jobs error: Invalid job id specified");
+  FakeSlurm down(1, kControllerDown);
+  EXPECT_EQ(job_components(down.command(), 30).status().message(),
+            "squeue: exit 1: slurm_load_jobs error: Unable to contact slurm controller (connect failure)");
+  FakeSlurm missing(0, "");
+  missing.cannot_run = true;
+  EXPECT_EQ(job_components(missing.command(), 30).status().message(), "no executable squeue in PATH (/usr/bin)");
+  FakeSlurm slow(0, kHetjob);
+  slow.timed_out = true;
+  EXPECT_FALSE(job_components(slow.command(), 30).ok()) << "a squeue that overran its time gave no answer";
+}
+
+TEST(SlurmCliTest, JobCommentIsReadWithSqueueAndWrittenWithScontrol) {
+  FakeSlurm squeue(0, "my sweep goldminer-trainer=ucx://10.0.0.1:41000\n");
+  auto comment = job_comment(squeue.command(), 42);
+  ASSERT_TRUE(comment.ok()) << comment.status().message();
+  EXPECT_EQ(*comment, "my sweep goldminer-trainer=ucx://10.0.0.1:41000");
+  EXPECT_EQ(squeue.calls, std::vector<std::string>{"squeue --noheader --states=all --jobs=42 --format=%k"});
+  FakeSlurm scontrol(0, "");
+  ASSERT_TRUE(set_job_comment(scontrol.command(), 42, "a b").ok());
+  EXPECT_EQ(scontrol.calls, std::vector<std::string>{"scontrol update JobId=42 Comment=a b"});
+}
+
+TEST(SlurmCliTest, JobCommentErrorsNameTheCommandAndWhatItSaid) {
+  FakeSlurm unknown(1, kInvalidJob);
+  EXPECT_EQ(job_comment(unknown.command(), 42).status().message(),
+            "squeue (reading job 42's Comment): exit 1: slurm_load_jobs error: Invalid job id specified");
+  FakeSlurm down(1, kControllerDown);
+  EXPECT_EQ(job_comment(down.command(), 42).status().message(),
+            "squeue (reading job 42's Comment): exit 1: slurm_load_jobs error: Unable to contact slurm controller "
+            "(connect failure)");
+  FakeSlurm missing(0, "");
+  missing.cannot_run = true;
+  EXPECT_EQ(job_comment(missing.command(), 42).status().message(),
+            "squeue (reading job 42's Comment): no executable squeue in PATH (/usr/bin)");
+  FakeSlurm denied(1, "slurm_update error: Access/permission denied\n");
+  EXPECT_EQ(set_job_comment(denied.command(), 42, "x").message(),
+            "scontrol update JobId=42 Comment=...: exit 1: slurm_update error: Access/permission denied");
+}
+
 // --- scancel -------------------------------------------------------------
 
 TEST(SlurmCliTest, CancelsJobsAllPendingOrBySigterm) {
@@ -274,6 +381,19 @@ TEST(SlurmCliTest, CancelsAUsersJobsByName) {
 }
 
 // --- scontrol ------------------------------------------------------------
+
+TEST(SlurmCliTest, HostNamesExpandsANodeList) {
+  FakeSlurm scontrol(0, "g1\ng2\nc1\n");
+  auto hosts = host_names(scontrol.command(), "g[1-2],c1");
+  ASSERT_TRUE(hosts.ok()) << hosts.status().message();
+  EXPECT_EQ(*hosts, (std::vector<std::string>{"g1", "g2", "c1"}));
+  EXPECT_EQ(scontrol.calls, std::vector<std::string>{"scontrol show hostnames g[1-2],c1"});
+  FakeSlurm none(0, "\n");
+  EXPECT_EQ(host_names(none.command(), "g1").status().message(), "scontrol show hostnames g1: no host names");
+  FakeSlurm bad(1, "scontrol: error: Invalid hostlist: g[1-\n");
+  EXPECT_EQ(host_names(bad.command(), "g[1-").status().message(),
+            "scontrol show hostnames g[1-: exit 1: scontrol: error: Invalid hostlist: g[1-");
+}
 
 
 TEST(SlurmCliTest, NodeLinesBecomeNodeRecords) {

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "gmcore/host_port.h"
-#include "launch/subprocess.h"
 
 namespace goldminer {
 
@@ -23,11 +22,6 @@ std::vector<std::string> words(const std::string& text) {
 }
 
 bool is_token(const std::string& word) { return word.rfind(kTrainerToken, 0) == 0; }
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 }  // namespace
 
@@ -60,30 +54,17 @@ std::string trainer_in_comment(const std::string& comment) {
   return found;
 }
 
-// squeue's answer with job `job`'s Comment (%k).
-static Expected<CommandResult> read_comment(const SlurmCommand& run, uint32_t job) {
-  return run("squeue", {"--noheader", "--states=all", "--jobs=" + std::to_string(job), "--format=%k"});
-}
-
 Status publish_trainer(const SlurmCommand& run, uint32_t job, const std::string& address) {
-  const std::string id = std::to_string(job);
-  auto read = read_comment(run, job);
-  if (!read.ok()) return Status::error("squeue (reading job " + id + "'s Comment): " + read.status().message());
-  if (read->exit_code != 0 || read->timed_out)
-    return Status::error("squeue (reading job " + id + "'s Comment): " + describe(*read));
-  auto comment = comment_with_trainer(trim(read->output), address);
-  if (!comment.ok()) return Status::error("job " + id + ": " + comment.status().message());
-  auto wrote = run("scontrol", {"update", "JobId=" + id, "Comment=" + *comment});
-  if (!wrote.ok()) return Status::error("scontrol update JobId=" + id + ": " + wrote.status().message());
-  if (wrote->exit_code != 0 || wrote->timed_out)
-    return Status::error("scontrol update JobId=" + id + " Comment=...: " + describe(*wrote));
-  return Status();
+  auto comment = job_comment(run, job);
+  if (!comment.ok()) return comment.status();
+  auto with_token = comment_with_trainer(*comment, address);
+  if (!with_token.ok()) return Status::error("job " + std::to_string(job) + ": " + with_token.status().message());
+  return set_job_comment(run, job, *with_token);
 }
 
 std::string published_trainer(const SlurmCommand& run, uint32_t job) {
-  auto read = read_comment(run, job);
-  if (!read.ok() || read->exit_code != 0 || read->timed_out) return "";
-  return trainer_in_comment(trim(read->output));
+  auto comment = job_comment(run, job);
+  return comment.ok() ? trainer_in_comment(*comment) : "";
 }
 
 }  // namespace goldminer

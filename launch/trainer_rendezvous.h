@@ -12,7 +12,8 @@
 // trainer prove the job (gmcore/peer_auth.h) before they take anything
 // from it. A worker or rank that finds its trainer's address held by a
 // process that does not prove the job reads the token (squeue -o %k)
-// and goes there. Slurm-free: the commands run through a SlurmCommand.
+// and goes there. Slurm-free: the Comment is read and written by
+// launch/slurm_cli.h's job_comment and set_job_comment.
 #ifndef GOLDMINER_LAUNCH_TRAINER_RENDEZVOUS_H_
 #define GOLDMINER_LAUNCH_TRAINER_RENDEZVOUS_H_
 

@@ -5,7 +5,7 @@
 namespace goldminer {
 namespace {
 
-// squeue's answers, as parse_job_components reads them (launch/het_step.h):
+// squeue's answers, as job_components reads them (launch/slurm_cli.h):
 // a batch hetjob 30 with a GPU leader and a CPU-only component 31 of 3
 // tasks x 2 CPUs, the same job submitted by salloc, and a plain batch job 40.
 const char kBatchHetjob[] =
@@ -29,7 +29,14 @@ WorkerStartRequest job_request(StartSite site, uint32_t job, const char* squeue_
   r.options.cpus_per_dw = 4;
   r.components = [=]() {
     ++*asked;
-    return parse_job_components(squeue_exit, squeue_output);
+    // squeue as launch/slurm_cli.h's job_components asks it.
+    SlurmCommand squeue = [=](const std::string&, const std::vector<std::string>&) -> Expected<CommandResult> {
+      CommandResult answer;
+      answer.exit_code = squeue_exit;
+      answer.output = squeue_output;
+      return answer;
+    };
+    return job_components(squeue, job);
   };
   return r;
 }

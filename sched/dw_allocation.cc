@@ -173,131 +173,183 @@ double marginal_value(const DwClaim& c, int k) {
 
 namespace {
 
+// One allocation in progress: each claim's cap (its saturating count, or
+// less under a limit), what it holds so far, and the milli-CPU not yet
+// given; for measured claims their hulls from their floors (none for
+// model claims, nor when no claim is measured).
+struct Allocation {
+  const std::vector<DwClaim>& claims;
+  std::vector<int> cap, floor, out;
+  int64_t left = 0;
+  std::vector<Hull> hulls;
+  std::vector<size_t> open;  // claims that may still get workers
+
+  bool measured_at(size_t i) const { return !hulls.empty() && is_measured(claims[i]); }
+};
+
+// Caps and floors; whether their caps together fit in `cpu_capacity`.
 // `limit`: per claim, at most this many workers (below its own cap), or
 // -1; null: none.
-std::vector<int> allocate_within_caps(const std::vector<DwClaim>& claims, int64_t cpu_capacity,
-                                      const std::vector<int>* limit) {
-  const size_t n = claims.size();
-  std::vector<int> cap(n), floor(n), out(n, 0);
+bool set_caps(Allocation& a, int64_t cpu_capacity, const std::vector<int>* limit) {
+  const size_t n = a.claims.size();
+  a.cap.assign(n, 0);
+  a.floor.assign(n, 0);
+  a.out.assign(n, 0);
   int64_t want = 0;
   for (size_t i = 0; i < n; ++i) {
-    cap[i] = saturating_workers(claims[i]);
-    if (limit != nullptr && (*limit)[i] >= 0) cap[i] = std::min(cap[i], (*limit)[i]);
-    floor[i] = std::min(std::max(claims[i].min_workers, 0), cap[i]);
-    want += cap[i] * claims[i].cpu_per_worker;
+    a.cap[i] = saturating_workers(a.claims[i]);
+    if (limit != nullptr && (*limit)[i] >= 0) a.cap[i] = std::min(a.cap[i], (*limit)[i]);
+    a.floor[i] = std::min(std::max(a.claims[i].min_workers, 0), a.cap[i]);
+    want += a.cap[i] * a.claims[i].cpu_per_worker;
   }
-  if (want <= cpu_capacity) return cap;  // enough for everyone: the common case
+  return want <= cpu_capacity;
+}
 
-  // Floors, most valuable first worker first.
+// Floors, most valuable first worker first; a floor that does not fit
+// whole is not granted.
+void grant_floors(Allocation& a, int64_t cpu_capacity) {
+  const size_t n = a.claims.size();
   std::vector<double> first_value(n);
-  for (size_t i = 0; i < n; ++i) first_value[i] = marginal_value(claims[i], 0);
+  for (size_t i = 0; i < n; ++i) first_value[i] = marginal_value(a.claims[i], 0);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return first_value[a] > first_value[b]; });
-  int64_t left = cpu_capacity;
+                   [&](size_t x, size_t y) { return first_value[x] > first_value[y]; });
+  a.left = cpu_capacity;
   for (size_t i : order) {
-    int64_t cost = floor[i] * claims[i].cpu_per_worker;
-    if (floor[i] > 0 && cost <= left) {
-      out[i] = floor[i];
-      left -= cost;
+    int64_t cost = a.floor[i] * a.claims[i].cpu_per_worker;
+    if (a.floor[i] > 0 && cost <= a.left) {
+      a.out[i] = a.floor[i];
+      a.left -= cost;
     }
   }
+}
 
-  // Water-filling: the smallest lambda (seconds saved per milli-CPU) whose
-  // allocation fits, by bisection on log(lambda) between the smallest and
-  // largest marginal values in play; the leftover then goes one worker at
-  // a time by exact marginal value (a measured claim: one hull segment at
-  // a time, then single workers; see dw_allocation.h).
-  std::vector<Hull> hulls;  // measured claims' hulls from their floors; none for model claims
-  if (std::any_of(claims.begin(), claims.end(), is_measured)) hulls.resize(n);
-  const auto measured_at = [&](size_t i) { return !hulls.empty() && is_measured(claims[i]); };
-  std::vector<size_t> open;  // claims that may still get workers
-  double lo = std::numeric_limits<double>::max(), hi = 0;
+// The claims that may still get workers (measured ones: with a hull
+// segment that saves time) and the smallest and largest marginal values
+// in play, for water-filling's bisection: *lo, *hi.
+void open_claims(Allocation& a, double* lo, double* hi) {
+  const size_t n = a.claims.size();
+  if (std::any_of(a.claims.begin(), a.claims.end(), is_measured)) a.hulls.resize(n);
+  *lo = std::numeric_limits<double>::max();
+  *hi = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (out[i] >= cap[i]) continue;
+    if (a.out[i] >= a.cap[i]) continue;
     double first, last;
-    if (measured_at(i)) {
-      hulls[i] = hull_of(claims[i], out[i], cap[i]);
-      if (hulls[i].ends.empty()) continue;
-      first = hulls[i].values.front();
-      last = hulls[i].values.back();
+    if (a.measured_at(i)) {
+      a.hulls[i] = hull_of(a.claims[i], a.out[i], a.cap[i]);
+      if (a.hulls[i].ends.empty()) continue;
+      first = a.hulls[i].values.front();
+      last = a.hulls[i].values.back();
     } else {
-      first = marginal_value(claims[i], out[i]);
-      last = marginal_value(claims[i], cap[i] - 1);
+      first = marginal_value(a.claims[i], a.out[i]);
+      last = marginal_value(a.claims[i], a.cap[i] - 1);
     }
-    open.push_back(i);
-    if (std::isfinite(first)) hi = std::max(hi, first);
-    lo = std::min(lo, last);
+    a.open.push_back(i);
+    if (std::isfinite(first)) *hi = std::max(*hi, first);
+    *lo = std::min(*lo, last);
   }
-  std::vector<int> counts = out;
+}
+
+// Water-filling: the smallest lambda (seconds saved per milli-CPU) whose
+// allocation fits, by bisection on log(lambda) between the smallest and
+// largest marginal values in play; every open claim then gets its
+// workers worth at least that lambda.
+void water_fill(Allocation& a) {
+  double lo, hi;
+  open_claims(a, &lo, &hi);
+  std::vector<int> counts = a.out;
   auto cost_at = [&](double lambda, bool keep) {
     int64_t used = 0;
-    for (size_t i : open) {
-      int64_t k = measured_at(i) ? hull_workers_at_or_above(hulls[i], out[i], lambda)
-                                 : std::max<int64_t>(out[i], workers_at_or_above(claims[i], cap[i], lambda));
+    for (size_t i : a.open) {
+      int64_t k = a.measured_at(i)
+                      ? hull_workers_at_or_above(a.hulls[i], a.out[i], lambda)
+                      : std::max<int64_t>(a.out[i], workers_at_or_above(a.claims[i], a.cap[i], lambda));
       if (keep) counts[i] = static_cast<int>(k);
-      used += (k - out[i]) * claims[i].cpu_per_worker;
+      used += (k - a.out[i]) * a.claims[i].cpu_per_worker;
     }
     return used;
   };
-  if (!open.empty() && hi > 0 && lo > 0) {
+  if (!a.open.empty() && hi > 0 && lo > 0) {
     double log_lo = std::log(lo), log_hi = std::log(hi) + 1e-9;
-    if (cost_at(std::exp(log_hi), false) <= left) {
+    if (cost_at(std::exp(log_hi), false) <= a.left) {
       // Bisection keeps cost(exp(log_hi)) <= left < cost(exp(log_lo)).
       for (int it = 0; it < 40 && log_hi - log_lo > 1e-3; ++it) {
         double mid = (log_lo + log_hi) / 2;
-        (cost_at(std::exp(mid), false) > left ? log_lo : log_hi) = mid;
+        (cost_at(std::exp(mid), false) > a.left ? log_lo : log_hi) = mid;
       }
-      left -= cost_at(std::exp(log_hi), true);
+      a.left -= cost_at(std::exp(log_hi), true);
     }
   }
-  out = counts;
+  a.out = counts;
+}
 
-  // A claim's next step: one worker, or a measured claim's next hull
-  // segment (whole); its value per milli-CPU and workers.
-  struct Step {
-    double value = 0;
-    int workers = 0;
-  };
-  auto step_of = [&](size_t i) -> Step {
-    if (!measured_at(i)) return out[i] < cap[i] ? Step{marginal_value(claims[i], out[i]), 1} : Step{};
-    const Hull& h = hulls[i];
-    for (size_t j = 0; j < h.ends.size(); ++j)
-      if (h.ends[j] > out[i]) return Step{h.values[j], h.ends[j] - out[i]};
-    return Step{};
-  };
+// A claim's next step: one worker, or a measured claim's next hull
+// segment (whole); its value per milli-CPU and workers.
+struct Step {
+  double value = 0;
+  int workers = 0;
+};
+
+Step step_of(const Allocation& a, size_t i) {
+  if (!a.measured_at(i))
+    return a.out[i] < a.cap[i] ? Step{marginal_value(a.claims[i], a.out[i]), 1} : Step{};
+  const Hull& h = a.hulls[i];
+  for (size_t j = 0; j < h.ends.size(); ++j)
+    if (h.ends[j] > a.out[i]) return Step{h.values[j], h.ends[j] - a.out[i]};
+  return Step{};
+}
+
+// The leftover, one step at a time by exact marginal value, the highest
+// first; a step that does not fit is passed over.
+void grant_steps(Allocation& a) {
   using Entry = std::pair<double, size_t>;
   std::vector<Entry> heap;
-  for (size_t i : open)
-    if (step_of(i).workers > 0) heap.push_back({step_of(i).value, i});
+  for (size_t i : a.open)
+    if (step_of(a, i).workers > 0) heap.push_back({step_of(a, i).value, i});
   std::priority_queue<Entry> next(std::less<Entry>(), std::move(heap));
-  while (!next.empty() && left > 0) {
+  while (!next.empty() && a.left > 0) {
     size_t i = next.top().second;
     next.pop();
-    const Step step = step_of(i);
-    const int64_t cost = step.workers * claims[i].cpu_per_worker;
-    if (cost > left) continue;
-    out[i] += step.workers;
-    left -= cost;
-    if (const Step after = step_of(i); after.workers > 0) next.push({after.value, i});
+    const Step step = step_of(a, i);
+    const int64_t cost = step.workers * a.claims[i].cpu_per_worker;
+    if (cost > a.left) continue;
+    a.out[i] += step.workers;
+    a.left -= cost;
+    if (const Step after = step_of(a, i); after.workers > 0) next.push({after.value, i});
   }
+}
 
-  // What no whole segment fits: single workers of measured claims, the
-  // highest exact marginal value first, while one saves time.
-  while (!hulls.empty() && left > 0) {
-    size_t best = n;
+// What no whole segment fits: single workers of measured claims, the
+// highest exact marginal value first, while one saves time.
+void grant_single_workers(Allocation& a) {
+  while (!a.hulls.empty() && a.left > 0) {
+    size_t best = a.claims.size();
     double best_value = 0;
-    for (size_t i : open) {
-      if (!measured_at(i) || out[i] >= cap[i] || claims[i].cpu_per_worker > left) continue;
-      const double v = marginal_value(claims[i], out[i]);
+    for (size_t i : a.open) {
+      if (!a.measured_at(i) || a.out[i] >= a.cap[i] || a.claims[i].cpu_per_worker > a.left) continue;
+      const double v = marginal_value(a.claims[i], a.out[i]);
       if (v > best_value) best = i, best_value = v;
     }
-    if (best == n) break;
-    ++out[best];
-    left -= claims[best].cpu_per_worker;
+    if (best == a.claims.size()) break;
+    ++a.out[best];
+    a.left -= a.claims[best].cpu_per_worker;
   }
-  return out;
+}
+
+// `limit`: per claim, at most this many workers (below its own cap), or
+// -1; null: none. Floors first, then water-filling, then the leftover by
+// exact marginal value (a measured claim: one hull segment at a time,
+// then single workers; see dw_allocation.h).
+std::vector<int> allocate_within_caps(const std::vector<DwClaim>& claims, int64_t cpu_capacity,
+                                      const std::vector<int>* limit) {
+  Allocation a{claims, {}, {}, {}, 0, {}, {}};
+  if (set_caps(a, cpu_capacity, limit)) return a.cap;  // enough for everyone: the common case
+  grant_floors(a, cpu_capacity);
+  water_fill(a);
+  grant_steps(a);
+  grant_single_workers(a);
+  return a.out;
 }
 
 }  // namespace

@@ -307,137 +307,206 @@ static void _log_decision(job_record_t *job_ptr, bitstr_t *node_bitmap,
 	xfree(selected);
 }
 
-int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
-		uint32_t min_nodes, uint32_t max_nodes, uint32_t req_nodes,
-		uint16_t mode, list_t *preemptee_candidates,
-		struct gm_call *call)
-{
-	bool trace = slurm_conf.debug_flags & DEBUG_FLAG_SELECT_TYPE;
-	int base_mode = mode & SELECT_MODE_BASE;
-	int candidates = trace ? bit_set_count(node_bitmap) : 0;
-	int kind = GM_JOB_CPU, rc = SLURM_ERROR, t, i, n;
-	bool observe, own_preemptees = false, decided = false;
-	struct gm_view v = { 0 };
-	struct gm_plan_summary summary = { 0 };
-	bitstr_t **hidden = NULL, *offered = NULL, *previous = NULL;
-	list_t *preemptees = preemptee_candidates;
-	char err[512] = "", policy[512] = "";
-	double t0 = _now_us(), t_call = 0, cons_tres_us = 0;
+/* One job_test call: what it was asked, what it found and what it holds
+ * (freed by _end_test). */
+struct gm_test {
+	job_record_t *job_ptr;
+	bitstr_t *node_bitmap;
+	struct gm_call *call;
+	list_t *preemptee_candidates;	/* as slurmctld gave them */
+	int base_mode;
+	int kind;			/* GM_JOB_* */
+	bool observe;
+	struct gm_view v;
+	struct gm_plan_summary summary;
+	bitstr_t **hidden;		/* per node index, or NULL */
+	list_t *preemptees;		/* those a CPU job may use */
+	bool own_preemptees;		/* preemptees is ours to free */
+	char policy[512];		/* what we decided, for the log */
+	double cons_tres_us;		/* every cons_tres call */
+	double t_call;			/* the call whose answer was used */
+};
 
-	if (!settings || base_mode == SELECT_MODE_TEST_ONLY)
-		goto plain;
-	observe = gm_select_config_observe(settings);
-	if (_asks_gpu(job_ptr))
-		kind = GM_JOB_GPU;
-	else if (_is_data_worker(job_ptr, true, err, sizeof(err)))
-		kind = GM_JOB_DATA_WORKER;
-	else if (gm_companion_trainer_id(job_ptr->name))
+/* The job's kind; false when it is cons_tres's alone (no settings, a
+ * test-only call, a GPU job: those see every core, reserve included). */
+static bool _classify(struct gm_test *t)
+{
+	char err[512] = "";
+
+	if (!settings || t->base_mode == SELECT_MODE_TEST_ONLY)
+		return false;
+	t->observe = gm_select_config_observe(settings);
+	if (_asks_gpu(t->job_ptr))
+		t->kind = GM_JOB_GPU;
+	else if (_is_data_worker(t->job_ptr, true, err, sizeof(err)))
+		t->kind = GM_JOB_DATA_WORKER;
+	else if (gm_companion_trainer_id(t->job_ptr->name))
 		/* Named as a worker, not backed by slurmctld's records. */
-		snprintf(policy, sizeof(policy), "not a data worker: %s; ", err);
-	if (kind == GM_JOB_GPU)
-		goto plain;	/* GPU jobs see every core, reserve included */
+		snprintf(t->policy, sizeof(t->policy),
+			 "not a data worker: %s; ", err);
+	return t->kind != GM_JOB_GPU;
+}
+
+/* The core's plan for the candidate nodes; false when cons_tres decides
+ * alone (no candidates, the core failed, observe mode, nothing to
+ * narrow and no preemption to restrict). */
+static bool _plan(struct gm_test *t)
+{
+	char err[512] = "";
+	size_t used;
+	int n;
 
 	if (usage_dirty || usage_node_count != node_record_count ||
 	    !alloc_cores)
 		_rebuild_usage();
-	v.first = bit_ffs(node_bitmap);
-	if (v.first < 0)
-		goto plain;
-	v.last = bit_fls(node_bitmap);
-	n = v.last - v.first + 1;
-	v.usage = xcalloc(n, sizeof(*v.usage));
-	v.plan = xcalloc(n, sizeof(*v.plan));
-	_fill_usage(call, node_bitmap, &v);
-	if (gm_plan_job_test(settings, kind, base_mode, v.usage, n, v.plan,
-			     &summary, err, sizeof(err))) {
+	t->v.first = bit_ffs(t->node_bitmap);
+	if (t->v.first < 0)
+		return false;
+	t->v.last = bit_fls(t->node_bitmap);
+	n = t->v.last - t->v.first + 1;
+	t->v.usage = xcalloc(n, sizeof(*t->v.usage));
+	t->v.plan = xcalloc(n, sizeof(*t->v.plan));
+	_fill_usage(t->call, t->node_bitmap, &t->v);
+	if (gm_plan_job_test(settings, t->kind, t->base_mode, t->v.usage, n,
+			     t->v.plan, &t->summary, err, sizeof(err))) {
 		error("%s: job %u: %s; cons_tres decides alone", plugin_type,
-		      job_ptr->job_id, err);
-		goto plain;
+		      t->job_ptr->job_id, err);
+		return false;
 	}
-	snprintf(policy + strlen(policy), sizeof(policy) - strlen(policy),
+	used = strlen(t->policy);
+	snprintf(t->policy + used, sizeof(t->policy) - used,
 		 "%s%s: %u nodes dropped, %u cores reserved%s",
-		 observe ? "observe, would be " : "",
-		 kind == GM_JOB_DATA_WORKER ? "data worker" : "cpu job",
-		 summary.nodes_dropped, summary.cores_hidden,
-		 summary.tiers > 1 ? ", tiered" : "");
-	if (observe) {
-		if (summary.narrows && base_mode == SELECT_MODE_RUN_NOW)
-			info("%s: job %u: %s", plugin_type, job_ptr->job_id,
-			     policy);
-		goto plain;
+		 t->observe ? "observe, would be " : "",
+		 t->kind == GM_JOB_DATA_WORKER ? "data worker" : "cpu job",
+		 t->summary.nodes_dropped, t->summary.cores_hidden,
+		 t->summary.tiers > 1 ? ", tiered" : "");
+	if (t->observe) {
+		if (t->summary.narrows &&
+		    t->base_mode == SELECT_MODE_RUN_NOW)
+			info("%s: job %u: %s", plugin_type,
+			     t->job_ptr->job_id, t->policy);
+		return false;
 	}
-	if (!summary.narrows && !preemptee_candidates)
-		goto plain;
+	return t->summary.narrows || t->preemptee_candidates;
+}
 
-	hidden = xcalloc(node_record_count, sizeof(bitstr_t *));
-	for (i = v.first; i <= v.last; i++) {
-		struct gm_node_plan *p = &v.plan[i - v.first];
+/* Drops the nodes the plan makes unusable, hides the reserved cores of
+ * the others and keeps the preemption candidates a CPU job may use. */
+static void _narrow(struct gm_test *t)
+{
+	int i;
 
-		if (!bit_test(node_bitmap, i))
+	t->hidden = xcalloc(node_record_count, sizeof(bitstr_t *));
+	for (i = t->v.first; i <= t->v.last; i++) {
+		struct gm_node_plan *p = &t->v.plan[i - t->v.first];
+
+		if (!bit_test(t->node_bitmap, i))
 			continue;
 		if (!p->usable)
-			bit_clear(node_bitmap, i);
+			bit_clear(t->node_bitmap, i);
 		else if (p->hidden_cores)
-			hidden[i] = _hide_cores(call, i, p->hidden_cores,
-						p->hide_allocated);
+			t->hidden[i] = _hide_cores(t->call, i, p->hidden_cores,
+						   p->hide_allocated);
 	}
-	preemptees = _preemptees_for_cpu_job(preemptee_candidates,
-					     &own_preemptees);
+	t->preemptees = _preemptees_for_cpu_job(t->preemptee_candidates,
+						&t->own_preemptees);
+}
 
-	/* Tier by tier (cumulative); only the last may preempt. */
-	offered = bit_alloc(bit_size(node_bitmap));
-	for (t = 0; t < summary.tiers && !decided; t++) {
-		bool last = (t == summary.tiers - 1);
+/* cons_tres on `offered` (with the hidden cores, and `preemptees`); its
+ * time counted. */
+static int _call_cons_tres(struct gm_test *t, bitstr_t *offered,
+			   bitstr_t **hidden, list_t *preemptees)
+{
+	int rc;
+
+	t->t_call = _now_us();
+	rc = gm_shim_cons_tres_job_test(t->call, offered, hidden, preemptees);
+	t->t_call = _now_us() - t->t_call;
+	t->cons_tres_us += t->t_call;
+	return rc;
+}
+
+/* cons_tres tier by tier (cumulative); only the last may preempt. The
+ * nodes of the answering tier are left in node_bitmap. */
+static int _test_tiers(struct gm_test *t)
+{
+	bitstr_t *offered = bit_alloc(bit_size(t->node_bitmap));
+	bitstr_t *previous = NULL;
+	int rc = SLURM_ERROR, tier, i;
+	bool decided = false;
+
+	for (tier = 0; tier < t->summary.tiers && !decided; tier++) {
+		bool last = (tier == t->summary.tiers - 1);
 
 		bit_clear_all(offered);
-		for (i = v.first; i <= v.last; i++)
-			if (bit_test(node_bitmap, i) &&
-			    v.plan[i - v.first].tier <= t)
+		for (i = t->v.first; i <= t->v.last; i++)
+			if (bit_test(t->node_bitmap, i) &&
+			    t->v.plan[i - t->v.first].tier <= tier)
 				bit_set(offered, i);
 		if (!last && (!bit_set_count(offered) ||
 			      (previous && bit_equal(previous, offered))))
 			continue;
 		FREE_NULL_BITMAP(previous);
 		previous = bit_copy(offered);
-		t_call = _now_us();
-		rc = gm_shim_cons_tres_job_test(call, offered, hidden,
-						last ? preemptees : NULL);
-		t_call = _now_us() - t_call;
-		cons_tres_us += t_call;
+		rc = _call_cons_tres(t, offered, t->hidden,
+				     last ? t->preemptees : NULL);
 		if (rc == SLURM_SUCCESS || last) {
-			bit_copybits(node_bitmap, offered);
+			bit_copybits(t->node_bitmap, offered);
 			decided = true;
 		}
+	}
+	FREE_NULL_BITMAP(offered);
+	FREE_NULL_BITMAP(previous);
+	return rc;
+}
+
+static void _end_test(struct gm_test *t)
+{
+	int i;
+
+	if (t->hidden) {
+		for (i = 0; i < node_record_count; i++)
+			FREE_NULL_BITMAP(t->hidden[i]);
+		xfree(t->hidden);
+	}
+	if (t->own_preemptees)
+		FREE_NULL_LIST(t->preemptees);
+	xfree(t->v.usage);
+	xfree(t->v.plan);
+}
+
+int gm_job_test(job_record_t *job_ptr, bitstr_t *node_bitmap,
+		uint32_t min_nodes, uint32_t max_nodes, uint32_t req_nodes,
+		uint16_t mode, list_t *preemptee_candidates,
+		struct gm_call *call)
+{
+	bool trace = slurm_conf.debug_flags & DEBUG_FLAG_SELECT_TYPE;
+	int candidates = trace ? bit_set_count(node_bitmap) : 0;
+	struct gm_test t = { 0 };
+	double t0 = _now_us();
+	int rc;
+
+	t.job_ptr = job_ptr;
+	t.node_bitmap = node_bitmap;
+	t.call = call;
+	t.preemptee_candidates = preemptee_candidates;
+	t.preemptees = preemptee_candidates;
+	t.base_mode = mode & SELECT_MODE_BASE;
+	t.kind = GM_JOB_CPU;
+	if (_classify(&t) && _plan(&t)) {
+		_narrow(&t);
+		rc = _test_tiers(&t);
+	} else {
+		rc = _call_cons_tres(&t, node_bitmap, NULL,
+				     preemptee_candidates);
 	}
 	/* t_call is the answering call; cons_tres_us every call (the tiers
 	 * before it added by us, but cons_tres's time, not our code's). */
 	if (trace)
 		_log_decision(job_ptr, node_bitmap, min_nodes, max_nodes,
-			      req_nodes, mode, candidates, rc, policy,
-			      _now_us() - t0 - cons_tres_us, t_call,
-			      cons_tres_us - t_call);
-	goto out;
-
-plain:
-	t_call = _now_us();
-	rc = gm_shim_cons_tres_job_test(call, node_bitmap, NULL,
-					preemptee_candidates);
-	t_call = _now_us() - t_call;
-	if (trace)
-		_log_decision(job_ptr, node_bitmap, min_nodes, max_nodes,
-			      req_nodes, mode, candidates, rc, policy,
-			      _now_us() - t0 - t_call, t_call, 0);
-out:
-	if (hidden) {
-		for (i = 0; i < node_record_count; i++)
-			FREE_NULL_BITMAP(hidden[i]);
-		xfree(hidden);
-	}
-	if (own_preemptees)
-		FREE_NULL_LIST(preemptees);
-	FREE_NULL_BITMAP(offered);
-	FREE_NULL_BITMAP(previous);
-	xfree(v.usage);
-	xfree(v.plan);
+			      req_nodes, mode, candidates, rc, t.policy,
+			      _now_us() - t0 - t.cons_tres_us, t.t_call,
+			      t.cons_tres_us - t.t_call);
+	_end_test(&t);
 	return rc;
 }

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/test_util.h"
 #include "tests/test_util.h"
@@ -26,6 +28,9 @@ SimRun run_sim(const std::string& args) {
   if (sim == nullptr) return SimRun();
   return goldminer::testing::run_command(std::string(sim) + " " + args + " 2>&1");
 }
+
+// The first line of `out` (an error's; usage follows it).
+std::string first_line(const std::string& out) { return out.substr(0, out.find('\n')); }
 
 class CliTest : public ::testing::Test {
  protected:
@@ -105,20 +110,50 @@ TEST_F(CliTest, BadOptionsExitTwo) {
   EXPECT_EQ(run_sim(files + " --demand-model request --cpu-demand-factor 2").status, 0);
   SimRun sigma = run_sim(files + " --demand-sigma -1");
   EXPECT_EQ(sigma.status, 2);
-  EXPECT_NE(sigma.out.find("--demand-sigma >= 0"), std::string::npos) << sigma.out;
-  SimRun latency = run_sim(files + " --worker-start-s -0.5");
-  EXPECT_EQ(latency.status, 2);
-  EXPECT_EQ(latency.out, "goldminer-sim: --worker-start-s, --job-start-s and --dispatch-s must be >= 0\n");
+  EXPECT_EQ(first_line(sigma.out),
+            "goldminer-sim: --demand-sigma: invalid value '-1': expected a number >= 0 (see --help)");
+  for (const char* latency : {"--worker-start-s", "--job-start-s", "--dispatch-s"}) {
+    SimRun r = run_sim(files + " " + latency + " -0.5");
+    EXPECT_EQ(r.status, 2) << latency;
+    EXPECT_EQ(first_line(r.out), std::string("goldminer-sim: ") + latency +
+                                     ": invalid value '-0.5': expected a number >= 0 (see --help)");
+  }
   EXPECT_EQ(run_sim(files + " --job-start-s 1.5 --worker-start-s 0 --dispatch-s 0.5").status, 0);
   SimRun curve = run_sim(files + " --speed-curve cubic");
   EXPECT_EQ(curve.status, 2);
   EXPECT_EQ(curve.out, "goldminer-sim: --speed-curve: invalid value 'cubic': expected one of linear, concave\n");
   SimRun noise = run_sim(files + " --measure-noise -0.1");
   EXPECT_EQ(noise.status, 2);
-  EXPECT_EQ(noise.out, "goldminer-sim: --measure-noise: invalid value: expected [0, 1)\n");
+  EXPECT_EQ(first_line(noise.out),
+            "goldminer-sim: --measure-noise: invalid value '-0.1': expected a number >= 0 and < 1 (see --help)");
   SimRun window = run_sim(files + " --window-s 0");
   EXPECT_EQ(window.status, 2);
-  EXPECT_EQ(window.out, "goldminer-sim: --window-s: invalid value: expected > 0\n");
+  EXPECT_EQ(first_line(window.out), "goldminer-sim: --window-s: invalid value '0': expected a number > 0 (see --help)");
+}
+
+// Each row's range, as its table states it; and the one check that
+// relates two rows.
+TEST_F(CliTest, EachOptionsRangeIsItsRowsCheck) {
+  const std::string files = "--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy bundled";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {" --load -1", "--load: invalid value '-1': expected a number >= 0 (see --help)"},
+      {" --remote-efficiency 0", "--remote-efficiency: invalid value '0': expected a number > 0 and <= 1 (see --help)"},
+      {" --remote-efficiency 1.5", "--remote-efficiency: invalid value '1.5': expected a number > 0 and <= 1 (see --help)"},
+      {" --cpus-per-dw 0", "--cpus-per-dw: invalid value '0': expected a number > 0 (see --help)"},
+      {" --dw-floor -1", "--dw-floor: invalid value '-1': expected an integer >= 0 (see --help)"},
+      {" --dw-max 0", "--dw-max: invalid value '0': expected an integer >= 1 (see --help)"},
+      {" --demand-median 0", "--demand-median: invalid value '0': expected a number > 0 (see --help)"},
+      {" --demand-model request --cpu-demand-factor 0.5",
+       "--cpu-demand-factor: invalid value '0.5': expected a number >= 1 (see --help)"},
+      {" --measure-noise 1", "--measure-noise: invalid value '1': expected a number >= 0 and < 1 (see --help)"},
+      {" --demand-max 8", "--demand-max: invalid value '8': expected at least --demand-median (12)"},
+  };
+  for (const auto& [args, line] : refused) {
+    SimRun r = run_sim(files + args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(first_line(r.out), "goldminer-sim: " + line) << args;
+  }
+  EXPECT_EQ(run_sim(files + " --remote-efficiency 1 --dw-floor 0 --dw-max 1 --demand-max 12").status, 0);
 }
 
 TEST_F(CliTest, MeasuredPolicyReportsWastedWorkerCpu) {

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/test_util.h"
 #include "tests/test_util.h"
@@ -136,8 +138,20 @@ TEST_F(JobCliTest, PrintsOneLineAWindowAndRefusesBadInput) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("workers: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("at 600 s: 8 workers, 8000 samples/s"), std::string::npos) << r.out;
-  EXPECT_EQ(run("--scenario " + scenario.path() + " --noise 1.5").status, 2);
-  EXPECT_EQ(run("--scenario " + scenario.path() + " --start-workers 20 --max-workers 4").status, 2);
+  // Each bad option's error, in the table's form.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {" --noise 1.5", "goldminer-sim job: --noise: invalid value '1.5': expected a number >= 0 and < 1"},
+      {" --start-workers 20 --max-workers 4",
+       "goldminer-sim job: --start-workers: invalid value '20': expected at most --max-workers (4)"},
+      {" --max-workers 65537", "--max-workers: invalid value '65537': expected an integer from 1 to 65536"},
+      {" --duration 100000000 --window-s 1",
+       "--duration: invalid value '100000000': expected at most 10^7 windows of --window-s"},
+  };
+  for (const auto& [args, message] : refused) {
+    r = run("--scenario " + scenario.path() + args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
+  }
   TempFile bad("0,1,1000\nnot a row\n");
   r = run("--scenario " + bad.path());
   EXPECT_EQ(r.status, 1);

@@ -247,7 +247,7 @@ goldminer::SlurmCommand job_user_commands(spank_t sp, std::vector<std::string> e
   };
 }
 
-// The job's components as squeue lists them (launch/het_step.h).
+// The job's components as squeue lists them (launch/slurm_cli.h).
 goldminer::Expected<std::vector<goldminer::JobComponent>> job_components(spank_t sp, const std::vector<std::string>& env) {
   return goldminer::job_components(job_user_commands(sp, goldminer::slurm_command_env(env), "/"), job_id(sp));
 }

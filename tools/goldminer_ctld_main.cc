@@ -70,106 +70,123 @@ std::string timestamp() {
   return buf;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CtldArgs a;
-  CommandLine command_line;
-  if (int rc = parse_main_command_line(ctld_command(&a), argc, argv, &command_line); rc >= 0) return rc;
-  const std::string &listen = a.listen, &partition = a.partition, &munge_socket = a.munge_socket,
-                    &pid_file = a.pid_file, &operators = a.operators;
-  double &worker_cpus = a.worker_cpus, &reserve = a.reserve;
-  const double stale_after = a.stale_after, lookups_per_s = a.lookups_per_s, lookup_burst = a.lookup_burst;
-  const HttpServeLimits& limits = a.limits;
-  const bool verbose = a.verbose;
-  if (command_line.given("worker-cpus") && !(worker_cpus >= 0 && worker_cpus <= 1e7))
-    return fail("--worker-cpus: must be 0 to 10000000", 2);
-  if (!(stale_after > 0 && stale_after <= 86400)) return fail("--stale-after: must be 0 to 86400 seconds", 2);
-  if (!(a.max_user_share > 0 && a.max_user_share <= 1))
-    return fail("--max-user-share: must be above 0 and at most 1 (a fraction of the worker CPUs)", 2);
-  if (!(limits.max_connections >= 1 && limits.max_connections <= 4096))
-    return fail("--max-connections: must be 1 to 4096", 2);
-  if (!(limits.max_per_peer >= 1 && limits.max_per_peer <= limits.max_connections))
-    return fail("--max-connections-per-peer: must be 1 to --max-connections", 2);
-  if (!(limits.timeout_s >= 0.1 && limits.timeout_s <= 60)) return fail("--request-timeout: must be 0.1 to 60 seconds", 2);
-  if (!(lookups_per_s >= 0 && lookups_per_s <= 1000)) return fail("--lookups-per-uid: must be 0 to 1000", 2);
-  if (!(lookup_burst >= 1 && lookup_burst <= 10000)) return fail("--lookup-burst: must be 1 to 10000", 2);
-  std::set<uid_t> privileged;
+// The uids of --operators (names or uids, comma-separated), once what the
+// rows cannot check holds: the options that relate to each other.
+Expected<std::set<uid_t>> operator_uids(const CtldArgs& a) {
+  if (a.limits.max_per_peer > a.limits.max_connections)
+    return Status::error("--max-connections-per-peer: invalid value '" + std::to_string(a.limits.max_per_peer) +
+                         "': expected at most --max-connections (" + std::to_string(a.limits.max_connections) + ")");
+  std::set<uid_t> uids;
+  const std::string& operators = a.operators;
   for (size_t start = 0; start < operators.size();) {
     size_t comma = operators.find(',', start);
     std::string user = operators.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? operators.size() : comma + 1;
     if (user.empty()) continue;
     auto uid = user_id(user);
-    if (!uid.ok()) return fail(uid.status().message(), 2);
-    privileged.insert(*uid);
+    if (!uid.ok()) return uid.status();
+    uids.insert(*uid);
   }
-  if (command_line.given("reserve-cpus-per-gpu") && !(reserve >= 0 && reserve <= 1024))
-    return fail("--reserve-cpus-per-gpu: must be 0 to 1024", 2);
-  if (!command_line.given("reserve-cpus-per-gpu")) {
-    const char* conf = std::getenv("SLURM_CONF");
-    const std::string path = select_config_path(conf != nullptr && *conf != '\0' ? conf : "/etc/slurm/slurm.conf");
-    auto select = load_select_config(path);
-    if (!select.ok()) return fail(select.status().message(), 1);
-    reserve = select->reserve_cpus_per_gpu;
-  }
+  return uids;
+}
 
-  std::mutex log_mu;
-  log::set_sink([verbose, &log_mu](log::Level level, const std::string& line) {
+// CPUs kept next to each free GPU: --reserve-cpus-per-gpu, else
+// goldminer.conf's reserve_cpus_per_gpu beside SLURM_CONF.
+Expected<double> reserve_cpus_per_gpu(const CtldArgs& a, const CommandLine& command_line) {
+  if (command_line.given("reserve-cpus-per-gpu")) return a.reserve;
+  const char* conf = std::getenv("SLURM_CONF");
+  const std::string path = select_config_path(conf != nullptr && *conf != '\0' ? conf : "/etc/slurm/slurm.conf");
+  auto select = load_select_config(path);
+  if (!select.ok()) return select.status();
+  return select->reserve_cpus_per_gpu;
+}
+
+// Log lines to stderr, timestamped; verbose ones only with --verbose.
+void log_to_stderr(bool verbose) {
+  static std::mutex log_mu;
+  log::set_sink([verbose](log::Level level, const std::string& line) {
     if (level == log::Level::kDebug || (level == log::Level::kVerbose && !verbose)) return;
     std::lock_guard<std::mutex> lock(log_mu);
     std::fprintf(stderr, "%s %s\n", timestamp().c_str(), line.c_str());
     std::fflush(stderr);
   });
+}
 
-  auto server = HttpServer::listen(listen);
-  if (!server.ok()) return fail("--listen " + listen + ": " + server.status().message(), 1);
-  std::unique_ptr<CredentialService> credentials = munge_credentials(munge_socket);
-  PlacementConfig placement;
-  placement.cpus_per_gpu = reserve;
-  // Slurm's client commands with this daemon's PATH and SLURM_CONF.
-  const SlurmCommand slurm = user_slurm_command(10);
-  auto spare = [slurm, partition, placement] { return read_slurm_cpus(slurm, partition, placement); };
-  auto owner = [slurm](uint32_t job_id) { return job_owner(slurm, job_id); };
-  const auto start = std::chrono::steady_clock::now();
-  auto now = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const SlurmConfig access = slurm_access(slurm);
-  privileged.insert(access.slurm_user);
-  privileged.insert(::geteuid());
+// The service's settings: the options, the uids that see every job, and
+// what Slurm's config says of other users' jobs.
+CtldSettings settings_of(const CtldArgs& a, const std::set<uid_t>& privileged, const SlurmConfig& access) {
   CtldSettings settings;
-  settings.worker_cpus = worker_cpus;
-  settings.stale_after_s = stale_after;
+  settings.worker_cpus = a.worker_cpus;
+  settings.stale_after_s = a.stale_after;
   settings.max_user_share = a.max_user_share;
   settings.privileged_uids = privileged;
   settings.private_jobs = access.private_jobs;
-  settings.owner_lookups.per_uid_per_s = lookups_per_s;
-  settings.owner_lookups.burst = lookup_burst;
-  CtldService service(settings, credentials.get(), owner, spare, now);
+  settings.owner_lookups.per_uid_per_s = a.lookups_per_s;
+  settings.owner_lookups.burst = a.lookup_burst;
+  return settings;
+}
 
-  if (!pid_file.empty()) {
-    std::ofstream f(pid_file);
+// The figures the daemon starts with, for its first log line.
+std::string serving_figures(const CtldArgs& a, double reserve, const SlurmConfig& access, size_t privileged) {
+  char figures[320];
+  std::snprintf(figures, sizeof figures,
+                "worker CPUs %s, %g CPUs kept per free GPU; other users' jobs %s (PrivateData), %zu uids see all; "
+                "%d connections, %d per peer, %g s per request",
+                a.worker_cpus >= 0 ? std::to_string(static_cast<long long>(a.worker_cpus)).c_str()
+                                   : ("from the nodes of " + (a.partition.empty() ? std::string("every partition")
+                                                                                 : "partition " + a.partition)).c_str(),
+                reserve, access.private_jobs ? "hidden" : "shown without uid, user or hosts", privileged,
+                a.limits.max_connections, a.limits.max_per_peer, a.limits.timeout_s);
+  return figures;
+}
+
+// Serves until SIGTERM or SIGINT; the PID file (if any) is there meanwhile.
+int serve(HttpServer& server, CtldService& service, const CtldArgs& a, const std::string& figures) {
+  if (!a.pid_file.empty()) {
+    std::ofstream f(a.pid_file);
     f << ::getpid() << "\n";
-    if (!f) return fail("--pid-file " + pid_file + ": cannot write it", 1);
+    if (!f) return fail("--pid-file " + a.pid_file + ": cannot write it", 1);
   }
-  g_server = server->get();
+  g_server = &server;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  char figures[320];
-  std::snprintf(figures, sizeof figures,
-                "worker CPUs %s, %g CPUs kept per free GPU; other users' jobs %s (PrivateData), %zu uids see all; "
-                "%d connections, %d per peer, %g s per request",
-                worker_cpus >= 0 ? std::to_string(static_cast<long long>(worker_cpus)).c_str()
-                                 : ("from the nodes of " + (partition.empty() ? std::string("every partition")
-                                                                             : "partition " + partition)).c_str(),
-                reserve, access.private_jobs ? "hidden" : "shown without uid, user or hosts", privileged.size(),
-                limits.max_connections, limits.max_per_peer, limits.timeout_s);
-  log::info("goldminer-ctld: serving on " + listen + " (port " + std::to_string((*server)->port()) + "), " + figures);
-  (*server)->serve([&service](const HttpRequest& r) { return service.handle(r); }, limits);
+  log::info("goldminer-ctld: serving on " + a.listen + " (port " + std::to_string(server.port()) + "), " + figures);
+  server.serve([&service](const HttpRequest& r) { return service.handle(r); }, a.limits);
   log::info("goldminer-ctld: stopped");
   g_server = nullptr;
-  if (!pid_file.empty()) ::unlink(pid_file.c_str());
+  if (!a.pid_file.empty()) ::unlink(a.pid_file.c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CtldArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(ctld_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  auto privileged = operator_uids(a);
+  if (!privileged.ok()) return fail(privileged.status().message(), 2);
+  auto reserve = reserve_cpus_per_gpu(a, command_line);
+  if (!reserve.ok()) return fail(reserve.status().message(), 1);
+  log_to_stderr(a.verbose);
+
+  auto server = HttpServer::listen(a.listen);
+  if (!server.ok()) return fail("--listen " + a.listen + ": " + server.status().message(), 1);
+  std::unique_ptr<CredentialService> credentials = munge_credentials(a.munge_socket);
+  PlacementConfig placement;
+  placement.cpus_per_gpu = *reserve;
+  // Slurm's client commands with this daemon's PATH and SLURM_CONF.
+  const SlurmCommand slurm = user_slurm_command(10);
+  auto spare = [slurm, partition = a.partition, placement] { return read_slurm_cpus(slurm, partition, placement); };
+  auto owner = [slurm](uint32_t job_id) { return job_owner(slurm, job_id); };
+  const auto start = std::chrono::steady_clock::now();
+  auto now = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const SlurmConfig access = slurm_access(slurm);
+  privileged->insert(access.slurm_user);
+  privileged->insert(::geteuid());
+  CtldService service(settings_of(a, *privileged, access), credentials.get(), owner, spare, now);
+  return serve(**server, service, a, serving_figures(a, *reserve, access, privileged->size()));
 }

@@ -46,17 +46,30 @@ void print_human(const SimResult& r) {
               static_cast<long long>(r.events), r.decision_us_per_event, r.never_ran, r.unplaceable);
 }
 
+// Option KEY's value as the user wrote it, else its value now (its default).
+std::string written(const CommandLine& command_line, const std::string& key, double value) {
+  const std::string* text = command_line.text(key);
+  return text != nullptr ? *text : default_text(value);
+}
+
+// What goldminer-sim job's rows cannot check: the options that relate.
+Status check_job_options(const JobRunOptions& o, const CommandLine& command_line) {
+  if (o.duration_s / o.window_s > 1e7)
+    return Status::error("goldminer-sim job: --duration: invalid value '" + written(command_line, "duration", o.duration_s) +
+                         "': expected at most 10^7 windows of --window-s");
+  if (o.start_workers > o.max_workers)
+    return Status::error("goldminer-sim job: --start-workers: invalid value '" + std::to_string(o.start_workers) +
+                         "': expected at most --max-workers (" + std::to_string(o.max_workers) + ")");
+  return Status();
+}
+
 // goldminer-sim job (see goldminer-sim(1), JOB SCENARIOS).
 int job_main(int argc, char** argv) {
   SimJobArgs a;
   CommandLine command_line;
   if (int rc = parse_main_command_line(sim_job_command(&a), argc, argv, &command_line); rc >= 0) return rc;
   const JobRunOptions& o = a.options;
-  if (!(o.duration_s > 0) || !(o.window_s > 0) || o.duration_s / o.window_s > 1e7)
-    return fail("goldminer-sim job: --duration and --window-s must be > 0 (at most 10^7 windows)", 2);
-  if (o.max_workers < 1 || o.max_workers > 65536 || o.start_workers < 1 || o.start_workers > o.max_workers)
-    return fail("goldminer-sim job: --max-workers must be 1..65536 and --start-workers 1..--max-workers", 2);
-  if (!(o.noise >= 0) || !(o.noise < 1)) return fail("goldminer-sim job: --noise: invalid value: expected [0, 1)", 2);
+  if (Status st = check_job_options(o, command_line); !st.ok()) return fail(st.message(), 2);
   std::ifstream in(a.scenario);
   if (!in) return fail("goldminer-sim job: --scenario: cannot read " + a.scenario, 1);
   std::stringstream text;
@@ -77,6 +90,64 @@ int job_main(int argc, char** argv) {
   return 0;
 }
 
+// The named models into a.options, and what the rows cannot check: the
+// options that relate to each other.
+Status complete_options(SimArgs& a, const CommandLine& command_line) {
+  SimOptions& options = a.options;
+  auto policy = parse_policy(a.policy_text);
+  if (!policy.ok()) return policy.status();
+  options.policy = *policy;
+  options.seed = a.seed;
+  auto demand = parse_demand_model(a.demand_text);
+  if (!demand.ok()) return demand.status();
+  options.model.demand_model = *demand;
+  if (*demand == DemandModel::kCalibrated && command_line.given("cpu-demand-factor"))
+    return Status::error("goldminer-sim: --cpu-demand-factor applies to --demand-model request only");
+  const CalibratedDemand& cd = options.model.calibrated;
+  if (!(cd.max_cpus_per_gpu >= cd.median_cpus_per_gpu))
+    return Status::error("goldminer-sim: --demand-max: invalid value '" + written(command_line, "demand-max", cd.max_cpus_per_gpu) +
+                         "': expected at least --demand-median (" + default_text(cd.median_cpus_per_gpu) + ")");
+  auto curve = parse_speed_curve(a.speed_curve_text);
+  if (!curve.ok()) return curve.status();
+  options.model.speed_curve = *curve;
+  return Status();
+}
+
+// --jobs-csv: every replayed job.
+Status write_jobs_csv(const std::string& path, const SimResult& result) {
+  std::ofstream out(path);
+  out << job_records_csv(result);
+  if (!out.flush()) return Status::error("goldminer-sim: --jobs-csv: cannot write " + path);
+  return Status();
+}
+
+// --plot: GPU allocation over time of bundled, goldminer-joblevel and
+// goldminer (and --policy), each replayed on the same sample.
+Status write_plot(const std::string& path, const ClusterSample& sample, const SimOptions& options,
+                  const SimResult& result) {
+  std::vector<Series> series;
+  std::vector<Policy> plotted = {Policy::kBundled, Policy::kGoldminerJobLevel, Policy::kGoldminer};
+  if (options.policy == Policy::kGoldminerMeasured) plotted.push_back(options.policy);
+  for (Policy p : plotted) {
+    if (p == options.policy) {
+      series.emplace_back(policy_name(p), result.timeline);
+      continue;
+    }
+    SimOptions other = options;
+    other.policy = p;
+    auto r = simulate(sample.pods, sample.nodes, other);
+    if (!r.ok()) return r.status();
+    series.emplace_back(policy_name(p), r->timeline);
+  }
+  char title[160];
+  std::snprintf(title, sizeof(title), "GPU allocation, %.0f GPUs, offered load %.2f", result.gpus,
+                result.offered_load);
+  std::ofstream out(path);
+  out << render_allocation_svg(series, title);
+  if (!out.flush()) return Status::error("goldminer-sim: --plot: cannot write " + path);
+  return Status();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,82 +155,19 @@ int main(int argc, char** argv) {
   SimArgs a;
   CommandLine command_line;
   if (int rc = parse_main_command_line(sim_command(&a), argc, argv, &command_line); rc >= 0) return rc;
-  const std::string &trace = a.trace, &nodes_path = a.nodes_path, &policy_text = a.policy_text, &plot = a.plot,
-                    &demand_text = a.demand_text, &jobs_csv = a.jobs_csv;
-  const int gpus = a.gpus;
-  const uint64_t seed = a.seed;
-  SimOptions& options = a.options;
-  auto policy = parse_policy(policy_text);
-  if (!policy.ok()) return fail(policy.status().message(), 2);
-  options.policy = *policy;
-  options.seed = seed;
-  if (options.load < 0) return fail("goldminer-sim: --load: invalid value: expected >= 0", 2);
-  if (options.model.remote_efficiency <= 0 || options.model.remote_efficiency > 1)
-    return fail("goldminer-sim: --remote-efficiency: invalid value: expected (0, 1]", 2);
-  if (options.model.cpus_per_dw <= 0)
-    return fail("goldminer-sim: --cpus-per-dw: invalid value: expected > 0", 2);
-  auto demand = parse_demand_model(demand_text);
-  if (!demand.ok()) return fail(demand.status().message(), 2);
-  options.model.demand_model = *demand;
-  if (options.model.cpu_demand_factor < 1)
-    return fail("goldminer-sim: --cpu-demand-factor: invalid value: expected >= 1", 2);
-  if (*demand == DemandModel::kCalibrated && command_line.given("cpu-demand-factor"))
-    return fail("goldminer-sim: --cpu-demand-factor applies to --demand-model request only", 2);
-  const CalibratedDemand& cd = options.model.calibrated;
-  if (!(cd.median_cpus_per_gpu > 0) || !(cd.sigma >= 0) || !(cd.max_cpus_per_gpu >= cd.median_cpus_per_gpu))
-    return fail("goldminer-sim: --demand-median must be > 0, --demand-sigma >= 0 and --demand-max >= "
-                "--demand-median",
-                2);
-  if (!(options.model.worker_start_s >= 0) || !(options.model.job_start_s >= 0) || !(options.model.dispatch_s >= 0))
-    return fail("goldminer-sim: --worker-start-s, --job-start-s and --dispatch-s must be >= 0", 2);
-  auto curve = parse_speed_curve(a.speed_curve_text);
-  if (!curve.ok()) return fail(curve.status().message(), 2);
-  options.model.speed_curve = *curve;
-  if (!(options.model.measure_noise >= 0) || !(options.model.measure_noise < 1))
-    return fail("goldminer-sim: --measure-noise: invalid value: expected [0, 1)", 2);
-  if (!(options.model.window_s > 0)) return fail("goldminer-sim: --window-s: invalid value: expected > 0", 2);
-  if (options.model.dw_floor < 0 || options.model.dw_max < 1)
-    return fail("goldminer-sim: --dw-floor must be >= 0 and --dw-max >= 1", 2);
-
-  auto pods = read_pods(trace);
+  if (Status st = complete_options(a, command_line); !st.ok()) return fail(st.message(), 2);
+  auto pods = read_pods(a.trace);
   if (!pods.ok()) return fail("goldminer-sim: " + pods.status().message(), 1);
-  auto nodes = read_nodes(nodes_path);
+  auto nodes = read_nodes(a.nodes_path);
   if (!nodes.ok()) return fail("goldminer-sim: " + nodes.status().message(), 1);
-  ClusterSample sample = sample_cluster(*pods, *nodes, gpus, seed);
-
-  auto result = simulate(sample.pods, sample.nodes, options);
+  const ClusterSample sample = sample_cluster(*pods, *nodes, a.gpus, a.seed);
+  auto result = simulate(sample.pods, sample.nodes, a.options);
   if (!result.ok()) return fail(result.status().message(), 1);
   if (command_line.given("json"))
     std::printf("%s\n", to_json(*result).c_str());
   else
     print_human(*result);
-
-  if (!jobs_csv.empty()) {
-    std::ofstream out(jobs_csv);
-    out << job_records_csv(*result);
-    if (!out.flush()) return fail("goldminer-sim: --jobs-csv: cannot write " + jobs_csv, 1);
-  }
-  if (!plot.empty()) {
-    std::vector<Series> series;
-    std::vector<Policy> plotted = {Policy::kBundled, Policy::kGoldminerJobLevel, Policy::kGoldminer};
-    if (options.policy == Policy::kGoldminerMeasured) plotted.push_back(options.policy);
-    for (Policy p : plotted) {
-      if (p == options.policy) {
-        series.emplace_back(policy_name(p), result->timeline);
-        continue;
-      }
-      SimOptions other = options;
-      other.policy = p;
-      auto r = simulate(sample.pods, sample.nodes, other);
-      if (!r.ok()) return fail(r.status().message(), 1);
-      series.emplace_back(policy_name(p), r->timeline);
-    }
-    char title[160];
-    std::snprintf(title, sizeof(title), "GPU allocation, %.0f GPUs, offered load %.2f", result->gpus,
-                  result->offered_load);
-    std::ofstream out(plot);
-    out << render_allocation_svg(series, title);
-    if (!out.flush()) return fail("goldminer-sim: --plot: cannot write " + plot, 1);
-  }
-  return 0;
+  Status written = a.jobs_csv.empty() ? Status() : write_jobs_csv(a.jobs_csv, *result);
+  if (written.ok() && !a.plot.empty()) written = write_plot(a.plot, sample, a.options, *result);
+  return written.ok() ? 0 : fail(written.message(), 1);
 }

@@ -60,9 +60,10 @@ ignoring cost.)"),
               option("trainer-device", "cuda|cpu", "cuda", "the trainer the cut is priced for: cuda (GPU trainers) or cpu",
                      &a->device_text, R"(The trainer the cut is priced for (\fBcuda\fR: GoldMiner's
 trainers are GPU jobs).)"),
-              option("batch-size", "B", "0", "the job's batch size the cut is priced at (0: the example's)",
+              checked(option("batch-size", "B", "0", "the job's batch size the cut is priced at (0: the example's)",
                      &o.batch_size, "The job's batch size the cut is priced at (0: the example's)."),
-              option("transfer-gbps", "G", "0",
+                      integer_at_least(0)),
+              checked(option("transfer-gbps", "G", "0",
                      "the trainer's share of its node's network, GB/s (0: the NIC's speed from sysfs over the GPUs "
                      "per node)",
                      &o.transfer_gbps, R"(The trainer's share of its node's network in GB/s (bytes). 0:
@@ -73,22 +74,26 @@ speed in \fI/sys/class/net\fR) divided by \fB\-\-gpus\-per\-node\fR;
 figure measured over the real link (for example by
 \fBgoldminer\-consume\fR(1)) can be given here. The report names the
 figure and where it came from.)"),
+                      number_at_least(0)),
               option("network-interface", "IFACE", "",
                      "the interface whose speed --transfer-gbps 0 reads (default: the one GOLDMINER_LISTEN is on, "
                      "else the fastest)",
                      &o.network_interface, R"(The interface whose speed the detected link is (the admin's
 \fBdw_network\fR).)"),
-              option("gpus-per-node", "N", "0", "trainers sharing that interface (0: this node's GPUs)",
+              checked(option("gpus-per-node", "N", "0", "trainers sharing that interface (0: this node's GPUs)",
                      &o.gpus_per_node, R"(Trainers sharing that interface (0: the GPUs in
 \fI/proc/driver/nvidia/gpus\fR, else \fBSLURM_GPUS_ON_NODE\fR, else 1).)"),
+                      integer_at_least(0)),
               flag("pinned", "price host-to-device copies from pinned memory (default pageable)", &a->pinned,
                    R"(Price the host\-to\-device copy from pinned memory (default pageable).)"),
-              option("keep-margin", "F", "0.05",
+              checked(option("keep-margin", "F", "0.05",
                      "a cut must measure this fraction faster than dataset mode to be kept (CPU trainers)",
                      &o.keep_margin, R"(A cut must measure this fraction faster than dataset mode to be kept
 (CPU trainers, see DESCRIPTION).)"),
-              option("repeat", "N", "5", "timed runs per measured program (median)", &o.repeat,
+                      number_at_least_below(0, 1)),
+              checked(option("repeat", "N", "5", "timed runs per measured program (median)", &o.repeat,
                      "Timed runs per measured program; the median is reported."),
+                      integer_at_least(1)),
               flag("no-measure", "do not time the programs on the example (faster; no measured figures, no --advise)",
                    &a->no_measure, R"(Do not time the original and split programs (faster). The measured figures
 are then 0 and \fB\-\-advise\fR is refused. Per\-node times for the cut are
@@ -111,8 +116,9 @@ buffers after the step, bit for bit.)"),
               flag("advise", "print the estimated trainer speedup against the number of data workers", &a->advise,
                    R"(Print the estimated trainer speedup against the number of data workers
 (see ADVICE). \fB\-\-worker\fR and \fB\-\-trainer\fR are then optional.)"),
-              option("max-workers", "K", "16", "largest worker count --advise considers", &a->max_workers,
+              checked(option("max-workers", "K", "16", "largest worker count --advise considers", &a->max_workers,
                      R"(Largest number of data workers \fB\-\-advise\fR considers.)"),
+                      integer_at_least(1)),
               flag("quiet,q", "print nothing but errors", &a->quiet,
                    "Print only errors (and the advice when asked for)."),
           },

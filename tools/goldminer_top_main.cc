@@ -57,37 +57,27 @@ Expected<std::string> fetch(const std::string& ctld, const std::string& path, Cr
   return r->body;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  TopArgs a;
-  CommandLine command_line;
-  if (int rc = parse_main_command_line(top_command(&a), argc, argv, &command_line); rc >= 0) return rc;
-  std::string& ctld = a.ctld;
-  const double interval = a.interval;
-  const bool once = a.once, json = a.json;
-  if (!(interval >= 0.1 && interval <= 3600)) return fail("--interval: must be 0.1 to 3600 seconds", 2);
+// goldminer-ctld's HOST:PORT: --ctld, else GOLDMINER_CTLD, else
+// localhost:6830.
+Expected<std::string> ctld_address(const TopArgs& a) {
+  std::string ctld = a.ctld;
   if (ctld.empty()) {
     auto job = process_job_environment(kReadByTop);
-    if (!job.ok()) return fail(job.status().message(), 2);
+    if (!job.ok()) return job.status();
     ctld = job->ctld.empty() ? "localhost:6830" : job->ctld;
   }
-  if (auto hp = parse_host_port(ctld, "--ctld"); !hp.ok()) return fail(hp.status().message(), 2);
-  std::unique_ptr<CredentialService> munge = munge_credentials(a.munge_socket);
-  if (json || once) {
-    auto body = fetch(ctld, json ? "/jobs" : "/top", munge.get());
-    if (!body.ok()) return fail(body.status().message(), 1);
-    // The table goes to a terminal: nothing in it may be a control
-    // sequence. JSON escapes its own (for scripts, byte for byte).
-    std::fputs(json ? body->c_str() : printable(*body, true).c_str(), stdout);
-    return 0;
-  }
+  if (auto hp = parse_host_port(ctld, "--ctld"); !hp.ok()) return hp.status();
+  return ctld;
+}
+
+// The table, refreshed every `interval` seconds until SIGINT or SIGTERM.
+void watch(const std::string& ctld, double interval, CredentialService* munge) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   while (!g_stop) {
-    auto body = fetch(ctld, "/top", munge.get());
+    auto body = fetch(ctld, "/top", munge);
     char when[32];
     std::time_t t = std::time(nullptr);
     std::tm tm{};
@@ -100,5 +90,25 @@ int main(int argc, char** argv) {
     for (double waited = 0; waited < interval && !g_stop; waited += 0.1)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TopArgs a;
+  CommandLine command_line;
+  if (int rc = parse_main_command_line(top_command(&a), argc, argv, &command_line); rc >= 0) return rc;
+  std::unique_ptr<CredentialService> munge = munge_credentials(a.munge_socket);
+  auto ctld = ctld_address(a);
+  if (!ctld.ok()) return fail(ctld.status().message(), 2);
+  if (!a.json && !a.once) {
+    watch(*ctld, a.interval, munge.get());
+    return 0;
+  }
+  auto body = fetch(*ctld, a.json ? "/jobs" : "/top", munge.get());
+  if (!body.ok()) return fail(body.status().message(), 1);
+  // The table goes to a terminal: nothing in it may be a control
+  // sequence. JSON escapes its own (for scripts, byte for byte).
+  std::fputs(a.json ? body->c_str() : printable(*body, true).c_str(), stdout);
   return 0;
 }

@@ -32,8 +32,9 @@ else localhost:6830.)"),
               flag("json", "print JSON (implies --once)", &a->json,
                    R"(print \fBgoldminer\-ctld\fR's JSON once (see \fBgoldminer\-ctld\fR(8),
 \fBGET /jobs\fR) and exit.)"),
-              option("interval", "S", "2", "seconds between refreshes", &a->interval,
+              checked(option("interval", "S", "2", "seconds between refreshes", &a->interval,
                      "seconds between refreshes (0.1 to 3600)."),
+                      number_in_range(0.1, 3600)),
           },
           {}};
 }

@@ -17,7 +17,7 @@ usage: bench/replay/live_replay.py BUILD_DIR [--seed S] [--jobs N] [--load U] [-
 (root; ../shared/data beside the project; about 18 minutes)
 
 The job list: bench/replay/make_jobs.py (its rules are assumptions, stated
-there and in docs/SIMULATION.md). Each job's model comes from goldminer-sim
+there and in docs/SIMULATION-live.md). Each job's model comes from goldminer-sim
 --jobs-csv, so the live jobs and the simulated ones are the same:
 - a CPU-only job sleeps its run time on the CPUs it asked for;
 - a GPU job's trainer (bench/replay/trainer.py) must consume work_s x F

@@ -7,7 +7,7 @@ usage: make_jobs.py DEV_SLICE.csv OUT_DIR [--seed S] [--jobs N] [--load U] ...
 Writes OUT_DIR/jobs.csv (pods) and OUT_DIR/nodes.csv (the devcluster).
 
 How a trace pod becomes a job (each rule is a modelling assumption, stated
-in docs/SIMULATION.md next to the figures):
+in docs/SIMULATION-live.md next to the figures):
 - The sample: N pods drawn uniformly (seeded) among those the trace ran,
   so GPU and CPU-only pods come in the trace's proportions.
 - GPUs: a pod sharing a fraction of a GPU holds a whole one (Slurm's fake

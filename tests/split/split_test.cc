@@ -459,9 +459,12 @@ TEST_F(CliTest, PricingOptionsAndTheLinkTheyName) {
     const char* message;
   } cases[] = {
       {" --trainer-device gpu", "goldminer-split: --trainer-device: invalid value 'gpu': expected cuda or cpu"},
-      {" --keep-margin 1.5", "goldminer-split: --keep-margin: invalid value: expected a fraction in [0, 1)"},
-      {" --transfer-gbps -1", "goldminer-split: --transfer-gbps: invalid value"},
-      {" --batch-size -4", "goldminer-split: --batch-size: invalid value"},
+      {" --keep-margin 1.5", "goldminer-split: --keep-margin: invalid value '1.5': expected a number >= 0 and < 1"},
+      {" --transfer-gbps -1", "goldminer-split: --transfer-gbps: invalid value '-1': expected a number >= 0"},
+      {" --batch-size -4", "goldminer-split: --batch-size: invalid value '-4': expected an integer >= 0"},
+      {" --gpus-per-node -1", "goldminer-split: --gpus-per-node: invalid value '-1': expected an integer >= 0"},
+      {" --repeat 0", "goldminer-split: --repeat: invalid value '0': expected an integer >= 1"},
+      {" --max-workers 0", "goldminer-split: --max-workers: invalid value '0': expected an integer >= 1"},
   };
   for (const Case& c : cases) {
     CommandResult bad = cli(m + c.args);
