@@ -215,6 +215,7 @@ MaybeFailure trainer_request(ConsumeArgs& a, const CommandLine& command_line, Tr
   r->workers = a.workers;
   r->threads = a.threads;
   r->local_workers_from_environment = false;
+  r->find_data_worker = false;  // a worker that cannot start: the watchdog says so
   if (a.transport == "local") {
     r->listen = "local://consume-" + std::to_string(getpid());  // --listen is for ucx
     o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   request.transports = {"ucx", "local"};
   request.workers = a.workers;
   request.threads = a.threads;
+  request.find_data_worker = false;  // a worker that cannot start says so itself
   auto launch = prepare_command(request);
   if (!launch.ok()) return fail(launch.error().message, launch.error().kind == LaunchError::Kind::kFailed ? 1 : 2);
   launch->export_environment();

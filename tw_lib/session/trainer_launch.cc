@@ -101,14 +101,18 @@ std::optional<LaunchError> resolve_listen(const TrainerRequest& r, const std::st
   return std::nullopt;
 }
 
-// The goldminer-dw processes' options: the program found, the secret.
-std::optional<LaunchError> worker_processes(const std::string& dw, const std::string& secret, int threads,
+// The goldminer-dw processes' options: the program (`find`: found now,
+// else when each starts), the secret.
+std::optional<LaunchError> worker_processes(const std::string& dw, bool find, const std::string& secret, int threads,
                                             WorkerProcessOptions* w) {
-  const char* path = std::getenv("PATH");
-  auto found = find_executable(dw, path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
-  if (!found.ok() || access(found->c_str(), X_OK) != 0)
-    return failed("cannot find the data worker '" + dw + "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
-  w->dw_path = *found;
+  w->dw_path = dw;
+  if (find) {
+    const char* path = std::getenv("PATH");
+    auto found = find_executable(dw, path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+    if (!found.ok() || access(found->c_str(), X_OK) != 0)
+      return failed("cannot find the data worker '" + dw + "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
+    w->dw_path = *found;
+  }
   w->secret = secret;
   w->threads = static_cast<unsigned>(threads);
   return std::nullopt;
@@ -193,8 +197,8 @@ LaunchResult<TrainerSetup> prepare_trainer(TrainerRequest r) {
       return bad_argument(with_value(r, "workers", std::to_string(r.workers)) + " with " + name(r, "transport") +
                           (r.names == ArgumentNames::kKeywords ? " 'ucx'" : " ucx") +
                           " needs a ucx:// address to listen on, not '" + o.listen + "'");
-    if (auto e = worker_processes(data_worker_program(o.dw_program, r.dw_program), o.secret, setup.start.threads,
-                                  &setup.worker))
+    if (auto e = worker_processes(data_worker_program(o.dw_program, r.dw_program), r.find_data_worker, o.secret,
+                                  setup.start.threads, &setup.worker))
       return *e;
   }
   return setup;
@@ -276,14 +280,10 @@ LaunchResult<CommandLaunch> prepare_command(const TrainerRequest& r) {
   }
   if (!mpi) c.set.emplace_back("GOLDMINER_LISTEN", c.address);
   if (r.transport != "local" && std::getenv("UCX_NET_DEVICES") == nullptr) c.set.emplace_back("UCX_NET_DEVICES", "lo");
-  const std::string dw = data_worker_program(job->dw_program, r.dw_program);
-  if (c.start.start == WorkerStart::kLocalProcesses) {
-    if (auto e = worker_processes(dw, c.secret, c.start.threads, &c.worker)) return *e;
-  } else {
-    c.worker.dw_path = dw;
-    c.worker.secret = c.secret;
-    c.worker.threads = static_cast<unsigned>(r.threads);
-  }
+  const int threads = c.start.start == WorkerStart::kLocalProcesses ? c.start.threads : static_cast<int>(r.threads);
+  if (auto e = worker_processes(data_worker_program(job->dw_program, r.dw_program), r.find_data_worker, c.secret,
+                                threads, &c.worker))
+    return *e;
   c.worker.trainer = c.address;
   return c;
 }

@@ -95,6 +95,10 @@ struct TrainerRequest {
   // The goldminer-dw to start when GOLDMINER_DW_PROGRAM is unset; "": the
   // one find_dw_binary() finds.
   std::string dw_program;
+  // Whether a goldminer-dw that cannot be found is an error before
+  // anything starts (goldminer.Session); else each worker that cannot
+  // start exits, as its front door then reports.
+  bool find_data_worker = true;
   ArgumentNames names = ArgumentNames::kKeywords;
   // The session's data options (input, program, batch size, ...); the
   // launch sets its listen, rank0, rank, world_size, secret and workers.

@@ -267,6 +267,11 @@ TEST(TrainerLaunchTest, PlansWhoStartsTheWorkers) {
   EXPECT_EQ(error_of(p, &kind), "cannot find the data worker '" + (d / "no-such-goldminer-dw") +
                                     "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
   EXPECT_EQ(kind, LaunchError::Kind::kFailed);
+  // Not looked for first: each worker that cannot start exits.
+  p.find_data_worker = false;
+  auto unchecked = prepare_trainer(p);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.error().message;
+  EXPECT_EQ(unchecked->worker.dw_path, d / "no-such-goldminer-dw");
 }
 
 TEST(TrainerLaunchTest, ATrainerWithLocalThreadsDeliversAnEpoch) {
