@@ -17,20 +17,18 @@
 #include <fstream>
 #include <optional>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dw_daemon/program.h"
-#include "gmcore/auth.h"
 #include "gmcore/log.h"
-#include "launch/job_environment.h"
-#include "launch/worker_start.h"
 #include "goldminer/session.h"
 #include "tools/goldminer_consume_options.h"
 #include "tw_lib/session/receive_memory.h"
-#include "tw_lib/session/worker_processes.h"
+#include "tw_lib/session/trainer_launch.h"
 
 using namespace goldminer;
 
@@ -149,6 +147,12 @@ struct Failure {
 };
 using MaybeFailure = std::optional<Failure>;
 
+// A launch's error as goldminer-consume says it: its request's or the
+// environment's fault exits 2, a failure 1.
+Failure failure_of(const LaunchError& e) {
+  return Failure{e.message, e.kind == LaunchError::Kind::kFailed ? 1 : 2};
+}
+
 // What the option table's checks cannot: --numa-node's forms and
 // combinations. Sets what follows from them in a.session.
 MaybeFailure check_options(ConsumeArgs& a) {
@@ -173,25 +177,12 @@ MaybeFailure check_options(ConsumeArgs& a) {
 // OMPI_COMM_WORLD_SIZE, `srun --mpi=pmix` PMIX_RANK). Without one, this
 // program runs again under mpirun as rank 0, the workers as ranks 1..N;
 // returns only when that cannot start.
-Failure run_under_mpirun(const ConsumeArgs& a, int argc, char** argv) {
-  if (a.workers == 0) return Failure{"--transport mpi starts its workers itself: --workers must be at least 1"};
-  auto job = process_job_environment(kReadBySession);
-  if (!job.ok()) return Failure{job.status().message()};
-  auto secret = auth::make_secret();
-  if (!secret.ok()) return Failure{secret.status().message(), 1};
-  setenv("GOLDMINER_SECRET", secret->c_str(), 1);
-  std::vector<std::string> args = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "GOLDMINER_SECRET",
-                                   "-x", "UCX_NET_DEVICES", "-np", "1"};
-  // This program, by its path (mpirun starts it anew).
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  args.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("/proc/self/exe"));
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  for (const std::string& w : {std::string(":"), std::string("-np"), std::to_string(a.workers), find_dw_binary(job->dw_program),
-                               std::string("--trainer"), std::string("mpi://"), std::string("--threads"),
-                               std::to_string(a.threads)})
-    args.push_back(w);
-  if (std::getenv("UCX_NET_DEVICES") == nullptr) setenv("UCX_NET_DEVICES", "lo", 1);
+Failure run_under_mpirun(const ConsumeArgs& a, const TrainerRequest& request, int argc, char** argv) {
+  auto launch = prepare_command(request);
+  if (!launch.ok()) return failure_of(launch.error());
+  launch->export_environment();
+  std::vector<std::string> args =
+      mpirun_command(*launch, std::vector<std::string>(argv, argv + argc), a.workers, a.threads);
   std::vector<char*> cargs;
   for (auto& arg : args) cargs.push_back(arg.data());
   cargs.push_back(nullptr);
@@ -199,14 +190,13 @@ Failure run_under_mpirun(const ConsumeArgs& a, int argc, char** argv) {
   return Failure{std::string("cannot run mpirun: ") + std::strerror(errno), 1};
 }
 
-// The session's options from the environment (GOLDMINER_SECRET or
-// GOLDMINER_SECRET_FILE as for goldminer-dw, the rank, GOLDMINER_LISTEN)
-// and the command line; a fresh secret for the workers this run starts;
-// where it listens for the transport and who starts the workers (`start`:
-// the session itself for local, this program for ucx, mpirun for mpi).
-// The samples a resumed epoch had seen go to `seen_before`.
-MaybeFailure configure_session(ConsumeArgs& a, const CommandLine& command_line, const WorkerStartPlan& start,
-                               std::vector<std::pair<uint64_t, uint64_t>>* seen_before) {
+// The trainer goldminer-consume asks for: its options over the job's
+// environment (GOLDMINER_SECRET or GOLDMINER_SECRET_FILE as for
+// goldminer-dw, the rank, GOLDMINER_LISTEN), its --workers alone (not
+// GOLDMINER_LOCAL_WORKERS). The samples a resumed epoch had seen go to
+// `seen_before`.
+MaybeFailure trainer_request(ConsumeArgs& a, const CommandLine& command_line, TrainerRequest* r,
+                             std::vector<std::pair<uint64_t, uint64_t>>* seen_before) {
   SessionOptions& o = a.session;
   o.input = a.input;
   if (!a.program_path.empty()) {
@@ -214,51 +204,28 @@ MaybeFailure configure_session(ConsumeArgs& a, const CommandLine& command_line, 
     if (!p.ok()) return Failure{"--program: " + p.status().message()};
     o.program = std::move(p).value();
   }
-  Status env = o.from_environment();
-  if (!env.ok()) return Failure{env.message()};
-  const uint32_t task_rank = o.rank;  // as the environment says
-  if (a.world_size != -1) {
-    if (a.world_size < 1 || a.world_size > 65536) return Failure{"--world-size: must be 1..65536"};
-    o.world_size = static_cast<uint32_t>(a.world_size);
-    if (a.rank == -1) o.rank = 0;
-  }
-  if (a.rank != -1) {
-    if (a.rank < 0 || a.rank >= static_cast<int64_t>(o.world_size))
-      return Failure{"--rank: " + std::to_string(a.rank) + " is not a rank of world size " +
-                     std::to_string(o.world_size) + " (ranks are 0.." + std::to_string(o.world_size - 1) + ")"};
-    o.rank = static_cast<uint32_t>(a.rank);
-  }
-  if (o.rank != task_rank) o.rank_listen.clear();  // the port reserved for another rank
-  // --listen's default: GOLDMINER_LISTEN (a --goldminer batch job's).
-  if (a.listen.empty()) a.listen = o.rank0;  // from_environment: GOLDMINER_LISTEN
-  o.listen.clear();
-  o.local_workers = 0;
-  if (o.secret.empty()) {
-    auto secret = auth::make_secret();
-    if (!secret.ok()) return Failure{secret.status().message(), 1};
-    o.secret = *secret;
-  }
   if (!a.resume.empty()) {
     LeasePosition p;
     Status s = read_state(a.resume, &p, seen_before);
     if (!s.ok()) return Failure{"--resume: " + s.message()};
     o.resume = p;
   }
+  r->names = ArgumentNames::kOptions;
+  r->transport = a.transport;
+  r->workers = a.workers;
+  r->threads = a.threads;
+  r->local_workers_from_environment = false;
+  r->find_data_worker = false;  // a worker that cannot start: the watchdog says so
   if (a.transport == "local") {
-    o.listen = "local://consume-" + std::to_string(getpid());
-    o.local_workers = start.start == WorkerStart::kLocalThreads ? static_cast<uint32_t>(start.workers) : 0;
-    o.local_worker_threads = a.threads;
+    r->listen = "local://consume-" + std::to_string(getpid());  // --listen is for ucx
     o.program_loader = [](const std::string& bytes) { return dw::load_torchscript(bytes, 1); };
-  } else if (a.transport == "mpi") {
-    o.listen = "mpi://";
-  } else {
-    const std::string& listen = a.listen;
-    o.listen = listen.empty() ? "ucx://127.0.0.1:0" : (listen.rfind("ucx://", 0) == 0 ? listen : "ucx://" + listen);
-    if (!a.rank0.empty()) o.rank0 = a.rank0.rfind("ucx://", 0) == 0 ? a.rank0 : "ucx://" + a.rank0;
-    // Sharing workers through rank 0: rank 0 listens at rank0, the others
-    // where the session picks (Session::create), unless --listen says.
-    if (o.world_size > 1 && !o.rank0.empty() && !command_line.given("listen")) o.listen.clear();
+  } else if (a.transport == "ucx" && command_line.given("listen")) {
+    r->listen = a.listen;
   }
+  r->rank0 = a.rank0;
+  if (a.rank != -1) r->rank = a.rank;
+  if (a.world_size != -1) r->world_size = a.world_size;
+  r->session = o;
   return std::nullopt;
 }
 
@@ -267,8 +234,8 @@ MaybeFailure configure_session(ConsumeArgs& a, const CommandLine& command_line, 
 // why and exits 1. Watches until stop() (or its end).
 class WorkerWatchdog {
  public:
-  WorkerWatchdog(const std::vector<pid_t>& pids, bool active, Session& session)
-      : pids_(pids), watching_(active), thread_([this, &session] { watch(session); }) {}
+  WorkerWatchdog(WorkerProcesses& workers, bool active, Session& session)
+      : workers_(workers), watching_(active), thread_([this, &session] { watch(session); }) {}
   ~WorkerWatchdog() { stop(); }
   void stop() {
     watching_ = false;
@@ -277,23 +244,19 @@ class WorkerWatchdog {
 
  private:
   void watch(Session& session) {
-    std::vector<int> status(pids_.size(), -1);
+    std::map<pid_t, int> exits;  // exit status, or 128 + signal
     auto since = std::chrono::steady_clock::now();
     while (watching_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      size_t exited = 0;
-      for (size_t i = 0; i < pids_.size(); ++i) {
-        int st = 0;
-        if (status[i] == -1 && waitpid(pids_[i], &st, WNOHANG) == pids_[i])
-          status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (status[i] != -1) ++exited;
-      }
-      if (exited < pids_.size() || session.metrics().workers > 0) {
+      for (const WorkerProcesses::Exit& e : workers_.reap())
+        exits[e.pid] = WIFEXITED(e.status) ? WEXITSTATUS(e.status) : 128 + WTERMSIG(e.status);
+      if (!workers_.running().empty() || session.metrics().workers > 0) {
         since = std::chrono::steady_clock::now();
       } else if (std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
         std::string list;
-        for (size_t i = 0; i < pids_.size(); ++i)
-          list += (i ? ", " : "") + std::to_string(pids_[i]) + " exited " + std::to_string(status[i]);
+        for (pid_t pid : workers_.started())
+          list += (list.empty() ? "" : ", ") + std::to_string(pid) + " exited " +
+                  std::to_string(exits.count(pid) ? exits[pid] : -1);
         std::fprintf(stderr, "goldminer-consume: every worker exited and none is connected (%s); "
                      "see their messages above\n", list.c_str());
         std::fflush(stdout);
@@ -302,7 +265,7 @@ class WorkerWatchdog {
     }
   }
 
-  const std::vector<pid_t> pids_;
+  WorkerProcesses& workers_;
   std::atomic<bool> watching_;
   std::thread thread_;
 };
@@ -323,6 +286,7 @@ struct EpochTally {
 struct Consumer {
   Session& session;
   const ConsumeArgs& args;
+  uint32_t rank, world_size;
   std::vector<uint64_t> per_file, file_start;
   uint64_t batches_total = 0;
 };
@@ -383,7 +347,6 @@ int consume_epoch(Consumer& c, uint32_t e, const std::vector<std::pair<uint64_t,
 // lost and splits failed in this epoch; `missing`: samples that never came.
 void print_epoch(const Consumer& c, const EpochTally& t, const SessionMetrics& m, uint64_t missing, uint64_t lost,
                  uint64_t failed, const std::vector<pid_t>& pids) {
-  const SessionOptions& o = c.args.session;
   const double seconds = std::max(t.seconds, 1e-9);
   if (c.args.json) {
     std::printf("{\"epoch\": %u, \"samples\": %llu, \"unique_samples\": %llu, \"duplicates\": %llu, "
@@ -397,8 +360,8 @@ void print_epoch(const Consumer& c, const EpochTally& t, const SessionMetrics& m
                 static_cast<unsigned long long>(t.batches), t.seconds, t.samples / seconds, t.bytes / seconds,
                 m.trainer_wait_fraction, static_cast<unsigned long long>(lost),
                 static_cast<unsigned long long>(failed), static_cast<unsigned long long>(m.bad_records),
-                cpu_seconds(pids), static_cast<unsigned long long>(t.order), m.max_queued_batches, o.rank,
-                o.world_size, static_cast<unsigned long long>(t.id_sum), c.session.receive_memory().c_str());
+                cpu_seconds(pids), static_cast<unsigned long long>(t.order), m.max_queued_batches, c.rank,
+                c.world_size, static_cast<unsigned long long>(t.id_sum), c.session.receive_memory().c_str());
   } else {
     std::printf("epoch %u: %llu samples (%llu unique, %llu duplicates, %llu missing) in %llu batches, "
                 "%.3f s, %.0f samples/s, %.1f MB/s, trainer waited %.0f%%, %llu workers lost, %llu bad records, "
@@ -443,41 +406,29 @@ int main(int argc, char** argv) {
     log::set_sink([](log::Level level, const std::string& line) {
       if (level == log::Level::kError) std::fprintf(stderr, "%s\n", line.c_str());
     });
+  TrainerRequest request;
+  std::vector<std::pair<uint64_t, uint64_t>> seen_before;
+  if (MaybeFailure f = trainer_request(a, command_line, &request, &seen_before)) return fail(f->message, f->code);
   if (a.transport == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && std::getenv("PMIX_RANK") == nullptr) {
-    const Failure f = run_under_mpirun(a, argc, argv);
+    const Failure f = run_under_mpirun(a, request, argc, argv);
     return fail(f.message, f.code);
   }
-  // Who starts this run's workers (launch/worker_start.h).
-  const WorkerStartPlan start = plan_worker_start(
-      request_on_this_machine(a.transport, static_cast<int>(a.workers), static_cast<int>(a.threads)));
-  std::vector<std::pair<uint64_t, uint64_t>> seen_before;
-  if (MaybeFailure f = configure_session(a, command_line, start, &seen_before)) return fail(f->message, f->code);
-  auto session = Session::create(a.session);
-  if (!session.ok()) return fail(session.status().message(), 1);
-  Session& s = **session;
-  std::fprintf(stderr, "goldminer-consume: listening on %s\n", s.address().c_str());
-
-  std::vector<pid_t> pids;
-  if (start.start == WorkerStart::kLocalProcesses) {
-    WorkerProcessOptions wp;
-    wp.dw_path = find_dw_binary(a.session.dw_program);
-    wp.trainer = s.address();
-    wp.secret = a.session.secret;
-    wp.threads = static_cast<unsigned>(start.threads);
-    for (int i = 0; i < start.workers; ++i) {
-      auto pid = spawn_worker(wp);
-      if (!pid.ok()) return fail(pid.status().message(), 1);
-      pids.push_back(*pid);
-      std::fprintf(stderr, "worker pid %d\n", static_cast<int>(*pid));
-    }
+  auto trainer = launch_trainer(std::move(request));
+  if (!trainer.ok()) {
+    const Failure f = failure_of(trainer.error());
+    return fail(f.message, f.code);
   }
+  Trainer& t = **trainer;
+  Session& s = t.session();
+  std::fprintf(stderr, "goldminer-consume: listening on %s\n", s.address().c_str());
+  for (pid_t pid : t.workers().started()) std::fprintf(stderr, "worker pid %d\n", static_cast<int>(pid));
   std::fflush(stderr);
-  WorkerWatchdog watchdog(pids, !pids.empty() && a.listen.empty(), s);
+  const std::vector<pid_t> pids = t.workers().started();
+  WorkerWatchdog watchdog(t.workers(), !pids.empty() && !t.expects_external_workers(), s);
   // Stops the watchdog, drains the workers, ends those this run started.
   auto shut_down = [&] {
     watchdog.stop();
-    session->reset();
-    stop_workers(pids, SIGTERM, 10);
+    t.close();
   };
   // --min-workers: the first batch is taken (and the first epoch timed)
   // once that many workers are connected.
@@ -488,7 +439,7 @@ int main(int argc, char** argv) {
   // id_sum counts a sample as its place in the input (records of the files
   // before its own, plus its record index): the ranks' sums add up to
   // N(N-1)/2 mod 2^64 exactly when they read every sample once between them.
-  Consumer c{s, a, s.records_per_file(), {}};
+  Consumer c{s, a, t.rank(), t.world_size(), s.records_per_file(), {}};
   c.file_start.assign(c.per_file.size(), 0);
   for (size_t f = 1; f < c.per_file.size(); ++f) c.file_start[f] = c.file_start[f - 1] + c.per_file[f - 1];
   const int rc = consume(c, seen_before, pids);

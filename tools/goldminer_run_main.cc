@@ -7,10 +7,7 @@
 //   local: GOLDMINER_LISTEN=local://run and GOLDMINER_LOCAL_WORKERS=N: the
 //          workers are threads of the trainer process.
 // Exits with the command's status.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,11 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "gmcore/auth.h"
-#include "launch/job_environment.h"
-#include "launch/worker_start.h"
 #include "tools/goldminer_run_options.h"
-#include "tw_lib/session/worker_processes.h"
+#include "tw_lib/session/trainer_launch.h"
 
 using namespace goldminer;
 
@@ -44,60 +38,26 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
-// A TCP port free on 127.0.0.1 now (the trainer binds it moments later).
-Expected<int> free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    const int e = errno;
-    close(fd);
-    return Status::error(std::string("finding a free port: ") + std::strerror(e));
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   RunArgs a;
   CommandLine command_line;
   if (int rc = parse_main_command_line(run_command(&a), argc, argv, &command_line); rc >= 0) return rc;
-  const unsigned workers = a.workers, threads = a.threads;
-  const std::string& transport = a.transport;
+  if (a.command.empty()) return fail("no command: goldminer-run --workers N -- COMMAND [ARG...]", 2);
+  // The command's address, secret and environment, and who starts its
+  // workers: its session (local: GOLDMINER_LOCAL_WORKERS) or this program.
+  TrainerRequest request;
+  request.names = ArgumentNames::kOptions;
+  request.transport = a.transport;
+  request.transports = {"ucx", "local"};
+  request.workers = a.workers;
+  request.threads = a.threads;
+  request.find_data_worker = false;  // a worker that cannot start says so itself
+  auto launch = prepare_command(request);
+  if (!launch.ok()) return fail(launch.error().message, launch.error().kind == LaunchError::Kind::kFailed ? 1 : 2);
+  launch->export_environment();
   std::vector<std::string>& command = a.command;
-  if (command.empty()) return fail("no command: goldminer-run --workers N -- COMMAND [ARG...]", 2);
-
-  // The goldminer-dw to start (GOLDMINER_DW_PROGRAM), read before the
-  // variables set for the command below.
-  auto job = process_job_environment(kReadBySession);
-  if (!job.ok()) return fail(job.status().message(), 2);
-  auto secret = auth::make_secret();
-  if (!secret.ok()) return fail(secret.status().message(), 1);
-  setenv("GOLDMINER_SECRET", secret->c_str(), 1);
-  unsetenv("GOLDMINER_SECRET_FILE");
-  // Who starts the trainer's workers (launch/worker_start.h): its session
-  // (local, told through GOLDMINER_LOCAL_WORKERS) or this program (ucx).
-  const WorkerStartPlan start = plan_worker_start(
-      request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
-  std::string address;
-  if (transport == "local") {
-    address = "local://run";
-    setenv("GOLDMINER_LOCAL_WORKERS",
-           std::to_string(start.start == WorkerStart::kLocalThreads ? start.workers : 0).c_str(), 1);
-  } else {
-    auto port = free_port();
-    if (!port.ok()) return fail(port.status().message(), 1);
-    address = "ucx://127.0.0.1:" + std::to_string(*port);
-    setenv("GOLDMINER_LOCAL_WORKERS", "0", 1);
-    if (std::getenv("UCX_NET_DEVICES") == nullptr) setenv("UCX_NET_DEVICES", "lo", 1);
-  }
-  setenv("GOLDMINER_LISTEN", address.c_str(), 1);
 
   // Until the trainer runs, a signal is held, then forwarded.
   sigset_t block, old;
@@ -122,30 +82,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "goldminer-run: cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
   }
-  std::vector<pid_t> pids;
-  if (start.start == WorkerStart::kLocalProcesses) {
-    WorkerProcessOptions wp;
-    wp.dw_path = find_dw_binary(job->dw_program);
-    wp.trainer = address;
-    wp.secret = *secret;
-    wp.threads = static_cast<unsigned>(start.threads);
-    for (int i = 0; i < start.workers; ++i) {
-      auto pid = spawn_worker(wp);
-      if (!pid.ok()) {
-        stop_workers(pids, SIGTERM, 5);
-        stop_workers({trainer}, SIGTERM, 5);
-        return fail(pid.status().message(), 1);
-      }
-      pids.push_back(*pid);
-      std::fprintf(stderr, "worker pid %d\n", static_cast<int>(*pid));
-    }
+  WorkerProcesses workers;
+  if (Status started = launch->start_workers(&workers); !started.ok()) {
+    stop_workers({trainer}, SIGTERM, 5);
+    return fail(started.message(), 1);
   }
+  for (pid_t pid : workers.started()) std::fprintf(stderr, "worker pid %d\n", static_cast<int>(pid));
   g_trainer = trainer;
   sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 0;
   while (waitpid(trainer, &status, 0) < 0 && errno == EINTR) {
   }
-  stop_workers(pids, SIGTERM, 10);
+  workers.stop(10);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return fail(std::string("the trainer died of signal ") + strsignal(WTERMSIG(status)), 128 + WTERMSIG(status));
   return 1;

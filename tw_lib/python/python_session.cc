@@ -29,14 +29,12 @@
 #include "gm_config.h"
 #include "dw_daemon/program.h"
 #include "dw_daemon/python_program.h"
-#include "gmcore/auth.h"
 #include "launch/job_environment.h"
-#include "launch/worker_start.h"
 #include "goldminer/session.h"
 #include "tw_lib/python/dlpack_export.h"
 #include "tw_lib/python/python_session_doc.h"
 #include "tw_lib/session/session_option_docs.h"
-#include "tw_lib/session/worker_processes.h"
+#include "tw_lib/session/trainer_launch.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;  // "name"_a = value: a keyword of a py::dict
@@ -45,6 +43,7 @@ namespace goldminer {
 namespace {
 
 using python_session_doc::kModuleDoc;
+using python_session_doc::kModuleDocKeywords;
 using python_session_doc::kModuleDocRest;
 
 [[noreturn]] void raise_runtime(const std::string& message) { throw std::runtime_error("goldminer.Session: " + message); }
@@ -75,41 +74,64 @@ struct SampleIds {  // of the last batch, handed out again on every look
   uint32_t samples = 0;
 };
 
-// The goldminer-dw to start: $GOLDMINER_DW_PROGRAM, else the one beside this
-// package (installed: PREFIX/lib/pythonX/dist-packages/goldminer/ -> PREFIX/bin;
-// build tree: BUILDDIR/python/goldminer/ -> BUILDDIR), else find_dw_binary().
-std::string dw_binary(const std::string& configured) {
-  if (!configured.empty()) return configured;
+// The goldminer-dw beside this package (installed: PREFIX/lib/pythonX/
+// dist-packages/goldminer/ -> PREFIX/bin; build tree: BUILDDIR/python/
+// goldminer/ -> BUILDDIR), "" when there is none: what a Session with
+// workers=N starts when GOLDMINER_DW_PROGRAM is unset
+// (data_worker_program, tw_lib/session/trainer_launch.h).
+std::string dw_beside_package() {
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&dw_binary), &info) != 0 && info.dli_fname != nullptr) {
+  if (dladdr(reinterpret_cast<void*>(&dw_beside_package), &info) != 0 && info.dli_fname != nullptr) {
     char resolved[PATH_MAX];
     std::string self = realpath(info.dli_fname, resolved) != nullptr ? resolved : info.dli_fname;
     std::string dir = self.substr(0, self.rfind('/'));
     for (const std::string& c : {dir + "/../../goldminer-dw", dir + "/../../../../bin/goldminer-dw"})
       if (access(c.c_str(), X_OK) == 0) return c;
   }
-  return find_dw_binary("");
-}
-
-bool executable_found(const std::string& path) {
-  if (path.find('/') != std::string::npos) return access(path.c_str(), X_OK) == 0;
-  const char* env = std::getenv("PATH");
-  std::string dirs = env != nullptr ? env : "/usr/bin:/bin";
-  size_t start = 0;
-  for (;;) {
-    const size_t end = dirs.find(':', start);
-    std::string d = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (d.empty()) d = ".";
-    if (access((d + "/" + path).c_str(), X_OK) == 0) return true;
-    if (end == std::string::npos) return false;
-    start = end + 1;
-  }
+  return "";
 }
 
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status));
   return "status " + std::to_string(status);
+}
+
+// The docstring's signature of Session, with SessionOptions' defaults:
+// "Session(input, batch_size=256, *, ...)", wrapped at 96 characters.
+std::string session_signature() {
+  const SessionOptions d;
+  auto number = [](double v) {
+    std::string t = std::to_string(v);
+    return v == static_cast<double>(static_cast<int64_t>(v)) ? std::to_string(static_cast<int64_t>(v)) : t;
+  };
+  auto boolean = [](bool v) { return std::string(v ? "True" : "False"); };
+  const std::vector<std::string> parts = {
+      "input", "batch_size=" + std::to_string(d.batch_size), "*", "program=None", "workers=0",
+      "threads=" + std::to_string(d.local_worker_threads), "transport=\"ucx\"", "listen=None", "seed=None",
+      "shuffle_buffer=" + std::to_string(d.shuffle_buffer), "deterministic=" + boolean(d.deterministic),
+      "shuffle_splits=" + boolean(d.shuffle_splits), "records_per_split=" + std::to_string(d.records_per_split),
+      "max_bad_records=" + std::to_string(d.max_bad_records), "jpeg_decode=\"" + d.jpeg_decode + "\"",
+      "queue_batches=" + std::to_string(d.queue_batches), "timeout=" + number(d.timeout_s), "resume=None",
+      "secret=None", "first_worker_timeout=" + number(d.first_worker_timeout_s), "rank=None", "world_size=None",
+      "drop_last=" + boolean(d.drop_last), "pad=" + boolean(d.pad), "split_retries=" + std::to_string(d.split_retries)};
+  std::string out, line = "Session(";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string part = parts[i] + (i + 1 < parts.size() ? "," : ")");
+    if (line.size() + 1 + part.size() > 96) {
+      out += line + "\n";
+      line = "       ";
+    }
+    line += (line.back() == '(' ? "" : " ") + part;
+  }
+  return out + line;
+}
+
+// A launch's error as goldminer.Session raises it: a bad argument
+// ValueError, anything else RuntimeError.
+[[noreturn]] void raise_launch_error(const LaunchError& e) {
+  if (e.kind == LaunchError::Kind::kBadArgument) throw py::value_error("goldminer.Session: " + e.message);
+  raise_runtime(e.message);
 }
 
 // (goldminer/session.py reads paths and saves ScriptModules, with the trainer's torch.)
@@ -146,7 +168,35 @@ LeasePosition position_from(const py::object& obj) {
   return p;
 }
 
-std::atomic<uint64_t> local_names{0};
+// The keywords that only goldminer.Session checks (goldminer-consume's
+// option table checks its own); rank, world_size, transport, threads and
+// listen are the launch's (tw_lib/session/trainer_launch.h).
+void check_keywords(uint32_t batch_size, uint32_t queue_batches, double timeout, double first_worker_timeout,
+                    const py::object& numa_node, bool drop_last, bool pad) {
+  if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
+  if (queue_batches == 0) throw py::value_error("goldminer.Session: queue_batches must be at least 1");
+  if (!(timeout >= 0)) throw py::value_error("goldminer.Session: timeout must be >= 0 seconds");
+  if (!(first_worker_timeout >= 0))
+    throw py::value_error("goldminer.Session: first_worker_timeout must be >= 0 seconds");
+  if (!numa_node.is_none() && numa_node.cast<int>() < 0)
+    throw py::value_error("goldminer.Session: numa_node must be a node's number (or None)");
+  if (drop_last && pad) throw py::value_error("goldminer.Session: drop_last and pad: one at most");
+}
+
+// No libtorch here: local threads run a TorchScript program wrapped by
+// goldminer/session.py (run by the trainer's torch), which sends it so to
+// transport "local"; beside ucx workers (GOLDMINER_LOCAL_WORKERS) it is
+// wrapped here.
+dw::ProgramLoader program_loader(const SessionOptions& o) {
+  std::string wrapped;
+  if (o.local_workers > 0 && !o.program.empty() && !dw::is_python_program(o.program))
+    wrapped = py::module_::import("goldminer.session").attr("_worker_program")(py::bytes(o.program), "local")
+                  .cast<std::string>();
+  return [wrapped](const std::string& bytes) {
+    const std::string& p = dw::is_python_program(bytes) || wrapped.empty() ? bytes : wrapped;
+    return dw::is_python_program(p) ? dw::load_python_program(p) : dw::load_torchscript(p, 1);
+  };
+}
 
 class PySession {
  public:
@@ -157,20 +207,18 @@ class PySession {
             uint32_t queue_batches, double timeout, const py::object& resume, const py::object& secret,
             double first_worker_timeout, const py::object& rank, const py::object& world_size, bool drop_last,
             bool pad, bool pin_memory, const py::object& numa_node, int cuda_device, uint32_t split_retries) {
-    if (transport != "ucx" && transport != "local")
-      throw py::value_error("goldminer.Session: transport: invalid value '" + transport + "': expected ucx or local");
-    if (batch_size == 0) throw py::value_error("goldminer.Session: batch_size must be at least 1");
-    if (threads == 0) throw py::value_error("goldminer.Session: threads must be at least 1");
-    if (queue_batches == 0) throw py::value_error("goldminer.Session: queue_batches must be at least 1");
-    if (!(timeout >= 0)) throw py::value_error("goldminer.Session: timeout must be >= 0 seconds");
-    if (!(first_worker_timeout >= 0))
-      throw py::value_error("goldminer.Session: first_worker_timeout must be >= 0 seconds");
-
-    SessionOptions o;
-    const std::string default_listen = o.listen;
-    Status env = o.from_environment();
-    if (!env.ok()) raise_runtime(env.message());
-    bool listen_given = o.listen != default_listen;  // by the environment
+    check_keywords(batch_size, queue_batches, timeout, first_worker_timeout, numa_node, drop_last, pad);
+    TrainerRequest r;
+    r.transport = transport;
+    r.transports = {"ucx", "local"};
+    r.workers = workers;
+    r.threads = threads;
+    if (!listen.is_none()) r.listen = listen.cast<std::string>();
+    if (!rank.is_none()) r.rank = rank.cast<int64_t>();
+    if (!world_size.is_none()) r.world_size = world_size.cast<int64_t>();
+    if (!secret.is_none()) r.secret = secret.cast<std::string>();
+    r.dw_program = dw_beside_package();
+    SessionOptions& o = r.session;
     o.input = input;
     o.batch_size = batch_size;
     o.program = program_bytes(program);
@@ -185,97 +233,25 @@ class PySession {
     o.first_worker_timeout_s = first_worker_timeout;
     o.split_retries = split_retries;
     if (!resume.is_none()) o.resume = position_from(resume);
-    const uint32_t task_rank = o.rank;  // as the environment says
-    if (!world_size.is_none()) {
-      o.world_size = world_size.cast<uint32_t>();
-      if (o.world_size == 0) throw py::value_error("goldminer.Session: world_size must be at least 1");
-      if (rank.is_none()) o.rank = 0;
-    }
-    if (!rank.is_none()) {
-      o.rank = rank.cast<uint32_t>();
-      if (o.rank >= o.world_size)
-        throw py::value_error("goldminer.Session: rank " + std::to_string(o.rank) + " is not a rank of world_size " +
-                              std::to_string(o.world_size));
-    }
-    if (o.rank != task_rank) o.rank_listen.clear();  // the port reserved for another rank
+    o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
     o.drop_last = drop_last;
     o.pad = pad;
     o.pin_memory = pin_memory;
-    if (!numa_node.is_none()) {
-      o.numa_node = numa_node.cast<int>();
-      if (o.numa_node < 0) throw py::value_error("goldminer.Session: numa_node must be a node's number (or None)");
-    }
+    if (!numa_node.is_none()) o.numa_node = numa_node.cast<int>();
     o.cuda_device = cuda_device;
-    if (drop_last && pad) throw py::value_error("goldminer.Session: drop_last and pad: one at most");
-    o.seed = !seed.is_none() ? seed.cast<uint64_t>() : (o.resume ? o.resume->seed : 0);
-    if (!listen.is_none()) {
-      std::string l = listen.cast<std::string>();
-      if (l.find("://") == std::string::npos) l = "ucx://" + l;
-      o.listen = l;
-      listen_given = true;
-    } else if (transport == "local" && !listen_given) {
-      o.listen = "local://goldminer-py-" + std::to_string(getpid()) + "-" + std::to_string(local_names++);
-    }
-    if (!secret.is_none()) o.secret = secret.cast<std::string>();
-    if (o.secret.empty()) {
-      auto s = auth::make_secret();
-      if (!s.ok()) raise_runtime(s.status().message());
-      o.secret = *s;
-    }
-    // Who starts the workers (launch/worker_start.h): the session itself
-    // (local) or this object (ucx: goldminer-dw processes).
-    const WorkerStartPlan start =
-        plan_worker_start(request_on_this_machine(transport, static_cast<int>(workers), static_cast<int>(threads)));
-    if (start.start == WorkerStart::kLocalThreads) o.local_workers = static_cast<uint32_t>(start.workers);
-    o.local_worker_threads = threads;
-    // No libtorch here: local threads run a TorchScript program wrapped by
-    // goldminer/session.py (run by the trainer's torch), which sends it so to
-    // transport "local"; beside ucx workers (GOLDMINER_LOCAL_WORKERS) it is wrapped here.
-    std::string wrapped;
-    if (o.local_workers > 0 && !o.program.empty() && !dw::is_python_program(o.program))
-      wrapped = py::module_::import("goldminer.session").attr("_worker_program")(py::bytes(o.program), "local")
-                    .cast<std::string>();
-    o.program_loader = [wrapped](const std::string& bytes) {
-      const std::string& p = dw::is_python_program(bytes) || wrapped.empty() ? bytes : wrapped;
-      return dw::is_python_program(p) ? dw::load_python_program(p) : dw::load_torchscript(p, 1);
-    };
-    expect_external_ = listen_given;
-    rank_ = o.rank;
-    world_size_ = o.world_size;
-    local_workers_ = o.local_workers;
 
-    WorkerProcessOptions wp;
-    if (start.start == WorkerStart::kLocalProcesses) {
-      if (o.listen.rfind("ucx://", 0) != 0)
-        throw py::value_error("goldminer.Session: workers=" + std::to_string(workers) +
-                              " with transport 'ucx' needs a ucx:// address to listen on, not '" + o.listen + "'");
-      wp.dw_path = dw_binary(o.dw_program);
-      if (!executable_found(wp.dw_path))
-        raise_runtime("cannot find the data worker '" + wp.dw_path +
-                      "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
-      wp.secret = o.secret;
-      wp.threads = static_cast<unsigned>(start.threads);
-    }
-
-    Expected<std::unique_ptr<Session>> created = Status::error("not created");
+    auto setup = prepare_trainer(std::move(r));
+    if (!setup.ok()) raise_launch_error(setup.error());
+    setup->session.program_loader = program_loader(setup->session);
+    LaunchResult<std::unique_ptr<Trainer>> started = LaunchError{};
     {
       py::gil_scoped_release release;
-      created = Session::create(std::move(o));
+      started = start_trainer(std::move(*setup));
     }
-    if (!created.ok()) raise_runtime(created.status().message());
-    session_ = std::move(created).value();
-    if (!wp.dw_path.empty()) {
-      wp.trainer = session_->address();
-      for (int i = 0; i < start.workers; ++i) {
-        auto pid = spawn_worker(wp);
-        if (!pid.ok()) {
-          close();
-          raise_runtime(pid.status().message());
-        }
-        pids_.push_back(*pid);
-        spawned_.push_back(*pid);
-      }
-    }
+    if (!started.ok()) raise_launch_error(started.error());
+    trainer_ = std::move(*started);
+    rank_ = trainer_->rank();
+    world_size_ = trainer_->world_size();
   }
 
   ~PySession() {
@@ -286,32 +262,16 @@ class PySession {
   }
 
   void close() {
-    if (!session_ && pids_.empty()) return;
-    std::unique_ptr<Session> s = std::move(session_);
-    std::vector<pid_t> pids = std::move(pids_);
-    pids_.clear();
+    if (!trainer_) return;
+    std::unique_ptr<Trainer> t = std::move(trainer_);
     last_ids_ = SampleIds();
     py::gil_scoped_release release;
-    // SIGTERM first, while the session still answers: a goldminer-dw that
-    // is still starting or in its handshake finishes that and leaves (with
-    // the listener gone it would wait out its send timeout). Then the
-    // session drains the connected ones as it ends.
-    for (pid_t p : pids) kill(p, SIGTERM);
-    if (s && !pids.empty()) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      while (std::chrono::steady_clock::now() < deadline) {
-        reap_ended(&pids);
-        if (pids.empty() || all_connected(*s, pids)) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
-    s.reset();  // drains the connected workers
-    stop_workers(pids, SIGTERM, 10);
+    t->close();
   }
 
   Session& session() {
-    if (!session_) raise_runtime("the session is closed");
-    return *session_;
+    if (!trainer_) raise_runtime("the session is closed");
+    return trainer_->session();
   }
 
   py::tuple next() {
@@ -390,19 +350,30 @@ class PySession {
   uint32_t world_size() const { return world_size_; }
   std::vector<std::string> files() { return session().files(); }
   std::vector<uint64_t> records_per_file() { return session().records_per_file(); }
-  std::vector<int> worker_pids() const { return std::vector<int>(pids_.begin(), pids_.end()); }
+  std::vector<int> worker_pids() const {
+    if (!trainer_) return {};
+    const std::vector<pid_t>& running = trainer_->workers().running();
+    return std::vector<int>(running.begin(), running.end());
+  }
 
  private:
+  Trainer& trainer() {
+    if (!trainer_) raise_runtime("the session is closed");
+    return *trainer_;
+  }
+
   // Until the first worker has joined, when only the goldminer-dw this
   // session started can deliver: waits for one to join, or raises when all
   // have exited (a worker that cannot start or connect), and lets Ctrl-C in.
   void await_first_worker() {
-    if (worker_seen_ || spawned_.empty() || local_workers_ > 0 || expect_external_) return;
+    Trainer& t = trainer();
+    if (worker_seen_ || t.workers().started().empty() || t.local_workers() > 0 || t.expects_external_workers())
+      return;
     for (;;) {
       check_workers();  // reaps first, so a join seen below came before the exits
       // One joined: it may since have left with an error the session holds
       // (a corrupt record, a program that does not load): next() says.
-      const SessionMetrics m = session_->metrics();
+      const SessionMetrics m = t.session().metrics();
       if (m.workers > 0 || m.workers_lost > 0 || !m.per_worker.empty() || m.queue_batches > 0) {
         worker_seen_ = true;
         return;
@@ -410,7 +381,7 @@ class PySession {
       // All gone before one was seen to join. Exit status 1 is also how a
       // worker ends that joined and reported its error to the session (it
       // may have come and gone between two looks): then next() says why.
-      if (pids_.empty()) {
+      if (t.workers().running().empty()) {
         if (!all_status_1_) raise_all_exited();
         worker_seen_ = true;
         return;
@@ -423,50 +394,24 @@ class PySession {
     }
   }
 
-  // Whether every one of `pids` is an authenticated worker of `s` (a
-  // goldminer-dw introduces itself as HOST:PID).
-  static bool all_connected(const Session& s, const std::vector<pid_t>& pids) {
-    const SessionMetrics m = s.metrics();
-    for (pid_t p : pids) {
-      const std::string suffix = ":" + std::to_string(p);
-      bool found = false;
-      for (const auto& w : m.per_worker)
-        if (w.id.size() > suffix.size() && w.id.compare(w.id.size() - suffix.size(), suffix.size(), suffix) == 0)
-          found = true;
-      if (!found) return false;
-    }
-    return true;
-  }
-
   // Reaps the goldminer-dw this session started that exited.
   void check_workers() {
-    for (size_t i = 0; i < pids_.size();) {
-      int status = 0;
-      const pid_t r = waitpid(pids_[i], &status, WNOHANG);
-      if (r == pids_[i]) {
-        exits_.push_back("pid " + std::to_string(pids_[i]) + ": " + describe_exit(status));
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1) all_status_1_ = false;
-        pids_.erase(pids_.begin() + static_cast<long>(i));
-      } else {
-        ++i;
-      }
+    for (const WorkerProcesses::Exit& e : trainer().workers().reap()) {
+      exits_.push_back("pid " + std::to_string(e.pid) + ": " + describe_exit(e.status));
+      if (!WIFEXITED(e.status) || WEXITSTATUS(e.status) != 1) all_status_1_ = false;
     }
   }
 
   [[noreturn]] void raise_all_exited() {
     std::string why;
     for (const auto& e : exits_) why += (why.empty() ? "" : ", ") + e;
-    raise_runtime("all " + std::to_string(spawned_.size()) + " goldminer-dw workers it started have exited (" + why +
-                  "); none is left to deliver the epoch");
+    raise_runtime("all " + std::to_string(trainer().workers().started().size()) +
+                  " goldminer-dw workers it started have exited (" + why + "); none is left to deliver the epoch");
   }
 
-  std::unique_ptr<Session> session_;
-  std::vector<pid_t> pids_;     // started and not yet reaped
-  std::vector<pid_t> spawned_;  // every one started
+  std::unique_ptr<Trainer> trainer_;
+  uint32_t rank_ = 0, world_size_ = 1;  // also once closed
   std::vector<std::string> exits_;
-  uint32_t local_workers_ = 0;
-  bool expect_external_ = false;
-  uint32_t rank_ = 0, world_size_ = 1;
   bool worker_seen_ = false;
   bool all_status_1_ = true;  // of those reaped
   SampleIds last_ids_;
@@ -479,7 +424,8 @@ class PySession {
 PYBIND11_MODULE(_session, m) {
   namespace gm = goldminer;
   // Kept for the module's life: pybind11 stores the pointer.
-  static const std::string doc = std::string(gm::kModuleDoc) + gm::session_keyword_docs() + gm::kModuleDocRest;
+  static const std::string doc = std::string(gm::kModuleDoc) + gm::session_signature() + gm::kModuleDocKeywords +
+                                 gm::session_keyword_docs() + gm::kModuleDocRest;
   m.doc() = doc.c_str();
   m.attr("__version__") = PACKAGE_VERSION;
   m.attr("DEFAULT_BATCH_SIZE") = goldminer::kDefaultBatchSize;
@@ -491,26 +437,28 @@ PYBIND11_MODULE(_session, m) {
       [] {
         auto job = gm::process_job_environment(gm::kReadBySession);
         if (!job.ok()) gm::raise_runtime(job.status().message());
-        return gm::dw_binary(job->dw_program);
+        return gm::data_worker_program(job->dw_program, gm::dw_beside_package());
       },
       "The goldminer-dw a Session with workers=N starts (python -m goldminer --version).");
+  // The keywords' defaults are SessionOptions' (include/goldminer/session.h).
+  const gm::SessionOptions d;
   py::class_<gm::PySession>(m, "Session", "A GoldMiner trainer session; see help(goldminer._session).")
       .def(py::init<const std::string&, uint32_t, const py::object&, uint32_t, uint32_t, const std::string&,
                     const py::object&, const py::object&, uint32_t, bool, bool, uint64_t, uint64_t, const std::string&,
                     uint32_t, double,
                     const py::object&, const py::object&, double, const py::object&, const py::object&, bool, bool, bool,
                     const py::object&, int, uint32_t>(),
-           py::arg("input"), py::arg("batch_size") = goldminer::kDefaultBatchSize, py::kw_only(),
-           py::arg("program") = py::none(),
-           py::arg("workers") = 0, py::arg("threads") = 1, py::arg("transport") = "ucx",
-           py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = 0,
-           py::arg("deterministic") = false, py::arg("shuffle_splits") = true, py::arg("records_per_split") = 0,
-           py::arg("max_bad_records") = 0, py::arg("jpeg_decode") = "full",
-           py::arg("queue_batches") = 64, py::arg("timeout") = 0.0, py::arg("resume") = py::none(),
-           py::arg("secret") = py::none(), py::arg("first_worker_timeout") = 1800.0, py::arg("rank") = py::none(),
-           py::arg("world_size") = py::none(), py::arg("drop_last") = false, py::arg("pad") = false,
-           py::arg("pin_memory") = false, py::arg("numa_node") = py::none(), py::arg("cuda_device") = -1,
-           py::arg("split_retries") = 3)
+           py::arg("input"), py::arg("batch_size") = d.batch_size, py::kw_only(), py::arg("program") = py::none(),
+           py::arg("workers") = 0, py::arg("threads") = d.local_worker_threads, py::arg("transport") = "ucx",
+           py::arg("listen") = py::none(), py::arg("seed") = py::none(), py::arg("shuffle_buffer") = d.shuffle_buffer,
+           py::arg("deterministic") = d.deterministic, py::arg("shuffle_splits") = d.shuffle_splits,
+           py::arg("records_per_split") = d.records_per_split, py::arg("max_bad_records") = d.max_bad_records,
+           py::arg("jpeg_decode") = d.jpeg_decode, py::arg("queue_batches") = d.queue_batches,
+           py::arg("timeout") = d.timeout_s, py::arg("resume") = py::none(), py::arg("secret") = py::none(),
+           py::arg("first_worker_timeout") = d.first_worker_timeout_s, py::arg("rank") = py::none(),
+           py::arg("world_size") = py::none(), py::arg("drop_last") = d.drop_last, py::arg("pad") = d.pad,
+           py::arg("pin_memory") = d.pin_memory, py::arg("numa_node") = py::none(),
+           py::arg("cuda_device") = d.cuda_device, py::arg("split_retries") = d.split_retries)
       .def("__iter__", [](py::object self) { return self; })
       .def("__len__", &gm::PySession::batches_per_epoch,
            "Batches in this epoch (this rank's; fewer when corrupt records are skipped).")

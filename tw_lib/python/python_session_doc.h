@@ -1,7 +1,7 @@
 // The docstring of goldminer._session (goldminer.Session's options and
 // use), kept apart from the binding code in python_session.cc, its only
-// includer: kModuleDoc, then the keywords goldminer-consume shares
-// (session_keyword_docs()), then kModuleDocRest.
+// includer: kModuleDoc, the signature, kModuleDocKeywords, then the keywords
+// goldminer-consume shares (session_keyword_docs()), then kModuleDocRest.
 #ifndef GOLDMINER_TW_LIB_PYTHON_SESSION_DOC_H_
 #define GOLDMINER_TW_LIB_PYTHON_SESSION_DOC_H_
 
@@ -16,11 +16,11 @@ inline constexpr const char kModuleDoc[] = R"doc(GoldMiner trainer session: batc
             for label, dense, sparse in session:   # one epoch per `for`
                 ...
 
-Session(input, batch_size=256, *, program=None, workers=0, threads=1, transport="ucx",
-        listen=None, seed=None, shuffle_buffer=0, deterministic=False, shuffle_splits=True,
-        records_per_split=0, max_bad_records=0, jpeg_decode="full", queue_batches=64, timeout=0,
-        resume=None, secret=None, first_worker_timeout=1800, rank=None, world_size=None,
-        drop_last=False, pad=False, split_retries=3)
+)doc";
+
+// After the signature (written from SessionOptions' defaults by
+// python_session.cc), the keywords.
+inline constexpr const char kModuleDocKeywords[] = R"doc(
 
   input            "FORMAT:PATH[,PATH...]", FORMAT one of criteo-tsv, csv, tfrecord, jpeg, text,
                    or "index:N" (the integers 0 .. N-1: goldminer.DataLoader's positions).

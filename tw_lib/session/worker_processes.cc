@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -88,6 +89,69 @@ void stop_workers(const std::vector<pid_t>& pids, int sig, double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+WorkerProcesses::WorkerProcesses(WorkerProcesses&& other) noexcept
+    : started_(std::move(other.started_)), running_(std::move(other.running_)) {
+  other.started_.clear();
+  other.running_.clear();
+}
+
+WorkerProcesses& WorkerProcesses::operator=(WorkerProcesses&& other) noexcept {
+  if (this != &other) {
+    stop();
+    started_ = std::move(other.started_);
+    running_ = std::move(other.running_);
+    other.started_.clear();
+    other.running_.clear();
+  }
+  return *this;
+}
+
+WorkerProcesses::~WorkerProcesses() { stop(); }
+
+Status WorkerProcesses::start(const WorkerProcessOptions& options, int count) {
+  std::vector<pid_t> now;
+  for (int i = 0; i < count; ++i) {
+    auto pid = spawn_worker(options);
+    if (!pid.ok()) {
+      stop_workers(now, SIGTERM, 5);
+      for (pid_t p : now) {
+        running_.erase(std::find(running_.begin(), running_.end(), p));
+        started_.erase(std::find(started_.begin(), started_.end(), p));
+      }
+      return pid.status();
+    }
+    now.push_back(*pid);
+    started_.push_back(*pid);
+    running_.push_back(*pid);
+  }
+  return Status();
+}
+
+std::vector<WorkerProcesses::Exit> WorkerProcesses::reap() {
+  std::vector<Exit> exits;
+  for (size_t i = 0; i < running_.size();) {
+    int status = 0;
+    const pid_t r = waitpid(running_[i], &status, WNOHANG);
+    if (r == running_[i] || (r < 0 && errno == ECHILD)) {
+      if (r == running_[i]) exits.push_back({r, status});
+      running_.erase(running_.begin() + static_cast<long>(i));
+    } else {
+      ++i;
+    }
+  }
+  return exits;
+}
+
+void WorkerProcesses::signal(int sig) const {
+  for (pid_t p : running_) kill(p, sig);
+}
+
+void WorkerProcesses::stop(double timeout_s) {
+  if (running_.empty()) return;
+  stop_workers(running_, SIGTERM, timeout_s);
+  running_.clear();
 }
 
 }  // namespace goldminer

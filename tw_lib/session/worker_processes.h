@@ -41,6 +41,41 @@ void stop_workers(const std::vector<pid_t>& pids, int sig, double timeout_s);
 // and takes them off the list.
 void reap_ended(std::vector<pid_t>* pids);
 
+// The goldminer-dw processes one trainer started (tw_lib/session/
+// trainer_launch.h): those still running are stopped (stop()) when it is
+// destroyed, so no front door leaves a worker behind. Movable, not
+// copyable; thread-compatible, not thread-safe.
+class WorkerProcesses {
+ public:
+  // How one ended: its pid and waitpid's status.
+  struct Exit {
+    pid_t pid = 0;
+    int status = 0;
+  };
+
+  WorkerProcesses() = default;
+  WorkerProcesses(WorkerProcesses&& other) noexcept;
+  WorkerProcesses& operator=(WorkerProcesses&& other) noexcept;
+  WorkerProcesses(const WorkerProcesses&) = delete;
+  WorkerProcesses& operator=(const WorkerProcesses&) = delete;
+  ~WorkerProcesses();
+
+  // Starts `count` more workers; when one cannot start, stops those this
+  // call started and says why.
+  Status start(const WorkerProcessOptions& options, int count);
+  const std::vector<pid_t>& started() const { return started_; }  // every one, in order
+  const std::vector<pid_t>& running() const { return running_; }  // started, not reaped
+  // Reaps those that have ended, without waiting for the others.
+  std::vector<Exit> reap();
+  // Sends `sig` to those not reaped.
+  void signal(int sig) const;
+  // SIGTERM to those not reaped, waits up to `timeout_s`, then SIGKILL.
+  void stop(double timeout_s = 10);
+
+ private:
+  std::vector<pid_t> started_, running_;
+};
+
 }  // namespace goldminer
 
 #endif  // GOLDMINER_TW_LIB_WORKER_PROCESSES_H_
