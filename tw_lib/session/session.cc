@@ -87,16 +87,13 @@ uint64_t plan_fingerprint(const SessionOptions& o, const std::vector<InputSplit>
 }  // namespace
 
 Session::Impl::Impl(SessionOptions options, readers::DatasetPlan plan, LeaseTable table)
-    : o_(std::move(options)), plan_(std::move(plan)), table_(std::move(table)), deal_table_(table_) {
-  epoch_started_ = Clock::now();
-  consumer_epoch_ = table_.epoch();
-  if (o_.resume) {
-    for (uint64_t id : o_.resume->done) consumed_done_.insert(id);
-    for (auto [id, n] : o_.resume->partial) consumed_[id] = n;
-    bad_records_ = consumed_bad_ = o_.resume->bad_records;
-  }
-  if (o_.deterministic)
-    reorder_.start(table_.epoch_order(), consumed_done_, {consumed_.begin(), consumed_.end()});
+    : o_(std::move(options)),
+      plan_(std::move(plan)),
+      table_(std::move(table)),
+      ranks_(o_.world_size),
+      queue_(o_, table_.epoch(), o_.deterministic ? table_.epoch_order() : std::vector<uint64_t>()),
+      deal_table_(table_) {
+  if (o_.resume) counters_.bad_records = o_.resume->bad_records;
   StreamConfig stream;
   stream.batch_size = o_.batch_size;
   stream.shuffle_buffer = o_.shuffle_buffer;
@@ -158,7 +155,18 @@ Status Session::Impl::start() {
     });
   }
   if (o_.elastic.launcher) elastic_ = std::thread([this] { elastic_loop(); });
-  if (o_.rank > 0 && !o_.rank0.empty()) rank_link_ = std::thread([this] { rank_link(); });
+  if (o_.rank > 0 && !o_.rank0.empty()) {
+    // This rank's figures for rank 0, every second (RankStatus).
+    rank_link_ = std::make_unique<RankLink>(o_, peer_auth_, address_, [this] {
+      wire::RankStatus st;
+      std::lock_guard<std::mutex> lock(mu_);
+      st.workers = static_cast<uint32_t>(counters_.per_worker.size());
+      st.batches_arrived = counters_.arrived_total;
+      st.left_unasked = static_cast<uint32_t>(counters_.left_unasked);
+      return st;
+    });
+    rank_link_->start();
+  }
   return Status();
 }
 
@@ -173,7 +181,7 @@ Session::Impl::~Impl() {
   // which ends them.
   stop_ = true;
   local_stop_ = true;
-  if (rank_link_.joinable()) rank_link_.join();
+  if (rank_link_) rank_link_->stop();
   if (loop_.joinable()) loop_.join();
   for (auto& t : local_) t.join();
   // Those the launcher started and that never joined: cancelled or told
@@ -183,60 +191,38 @@ Session::Impl::~Impl() {
 
 Expected<std::optional<SessionBatch>> Session::Impl::next(const std::function<bool()>& interrupted) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (want_next_epoch_) {
-    // The consumer saw the end of the previous epoch: start the next.
-    want_next_epoch_ = false;
-    start_next_epoch_ = true;
-    ++consumer_epoch_;
-    consumed_.clear();
-    consumed_done_.clear();
-    consumer_reset_rates();
-  }
+  // The consumer saw the end of the previous epoch: start the next.
+  if (queue_.begin_wanted_epoch()) counters_.start_epoch();
   const auto asked = Clock::now();
   for (;;) {
     if (!failure_.ok()) return failure_;
-    while (!queue_.empty()) {
-      Item item = std::move(queue_.front());
-      queue_.pop_front();
-      if (item.end_of_epoch) {
-        want_next_epoch_ = true;
-        return std::optional<SessionBatch>();
-      }
-      fill_sum_ += queue_fill_locked();  // as the trainer found it
-      ++fill_samples_;
-      queue_bytes_ -= item.bytes;
-      consumed_bad_ += item.bad_records;
+    double fill = 0;
+    while (std::optional<QueuedBatch> item = queue_.take(counters_.per_worker.size(), &fill)) {
+      if (item->end_of_epoch) return std::optional<SessionBatch>();
+      counters_.count_fill(fill);  // as the trainer found it
       // Over the budget when the trainer reaches the corrupt record, not
       // when a worker ahead of it reads one: a run stopped before that
       // point ends as it would have without it.
-      if (item.bad_records > 0 && consumed_bad_ > o_.max_bad_records) {
-        failure_ = Status::error("input: " + std::to_string(consumed_bad_) + " corrupt records this epoch exceed " +
-                                 "the budget of " + std::to_string(o_.max_bad_records) + " (--max-bad-records)");
+      if (item->bad_records > 0 && queue_.consumed_bad_records() > o_.max_bad_records) {
+        failure_ = Status::error("input: " + std::to_string(queue_.consumed_bad_records()) +
+                                 " corrupt records this epoch exceed " + "the budget of " +
+                                 std::to_string(o_.max_bad_records) + " (--max-bad-records)");
         return failure_;
       }
-      consumed_from_.push_back(item.from);
-      ++consumed_batches_;
-      ++consumed_total_;
-      uint64_t& n = consumed_[item.batch.split_id];
-      ++n;
-      if (item.last_of_split) {
-        consumed_done_.insert(item.batch.split_id);
-        consumed_.erase(item.batch.split_id);
-      }
-      if (item.batch.samples == 0) continue;  // a split whose records were all skipped
-      return std::optional<SessionBatch>(std::move(item.batch));
+      counters_.count_consumed();
+      queue_.count_consumed(*item);
+      if (item->batch.samples == 0) continue;  // a split whose records were all skipped
+      return std::optional<SessionBatch>(std::move(item->batch));
     }
     if (o_.timeout_s > 0 && seconds_since(asked) >= o_.timeout_s) {
       return Status::error("no batch within " + seconds_text(o_.timeout_s) + " s (" +
-                           std::to_string(per_worker_.size()) + " workers connected, " +
-                           std::to_string(workers_lost_) + " lost with splits in hand)" +
+                           std::to_string(counters_.per_worker.size()) + " workers connected, " +
+                           std::to_string(counters_.workers_lost) + " lost with splits in hand)" +
                            companion_job_failure(o_));
     }
     const auto t0 = Clock::now();
     cv_.wait_for(lock, std::chrono::milliseconds(100));
-    const double waited = seconds_since(t0);
-    wait_seconds_ += waited;
-    wait_total_ += waited;
+    counters_.add_wait(seconds_since(t0));
     if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
   }
 }
@@ -245,7 +231,7 @@ std::pair<uint64_t, uint64_t> Session::Impl::share_of_epoch() const {
   uint32_t epoch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    epoch = consumer_epoch_ + (want_next_epoch_ ? 1 : 0);
+    epoch = queue_.position_epoch();
   }
   // The deal is a function of the epoch: a copy of the table deals it
   // here, apart from the loop thread's.
@@ -261,72 +247,47 @@ std::pair<uint64_t, uint64_t> Session::Impl::share_of_epoch() const {
 LeasePosition Session::Impl::state() const {
   std::lock_guard<std::mutex> lock(mu_);
   LeasePosition p;
-  p.epoch = consumer_epoch_ + (want_next_epoch_ ? 1 : 0);
+  queue_.position(&p);
   p.seed = o_.seed;
   p.plan = plan_fingerprint_;
-  if (!want_next_epoch_) {
-    p.done.assign(consumed_done_.begin(), consumed_done_.end());
-    for (auto [id, n] : consumed_) p.partial.emplace_back(id, n);
-    p.bad_records = consumed_bad_;
-  }
   return p;
 }
 
 SessionMetrics Session::Impl::metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
   SessionMetrics m;
-  m.epoch = consumer_epoch_;
-  m.queue_batches = queue_.size();
-  m.held_batches = reorder_.held();
-  m.max_queued_batches = max_queued_;
-  m.queue_bytes = queue_bytes_;
-  m.queue_fill = queue_fill_locked();
-  const double wall = std::max(1e-9, seconds_since(epoch_started_));
-  m.arrival_rate = static_cast<double>(arrived_batches_) / wall;
-  m.consumption_rate = static_cast<double>(consumed_batches_) / wall;
-  m.trainer_wait_fraction = std::min(1.0, wait_seconds_ / wall);
-  m.workers = per_worker_.size();
-  m.workers_lost = workers_lost_;
-  m.workers_rejected = workers_rejected_;
-  m.bad_records = bad_records_;
-  m.duplicates_dropped = duplicates_dropped_;
-  m.splits_failed = splits_failed_;
-  m.scaling_window_s = scaling_window_s_, m.scaling_window_batches = scaling_window_batches_;
-  for (const auto& [peer, w] : per_worker_) m.per_worker.push_back(w);
+  m.epoch = queue_.consumer_epoch();
+  m.queue_batches = queue_.queued();
+  m.held_batches = queue_.held();
+  m.max_queued_batches = queue_.max_queued();
+  m.queue_bytes = queue_.bytes();
+  m.queue_fill = queue_.fill(counters_.per_worker.size());
+  counters_.fill_metrics(&m);
   return m;
 }
 
 size_t Session::Impl::drain_workers(size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   drain_requests_ += n;
-  return std::min(n, per_worker_.size());
+  return std::min(n, counters_.per_worker.size());
 }
 
 Expected<size_t> Session::Impl::wait_for_workers(size_t n, double timeout_s, const std::function<bool()>& interrupted) {
   const auto asked = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (per_worker_.size() >= n) return per_worker_.size();
+    const size_t workers = counters_.per_worker.size();
+    if (workers >= n) return workers;
     if (!failure_.ok()) return failure_;
     if (seconds_since(asked) >= timeout_s)
-      return Status::error("only " + std::to_string(per_worker_.size()) + " of " + std::to_string(n) +
+      return Status::error("only " + std::to_string(workers) + " of " + std::to_string(n) +
                            " workers joined within " + seconds_text(timeout_s) + " s" +
                            companion_job_failure(o_));
     const auto t0 = Clock::now();
     cv_.wait_for(lock, std::chrono::milliseconds(20));
-    wait_total_ += seconds_since(t0);  // the trainer waits for workers: elastic growth sees it
+    counters_.wait_total += seconds_since(t0);  // the trainer waits for workers: elastic growth sees it
     if (ask_interrupted(lock, interrupted)) return Status::error(Session::kInterrupted);
   }
-}
-
-void Session::Impl::consumer_reset_rates() {
-  epoch_started_ = Clock::now();
-  max_queued_ = queue_.size() + reorder_.held();
-  arrived_batches_ = 0;
-  consumed_batches_ = 0;
-  wait_seconds_ = 0;
-  bad_records_ = 0;
-  consumed_bad_ = 0;
 }
 
 double Session::Impl::now() const { return seconds_since(created_); }
@@ -335,20 +296,6 @@ void Session::Impl::fail(const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failure_.ok()) failure_ = Status::error(why);
   cv_.notify_all();
-}
-
-// How full the queue is, 0..1: of the room workers may use (queue_batches,
-// or, not deterministic, credits_per_worker per connected worker where
-// that is less), and of queue_bytes; deterministic order counts held
-// batches too. 1: workers wait for the trainer. mu_ held.
-double Session::Impl::queue_fill_locked() const {
-  const uint64_t per_worker = o_.deterministic ? o_.queue_batches : o_.credits_per_worker;
-  const uint64_t room = std::max<uint64_t>(
-      1, std::min<uint64_t>(o_.queue_batches, std::max<size_t>(1, per_worker_.size()) * per_worker));
-  // Held batches count: workers that are ahead of the awaited split are
-  // not what the trainer waits for.
-  return std::min(1.0, std::max(static_cast<double>(queue_.size() + reorder_.held()) / room,
-                                static_cast<double>(queue_bytes_) / std::max<uint64_t>(1, o_.queue_bytes)));
 }
 
 Expected<std::unique_ptr<Session>> Session::create(SessionOptions o) {

@@ -56,32 +56,25 @@ void Session::Impl::elastic_loop() {
   // its own and the other ranks' workers and batches (their RankStatus).
   // Its own waits and queue stand for every rank's, as DDP's ranks step
   // together. mu_ held.
-  auto job_workers = [&] { return static_cast<int>(per_worker_.size() + other_ranks_workers_); };
+  const SessionCounters& c = counters_;
   // Those the job keeps: workers asked to drain (or about to be) are
   // leaving, so a shrink is not asked for twice while a drain is under
   // way (below min_workers, or both an undo's and a shrink's).
-  auto kept_workers = [&] {
-    int draining = static_cast<int>(drain_requests_);
-    for (const auto& [peer, w] : per_worker_) draining += w.draining;
-    return std::max(0, job_workers() - draining);
-  };
-  auto job_arrived = [&] { return arrived_total_ + other_ranks_arrived_; };
-  uint64_t arrived = job_arrived(), consumed = consumed_total_, fills = fill_samples_;
-  double waited = wait_total_, since = now(), fill_sum = fill_sum_;
+  auto kept_workers = [&] { return c.kept_workers(drain_requests_); };
+  uint64_t arrived = c.job_arrived(), consumed = c.consumed_total, fills = c.fill_samples;
+  double waited = c.wait_total, since = now(), fill_sum = c.fill_sum;
   WorkerRateEstimate worker_rate;
   const ReportedJob reported{e.job_id, e.config.autosizer.max_workers, e.cpus_per_dw};
   const auto interval = std::chrono::duration<double>(e.interval_s);
-  // Workers that left unasked, this rank's and (rank 0) the other ranks'.
-  auto job_left = [&] { return left_unasked_ + other_ranks_left_; };
-  int left_seen = job_left();
+  int left_seen = c.job_left();
   for (;;) {
     const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(interval);
     // Until the interval ends; a worker that leaves unasked (killed, its
     // node lost, preempted) is replaced at once, not at the interval's end.
-    while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || job_left() > left_seen; })) {
+    while (elastic_cv_.wait_until(lock, until, [&] { return elastic_stop_ || c.job_left() > left_seen; })) {
       if (elastic_stop_) return;
-      const int lost = job_left() - left_seen, workers = kept_workers(), joined = joined_total_ + redirected_total_;
-      left_seen = job_left();
+      const int lost = c.job_left() - left_seen, workers = kept_workers(), joined = c.joined_total + c.redirected_total;
+      left_seen = c.job_left();
       lock.unlock();  // the launcher runs sbatch
       const ElasticStep step = controller.replace_lost(lost, workers, joined, now());
       if (step.started > 0)
@@ -97,38 +90,38 @@ void Session::Impl::elastic_loop() {
     // window) that took few batches: the window goes on. One that waits
     // (for its first workers, or starved) ends it: that is for the
     // autosizer to see now.
-    const uint64_t taken = consumed_total_ - consumed;
-    if (taken < kMinWindowBatches && (wait_total_ - waited) < 0.5 * window &&
+    const uint64_t taken = c.consumed_total - consumed;
+    if (taken < kMinWindowBatches && (c.wait_total - waited) < 0.5 * window &&
         window < kMaxWindowIntervals * e.interval_s)
       continue;
-    scaling_window_s_ = window, scaling_window_batches_ = taken;
+    counters_.scaling_window_s = window, counters_.scaling_window_batches = taken;
     QueueMetrics m;
     m.workers = kept_workers();
-    m.joined = joined_total_ + redirected_total_;
-    m.arrival_rate = static_cast<double>(job_arrived() - arrived) / window;
+    m.joined = c.joined_total + c.redirected_total;
+    m.arrival_rate = static_cast<double>(c.job_arrived() - arrived) / window;
     // Every rank takes as many batches as rank 0 (they step together).
     const double ranks = o_.rank0.empty() ? 1.0 : static_cast<double>(o_.world_size);
-    m.consumption_rate = ranks * static_cast<double>(consumed_total_ - consumed) / window;
-    m.trainer_wait_fraction = std::min(1.0, (wait_total_ - waited) / window);
+    m.consumption_rate = ranks * static_cast<double>(c.consumed_total - consumed) / window;
+    m.trainer_wait_fraction = std::min(1.0, (c.wait_total - waited) / window);
     m.samples_per_s = m.consumption_rate * o_.batch_size;
-    for (const auto& [peer, w] : per_worker_) {
+    for (const auto& [peer, w] : c.per_worker) {
       m.warming += w.batches == 0 && !w.draining;
       m.starting += !w.asked_for_splits && !w.draining;
       m.local_workers += !w.draining && node_of_worker(w.id) == here;
     }
     // The fill as the trainer found it when it took batches in the
     // window; now, when it took none.
-    m.queue_fill = fill_samples_ > fills ? (fill_sum_ - fill_sum) / static_cast<double>(fill_samples_ - fills)
-                                         : queue_fill_locked();
+    m.queue_fill = c.fill_samples > fills ? (c.fill_sum - fill_sum) / static_cast<double>(c.fill_samples - fills)
+                                          : queue_.fill(c.per_worker.size());
     m.per_worker_rate = worker_rate.observe(m.arrival_rate, m.workers, m.queue_fill);
-    arrived = job_arrived(), consumed = consumed_total_, waited = wait_total_, since = t;
-    fills = fill_samples_, fill_sum = fill_sum_;
+    arrived = c.job_arrived(), consumed = c.consumed_total, waited = c.wait_total, since = t;
+    fills = c.fill_samples, fill_sum = c.fill_sum;
     SessionReport report;
     if (e.report) {
       // What the job measured so far (as of the last window), its knee.
       report = report_window(reported, m, controller.policy(), t, controller.report_ceiling(m, t),
                              controller.coming(m, t));
-      for (const auto& [peer, w] : per_worker_) report.worker_hosts.push_back(node_of_worker(w.id));
+      for (const auto& [peer, w] : c.per_worker) report.worker_hosts.push_back(node_of_worker(w.id));
     }
     lock.unlock();  // the launcher runs Slurm's commands, the report goes out
     const int target = e.report ? ask_ctld(e, report, &ctld) : -1;

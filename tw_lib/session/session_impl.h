@@ -1,35 +1,48 @@
-// Session::Impl (include/goldminer/session.h), shared by the files of the
-// trainer session: session.cc (creation, the training loop's calls),
-// session_loop.cc (the loop thread: worker admission, leases, batches,
-// credits) and session_elastic.cc (the elastic thread). Internal to
-// libgoldminer_session.
+// Session::Impl (include/goldminer/session.h): the trainer session, made of
+// the objects its threads own or share. Internal to libgoldminer_session.
 //
-// One background thread, the loop, owns the endpoint, the lease table and
-// the worker records; the consumer thread (the training loop) takes batches
-// from a bounded queue. They share only the queue, the credit returns and
-// the counters, under mu_.
+// Threads, and what each owns:
+// - the loop thread (session_loop.cc, session_leases.cc,
+//   session_ranks.cc) owns the endpoint, the lease table, the record of
+//   every connection and its credits (WorkerTable, worker_table.h) and, on
+//   rank 0 of data-parallel ranks, the other ranks (RankTable,
+//   rank_table.h);
+// - the consumer (the training loop: next(), state(), metrics(), in
+//   session.cc) takes batches from the bounded queue;
+// - the elastic thread (session_elastic.cc) sizes the workers from the
+//   counters;
+// - on another rank of data-parallel ranks, the rank link's thread
+//   (RankLink, rank_link.h) tells rank 0 how many workers this rank has;
+// - local workers (SessionOptions::local_workers) run as threads of their
+//   own, connected like any worker.
+// They share, under mu_, the queue with the consumer's epoch and position
+// (ConsumerQueue, consumer_queue.h), the counters (SessionCounters,
+// session_counters.h), the failure, and the requests to the loop
+// (drains; the next epoch is the queue's).
 #ifndef GOLDMINER_TW_LIB_SESSION_IMPL_H_
 #define GOLDMINER_TW_LIB_SESSION_IMPL_H_
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gmcore/auth.h"
-#include "gmcore/reorder_buffer.h"
 #include "goldminer/session.h"
 #include "mpi_transport/transport.h"
 #include "readers/reader.h"
 #include "sched/elastic.h"
+#include "tw_lib/session/consumer_queue.h"
+#include "tw_lib/session/rank_link.h"
+#include "tw_lib/session/rank_table.h"
+#include "tw_lib/session/session_counters.h"
+#include "tw_lib/session/worker_table.h"
 
 namespace goldminer {
 
@@ -74,89 +87,68 @@ class Session::Impl {
   size_t drain_workers(size_t n);
   Expected<size_t> wait_for_workers(size_t n, double timeout_s, const std::function<bool()>& interrupted);
 
+  uint64_t plan_fingerprint_ = 0;  // set once by create(); see LeasePosition::plan
+
  private:
   using Clock = std::chrono::steady_clock;
   using Event = transport::Event;
   using PeerId = transport::PeerId;
+  using Phase = WorkerPhase;
+  using Worker = WorkerRecord;
 
   static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-  // An item of the queue: a delivered batch, or the end of an epoch.
-  struct Item {
-    bool end_of_epoch = false;
-    PeerId from = 0;
-    uint64_t bad_records = 0;  // skipped while making this batch
-    uint64_t bytes = 0;
-    bool last_of_split = false;
-    SessionBatch batch;
-  };
-
-  // kParked: rank 0 of a data-parallel job holds an authenticated worker
-  // until every rank has joined, then keeps it (kReady) or sends it to
-  // another rank (kRedirected, until it closes). kRank: another rank's
-  // session (session_ranks.cc).
-  enum class Phase { kHello, kAuth, kReady, kParked, kRedirected, kRank };
-  struct Worker {
-    Phase phase = Phase::kHello;
-    wire::PeerRole role = wire::PeerRole::kWorker;
-    auth::Handshake handshake;  // its nonces and the address it dialed (gmcore/peer_auth.h)
-    std::string id;
-    Clock::time_point connected = Clock::now();
-    uint32_t wants = 0;        // lease requests not yet granted
-    uint32_t credits = 0;      // batches it may send that have not come yet
-    uint32_t queued = 0;       // its batches in the queue
-    bool draining = false;
-    bool asked_to_drain = false;  // by this session (shrinking), not on its own
-  };
 
   enum class Leave { kLeft, kDropped, kRejected };
 
   // session.cc
-  void consumer_reset_rates();
   double now() const;
   void fail(const std::string& why);
-  double queue_fill_locked() const;
 
-  // session_loop.cc
+  // session_loop.cc: the loop thread.
   void run();
+  // Credits for the room the queue has; the consumer's epoch changes and
+  // drain requests; the epoch's end into the queue.
+  void serve_requests();
+  void drain(size_t n, const std::string& first_on);
   void send(PeerId peer, const wire::Message& m);
   void forget(PeerId peer, const std::string& why, Leave how);
   void drop(PeerId peer, const std::string& why, bool rejected);
   void on_message(PeerId peer, std::shared_ptr<const transport::Frame> frame);
+  // A ready worker's message.
+  void on_worker_message(PeerId peer, Worker* w, wire::Message& m, std::shared_ptr<const transport::Frame> frame);
   void on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame);
-  void grant_leases();
   // While no worker has joined: logs where the companion job stands every
   // minute, and fails the session after first_worker_timeout_s.
   void check_first_worker();
+  // A worker that authenticated: it joins (Program, credits follow).
+  void admit(PeerId peer, Worker* w);
+
+  // session_leases.cc: leases and credits (the loop thread).
+  void grant_leases();
   // `others`: the workers that may take splits (LeaseTable::grant).
   bool grant_lease(PeerId peer, Worker* w, const std::vector<PeerId>& others = {});
   // A worker gave `split_id` back failed (wire::LeaseReturn::failed):
   // re-leased, or the session fails past split_retries.
   void on_split_failed(PeerId peer, const Worker& w, uint64_t split_id, const std::string& cause);
   void grant_credits();
-  // A worker that authenticated: it joins (Program, credits follow).
-  void admit(PeerId peer, Worker* w);
 
-  // session_ranks.cc: rank 0 places workers over the ranks; every other
-  // rank's link to rank 0 (rank_link).
+  // session_ranks.cc: rank 0 places workers over the ranks (the loop
+  // thread).
+  bool shares_workers_with_ranks() const { return o_.world_size > 1 && o_.rank == 0 && !o_.rank0.empty(); }
   void place_worker(PeerId peer, Worker* w);
   void place_parked();
   void on_rank_message(PeerId peer, Worker* w, const wire::Message& m);
   void forget_rank(PeerId peer);
-  void rank_link();
-  bool ranks_all_joined() const { return ranks_.size() + 1 >= o_.world_size; }
 
-  // session_elastic.cc
+  // session_elastic.cc: the elastic thread.
   void elastic_loop();
 
   const SessionOptions o_;
   const auth::PeerAuth peer_auth_{o_.secret, o_.munge};
   readers::DatasetPlan plan_;
-  std::unique_ptr<transport::Endpoint> ep_;  // the loop thread's
   std::string address_;                      // set before start() returns
   std::shared_ptr<transport::HostMemory> memory_;  // receive buffers' source; set by start()
   std::vector<std::string> memory_warnings_;
-  LeaseTable table_;
   std::string config_text_;
   std::thread loop_;
   std::atomic<bool> stop_{false};
@@ -164,73 +156,41 @@ class Session::Impl {
   std::vector<std::thread> local_;
   Clock::time_point created_ = Clock::now();
 
-  // Loop only.
-  std::map<PeerId, Worker> workers_;
-  // Rank 0: the other ranks that joined, by rank.
-  struct RankPeer {
-    PeerId peer = 0;
-    std::string address;
-    uint32_t workers = 0;       // as it last said (RankStatus)
-    uint64_t arrived = 0;       // batches, as it last said
-    uint32_t left_unasked = 0;  // workers lost, as it last said
-    uint32_t sent = 0;          // workers sent to it in all
-  };
-  std::map<uint32_t, RankPeer> ranks_;
-  // Rank > 0: the link to rank 0 (rank_link), its thread and its state.
-  std::thread rank_link_;
+  // The loop thread's alone.
+  std::unique_ptr<transport::Endpoint> ep_;
+  LeaseTable table_;
+  WorkerTable workers_;
+  RankTable ranks_;  // rank 0 of data-parallel ranks: the others
   double alone_report_at_s_ = 60;  // next "no data worker has joined" log, seconds after creation
-  // Deterministic order: batches held for earlier ones. The loop changes it
-  // under mu_ (metrics() reads it).
-  ReorderBuffer<Item> reorder_;
-  uint64_t batch_bytes_ = 0;  // recent batch frame size (moving average); 0: none yet
   bool epoch_end_queued_ = false;
 
-  // Shared, under mu_.
+  // Rank > 0 of data-parallel ranks: the link to rank 0, on its own thread.
+  std::unique_ptr<RankLink> rank_link_;
+
+  // Shared by the loop, the consumer and the elastic thread, under mu_:
+  // one lock, as the loop changes the queue and the counters of a batch
+  // together and metrics() and the elastic thread read them as one
+  // snapshot. cv_ wakes the consumer (a batch, a failure); elastic_cv_ the
+  // elastic thread (a worker lost, stopping).
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Item> queue_;
-  uint64_t queue_bytes_ = 0;
-  size_t max_queued_ = 0;  // most batches queued and held at once this epoch
-  std::vector<PeerId> consumed_from_;  // who sent the batches next() took, for the loop
+  ConsumerQueue queue_;
+  SessionCounters counters_;
   Status failure_;
-  bool want_next_epoch_ = false;   // the consumer saw the end of an epoch
-  bool start_next_epoch_ = false;  // ... and asked for the next
+  // Drains asked for (drain_workers, the elastic thread), for the loop.
   size_t drain_requests_ = 0;
   // Drains take workers on this node first (their placement did not pay:
   // ElasticStep::drain_trainer_node_first); "" none.
   std::string drain_first_on_;
-  uint32_t consumer_epoch_ = 0;
-  std::map<uint64_t, uint64_t> consumed_;  // split -> batches returned by next()
-  std::set<uint64_t> consumed_done_;
-  Clock::time_point epoch_started_;
-  uint64_t arrived_batches_ = 0, consumed_batches_ = 0;
-  double wait_seconds_ = 0;
-  // Since creation, for the elastic loop's windows.
-  uint64_t arrived_total_ = 0, consumed_total_ = 0, fill_samples_ = 0;
-  double wait_total_ = 0, fill_sum_ = 0;
-  int joined_total_ = 0;
-  // Rank 0: the other ranks' workers and batches as they last said, for
-  // the elastic sizing of the job as a whole.
-  uint32_t other_ranks_workers_ = 0;
-  uint64_t other_ranks_arrived_ = 0;
-  int other_ranks_left_ = 0;  // their workers that left unasked: rank 0 replaces them
-  int redirected_total_ = 0;  // workers rank 0 sent to other ranks (joined the job, not this rank)
-  int left_unasked_ = 0;  // ready workers that left without a drain asked by us
   bool elastic_stop_ = false;
   std::condition_variable elastic_cv_;
   std::thread elastic_;
-  uint64_t workers_lost_ = 0, workers_rejected_ = 0, bad_records_ = 0, duplicates_dropped_ = 0;
-  uint64_t splits_failed_ = 0;
-  double scaling_window_s_ = 0;  // the last scaling window (elastic_loop): its seconds and batches
-  uint64_t scaling_window_batches_ = 0;
-  uint64_t consumed_bad_ = 0;  // bad records of the batches next() returned this epoch
-  mutable std::mutex deal_mu_;
-  mutable LeaseTable deal_table_;  // deals epochs for share_of_epoch(); under deal_mu_
-  mutable std::optional<uint32_t> deal_epoch_;
 
- public:
-  uint64_t plan_fingerprint_ = 0;  // set once by create(); see LeasePosition::plan
-  std::map<PeerId, WorkerMetrics> per_worker_;
+  // share_of_epoch()'s own copy of the lease table, which deals epochs
+  // apart from the loop thread's; under deal_mu_.
+  mutable std::mutex deal_mu_;
+  mutable LeaseTable deal_table_;
+  mutable std::optional<uint32_t> deal_epoch_;
 };
 
 }  // namespace goldminer

@@ -1,8 +1,9 @@
 // The trainer session's loop thread (tw_lib/session/session_impl.h): it owns the
-// endpoint, admits workers (hello, challenge, auth, program), leases them
-// splits, takes their batches into the queue (or, deterministic order,
-// holds them until it is their turn) and grants credits for the room the
-// queue has.
+// endpoint, admits workers (hello, challenge, auth, program), takes their
+// batches into the queue (or, deterministic order, holds them until it is
+// their turn), serves the consumer's and the elastic thread's requests
+// (credits back, the next epoch, drains) and queues the epoch's end. Its
+// leases and credits: session_leases.cc.
 //
 // Worker protocol, trainer side:
 //   connected -> Hello -> Challenge(nonce, proof) -> Auth(proof) verified ->
@@ -55,7 +56,7 @@ void Session::Impl::run() {
       Event& ev = **e;
       switch (ev.kind) {
         case Event::Kind::kConnected:
-          workers_[ev.peer] = Worker{};
+          workers_.connected(ev.peer);
           break;
         case Event::Kind::kMessage:
           on_message(ev.peer, std::move(ev.frame));
@@ -65,60 +66,7 @@ void Session::Impl::run() {
           break;
       }
     }
-    // Credits for the room the queue has; epoch changes; drain requests.
-    bool start_epoch = false;
-    size_t drains = 0;
-    std::string drain_first_on;  // drain the workers on this node first
-    std::vector<PeerId> consumed;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      consumed.swap(consumed_from_);
-      start_epoch = start_next_epoch_;
-      start_next_epoch_ = false;
-      drains = drain_requests_;
-      drain_requests_ = 0;
-      drain_first_on = drains > 0 ? std::exchange(drain_first_on_, std::string()) : std::string();
-    }
-    for (PeerId p : consumed)
-      if (auto w = workers_.find(p); w != workers_.end() && w->second.queued > 0) --w->second.queued;
-    grant_credits();
-    if (drains > 0) {
-      std::vector<std::pair<PeerId, std::string>> ready;
-      {
-        std::lock_guard<std::mutex> lock(mu_);  // per_worker_ holds the ids
-        for (const auto& [peer, w] : workers_)
-          if (w.phase == Phase::kReady && !w.draining) ready.emplace_back(peer, per_worker_[peer].id);
-      }
-      for (PeerId peer : choose_drains(ready, drains, drain_first_on)) {
-        Worker& w = workers_.at(peer);
-        w.draining = true;
-        w.asked_to_drain = true;
-        {
-          std::lock_guard<std::mutex> lock(mu_);  // the elastic loop counts it as leaving
-          per_worker_[peer].draining = true;
-        }
-        send(peer, wire::Drain{});
-      }
-    }
-    if (start_epoch) {
-      if (Status dealt = table_.start_epoch(table_.epoch() + 1); !dealt.ok()) fail("session: " + dealt.message());
-      if (o_.deterministic) {
-        std::lock_guard<std::mutex> lock(mu_);  // metrics() reads it
-        reorder_.start(table_.epoch_order());
-      }
-      epoch_end_queued_ = false;
-    }
-    if (table_.epoch_done() && !epoch_end_queued_) {
-      epoch_end_queued_ = true;
-      if (o_.deterministic && reorder_.head())  // every split's last batch came: nothing can be held
-        fail("session: internal error: split " + std::to_string(*reorder_.head()) +
-             " still held back at the end of the epoch");
-      std::lock_guard<std::mutex> lock(mu_);
-      Item end;
-      end.end_of_epoch = true;
-      queue_.push_back(std::move(end));
-      cv_.notify_all();
-    }
+    serve_requests();
     grant_leases();
     // Workers hear from the session even while the trainer takes nothing:
     // silence tells them its process or node is gone (WorkerOptions::trainer_timeout_s).
@@ -127,26 +75,67 @@ void Session::Impl::run() {
       const auto unix_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                      std::chrono::system_clock::now().time_since_epoch())
                                                      .count());
-      for (auto& [peer, w] : workers_)
-        if (w.phase == Phase::kReady || w.phase == Phase::kParked || w.phase == Phase::kRank)
-          send(peer, wire::Heartbeat{unix_ms});
+      for (PeerId peer : workers_.in_phases({Phase::kReady, Phase::kParked, Phase::kRank}))
+        send(peer, wire::Heartbeat{unix_ms});
     }
     if (seconds_since(last_check) > 0.25) {
       last_check = Clock::now();
       check_first_worker();
       for (uint64_t peer : table_.expire(now())) drop(peer, "no heartbeat within the lease timeout", false);
-      std::vector<PeerId> slow;
-      for (auto& [peer, w] : workers_)
-        if ((w.phase == Phase::kHello || w.phase == Phase::kAuth || w.phase == Phase::kRedirected) &&
-            seconds_since(w.connected) > o_.handshake_timeout_s)
-          slow.push_back(peer);
-      for (PeerId p : slow) drop(p, "did not authenticate in time", true);
+      for (PeerId p : workers_.slow_handshakes(o_.handshake_timeout_s)) drop(p, "did not authenticate in time", true);
       place_parked();
     }
   }
   // Tell connected workers to leave, and the other ranks that this one ends.
-  for (auto& [peer, w] : workers_)
-    if (w.phase == Phase::kReady || w.phase == Phase::kRank) send(peer, wire::Drain{});
+  for (PeerId peer : workers_.in_phases({Phase::kReady, Phase::kRank})) send(peer, wire::Drain{});
+}
+
+void Session::Impl::serve_requests() {
+  bool start_epoch = false;
+  size_t drains = 0;
+  std::string drain_first_on;  // drain the workers on this node first
+  std::vector<PeerId> consumed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    consumed = queue_.take_consumed_from();
+    start_epoch = queue_.take_epoch_request();
+    drains = std::exchange(drain_requests_, 0);
+    drain_first_on = drains > 0 ? std::exchange(drain_first_on_, std::string()) : std::string();
+  }
+  workers_.consumed(consumed);
+  grant_credits();
+  if (drains > 0) drain(drains, drain_first_on);
+  if (start_epoch) {
+    if (Status dealt = table_.start_epoch(table_.epoch() + 1); !dealt.ok()) fail("session: " + dealt.message());
+    if (o_.deterministic) {
+      std::lock_guard<std::mutex> lock(mu_);  // metrics() reads it
+      queue_.start_epoch_order(table_.epoch_order());
+    }
+    epoch_end_queued_ = false;
+  }
+  if (table_.epoch_done() && !epoch_end_queued_) {
+    epoch_end_queued_ = true;
+    if (o_.deterministic && queue_.awaited_split())  // every split's last batch came: nothing can be held
+      fail("session: internal error: split " + std::to_string(*queue_.awaited_split()) +
+           " still held back at the end of the epoch");
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_end_of_epoch();
+    cv_.notify_all();
+  }
+}
+
+// Asks `n` ready workers to drain, those on `first_on` first.
+void Session::Impl::drain(size_t n, const std::string& first_on) {
+  for (PeerId peer : choose_drains(workers_.drainable(), n, first_on)) {
+    Worker& w = workers_.at(peer);
+    w.draining = true;
+    w.asked_to_drain = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // the elastic loop counts it as leaving
+      counters_.per_worker[peer].draining = true;
+    }
+    send(peer, wire::Drain{});
+  }
 }
 
 void Session::Impl::send(PeerId peer, const wire::Message& m) {
@@ -158,27 +147,27 @@ void Session::Impl::send(PeerId peer, const wire::Message& m) {
 // Forgets a connection (closing it unless the peer left); its splits go
 // back to pending.
 void Session::Impl::forget(PeerId peer, const std::string& why, Leave how) {
-  auto it = workers_.find(peer);
-  if (it == workers_.end()) return;
-  if (it->second.phase == Phase::kRank) forget_rank(peer);
-  if (it->second.phase == Phase::kRedirected || it->second.phase == Phase::kRank) {
-    workers_.erase(it);  // not a worker of this rank's
+  Worker* w = workers_.find(peer);
+  if (w == nullptr) return;
+  if (w->phase == Phase::kRank) forget_rank(peer);
+  if (w->phase == Phase::kRedirected || w->phase == Phase::kRank) {
+    workers_.erase(peer);  // not a worker of this rank's
     if (how != Leave::kLeft) ep_->disconnect(peer);
     return;
   }
-  const bool was_ready = it->second.phase == Phase::kReady;
-  const bool drained = it->second.draining;
-  const bool unasked = was_ready && !it->second.asked_to_drain;
-  const std::string who = it->second.id.empty() ? peer_name(peer) : "worker " + it->second.id;
+  const bool was_ready = w->phase == Phase::kReady;
+  const bool drained = w->draining;
+  const bool unasked = was_ready && !w->asked_to_drain;
+  const std::string who = w->id.empty() ? peer_name(peer) : "worker " + w->id;
   std::vector<uint64_t> lost = table_.drop_worker(peer);
-  workers_.erase(it);
+  workers_.erase(peer);
   if (how != Leave::kLeft) ep_->disconnect(peer);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    per_worker_.erase(peer);
-    if (how == Leave::kRejected) ++workers_rejected_;
-    if (was_ready && !lost.empty()) ++workers_lost_;
-    if (unasked) ++left_unasked_;
+    counters_.per_worker.erase(peer);
+    if (how == Leave::kRejected) ++counters_.workers_rejected;
+    if (was_ready && !lost.empty()) ++counters_.workers_lost;
+    if (unasked) ++counters_.left_unasked;
   }
   if (unasked) elastic_cv_.notify_all();  // an elastic session replaces it at once
   // A worker that left with nothing in hand (it drained, or had no lease)
@@ -199,8 +188,8 @@ void Session::Impl::admit(PeerId peer, Worker* w) {
   w->phase = Phase::kReady;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    per_worker_[peer].id = w->id;
-    ++joined_total_;
+    counters_.per_worker[peer].id = w->id;
+    ++counters_.joined_total;
   }
   send(peer, wire::Program{config_text_, o_.program});  // credits follow (grant_credits)
   log::info("goldminer: session: worker " + w->id + " joined");
@@ -211,9 +200,9 @@ void Session::Impl::drop(PeerId peer, const std::string& why, bool rejected) {
 }
 
 void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Frame> frame) {
-  auto it = workers_.find(peer);
-  if (it == workers_.end()) return;
-  Worker& w = it->second;
+  Worker* found = workers_.find(peer);
+  if (found == nullptr) return;
+  Worker& w = *found;
   auto decoded = wire::decode_frame(frame->data(), frame->size(), frame->size());
   if (!decoded.ok()) return drop(peer, decoded.status().message(), true);
   wire::Message& m = *decoded;
@@ -261,12 +250,17 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
     case Phase::kRedirected:
       return;  // nothing is expected of it (it closes when redirected)
     case Phase::kReady:
-      break;
+      return on_worker_message(peer, &w, m, std::move(frame));
   }
+}
+
+void Session::Impl::on_worker_message(PeerId peer, Worker* worker, wire::Message& m,
+                                      std::shared_ptr<const transport::Frame> frame) {
+  Worker& w = *worker;
   if (auto* req = std::get_if<wire::LeaseRequest>(&m)) {
     {
       std::lock_guard<std::mutex> lock(mu_);  // requests come a split at a time, not a batch
-      per_worker_[peer].asked_for_splits = true;
+      counters_.per_worker[peer].asked_for_splits = true;
     }
     w.wants += req->splits;
     table_.heartbeat(peer, now());
@@ -294,37 +288,8 @@ void Session::Impl::on_message(PeerId peer, std::shared_ptr<const transport::Fra
   }
 }
 
-void Session::Impl::on_split_failed(PeerId peer, const Worker& w, uint64_t split_id, const std::string& cause) {
-  const std::string who = "worker " + w.id;
-  // Re-leased from its first batch not delivered, as for a lost worker.
-  // The cause as the worker gave it, bounded: it is kept for the epoch.
-  auto failures = table_.fail(peer, split_id, who + ": " + cause.substr(0, 4096));
-  if (!failures.ok()) {  // its lease had expired, say: already pending again
-    log::verbose("goldminer: session: " + failures.status().message());
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++splits_failed_;
-  }
-  std::string where = "split " + std::to_string(split_id);
-  if (const std::optional<InputSplit> split = table_.split(split_id))
-    where += " of " + split->file + " (records " + std::to_string(split->begin) + " to " +
-             std::to_string(split->end) + ", from byte " + std::to_string(split->offset) + ")";
-  if (*failures > o_.split_retries) {
-    std::string causes;
-    for (const std::string& c : table_.failures(split_id)) causes += (causes.empty() ? "" : "; ") + c;
-    fail("session: " + where + " failed " + std::to_string(*failures) + " times in epoch " +
-         std::to_string(table_.epoch()) + ", more than split_retries (" + std::to_string(o_.split_retries) +
-         ") allows: " + causes);
-    return;
-  }
-  log::info("goldminer: session: " + who + " failed " + where + ": " + cause + "; re-leased (failure " +
-            std::to_string(*failures) + ", at most " + std::to_string(o_.split_retries) + " re-leases)");
-}
-
 void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_ptr<const transport::Frame> frame) {
-  if (auto w = workers_.find(peer); w != workers_.end() && w->second.credits > 0) --w->second.credits;
+  workers_.spend_credit(peer);
   // The last tensor is the sample identity [samples, 2] (int64). Checked
   // before the lease table counts the batch as delivered: a refused
   // batch is then re-run with its split, not skipped.
@@ -336,18 +301,18 @@ void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_
   if (*verdict != BatchVerdict::kDeliver) {
     // Not queued: grant_credits gives its credit back.
     std::lock_guard<std::mutex> lock(mu_);
-    if (*verdict == BatchVerdict::kDuplicate) ++duplicates_dropped_;
+    if (*verdict == BatchVerdict::kDuplicate) ++counters_.duplicates_dropped;
     return;
   }
   if (b.last_of_split) {
     Status s = table_.complete(peer, b.split_id, uint64_t{b.sequence} + 1);
     if (!s.ok()) return drop(peer, s.message(), true);
   }
-  Item item;
+  QueuedBatch item;
   item.from = peer;
   item.bad_records = b.bad_records;
   item.bytes = frame->size();
-  batch_bytes_ = batch_bytes_ == 0 ? item.bytes : (7 * batch_bytes_ + item.bytes) / 8;
+  workers_.note_batch_bytes(item.bytes);
   item.last_of_split = b.last_of_split;
   item.batch.epoch = table_.epoch();
   item.batch.split_id = b.split_id;
@@ -356,90 +321,25 @@ void Session::Impl::on_batch(PeerId peer, const wire::BatchView& b, std::shared_
   item.batch.tensors.assign(b.tensors.begin(), b.tensors.end() - 1);
   item.batch.sample_ids = reinterpret_cast<const int64_t*>(b.tensors.back().data);
   item.batch.keepalive = std::move(frame);
+  Worker* w = workers_.find(peer);
+  const double connected_s = w != nullptr ? seconds_since(w->connected) : -1;
   std::lock_guard<std::mutex> lock(mu_);
-  bad_records_ += b.bad_records;  // the budget is checked where the trainer takes the batch (next)
-  auto& pw = per_worker_[peer];
-  ++pw.batches;
-  pw.bytes += item.bytes;
-  const auto jt = workers_.find(peer);
-  if (pw.batches == 1 && jt != workers_.end()) {
+  const WorkerMetrics& pw = counters_.count_arrival(peer, item.bytes, b.bad_records, connected_s);
+  if (pw.batches == 1 && w != nullptr) {
     char after[32];
-    std::snprintf(after, sizeof after, "%.3f", seconds_since(jt->second.connected));
+    std::snprintf(after, sizeof after, "%.3f", connected_s);
     log::info("goldminer: session: worker " + pw.id + " delivered its first batch " + after + " s after it connected");
   }
-  if (jt != workers_.end()) {
-    pw.batches_per_s = pw.batches / std::max(1e-9, seconds_since(jt->second.connected));
-    ++jt->second.queued;
-  }
-  queue_bytes_ += item.bytes;
-  ++arrived_batches_;
-  ++arrived_total_;
-  if (!o_.deterministic) {
-    queue_.push_back(std::move(item));
-  } else {
-    // Held until the batches before it in the epoch's order are queued;
-    // it counts against its worker's share of the queue meanwhile.
-    auto ready = reorder_.add(b.split_id, b.sequence, b.last_of_split, std::move(item));
-    if (!ready.ok()) {
-      if (failure_.ok()) failure_ = Status::error("session: " + ready.status().message());
-    } else {
-      for (Item& r : *ready) queue_.push_back(std::move(r));
-    }
-  }
-  max_queued_ = std::max(max_queued_, queue_.size() + reorder_.held());
+  if (w != nullptr) ++w->queued;
+  if (Status s = queue_.push(std::move(item)); !s.ok() && failure_.ok())
+    failure_ = Status::error("session: " + s.message());
   cv_.notify_all();
-}
-
-void Session::Impl::grant_leases() {
-  // Deterministic order: while what the session holds fills its room, the
-  // worker holding the awaited split gets no further split it asked for.
-  // It is sent a credit at a time for the awaited split (grant_credits'
-  // end) and may spend each on a batch of its other splits; with new
-  // splits to start it never ran out of those, and what was held grew
-  // without bound when its producer of the awaited split was slow (seen
-  // on one loaded core: 456 batches against a room of 8). Without new
-  // splits its producers finish the ones in hand and reach the awaited one.
-  std::optional<PeerId> hold_back;
-  if (o_.deterministic) {
-    const std::optional<uint64_t> head = reorder_.head();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (head && queue_.size() + reorder_.held() >= std::max<uint64_t>(1, o_.queue_batches))
-      hold_back = table_.holder(*head);
-  }
-  // A split that failed on a worker goes to another while one it has not
-  // failed on may take it (LeaseTable::grant); else to one it failed on.
-  std::vector<PeerId> ready;
-  if (table_.pending() > 0)
-    for (const auto& [peer, w] : workers_)
-      if (w.phase == Phase::kReady && !w.draining) ready.push_back(peer);
-  for (auto& [peer, w] : workers_)
-    while (table_.pending() > 0 && w.phase == Phase::kReady && !w.draining && w.wants > 0 && peer != hold_back &&
-           grant_lease(peer, &w, ready)) {
-    }
-  // Deterministic order: the split every later batch waits for is leased
-  // even when no worker asks for more (all may be held back, their room
-  // full of batches that wait for it). It is the first pending split
-  // (LeaseConfig::deterministic_order), so grant() gives it. A worker
-  // takes an unasked-for lease like any other.
-  // A worker it failed on takes it only when no other one does.
-  const std::optional<uint64_t> head = o_.deterministic ? reorder_.head() : std::nullopt;
-  if (head && table_.is_pending(*head)) {
-    bool granted = false;
-    for (auto& [peer, w] : workers_)
-      if (w.phase == Phase::kReady && !w.draining && !table_.failed_on(*head, peer) && grant_lease(peer, &w)) {
-        granted = true;
-        break;
-      }
-    if (!granted)
-      for (auto& [peer, w] : workers_)
-        if (w.phase == Phase::kReady && !w.draining && grant_lease(peer, &w)) break;
-  }
 }
 
 void Session::Impl::check_first_worker() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (joined_total_ > 0 || !failure_.ok()) return;
+    if (counters_.joined_total > 0 || !failure_.ok()) return;
   }
   const double alone = seconds_since(created_);
   const bool timed_out = o_.first_worker_timeout_s > 0 && alone >= o_.first_worker_timeout_s;
@@ -453,86 +353,6 @@ void Session::Impl::check_first_worker() {
   }
   log::info("goldminer: session: no data worker has joined in " + seconds_text(alone) + " s" + where +
             companion_job_failure(o_));
-}
-
-// Leases the first pending split to `peer`; false if none is pending.
-bool Session::Impl::grant_lease(PeerId peer, Worker* w, const std::vector<PeerId>& others) {
-  auto lease = table_.grant(peer, now(), others);
-  if (!lease) return false;
-  if (w->wants > 0) --w->wants;
-  wire::LeaseGrant g;
-  g.split_id = lease->split.id;
-  g.epoch = lease->epoch;
-  g.seed = lease->split_seed;
-  g.skip_batches = lease->skip_batches;
-  g.file = lease->split.file;
-  g.file_index = lease->split.file_index;
-  g.begin = lease->split.begin;
-  g.end = lease->split.end;
-  g.offset = lease->split.offset;
-  g.rank = lease->rank;
-  g.batches = lease->batches;
-  g.skip = lease->skip;
-  send(peer, g);
-  return true;
-}
-
-// Keeps the queue bounded: the batches of all workers in the queue or
-// still to come on their credits stay within queue_batches and, at the
-// recent batch size, queue_bytes, or within one per worker where that is
-// more (so the bound is max(that, workers) batches, joins included). Each
-// worker gets an equal share, at most credits_per_worker (deterministic
-// order: the whole share, and see the end); until the first batch tells
-// its size, one each. A worker's consumed batches give it room again;
-// when workers join, the others' share shrinks as their batches are
-// consumed, and a worker that joined while the room was taken gets its
-// first credit from the room the trainer frees (the others, at or over
-// their smaller share, get none of it first).
-void Session::Impl::grant_credits() {
-  uint64_t ready = 0, total = 0;
-  for (const auto& [peer, w] : workers_)
-    if (w.phase == Phase::kReady) {
-      ++ready;
-      total += uint64_t{w.credits} + w.queued;
-    }
-  if (ready == 0) return;
-  uint64_t limit = batch_bytes_ > 0 ? std::min<uint64_t>(o_.queue_batches, o_.queue_bytes / batch_bytes_) : ready;
-  limit = std::max(limit, ready);
-  // Deterministic order: a worker's batches of later splits wait in the
-  // session for the awaited one, so the whole equal share is its room to
-  // run ahead (with credits_per_worker's 4 three workers on text lines
-  // made 0.55-0.68 M samples/s; with the share, 1.8-2.2 M).
-  const uint64_t cap = o_.deterministic ? limit : std::max<uint32_t>(1, o_.credits_per_worker);
-  const uint64_t share = std::clamp<uint64_t>(limit / ready, 1, cap);
-  for (auto& [peer, w] : workers_) {
-    const uint64_t out = uint64_t{w.credits} + w.queued;
-    if (w.phase != Phase::kReady || out >= share) continue;
-    const uint64_t allowed = total < limit ? limit - total : 0;
-    const auto n = static_cast<uint32_t>(std::min(share - out, allowed));
-    if (n == 0) continue;
-    total += n;
-    w.credits += n;
-    send(peer, wire::Credit{n});
-  }
-  // Deterministic order: when the trainer has nothing left to take, the
-  // worker holding the split that every later batch waits for may send
-  // one more, beyond its share. Its room may be full of batches of its
-  // other splits, held for that split's, and nothing the trainer takes
-  // would free it; each such credit moves it on (its producers finish
-  // those splits and reach this one). So what the session holds can
-  // exceed its bound by what that worker's other splits still send.
-  if (!o_.deterministic) return;
-  const std::optional<uint64_t> head = reorder_.head();
-  const std::optional<uint64_t> holder = head ? table_.holder(*head) : std::nullopt;
-  if (!holder) return;
-  auto it = workers_.find(*holder);
-  if (it == workers_.end() || it->second.phase != Phase::kReady || it->second.credits > 0) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!queue_.empty()) return;
-  }
-  it->second.credits = 1;
-  send(*holder, wire::Credit{1});
 }
 
 }  // namespace goldminer
