@@ -25,13 +25,7 @@ seeds=${2:-1 2 3 4 5}
 gpus=${3:-64}
 load=${4:-0.9}
 noise=${5:-0.05}
-trace=$top/../shared/data/traces/alibaba-gpu-v2023
-if [ ! -f "$trace/dev_slice.csv" ]; then
-    echo "SKIP: $trace is absent (../shared/data): nothing to replay"
-    exit 0
-fi
-sim=$build/goldminer-sim
-[ -x "$sim" ] || { echo "bench/sim_baselines.sh: $sim is not built (make goldminer-sim)" >&2; exit 1; }
+. "$top/bench/sim_common.sh"
 policies="bundled goldminer goldminer-measured oracle cachew"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

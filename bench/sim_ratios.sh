@@ -26,12 +26,7 @@ scales=${4:-64 512 full}
 demand=${5:-calibrated}
 curve=${6:-linear}
 noise=${7:-0}
-trace=$top/../shared/data/traces/alibaba-gpu-v2023
-if [ ! -f "$trace/dev_slice.csv" ]; then
-    echo "SKIP: $trace is absent (../shared/data): nothing to replay"
-    exit 0
-fi
-sim=$build/goldminer-sim
+. "$top/bench/sim_common.sh"
 
 field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
 

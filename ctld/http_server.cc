@@ -32,13 +32,10 @@ HttpServer::~HttpServer() {
 }
 
 Expected<std::unique_ptr<HttpServer>> HttpServer::listen(const std::string& address) {
-  auto hp = parse_host_port(address, "listen");
-  if (!hp.ok()) return hp.status();
-  auto res = resolve(*hp, true);
-  if (!res.ok()) return res.status();
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(*res, &::freeaddrinfo);
+  auto list = resolve(address, "listen", true);
+  if (!list.ok()) return list.status();
   std::string why = "no address";
-  for (addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
+  for (addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       why = errno_text("socket");

@@ -48,17 +48,14 @@ struct FakeSlurm {
   int scontrol_exit = 0, squeue_exit = 0;
   std::vector<std::string> calls;
   SlurmCommand command() {
-    return [this](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
-      std::string call = name;
-      for (const std::string& a : args) call += " " + a;
-      calls.push_back(call);
+    return testing::recording_command(&calls, [this](const std::string& name) -> Expected<CommandResult> {
       CommandResult r;
       const bool scontrol = name == "scontrol";
       r.exit_code = scontrol ? scontrol_exit : squeue_exit;
       r.output = r.exit_code != 0 ? "error: Unable to contact slurm controller (connect failure)\n"
                                   : (scontrol ? nodes : queue);
       return r;
-    };
+    });
   }
 };
 

@@ -9,6 +9,8 @@
 
 #include <thread>
 
+#include "tests/test_util.h"
+
 namespace goldminer::dw {
 namespace {
 
@@ -69,12 +71,7 @@ TEST(CpuBinderTest, AProcessLimitedToOneCpuHasOneCore) {
     (void)!write(out[1], text.data(), text.size());
     _exit(0);
   }
-  close(out[1]);
-  std::string got;
-  char buf[256];
-  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
-  close(out[0]);
-  waitpid(child, nullptr, 0);
+  const std::string got = testing::output_of_child(out, child);
   EXPECT_EQ(got.rfind("core 1 of ", 0), 0u) << got;
   EXPECT_EQ(got.substr(got.size() - 2), " 1") << got;
 }

@@ -92,29 +92,25 @@ Expected<Header> parse_header(const std::string& bytes, const std::string& pytho
   return h;
 }
 
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
+// All `n` bytes through `io` (::read or ::write) at `p`, again after EINTR;
+// false where `io` fails or moves nothing (the child's end closed).
+template <class Byte, class Io>
+bool transfer_all(int fd, Byte* p, size_t n, Io io) {
   while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
+    ssize_t done = io(fd, p, n);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return false;
+    p += done;
+    n -= static_cast<size_t>(done);
   }
   return true;
 }
 
-bool read_all(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+bool write_all(int fd, const void* data, size_t n) {
+  return transfer_all(fd, static_cast<const char*>(data), n, ::write);
 }
+
+bool read_all(int fd, void* data, size_t n) { return transfer_all(fd, static_cast<char*>(data), n, ::read); }
 
 template <class T>
 bool read_value(int fd, T* v) { return read_all(fd, v, sizeof(T)); }

@@ -130,6 +130,20 @@ std::string skip_reason(const std::string& python) {
   return "";
 }
 
+// The program of a module whose forward is `forward`, saved and loaded by
+// /usr/bin/python3; `*skip` says why a test cannot run it (no python3 here,
+// or no torch in it) and is empty otherwise.
+Expected<std::unique_ptr<WorkerProgram>> debian_program(const std::string& forward, std::string* skip) {
+  *skip = skip_reason("/usr/bin/python3");
+  if (!skip->empty()) return Status::error(*skip);
+  const Saved saved = save_with("/usr/bin/python3", forward);
+  if (saved.bytes.empty()) {
+    *skip = "/usr/bin/python3 has no torch";
+    return Status::error(*skip);
+  }
+  return load_python_program(wrapped("/usr/bin/python3", saved.version, saved.bytes));
+}
+
 TEST(PythonProgramTest, TorchScriptHeaderNeedsTheTrainersTorch) {
   const std::string magic = kPythonProgramMagic;
   EXPECT_EQ(load_error(magic + "python=/usr/bin/python3\nmode=torchscript\n\nPK"),
@@ -208,10 +222,9 @@ TEST(PythonProgramTest, AChildKilledInTheMiddleOfABatchIsAnEnvironmentError) {
 // one load started and two more), a second warm_up starts none, and
 // three batches at once find them started.
 TEST(PythonProgramTest, WarmingUpStartsAProcessForEachCallAtOnce) {
-  if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
-  const Saved saved = save_with("/usr/bin/python3", "        return x * 2.0\n");
-  if (saved.bytes.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
-  auto p = load_python_program(wrapped("/usr/bin/python3", saved.version, saved.bytes));
+  std::string skip;
+  auto p = debian_program("        return x * 2.0\n", &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(script_children().size(), 1u);
   (*p)->warm_up(3);
@@ -242,10 +255,9 @@ TEST(PythonProgramTest, WarmingUpStartsAProcessForEachCallAtOnce) {
 // DataLoader batch's structure tensor held other bytes, or the worker
 // crashed), and so is the second.
 TEST(PythonProgramTest, ALargerBatchMapsTheSharedMemoryAgainForAllItsTensors) {
-  if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
-  const Saved saved = save_with("/usr/bin/python3", "        return (x[:1] * 0.0 + 42.0, x * 2.0 + 1.0)\n");
-  if (saved.bytes.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
-  auto p = load_python_program(wrapped("/usr/bin/python3", saved.version, saved.bytes));
+  std::string skip;
+  auto p = debian_program("        return (x[:1] * 0.0 + 42.0, x * 2.0 + 1.0)\n", &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
   ASSERT_TRUE(p.ok()) << p.status().message();
   for (int n : {4, 1 << 20, 1 << 22}) {  // the child's memfd: 1 MiB, then 4 MiB + 64 bytes, then 16 MiB + 64
     auto out = (*p)->run(counting(n), 1, 0);

@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dw_daemon/program.h"
@@ -65,6 +67,21 @@ std::vector<Tensor> outputs(WorkerProgram* p, const readers::Batch& b, uint64_t 
   return r;
 }
 
+// `source`'s module loaded in process and in a /usr/bin/python3 child, both
+// with `threads` threads; the error of the first that could not load it.
+struct Runners {
+  std::unique_ptr<WorkerProgram> here, child;
+};
+
+Expected<Runners> both_runners(const char* source, int threads) {
+  const std::string bytes = module_bytes(source);
+  auto here = load_torchscript(bytes, threads);
+  if (!here.ok()) return here.status();
+  auto child = load_python_program(for_child("/usr/bin/python3", bytes), threads);
+  if (!child.ok()) return child.status();
+  return Runners{std::move(*here), std::move(*child)};
+}
+
 // Each program, in process and in a child, on the same batch and seeds
 // (one past 2^63): the same tensors, byte for byte, random ops included.
 TEST(TorchScriptChildTest, APythonChildGivesWhatTheInProcessRunnerGives) {
@@ -79,15 +96,12 @@ TEST(TorchScriptChildTest, APythonChildGivesWhatTheInProcessRunnerGives) {
   const readers::Batch batch = mixed_batch();
   for (const char* source : programs) {
     SCOPED_TRACE(source);
-    const std::string bytes = module_bytes(source);
-    auto here = load_torchscript(bytes, 2);
-    auto child = load_python_program(for_child("/usr/bin/python3", bytes), 2);
-    ASSERT_TRUE(here.ok()) << here.status().message();
-    ASSERT_TRUE(child.ok()) << child.status().message();
+    auto r = both_runners(source, 2);
+    ASSERT_TRUE(r.ok()) << r.status().message();
     for (uint64_t seed : {uint64_t{1}, uint64_t{12345}, (uint64_t{1} << 63) + 5}) {
-      const std::vector<Tensor> expected = outputs(here->get(), batch, seed);
+      const std::vector<Tensor> expected = outputs(r->here.get(), batch, seed);
       ASSERT_FALSE(expected.empty());
-      EXPECT_EQ(outputs(child->get(), batch, seed), expected) << "seed " << seed;
+      EXPECT_EQ(outputs(r->child.get(), batch, seed), expected) << "seed " << seed;
     }
   }
 }
@@ -105,13 +119,10 @@ TEST(TorchScriptChildTest, APythonChildFailsAsTheInProcessRunnerFails) {
   };
   for (const char* source : programs) {
     SCOPED_TRACE(source);
-    const std::string bytes = module_bytes(source);
-    auto here = load_torchscript(bytes, 1);
-    auto child = load_python_program(for_child("/usr/bin/python3", bytes), 1);
-    ASSERT_TRUE(here.ok()) << here.status().message();
-    ASSERT_TRUE(child.ok()) << child.status().message();
-    auto expected = (*here)->run(batch_of(1), 7, 0);
-    auto got = (*child)->run(batch_of(1), 7, 0);
+    auto r = both_runners(source, 1);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto expected = r->here->run(batch_of(1), 7, 0);
+    auto got = r->child->run(batch_of(1), 7, 0);
     ASSERT_FALSE(expected.ok());
     ASSERT_FALSE(got.ok());
     EXPECT_EQ(got.status().message(), expected.status().message());

@@ -41,6 +41,15 @@ ValueCheck slurm_name();
 ValueCheck absolute_path();
 // HOST:PORT or [IPV6]:PORT (gmcore/host_port.h).
 ValueCheck host_port();
+// What `parse` (value -> Expected<T>) accepts; the reason is its error's
+// message.
+template <class Parse>
+ValueCheck parses_with(Parse parse) {
+  return [parse](const std::string& value) {
+    auto parsed = parse(value);
+    return parsed.ok() ? std::string() : parsed.status().message();
+  };
+}
 
 // Where a command's parse stores an option's value (gmcore/command_line.h);
 // the plugins' rows have none.

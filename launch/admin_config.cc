@@ -32,11 +32,7 @@ const OptionTable& admin_option_table() {
       {"dw_ports", "20000-39999", "LOW-HIGH",
        "ports a batch job's trainer may listen on; each job gets one no other trainer on its node holds and "
        "nothing else listens on, from LOW + job id mod the range's size on",
-       [](const std::string& v) {
-         auto r = parse_port_range(v);
-         return r.ok() ? std::string() : r.status().message();
-       },
-       ""},
+       parses_with(parse_port_range), ""},
       {"port_registry", "/run/goldminer/ports", "PATH",
        "the node's registry of reserved trainer ports, with PATH.lock beside it (root's alone: its directory, "
        "dedicated to it, 0700, the files 0600, checked on each use; on a tmpfs, so that a rebooted node starts "
@@ -51,11 +47,7 @@ const OptionTable& admin_option_table() {
        "with firewall=nftables, further sources admitted to the trainers' ports: addresses or prefixes "
        "(10.1.0.0/16, fd00::/64), e.g. the network of the nodes a batch job's companion job of data workers "
        "runs on, which are not the job's own",
-       [](const std::string& v) {
-         auto nets = parse_admitted_list(v);
-         return nets.ok() ? std::string() : nets.status().message();
-       },
-       ""},
+       parses_with(parse_admitted_list), ""},
       {"nft", "/usr/sbin/nft", "PATH", "the nft program that firewall=nftables runs", absolute_path(), ""},
       {"ctld", "", "HOST:PORT",
        "goldminer-ctld's address: elastic sessions report to it and take their worker targets from it; unset, "

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gmcore/net_interface.h"
+#include "tests/test_util.h"
 
 namespace goldminer {
 namespace {
@@ -80,13 +81,7 @@ TEST(NodeAddressTest, AnInterfaceWithOnlyIpv6GivesItsGlobalAddress) {
     (void)!write(out[1], text.data(), text.size());
     _exit(0);
   }
-  close(out[1]);
-  std::string got;
-  char buf[256];
-  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
-  close(out[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
+  const std::string got = testing::output_of_child(out, child);
   if (got == "setup failed") GTEST_SKIP() << "cannot make a veth in a network namespace here";
   const size_t nl = got.find('\n');
   ASSERT_NE(nl, std::string::npos) << got;

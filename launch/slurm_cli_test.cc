@@ -23,10 +23,7 @@ struct FakeSlurm {
   bool timed_out = false;
   std::vector<std::string> calls;
   SlurmCommand command() {
-    return [this](const std::string& name, const std::vector<std::string>& args) -> Expected<CommandResult> {
-      std::string call = name;
-      for (const std::string& a : args) call += " " + a;
-      calls.push_back(call);
+    return testing::recording_command(&calls, [this](const std::string& name) -> Expected<CommandResult> {
       if (cannot_run) return Status::error("no executable " + name + " in PATH (/usr/bin)");
       CommandResult r;
       r.exit_code = timed_out ? -1 : exit;
@@ -34,7 +31,7 @@ struct FakeSlurm {
       r.timeout_s = 10;
       r.output = out;
       return r;
-    };
+    });
   }
 };
 

@@ -1,8 +1,30 @@
-// Test data the tests of launch/slurm_cli and ctld/slurm_pool share.
+// What the tests of launch/slurm_cli and ctld/slurm_pool share: a sample
+// of scontrol's node lines, and a stand-in for Slurm's commands that
+// records each call.
 #ifndef GOLDMINER_LAUNCH_SLURM_TEST_UTIL_H_
 #define GOLDMINER_LAUNCH_SLURM_TEST_UTIL_H_
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launch/slurm_cli.h"
+
 namespace goldminer::testing {
+
+// A SlurmCommand that appends each call to `calls` as one line ("name arg
+// ...") and answers it with `answer(name)`. `calls` outlives the command.
+inline SlurmCommand recording_command(std::vector<std::string>* calls,
+                                      std::function<Expected<CommandResult>(const std::string& name)> answer) {
+  return [calls, answer = std::move(answer)](const std::string& name,
+                                             const std::vector<std::string>& args) -> Expected<CommandResult> {
+    std::string call = name;
+    for (const std::string& a : args) call += " " + a;
+    calls->push_back(call);
+    return answer(name);
+  };
+}
 
 // As `scontrol --details --oneliner show node` prints them (22.05), trimmed:
 // a mixed GPU node, a drained one, a CPU node with no GRES, one not

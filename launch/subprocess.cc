@@ -232,6 +232,16 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// Two close-on-exec pipes, or neither: where the second cannot be made, the
+// first is closed. `what` begins the error ("cannot run PROGRAM").
+Status make_pipes(int first[2], int second[2], const std::string& what) {
+  if (pipe2(first, O_CLOEXEC) == 0 && pipe2(second, O_CLOEXEC) == 0) return Status();
+  int err = errno;
+  close_fd(first[0]);
+  close_fd(first[1]);
+  return Status::error(what + ": pipe: " + std::strerror(err));
+}
+
 // `caller`'s refusal of a spec whose program is not an absolute path.
 Status check_program(const CommandSpec& spec, const char* caller) {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')
@@ -281,12 +291,7 @@ Expected<CommandResult> run_command(const CommandSpec& spec) {
   std::vector<char*> envp = c_strings(spec.env);
 
   int out[2] = {-1, -1}, status[2] = {-1, -1};
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) {
-    int err = errno;
-    close_fd(out[0]);
-    close_fd(out[1]);
-    return Status::error("cannot run " + program + ": pipe: " + std::strerror(err));
-  }
+  if (Status st = make_pipes(out, status, "cannot run " + program); !st.ok()) return st;
   pid_t pid;
   {
     AllSignalsBlocked blocked;
@@ -402,12 +407,7 @@ Expected<int> spawn_detached(const CommandSpec& spec, const std::string& output_
   std::vector<char*> argv = c_strings(spec.argv);
   std::vector<char*> envp = c_strings(spec.env);
   int status[2] = {-1, -1}, pid_pipe[2] = {-1, -1};
-  if (pipe2(status, O_CLOEXEC) != 0 || pipe2(pid_pipe, O_CLOEXEC) != 0) {
-    int err = errno;
-    close_fd(status[0]);
-    close_fd(status[1]);
-    return Status::error("cannot start " + program + ": pipe: " + std::strerror(err));
-  }
+  if (Status st = make_pipes(status, pid_pipe, "cannot start " + program); !st.ok()) return st;
   pid_t pid;
   {
     AllSignalsBlocked blocked;  // in the middle process too, until the grandchild resets them

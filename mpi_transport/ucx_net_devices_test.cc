@@ -21,6 +21,7 @@
 #include "gm_config.h"
 #include "mpi_transport/test_util.h"
 #include "mpi_transport/transport.h"
+#include "tests/test_util.h"
 
 namespace goldminer::transport {
 namespace {
@@ -90,13 +91,7 @@ TEST(UcxNetDevicesTest, AGuardedDataPortListensOnTheTrainersNetworkOnly) {
     execl("/proc/self/exe", "transport_test", nullptr);
     _exit(127);
   }
-  close(out[1]);
-  std::string got;
-  char buf[512];
-  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
-  close(out[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
+  const std::string got = goldminer::testing::output_of_child(out, child);
   // What the child said (UCX's warnings go to stdout too).
   std::string said;
   std::istringstream lines(got);

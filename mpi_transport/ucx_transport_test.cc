@@ -278,26 +278,47 @@ pid_t start_worker_process(const std::string& addr, bool then_stop) {
   return child;
 }
 
+// A trainer's endpoint on lo with `o`, and a worker process
+// (start_worker_process) that connected to it: its first message, whose
+// peer the endpoint authenticated.
+struct AdmittedWorker {
+  std::unique_ptr<Endpoint> server;
+  std::string address;
+  pid_t child = -1;
+  Event first;
+};
+
+Expected<AdmittedWorker> admit_worker_process(const Options& o, bool then_stop) {
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  auto server = listen("ucx://127.0.0.1:0", o);
+  if (!server.ok()) return server.status();
+  AdmittedWorker w;
+  w.server = std::move(*server);
+  w.address = w.server->address();
+  w.child = start_worker_process(w.address, then_stop);
+  w.first = wait_for(w.server.get(), Event::Kind::kMessage);
+  w.server->authenticated(w.first.peer);
+  return w;
+}
+
 // A send to a worker that stopped progressing, then was killed, fails as
 // soon as its socket ends, whatever the send timeout: the trainer's
 // endpoint to a worker in its network namespace has no error handling
 // (UCX 1.13 cannot cancel a send on it), so the trainer closes it.
 TEST(UcxTest, ASendToAWorkerKilledMidSendFailsWhenItsSocketEnds) {
-  setenv("UCX_NET_DEVICES", "lo", 1);
   Options o;
   o.send_timeout_ms = 120000;
-  auto server = listen("ucx://127.0.0.1:0", o);
-  ASSERT_TRUE(server.ok()) << server.status().message();
-  const std::string addr = (*server)->address();
-  pid_t child = start_worker_process(addr, /*then_stop=*/true);
-  Event m = wait_for(server->get(), Event::Kind::kMessage);
-  (*server)->authenticated(m.peer);
+  auto w = admit_worker_process(o, /*then_stop=*/true);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  Endpoint* server = w->server.get();
+  const pid_t child = w->child;
+  const Event& m = w->first;
   uint8_t hello[32] = {8};
   // Sent once the worker's UCX attached (until then it waits in the
   // worker's queue); the worker stops progressing when it comes.
   std::atomic<bool> hello_sent{false};
-  ASSERT_TRUE((*server)->send_async(m.peer, hello, sizeof hello, [&](Status st) { hello_sent = st.ok(); }).ok());
-  for (int i = 0; i < 1000 && !hello_sent; ++i) (void)(*server)->poll(10);
+  ASSERT_TRUE(server->send_async(m.peer, hello, sizeof hello, [&](Status st) { hello_sent = st.ok(); }).ok());
+  for (int i = 0; i < 1000 && !hello_sent; ++i) (void)server->poll(10);
   ASSERT_TRUE(hello_sent) << "the worker never attached";
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // 64 MiB (rendezvous): the worker never fetches it. Killed 0.5 s in.
@@ -308,7 +329,7 @@ TEST(UcxTest, ASendToAWorkerKilledMidSendFailsWhenItsSocketEnds) {
   alarm(60);  // a send that never returns ends the test binary, failing it
   auto big = pattern(64 << 20, 9);
   const auto t0 = std::chrono::steady_clock::now();
-  Status s = (*server)->send(m.peer, big.data(), big.size());
+  Status s = server->send(m.peer, big.data(), big.size());
   const auto took = std::chrono::steady_clock::now() - t0;
   alarm(0);
   killer.join();
@@ -316,7 +337,7 @@ TEST(UcxTest, ASendToAWorkerKilledMidSendFailsWhenItsSocketEnds) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("connection lost"), std::string::npos) << s.message();
   EXPECT_LT(took, std::chrono::seconds(10)) << "not at the 120 s send timeout";
-  Event d = wait_for(server->get(), Event::Kind::kDisconnected);
+  Event d = wait_for(server, Event::Kind::kDisconnected);
   EXPECT_EQ(d.peer, m.peer);
 }
 
@@ -326,37 +347,34 @@ TEST(UcxTest, ASendToAWorkerKilledMidSendFailsWhenItsSocketEnds) {
 // ever becoming a peer, and change nothing for the connected worker.
 constexpr int kHandshakeTimeoutMs = 1500;
 TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
-  setenv("UCX_NET_DEVICES", "lo", 1);
   Options o;
   o.handshake_timeout_ms = kHandshakeTimeoutMs;
-  auto server = listen("ucx://127.0.0.1:0", o);
-  ASSERT_TRUE(server.ok()) << server.status().message();
-  const std::string addr = (*server)->address();
-  pid_t child = start_worker_process(addr, /*then_stop=*/false);
-  Event m = wait_for(server->get(), Event::Kind::kMessage);
-  (*server)->authenticated(m.peer);
-  Event large = wait_for(server->get(), Event::Kind::kMessage);
-  EXPECT_EQ((*server)->path_stats().shared_memory, 1u);
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  Event d = wait_for(server->get(), Event::Kind::kDisconnected, 20000);
+  auto w = admit_worker_process(o, /*then_stop=*/false);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  Endpoint* server = w->server.get();
+  const Event& m = w->first;
+  Event large = wait_for(server, Event::Kind::kMessage);
+  EXPECT_EQ(server->path_stats().shared_memory, 1u);
+  kill(w->child, SIGKILL);
+  waitpid(w->child, nullptr, 0);
+  Event d = wait_for(server, Event::Kind::kDisconnected, 20000);
   EXPECT_EQ(d.peer, m.peer);
   // A frame in the dead worker's arena is still readable.
   ASSERT_EQ(large.frame->size(), size_t{1} << 20);
   auto want = pattern(1 << 20, 5);
   EXPECT_EQ(std::memcmp(large.frame->data(), want.data(), want.size()), 0);
 
-  auto good = connect(addr);
+  auto good = connect(w->address);
   ASSERT_TRUE(good.ok());
   uint8_t msg[32] = {1};
-  std::vector<Event> seen = send_while_polling(good->get(), msg, sizeof msg, server->get());
-  Event g = next_of(&seen, server->get(), Event::Kind::kMessage);
-  (*server)->authenticated(g.peer);
+  std::vector<Event> seen = send_while_polling(good->get(), msg, sizeof msg, server);
+  Event g = next_of(&seen, server, Event::Kind::kMessage);
+  server->authenticated(g.peer);
 
   // Junk of 1000 and 4096 bytes; a UCX 1.13 TCP connection request (its
   // header: size_t length, uint8_t status, padded to 16 bytes; then 64
   // bytes); nothing at all, held open.
-  const uint16_t port = static_cast<uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1)));
+  const uint16_t port = static_cast<uint16_t>(std::stoi(w->address.substr(w->address.rfind(':') + 1)));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int> junk_fds;
   for (size_t bytes : {size_t{1000}, size_t{4096}, size_t{0}}) {
@@ -381,7 +399,7 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   std::vector<std::chrono::steady_clock::duration> after(junk_fds.size());
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10) &&
          std::count(closed.begin(), closed.end(), false) > 0) {
-    auto e = (*server)->poll(10);
+    auto e = server->poll(10);
     ASSERT_TRUE(e.ok());
     EXPECT_FALSE(e->has_value() && (*e)->kind == Event::Kind::kConnected) << "junk became a peer";
     for (size_t i = 0; i < junk_fds.size(); ++i) {
@@ -401,11 +419,11 @@ TEST(UcxTest, KilledPeerAndGarbageOnTheListener) {
   EXPECT_LT(after[3], std::chrono::milliseconds(kHandshakeTimeoutMs)) << "a UCX request is closed at once";
   EXPECT_GE(after[2], std::chrono::milliseconds(kHandshakeTimeoutMs)) << "silence is not closed before the timeout";
 
-  seen = send_while_polling(good->get(), msg, sizeof msg, server->get());
-  Event g2 = next_of(&seen, server->get(), Event::Kind::kMessage);  // the connected worker goes on
+  seen = send_while_polling(good->get(), msg, sizeof msg, server);
+  Event g2 = next_of(&seen, server, Event::Kind::kMessage);  // the connected worker goes on
   EXPECT_EQ(g2.peer, g.peer);
-  ASSERT_TRUE((*server)->send_async(g.peer, msg, sizeof msg, [](Status s) { EXPECT_TRUE(s.ok()); }).ok());
-  EXPECT_EQ(testing::next_at_client(server->get(), good->get()).kind, Event::Kind::kMessage);
+  ASSERT_TRUE(server->send_async(g.peer, msg, sizeof msg, [](Status s) { EXPECT_TRUE(s.ok()); }).ok());
+  EXPECT_EQ(testing::next_at_client(server, good->get()).kind, Event::Kind::kMessage);
 }
 #endif
 

@@ -33,11 +33,9 @@ TEST(CriteoTsvTest, ExactValuesMissingRaggedAndCrLf) {
   ASSERT_EQ(batches.size(), 1u);
   const Batch& b = batches[0];
   ASSERT_EQ(b.tensors.size(), 3u);
-  EXPECT_EQ(b.tensors[0].dtype, wire::DType::kFloat32);
-  EXPECT_EQ(b.tensors[0].shape, (std::vector<int64_t>{4}));
+  EXPECT_TRUE(testing::has_layout(b.tensors[0], wire::DType::kFloat32, {4}));
   EXPECT_EQ(b.tensors[1].shape, (std::vector<int64_t>{4, 13}));
-  EXPECT_EQ(b.tensors[2].dtype, wire::DType::kInt64);
-  EXPECT_EQ(b.tensors[2].shape, (std::vector<int64_t>{4, 26}));
+  EXPECT_TRUE(testing::has_layout(b.tensors[2], wire::DType::kInt64, {4, 26}));
   auto label = testing::values<float>(b.tensors[0]);
   auto dense = testing::values<float>(b.tensors[1]);
   auto sparse = testing::values<int64_t>(b.tensors[2]);

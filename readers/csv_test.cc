@@ -33,10 +33,8 @@ TEST(CsvTest, QuotedFieldsTypesAndMissing) {
   for (const SplitRange& s : plan.splits) {
     for (const Batch& b : testing::read_split(plan.config, s, 0, 8, 0)) {
       ASSERT_EQ(b.tensors.size(), 2u);
-      EXPECT_EQ(b.tensors[0].dtype, wire::DType::kFloat32);
-      EXPECT_EQ(b.tensors[0].shape, (std::vector<int64_t>{2, 2}));  // id, score
-      EXPECT_EQ(b.tensors[1].dtype, wire::DType::kInt64);
-      EXPECT_EQ(b.tensors[1].shape, (std::vector<int64_t>{2, 2}));  // title, tag
+      EXPECT_TRUE(testing::has_layout(b.tensors[0], wire::DType::kFloat32, {2, 2}));  // id, score
+      EXPECT_TRUE(testing::has_layout(b.tensors[1], wire::DType::kInt64, {2, 2}));  // title, tag
       auto n = testing::values<float>(b.tensors[0]);
       auto c = testing::values<int64_t>(b.tensors[1]);
       num.insert(num.end(), n.begin(), n.end());

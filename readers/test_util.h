@@ -89,6 +89,20 @@ std::vector<T> values(const HostTensor& t) {
   return out;
 }
 
+// EXPECT_TRUE(has_layout(t, dtype, shape)): `t` holds `dtype` values in
+// `shape`; a failure says what it holds instead.
+inline ::testing::AssertionResult has_layout(const HostTensor& t, wire::DType dtype,
+                                             const std::vector<int64_t>& shape) {
+  if (t.dtype == dtype && t.shape == shape) return ::testing::AssertionSuccess();
+  auto dims = [](const std::vector<int64_t>& s) {
+    std::string text = "[";
+    for (size_t i = 0; i < s.size(); ++i) text += (i ? ", " : "") + std::to_string(s[i]);
+    return text + "]";
+  };
+  return ::testing::AssertionFailure() << "dtype " << static_cast<int>(t.dtype) << " shape " << dims(t.shape)
+                                       << ", expected dtype " << static_cast<int>(dtype) << " shape " << dims(shape);
+}
+
 inline std::string bytes_of(const HostTensor& t) {
   return std::string(t.data.begin(), t.data.end());
 }

@@ -16,11 +16,9 @@ TEST(TextTest, LinesCrLfAndFinalLineWithoutNewline) {
   ASSERT_EQ(batches.size(), 1u);
   const Batch& b = batches[0];
   ASSERT_EQ(b.tensors.size(), 2u);
-  EXPECT_EQ(b.tensors[0].dtype, wire::DType::kUInt8);
-  EXPECT_EQ(b.tensors[0].shape, (std::vector<int64_t>{5}));
+  EXPECT_TRUE(testing::has_layout(b.tensors[0], wire::DType::kUInt8, {5}));
   EXPECT_EQ(testing::bytes_of(b.tensors[0]), "alpha");
-  EXPECT_EQ(b.tensors[1].dtype, wire::DType::kInt64);
-  EXPECT_EQ(b.tensors[1].shape, (std::vector<int64_t>{2}));
+  EXPECT_TRUE(testing::has_layout(b.tensors[1], wire::DType::kInt64, {2}));
   EXPECT_EQ(testing::values<int64_t>(b.tensors[1]), (std::vector<int64_t>{5, 0}));
   EXPECT_EQ(b.records, (std::vector<uint64_t>{0, 1}));
   batches = testing::read_split(plan.config, plan.splits[1], 0, 1, 0);

@@ -92,24 +92,25 @@ TEST(WorkerRegistryTest, TheMeasuredCurveAndKneeRoundTripAndBadOnesAreNamed) {
   EXPECT_DOUBLE_EQ(back->curve[1].samples_per_s, 7900);
   EXPECT_EQ(back->knee, 2);
   EXPECT_EQ(back->probing, 3);
-  EXPECT_EQ(decode_report(with(text, "knee", "17")).status().message(),
-            "report: knee: invalid value '17': expected a number from -1 to 16");
-  EXPECT_EQ(decode_report(with(text, "probing", "yes")).status().message(),
-            "report: probing: invalid value 'yes': expected a number from 0 to 16");
-  EXPECT_EQ(decode_report(with(text, "probing", "17")).status().message(),
-            "report: probing: invalid value '17': expected a number from 0 to 16");
   EXPECT_EQ(decode_report(with(with(text, "knee", "-1"), "probing", "1")).status().message(),
             "report: probing: 1 without a knee");
   EXPECT_EQ(decode_report(with(text, "ceiling", "5"))->ceiling, 5);
   EXPECT_EQ(decode_report(with(text, "coming", "3"))->coming, 3);
-  EXPECT_EQ(decode_report(with(text, "coming", "-1")).status().message(),
-            "report: coming: invalid value '-1': expected a number from 0 to 1048576");
-  EXPECT_EQ(decode_report(with(text, "ceiling", "17")).status().message(),
-            "report: ceiling: invalid value '17': expected a number from 0 to 16");
-  EXPECT_EQ(decode_report(with(text, "curve", "6:7900,2:13700")).status().message(),
-            "report: curve: entry '2:13700': worker counts must be ascending and distinct");
-  EXPECT_EQ(decode_report(with(text, "curve", "2:fast")).status().message(),
-            "report: curve: entry '2:fast': samples/s must be a number from 0 to 1e15");
+  // One line given a bad value: refused with this message.
+  struct Bad {
+    const char *key, *value, *message;
+  };
+  for (const Bad& c : {
+           Bad{"knee", "17", "report: knee: invalid value '17': expected a number from -1 to 16"},
+           Bad{"probing", "yes", "report: probing: invalid value 'yes': expected a number from 0 to 16"},
+           Bad{"probing", "17", "report: probing: invalid value '17': expected a number from 0 to 16"},
+           Bad{"coming", "-1", "report: coming: invalid value '-1': expected a number from 0 to 1048576"},
+           Bad{"ceiling", "17", "report: ceiling: invalid value '17': expected a number from 0 to 16"},
+           Bad{"curve", "6:7900,2:13700",
+               "report: curve: entry '2:13700': worker counts must be ascending and distinct"},
+           Bad{"curve", "2:fast", "report: curve: entry '2:fast': samples/s must be a number from 0 to 1e15"},
+       })
+    EXPECT_EQ(decode_report(with(text, c.key, c.value)).status().message(), c.message) << c.key << "=" << c.value;
   std::string old = text.substr(0, text.find("curve="));
   EXPECT_EQ(decode_report(old).status().message(), "report: curve: missing") << "strict: no key is optional";
 }

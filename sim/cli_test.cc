@@ -92,43 +92,40 @@ TEST_F(CliTest, MalformedCsvNamesFileAndLine) {
 }
 
 TEST_F(CliTest, BadOptionsExitTwo) {
-  SimRun policy = run_sim("--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy fifo");
-  EXPECT_EQ(policy.status, 2);
-  EXPECT_EQ(policy.out,
-            "goldminer-sim: --policy: invalid value 'fifo': expected one of bundled, goldminer, "
-            "goldminer-joblevel, goldminer-measured, oracle, cachew\n");
+  const std::string files = "--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy bundled";
+  // Refused with exactly this first line.
+  struct Refused {
+    std::string args, line;
+  };
+  std::vector<Refused> refused = {
+      {"--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy fifo",
+       "goldminer-sim: --policy: invalid value 'fifo': expected one of bundled, goldminer, "
+       "goldminer-joblevel, goldminer-measured, oracle, cachew"},
+      {files + " --demand-model guess",
+       "goldminer-sim: --demand-model: invalid value 'guess': expected one of calibrated, request"},
+      {files + " --cpu-demand-factor 2", "goldminer-sim: --cpu-demand-factor applies to --demand-model request only"},
+      {files + " --demand-sigma -1",
+       "goldminer-sim: --demand-sigma: invalid value '-1': expected a number >= 0 (see --help)"},
+      {files + " --speed-curve cubic",
+       "goldminer-sim: --speed-curve: invalid value 'cubic': expected one of linear, concave"},
+      {files + " --measure-noise -0.1",
+       "goldminer-sim: --measure-noise: invalid value '-0.1': expected a number >= 0 and < 1 (see --help)"},
+      {files + " --window-s 0", "goldminer-sim: --window-s: invalid value '0': expected a number > 0 (see --help)"},
+  };
+  for (const char* latency : {"--worker-start-s", "--job-start-s", "--dispatch-s"})
+    refused.push_back({files + " " + latency + " -0.5", std::string("goldminer-sim: ") + latency +
+                                                           ": invalid value '-0.5': expected a number >= 0 (see --help)"});
+  for (const Refused& c : refused) {
+    SimRun r = run_sim(c.args);
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_EQ(first_line(r.out), c.line) << c.args;
+  }
   SimRun missing = run_sim("--nodes " + nodes_.path() + " --policy bundled");
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.out.find("--trace"), std::string::npos) << missing.out;
-  const std::string files = "--trace " + pods_.path() + " --nodes " + nodes_.path() + " --policy bundled";
-  SimRun model = run_sim(files + " --demand-model guess");
-  EXPECT_EQ(model.status, 2);
-  EXPECT_EQ(model.out, "goldminer-sim: --demand-model: invalid value 'guess': expected one of calibrated, request\n");
-  SimRun factor = run_sim(files + " --cpu-demand-factor 2");
-  EXPECT_EQ(factor.status, 2);
-  EXPECT_EQ(factor.out, "goldminer-sim: --cpu-demand-factor applies to --demand-model request only\n");
+  // What those refusals' options accept.
   EXPECT_EQ(run_sim(files + " --demand-model request --cpu-demand-factor 2").status, 0);
-  SimRun sigma = run_sim(files + " --demand-sigma -1");
-  EXPECT_EQ(sigma.status, 2);
-  EXPECT_EQ(first_line(sigma.out),
-            "goldminer-sim: --demand-sigma: invalid value '-1': expected a number >= 0 (see --help)");
-  for (const char* latency : {"--worker-start-s", "--job-start-s", "--dispatch-s"}) {
-    SimRun r = run_sim(files + " " + latency + " -0.5");
-    EXPECT_EQ(r.status, 2) << latency;
-    EXPECT_EQ(first_line(r.out), std::string("goldminer-sim: ") + latency +
-                                     ": invalid value '-0.5': expected a number >= 0 (see --help)");
-  }
   EXPECT_EQ(run_sim(files + " --job-start-s 1.5 --worker-start-s 0 --dispatch-s 0.5").status, 0);
-  SimRun curve = run_sim(files + " --speed-curve cubic");
-  EXPECT_EQ(curve.status, 2);
-  EXPECT_EQ(curve.out, "goldminer-sim: --speed-curve: invalid value 'cubic': expected one of linear, concave\n");
-  SimRun noise = run_sim(files + " --measure-noise -0.1");
-  EXPECT_EQ(noise.status, 2);
-  EXPECT_EQ(first_line(noise.out),
-            "goldminer-sim: --measure-noise: invalid value '-0.1': expected a number >= 0 and < 1 (see --help)");
-  SimRun window = run_sim(files + " --window-s 0");
-  EXPECT_EQ(window.status, 2);
-  EXPECT_EQ(first_line(window.out), "goldminer-sim: --window-s: invalid value '0': expected a number > 0 (see --help)");
 }
 
 // Each row's range, as its table states it; and the one check that

@@ -141,18 +141,16 @@ TEST(MeasuredTest, ParsesThePolicyAndRejectsBadNoise) {
 TEST(MeasuredTest, RealTraceMeasuredWastesLessThanTheModel) {
   std::string dir = testing::shared_data_dir();
   if (dir.empty()) GTEST_SKIP() << "../shared/data is absent: the real trace is not replayed";
-  auto pods = read_pods(dir + "/traces/alibaba-gpu-v2023/dev_slice.csv");
-  auto nodes = read_nodes(dir + "/traces/alibaba-gpu-v2023/nodes.csv");
-  ASSERT_TRUE(pods.ok() && nodes.ok());
-  ClusterSample s = sample_cluster(*pods, *nodes, 64, 1);
+  auto sample = testing::real_trace_sample(dir, 64, 1);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
   SimOptions o;
   o.load = 0.9;
   o.model.speed_curve = SpeedCurveModel::kConcave;
   o.model.measure_noise = 0.05;
   o.policy = Policy::kGoldminer;
-  SimResult gm = run(s.pods, s.nodes, o);
+  SimResult gm = run(sample->pods, sample->nodes, o);
   o.policy = Policy::kGoldminerMeasured;
-  SimResult measured = run(s.pods, s.nodes, o);
+  SimResult measured = run(sample->pods, sample->nodes, o);
   EXPECT_EQ(measured.jobs, gm.jobs);
   EXPECT_GT(gm.wasted_worker_cpu_s, 0);
   EXPECT_LT(measured.wasted_worker_cpu_s, gm.wasted_worker_cpu_s / 10);

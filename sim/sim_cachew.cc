@@ -24,10 +24,7 @@ const std::vector<std::pair<int, double>>& Simulation::true_points(Job& j) {
 
 void Simulation::start_cachew(int i) {
   Job& j = jobs_[i];
-  CachewConfig c;
-  c.min_workers = std::max(1, options_.model.dw_floor);
-  c.max_workers = options_.model.dw_max;
-  j.cachew = std::make_unique<CachewScaler>(c);
+  j.cachew = std::make_unique<CachewScaler>(with_worker_bounds(CachewConfig{}));
   j.cachew_want = j.cachew->wanted();
   j.last_window = j.ready_at;
   schedule_cachew_window(i);

@@ -36,10 +36,7 @@ namespace goldminer::sim::internal {
 
 void Simulation::start_measuring(int i) {
   Job& j = jobs_[i];
-  AutosizerConfig c;
-  c.min_workers = std::max(1, options_.model.dw_floor);
-  c.max_workers = options_.model.dw_max;
-  j.scaling = std::make_unique<ScalingPolicy>(c);
+  j.scaling = std::make_unique<ScalingPolicy>(with_worker_bounds(AutosizerConfig{}));
   j.last_window = j.ready_at;
   schedule_window(i);
 }

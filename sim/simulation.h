@@ -213,6 +213,14 @@ class Simulation {
   // oracle: job j's true speeds, (k, s(k)) for k = 1 up to its useful
   // workers (its claim's cap: none that adds nothing); read once per job.
   const std::vector<std::pair<int, double>>& true_points(Job& j);
+  // A scaler's settings (CachewConfig, AutosizerConfig) with the model's
+  // worker bounds: dw_floor (at least one) to dw_max.
+  template <class ScalerConfig>
+  ScalerConfig with_worker_bounds(ScalerConfig c) const {
+    c.min_workers = std::max(1, options_.model.dw_floor);
+    c.max_workers = options_.model.dw_max;
+    return c;
+  }
   // cachew (sim_cachew.cc): the job's scaler, its windows and the counts
   // it asks for, granted first come, first served.
   void start_cachew(int i);

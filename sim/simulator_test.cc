@@ -274,12 +274,10 @@ TEST(SimulatorTest, JsonHasEveryKey) {
 TEST(SimulatorTest, RealTraceAt64GpusUnderLoad) {
   std::string dir = testing::shared_data_dir();
   if (dir.empty()) GTEST_SKIP() << "../shared/data is absent: the real trace is not replayed";
-  auto pods = read_pods(dir + "/traces/alibaba-gpu-v2023/dev_slice.csv");
-  auto nodes = read_nodes(dir + "/traces/alibaba-gpu-v2023/nodes.csv");
-  ASSERT_TRUE(pods.ok() && nodes.ok());
-  ClusterSample s = sample_cluster(*pods, *nodes, 64, 1);
-  SimResult bundled = run(s.pods, s.nodes, Policy::kBundled, 0.8);
-  SimResult gm = run(s.pods, s.nodes, Policy::kGoldminer, 0.8);
+  auto sample = testing::real_trace_sample(dir, 64, 1);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  SimResult bundled = run(sample->pods, sample->nodes, Policy::kBundled, 0.8);
+  SimResult gm = run(sample->pods, sample->nodes, Policy::kGoldminer, 0.8);
   EXPECT_GT(bundled.avg_queue_s, 0) << "the baseline queues at load 0.8";
   EXPECT_EQ(gm.jobs, bundled.jobs) << "same replay under both policies";
   // The reserve means no GPU job ever waits for CPUs next to free GPUs.

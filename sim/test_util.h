@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gmcore/status.h"
+#include "sim/sampling.h"
 #include "sim/trace.h"
 
 namespace goldminer::sim::testing {
@@ -55,6 +57,16 @@ inline std::string shared_data_dir() {
   if (dir == nullptr) return "";
   std::ifstream probe(std::string(dir) + "/README.md");
   return probe ? dir : "";
+}
+
+// The sample of `gpus` GPUs (`seed`) of the real Alibaba slice under `dir`
+// (shared_data_dir()), or why its files could not be read.
+inline Expected<ClusterSample> real_trace_sample(const std::string& dir, int gpus, uint64_t seed) {
+  auto pods = read_pods(dir + "/traces/alibaba-gpu-v2023/dev_slice.csv");
+  if (!pods.ok()) return pods.status();
+  auto nodes = read_nodes(dir + "/traces/alibaba-gpu-v2023/nodes.csv");
+  if (!nodes.ok()) return nodes.status();
+  return sample_cluster(*pods, *nodes, gpus, seed);
 }
 
 inline const char* kPodHeader =

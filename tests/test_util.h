@@ -1,10 +1,13 @@
-// What the tests that run a built program or a script as a child share
-// (sim/cli_test, tests/split): running a shell command
-// and collecting what it prints.
+// What the tests that run a built program, a script or a forked child
+// share (sim/cli_test, tests/split, the tests that fork into a namespace or
+// an affinity of their own): running a shell command, or waiting for a
+// child, and collecting what it prints.
 #ifndef GOLDMINER_TESTS_TEST_UTIL_H_
 #define GOLDMINER_TESTS_TEST_UTIL_H_
 
+#include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -27,6 +30,19 @@ inline CommandResult run_command(const std::string& command) {
   const int status = pclose(pipe);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// For a child forked with the pipe `out` (it writes to out[1]): closes the
+// parent's write end, reads out[0] to its end, closes it and waits for
+// `child`; returns what the child wrote.
+inline std::string output_of_child(const int out[2], pid_t child) {
+  close(out[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  waitpid(child, nullptr, 0);
+  return got;
 }
 
 }  // namespace goldminer::testing

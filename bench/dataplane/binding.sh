@@ -10,9 +10,7 @@
 #   ROUNDS=3, PYTHON=/usr/bin/python3, PROGRAMS_DIR (as scaling.sh)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bench=binding.sh
-. "$here/common.sh"
-build=$(cd "${1:-$here/../../build}" && pwd)
+. "$here/common.sh" "$@"
 WORKERS=${WORKERS:-1}
 THREADS=${THREADS:-2}
 ROWS=${ROWS:-100000}
@@ -20,14 +18,9 @@ REPEAT=${REPEAT:-3}
 EPOCHS=${EPOCHS:-3}
 BATCH=${BATCH:-4096}
 ROUNDS=${ROUNDS:-3}
-PYTHON=${PYTHON:-/usr/bin/python3}
-PROGRAMS_DIR=${PROGRAMS_DIR:-}
-export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
 require_built goldminer-consume goldminer-dw
-if [ -z "$PROGRAMS_DIR" ]; then
-  "$PYTHON" -c 'import torch' 2>/dev/null || { echo "binding.sh: skipped: $PYTHON cannot import torch (needed to script the worker program)"; exit 0; }
-fi
+[ -n "$PROGRAMS_DIR" ] || skip_without_torch "needed to script the worker program"
 tmp=$(mktemp -d /tmp/gm-binding.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 make_criteo_and_programs criteo.pt

@@ -1,8 +1,25 @@
 # Sourced by the data-plane benchmarks (scaling.sh, binding.sh,
-# dataloader_compare.sh): the steps they take alike before measuring.
-# The caller sets `bench` (its name, for messages), `here` (its folder),
-# `build`, and the environment it documents (PYTHON, ROWS, REPEAT,
-# PROGRAMS_DIR, GNU_TIME).
+# worker_cost.sh, dataloader_compare.sh) as `. "$here/common.sh" "$@"`: the
+# settings and the steps they take alike before measuring. The caller sets
+# `here` (its folder) and the rest of the environment it documents (ROWS,
+# REPEAT, ...).
+
+# Set here: `bench` (the benchmark's name, for messages), `build` (the
+# build tree: its first argument, else the checkout's build/), and where the
+# environment does not set them PYTHON, PROGRAMS_DIR, GNU_TIME and
+# UCX_NET_DEVICES (exported: the runs stay on the loopback).
+bench=$(basename "$0")
+build=$(cd "${1:-$here/../../build}" && pwd)
+PYTHON=${PYTHON:-/usr/bin/python3}
+PROGRAMS_DIR=${PROGRAMS_DIR:-}
+GNU_TIME=${GNU_TIME:-/usr/bin/time}
+export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+
+# Exits 0, saying it skipped and why torch was wanted ($1), unless $PYTHON
+# imports torch.
+skip_without_torch() {
+  "$PYTHON" -c 'import torch' 2>/dev/null || { echo "$bench: skipped: $PYTHON cannot import torch ($1)"; exit 0; }
+}
 
 # Exits 1 unless each program named is built in $build.
 require_built() {

@@ -32,10 +32,8 @@
 #   libtorch), GNU_TIME=/usr/bin/time (GNU time, for the CPU seconds)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bench=dataloader_compare.sh
-. "$here/common.sh"
+. "$here/common.sh" "$@"
 src=$(cd "$here/../.." && pwd)
-build=$(cd "${1:-$src/build}" && pwd)
 K=${K:-"1 2"}
 DATASETS=${DATASETS:-"criteo jpeg"}
 JPEG_DECODE=${JPEG_DECODE:-full}
@@ -46,14 +44,9 @@ CRITEO_BATCH=${CRITEO_BATCH:-4096}
 JPEG_EPOCHS=${JPEG_EPOCHS:-4}
 JPEG_BATCH=${JPEG_BATCH:-32}
 SHARED_DATA=${SHARED_DATA:-$src/../shared/data}
-PYTHON=${PYTHON:-/usr/bin/python3}
-PROGRAMS_DIR=${PROGRAMS_DIR:-}
-GNU_TIME=${GNU_TIME:-/usr/bin/time}
-export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
 require_built goldminer-consume goldminer-dw
-"$PYTHON" -c 'import torch' 2>/dev/null ||
-  { echo "dataloader_compare.sh: skipped: $PYTHON cannot import torch (Debian: apt install python3-torch)"; exit 0; }
+skip_without_torch "Debian: apt install python3-torch"
 require_gnu_time
 for p in criteo.pt jpeg.pt; do
   [ -z "$PROGRAMS_DIR" ] || [ -f "$PROGRAMS_DIR/$p" ] ||

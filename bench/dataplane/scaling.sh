@@ -17,25 +17,19 @@
 #   each run, start-up included)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bench=scaling.sh
-. "$here/common.sh"
-build=$(cd "${1:-$here/../../build}" && pwd)
+. "$here/common.sh" "$@"
 K=${K:-"1 2 4"}
 ROWS=${ROWS:-100000}
 REPEAT=${REPEAT:-5}
 EPOCHS=${EPOCHS:-3}
 BATCH=${BATCH:-4096}
-PYTHON=${PYTHON:-/usr/bin/python3}
-PROGRAMS_DIR=${PROGRAMS_DIR:-}
-GNU_TIME=${GNU_TIME:-/usr/bin/time}
-export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
 require_built goldminer-consume goldminer-dw bench/inprocess_bench
 require_gnu_time
 if [ -n "$PROGRAMS_DIR" ]; then
   [ -f "$PROGRAMS_DIR/criteo.pt" ] || { echo "scaling.sh: PROGRAMS_DIR: $PROGRAMS_DIR/criteo.pt missing" >&2; exit 1; }
 else
-  "$PYTHON" -c 'import torch' 2>/dev/null || { echo "scaling.sh: skipped: $PYTHON cannot import torch (needed to script the worker program)"; exit 0; }
+  skip_without_torch "needed to script the worker program"
 fi
 
 tmp=$(mktemp -d /tmp/gm-scaling.XXXXXX)

@@ -30,9 +30,7 @@
 # callgrind, about 90 s of it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bench=worker_cost.sh
-. "$here/common.sh"
-build=$(cd "${1:-$here/../../build}" && pwd)
+. "$here/common.sh" "$@"
 K=${K:-"1 2"}
 ROWS=${ROWS:-20000}
 # shellcheck disable=SC2034  # make_criteo_and_programs (common.sh) reads it
@@ -40,19 +38,13 @@ REPEAT=1
 EPOCHS_A=${EPOCHS_A:-1}
 EPOCHS_B=${EPOCHS_B:-3}
 BATCH=${BATCH:-4096}
-PYTHON=${PYTHON:-/usr/bin/python3}
-PROGRAMS_DIR=${PROGRAMS_DIR:-}
 VALGRIND=${VALGRIND:-valgrind}
 JOBS=${JOBS:-2}
-export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 
 require_built goldminer-consume goldminer-dw bench/inprocess_bench
 command -v "$VALGRIND" > /dev/null || { echo "$bench: $VALGRIND missing: apt install valgrind (or set VALGRIND)" >&2; exit 1; }
 [ "$EPOCHS_B" -gt "$EPOCHS_A" ] || { echo "$bench: EPOCHS_B ($EPOCHS_B) must be more than EPOCHS_A ($EPOCHS_A)" >&2; exit 1; }
-if [ -z "$PROGRAMS_DIR" ]; then
-  "$PYTHON" -c 'import torch' 2>/dev/null ||
-    { echo "$bench: skipped: $PYTHON cannot import torch (needed to script the worker program)"; exit 0; }
-fi
+[ -n "$PROGRAMS_DIR" ] || skip_without_torch "needed to script the worker program"
 
 tmp=$(mktemp -d /tmp/gm-worker-cost.XXXXXX)
 # Kept when something failed, to look into.

@@ -62,29 +62,36 @@ Expected<size_t> feed(Parser* parser, const std::string& data, bool eof, const c
   return parser->is_done() ? used : size_t{0};
 }
 
-// kMaxHttpHead and kMaxHttpBody on `p`, which parses the body with the
-// head (one call may take a whole message).
+// feed() with kMaxHttpHead and kMaxHttpBody on `p`, which parses the body
+// with the head (one call may take a whole message).
 template <class Parser>
-void set_limits(Parser* p) {
+Expected<size_t> feed_limited(Parser* p, const std::string& data, bool eof, const char* what) {
   p->header_limit(kMaxHttpHead);
   p->body_limit(kMaxHttpBody);
   p->eager(true);
+  return feed(p, data, eof, what);
+}
+
+// feed_limited(), and an error unless `data` held a whole message: `cut`
+// says what it was instead.
+template <class Parser>
+Status parse_whole(Parser* p, const std::string& data, bool eof, const char* what, const char* cut) {
+  auto size = feed_limited(p, data, eof, what);
+  if (!size.ok()) return size.status();
+  if (*size == 0) return Status::error(std::string("http: ") + cut);
+  return Status();
 }
 
 }  // namespace
 
 Expected<size_t> http_request_size(const std::string& data) {
   http::request_parser<http::string_body> p;
-  set_limits(&p);
-  return feed(&p, data, false, "request");
+  return feed_limited(&p, data, false, "request");
 }
 
 Expected<HttpRequest> parse_http_request(const std::string& data) {
   http::request_parser<http::string_body> p;
-  set_limits(&p);
-  auto size = feed(&p, data, false, "request");
-  if (!size.ok()) return size.status();
-  if (*size == 0) return Status::error("http: incomplete request");
+  if (Status st = parse_whole(&p, data, false, "request", "incomplete request"); !st.ok()) return st;
   const auto& m = p.get();
   HttpRequest r;
   r.method = std::string(m.method_string());
@@ -127,16 +134,12 @@ std::string format_http_response(const HttpResponse& r) {
 // The bytes a whole response takes of `data`; 0 while it is not whole.
 Expected<size_t> http_response_size(const std::string& data, bool eof) {
   http::response_parser<http::string_body> p;
-  set_limits(&p);
-  return feed(&p, data, eof, "response");
+  return feed_limited(&p, data, eof, "response");
 }
 
 Expected<HttpResponse> parse_http_response(const std::string& data) {
   http::response_parser<http::string_body> p;
-  set_limits(&p);
-  auto size = feed(&p, data, true, "response");
-  if (!size.ok()) return size.status();
-  if (*size == 0) return Status::error("http: response cut short");
+  if (Status st = parse_whole(&p, data, true, "response", "response cut short"); !st.ok()) return st;
   const auto& m = p.get();
   HttpResponse r;
   r.status = static_cast<int>(m.result_int());
@@ -147,13 +150,10 @@ Expected<HttpResponse> parse_http_response(const std::string& data) {
 
 Expected<HttpResponse> http_call(const std::string& address, const HttpRequest& request, double timeout_s) {
   const auto deadline = deadline_after(timeout_s);
-  auto hp = parse_host_port(address, "address");
-  if (!hp.ok()) return hp.status();
-  auto res = resolve(*hp, false);
-  if (!res.ok()) return res.status();
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(*res, &::freeaddrinfo);
+  auto list = resolve(address, "address", false);
+  if (!list.ok()) return list.status();
   std::string why = "no address";
-  for (addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
+  for (addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
     Fd s(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (s.fd < 0) {
       why = errno_text("socket");

@@ -101,7 +101,10 @@ Expected<std::string> read_until(int fd, Clock::time_point deadline, size_t limi
   }
 }
 
-Expected<addrinfo*> resolve(const HostPort& hp, bool passive) {
+Expected<AddressList> resolve(const std::string& address, const std::string& what, bool passive) {
+  auto parsed = parse_host_port(address, what);
+  if (!parsed.ok()) return parsed.status();
+  const HostPort& hp = *parsed;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -109,7 +112,7 @@ Expected<addrinfo*> resolve(const HostPort& hp, bool passive) {
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
   if (rc != 0) return Status::error("cannot resolve " + hp.host + ":" + hp.port + ": " + gai_strerror(rc));
-  return res;
+  return AddressList(res, &::freeaddrinfo);
 }
 
 }  // namespace goldminer::http_io

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "gmcore/host_port.h"
@@ -43,8 +44,11 @@ Status write_all(int fd, const std::string& data, Clock::time_point deadline);
 Expected<std::string> read_until(int fd, Clock::time_point deadline, size_t limit,
                                  const std::function<Expected<size_t>(const std::string&, bool eof)>& complete);
 
-// `hp`'s stream addresses (passive: to bind); free with freeaddrinfo.
-Expected<addrinfo*> resolve(const HostPort& hp, bool passive);
+// getaddrinfo's list, freed with it.
+using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
+// The stream addresses of `address` (HOST:PORT; `what` names it where it
+// does not parse), passive: to bind.
+Expected<AddressList> resolve(const std::string& address, const std::string& what, bool passive);
 
 // Closes the descriptor it holds.
 struct Fd {

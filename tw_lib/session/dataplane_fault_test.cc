@@ -281,10 +281,8 @@ TEST(DataplaneTest, AWorkerLeavesASilentTrainerWithinItsTimeout) {
   p.wait();
 
   // Out of range: refused before connecting.
-  Process bad({builddir() + "/goldminer-dw", "--trainer-timeout", "1"}, env);
-  EXPECT_EQ(bad.wait(), 2);
-  EXPECT_NE(bad.err().find("--trainer-timeout: invalid value '1': expected a number >= 2"), std::string::npos)
-      << bad.err();
+  expect_refused({builddir() + "/goldminer-dw", "--trainer-timeout", "1"}, env,
+                 "--trainer-timeout: invalid value '1': expected a number >= 2");
 }
 
 // No data worker ever joins (a companion job that stays pending): the

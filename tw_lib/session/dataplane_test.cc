@@ -27,6 +27,7 @@ namespace {
 using testing::builddir;
 using testing::consume_args;
 using testing::expect_clean;
+using testing::expect_refused;
 using testing::free_port;
 using testing::kEnv;
 using testing::parse_json_lines;
@@ -109,11 +110,8 @@ TEST(DataplaneTest, ConsumeSaysWhereItReceivesBatches) {
   Process missing(with({"--numa-node", "4095"}), kEnv);
   EXPECT_EQ(missing.wait(), 1);
   EXPECT_NE(missing.err().find("numa_node 4095: this machine has NUMA node(s) "), std::string::npos) << missing.err();
-  Process bad(with({"--numa-node", "near"}), kEnv);
-  EXPECT_EQ(bad.wait(), 2);
-  EXPECT_NE(bad.err().find("--numa-node: invalid value 'near': expected auto, none or a node's number"),
-            std::string::npos)
-      << bad.err();
+  expect_refused(with({"--numa-node", "near"}), kEnv,
+                 "--numa-node: invalid value 'near': expected auto, none or a node's number");
 }
 
 // A trainer stopped mid-epoch and restarted from its state gets exactly the
@@ -216,34 +214,22 @@ TEST(DataplaneTest, BadInputsAreClearErrors) {
   Process b(consume_args({"--input", "text:/nonexistent/file.txt"}), kEnv);
   EXPECT_EQ(b.wait(), 1);
   EXPECT_NE(b.err().find("/nonexistent/file.txt"), std::string::npos) << b.err();
-  Process c(consume_args({"--input", "text:/etc/hostname", "--transport", "tcp"}), kEnv);
-  EXPECT_EQ(c.wait(), 2);
-  EXPECT_NE(c.err().find("--transport: invalid value 'tcp'"), std::string::npos) << c.err();
+  expect_refused(consume_args({"--input", "text:/etc/hostname", "--transport", "tcp"}), kEnv,
+                 "--transport: invalid value 'tcp'");
   auto env = kEnv;
   env.erase("GOLDMINER_SECRET");
-  Process dw({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
-  EXPECT_EQ(dw.wait(), 2);
-  EXPECT_NE(dw.err().find("no credential: set GOLDMINER_AUTH=munge with GOLDMINER_AUTH_JOB (as under Slurm), or "
-                          "GOLDMINER_SECRET, or pass --secret-file"),
-            std::string::npos)
-      << dw.err();
+  expect_refused({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env,
+                 "no credential: set GOLDMINER_AUTH=munge with GOLDMINER_AUTH_JOB (as under Slurm), or "
+                 "GOLDMINER_SECRET, or pass --secret-file");
   env["GOLDMINER_AUTH"] = "kerberos";
-  Process method({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
-  EXPECT_EQ(method.wait(), 2);
-  EXPECT_NE(method.err().find("GOLDMINER_AUTH: invalid value 'kerberos': expected one of munge, secret"),
-            std::string::npos)
-      << method.err();
+  expect_refused({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env,
+                 "GOLDMINER_AUTH: invalid value 'kerberos': expected one of munge, secret");
   env["GOLDMINER_AUTH"] = "munge";
-  Process no_job({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
-  EXPECT_EQ(no_job.wait(), 2);
-  EXPECT_NE(no_job.err().find("GOLDMINER_AUTH=munge needs GOLDMINER_AUTH_JOB, the trainer's job id; it is unset"),
-            std::string::npos)
-      << no_job.err();
+  expect_refused({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env,
+                 "GOLDMINER_AUTH=munge needs GOLDMINER_AUTH_JOB, the trainer's job id; it is unset");
   env["GOLDMINER_AUTH_JOB"] = "12x";
-  Process job({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env);
-  EXPECT_EQ(job.wait(), 2);
   const std::string bad_job = "GOLDMINER_AUTH_JOB: invalid value '12x': expected an integer from 1 to 4294967295";
-  EXPECT_NE(job.err().find(bad_job), std::string::npos) << job.err();
+  expect_refused({builddir() + "/goldminer-dw", "--trainer", "ucx://127.0.0.1:1"}, env, bad_job);
   Process session(consume_args({"--input", "text:/etc/hostname"}), env);
   EXPECT_EQ(session.wait(), 2) << "the trainer reads the same variables";
   EXPECT_NE(session.err().find(bad_job), std::string::npos) << session.err();
@@ -266,14 +252,10 @@ TEST(DataplaneTest, WorkerPrintsItsConfigurationWithoutTheSecret) {
   EXPECT_NE(out.find("# GOLDMINER_SECRET set ("), std::string::npos) << out;
   EXPECT_EQ(out.find(kEnv.at("GOLDMINER_SECRET")), std::string::npos) << "the secret printed: " << out;
   env["GOLDMINER_DW_BIND"] = "all";
-  Process bad({builddir() + "/goldminer-dw", "--print-config"}, env);
-  EXPECT_EQ(bad.wait(), 2);
-  EXPECT_NE(bad.err().find("GOLDMINER_DW_BIND: invalid value 'all': expected one of cores, none"), std::string::npos)
-      << bad.err();
-  Process refused({builddir() + "/goldminer-dw", "--print-config", "--threads", "0"}, env);
-  EXPECT_EQ(refused.wait(), 2);
-  EXPECT_NE(refused.err().find("--threads: invalid value '0': expected an integer from 1 to 1024"), std::string::npos)
-      << refused.err();
+  expect_refused({builddir() + "/goldminer-dw", "--print-config"}, env,
+                 "GOLDMINER_DW_BIND: invalid value 'all': expected one of cores, none");
+  expect_refused({builddir() + "/goldminer-dw", "--print-config", "--threads", "0"}, env,
+                 "--threads: invalid value '0': expected an integer from 1 to 1024");
 }
 
 // --min-workers: no batch is taken before that many workers joined (so
@@ -300,10 +282,8 @@ TEST(DataplaneTest, MinWorkersWaitsForThemOrSaysHowManyJoined) {
   EXPECT_NE(few.err().find("--min-workers: only 1 of 2 workers joined within 8 s"), std::string::npos) << few.err();
   EXPECT_TRUE(few.out().empty()) << few.out();
 
-  Process bad(consume_args({"--input", "text:" + (d / "a.txt"), "--join-timeout", "0"}), kEnv);
-  EXPECT_EQ(bad.wait(), 2);
-  EXPECT_NE(bad.err().find("--join-timeout: invalid value '0': expected an integer from 1 to 86400"), std::string::npos)
-      << bad.err();
+  expect_refused(consume_args({"--input", "text:" + (d / "a.txt"), "--join-timeout", "0"}), kEnv,
+                 "--join-timeout: invalid value '0': expected an integer from 1 to 86400");
 }
 
 // The worker program runs on the workers: a TorchScript module scripted
@@ -400,18 +380,12 @@ TEST(DataplaneTest, GoldminerRunStartsWorkersForATrainer) {
     EXPECT_NE(p.out().find("trainer: 3000 samples, 3000 unique"), std::string::npos) << p.out();
     EXPECT_NE(p.out().find(std::string("listen ") + transport + "://"), std::string::npos) << p.out();
   }
-  Process none({builddir() + "/goldminer-run", "--workers", "1"}, kEnv);
-  EXPECT_EQ(none.wait(), 2);
-  EXPECT_NE(none.err().find("no command"), std::string::npos) << none.err();
+  expect_refused({builddir() + "/goldminer-run", "--workers", "1"}, kEnv, "no command");
   // -1 would be read as 4294967295 workers: refused before any starts.
-  Process many({builddir() + "/goldminer-run", "--workers=-1", "--", "true"}, kEnv);
-  EXPECT_EQ(many.wait(), 2);
-  EXPECT_NE(many.err().find("--workers: invalid value '-1': expected an integer from 0 to 1024"), std::string::npos)
-      << many.err();
-  Process threads({builddir() + "/goldminer-run", "--threads", "0", "--", "true"}, kEnv);
-  EXPECT_EQ(threads.wait(), 2);
-  EXPECT_NE(threads.err().find("--threads: invalid value '0': expected an integer from 1 to 1024"), std::string::npos)
-      << threads.err();
+  expect_refused({builddir() + "/goldminer-run", "--workers=-1", "--", "true"}, kEnv,
+                 "--workers: invalid value '-1': expected an integer from 0 to 1024");
+  expect_refused({builddir() + "/goldminer-run", "--threads", "0", "--", "true"}, kEnv,
+                 "--threads: invalid value '0': expected an integer from 1 to 1024");
 }
 
 }  // namespace

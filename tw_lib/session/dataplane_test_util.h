@@ -212,6 +212,15 @@ class Process {
 inline const std::map<std::string, std::string> kEnv = {{"UCX_NET_DEVICES", "lo"},
                                                         {"GOLDMINER_SECRET", "s3cret-for-tests"}};
 
+// Runs `args` with `env` and expects it to be refused: exit 2, `part` in
+// what it printed on stderr.
+inline void expect_refused(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                           const std::string& part) {
+  Process p(args, env);
+  EXPECT_EQ(p.wait(), 2) << args[0] << " " << (args.size() > 1 ? args[1] : "") << ": " << p.err();
+  EXPECT_NE(p.err().find(part), std::string::npos) << p.err();
+}
+
 inline std::vector<std::string> consume_args(const std::vector<std::string>& extra) {
   std::vector<std::string> a = {builddir() + "/goldminer-consume", "--json"};
   a.insert(a.end(), extra.begin(), extra.end());
