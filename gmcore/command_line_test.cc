@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "tests/test_util.h"
+
 namespace goldminer {
 namespace {
 
@@ -115,11 +117,9 @@ TEST(CommandLineTest, DescribesEachOptionAndWhereItsValueCameFrom) {
   auto cl = parse_command_line(spec, {"--input", "x.tsv", "--epochs=3", "-v", "--", "run", "it"});
   ASSERT_TRUE(cl.ok()) << cl.status().message();
   const std::string text = describe_command_line(spec, *cl);
-  EXPECT_NE(text.find("--input=x.tsv  # command line\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("--epochs=3  # command line\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("--interval=0.5  # default\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("--verbose  # command line\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("--command=run it  # command line\n"), std::string::npos) << text;
+  EXPECT_TRUE(testing::contains_all(text, {"--input=x.tsv  # command line\n", "--epochs=3  # command line\n",
+                                           "--interval=0.5  # default\n", "--verbose  # command line\n",
+                                           "--command=run it  # command line\n"}));
   EXPECT_EQ(text.find("--json"), std::string::npos) << "a switch not given: " << text;
 }
 
@@ -129,17 +129,17 @@ TEST(CommandLineTest, MainPrintsHelpOrTheErrorWithTheUsage) {
   std::vector<std::string> words = {"sample", "--input", "x", "--epochs", "-"};
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(parse_main_command_line(sample_command(&a), static_cast<int>(argv.size()), argv.data(), &cl), 2);
-  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
             "sample: the argument ('-') for option '--epochs' is invalid (see --help)\n"
             "Usage: sample --input PATH [options] [-- COMMAND...]\n");
   words = {"sample", "--help"};
   argv.clear();
   for (auto& w : words) argv.push_back(w.data());
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   EXPECT_EQ(parse_main_command_line(sample_command(&a), static_cast<int>(argv.size()), argv.data(), &cl), 0);
-  EXPECT_EQ(testing::internal::GetCapturedStdout(), render_command_help(sample_command(&a)));
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), render_command_help(sample_command(&a)));
   words = {"sample", "--input", "y"};
   argv.clear();
   for (auto& w : words) argv.push_back(w.data());

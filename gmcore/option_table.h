@@ -77,6 +77,15 @@ struct OptionSpec {
 
 using OptionTable = std::vector<OptionSpec>;
 
+// One table of several groups of rows, in order (a command whose rows are
+// written as groups by concern).
+inline OptionTable joined_rows(std::vector<OptionTable> groups) {
+  OptionTable rows;
+  for (OptionTable& group : groups)
+    for (OptionSpec& row : group) rows.push_back(std::move(row));
+  return rows;
+}
+
 // The values of one parse: every key of the table, the given ones and the
 // defaults of the others. Value type.
 class OptionValues {

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 namespace goldminer {
 namespace {
 
@@ -13,23 +17,30 @@ OptionTable sample_table() {
   };
 }
 
-TEST(OptionTableTest, DefaultsFillKeysNotGiven) {
-  auto v = parse_options(sample_table(), {}, "comp");
+// Each key's value, from the tokens or from its default.
+struct ValuesCase {
+  std::vector<std::string> tokens;
+  int64_t n;
+  std::string kind, name;
+  bool n_given, kind_given;
+};
+class OptionValuesTest : public ::testing::TestWithParam<ValuesCase> {};
+
+TEST_P(OptionValuesTest, GivenValuesOverrideDefaultsAndDefaultsFillTheRest) {
+  const ValuesCase& c = GetParam();
+  auto v = parse_options(sample_table(), c.tokens, "comp");
   ASSERT_TRUE(v.ok()) << v.status().message();
-  EXPECT_EQ(v->integer("n"), 3);
-  EXPECT_EQ(v->text("kind"), "a");
-  EXPECT_EQ(v->text("name"), "");
-  EXPECT_FALSE(v->was_given("n"));
+  EXPECT_EQ(v->integer("n"), c.n);
+  EXPECT_EQ(v->text("kind"), c.kind);
+  EXPECT_EQ(v->text("name"), c.name);
+  EXPECT_EQ(v->was_given("n"), c.n_given);
+  EXPECT_EQ(v->was_given("kind"), c.kind_given);
 }
 
-TEST(OptionTableTest, GivenValuesOverrideDefaults) {
-  auto v = parse_options(sample_table(), {"n=7", "kind=b", "name=cpu-1"}, "comp");
-  ASSERT_TRUE(v.ok()) << v.status().message();
-  EXPECT_EQ(v->integer("n"), 7);
-  EXPECT_EQ(v->text("kind"), "b");
-  EXPECT_EQ(v->text("name"), "cpu-1");
-  EXPECT_TRUE(v->was_given("kind"));
-}
+INSTANTIATE_TEST_SUITE_P(OptionTableTest, OptionValuesTest,
+                         ::testing::Values(ValuesCase{{}, 3, "a", "", false, false},
+                                           ValuesCase{{"n=7", "kind=b", "name=cpu-1"}, 7, "b", "cpu-1", true, true},
+                                           ValuesCase{{"kind=b"}, 3, "b", "", false, true}));
 
 TEST(OptionTableTest, BadValuesNameKeyValueAndReason) {
   struct Case { std::string token, message; };

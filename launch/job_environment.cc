@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "gmcore/option_table.h"
 #include "launch/admin_config.h"
@@ -76,12 +77,13 @@ std::vector<JobEnvironmentVariable> make_table() {
       "In each task of a multi-task srun step but the first: the address reserved for the session of the rank that "
       "is the task's SLURM_PROCID (not for torchrun's processes, which set RANK)",
       nullptr, text(&JobEnvironment::rank_listen));
-  add("GOLDMINER_UCX_PORT", "PORT", kReadBySession,
-      "With firewall=nftables: the port reserved for the UCX TCP transport of the trainer, beside GOLDMINER_LISTEN",
-      integer_in_range(1, 65535), whole(&JobEnvironment::ucx_port));
-  add("GOLDMINER_RANK_UCX_PORT", "PORT", kReadBySession,
-      "With firewall=nftables: the port reserved for the UCX TCP transport of the rank, beside GOLDMINER_RANK_LISTEN",
-      integer_in_range(1, 65535), whole(&JobEnvironment::rank_ucx_port));
+  // firewall=nftables: the UCX TCP port reserved beside each listener.
+  for (const auto& [prefix, whose, field] : {std::tuple{"GOLDMINER_", "trainer", &JobEnvironment::ucx_port},
+                                             std::tuple{"GOLDMINER_RANK_", "rank", &JobEnvironment::rank_ucx_port}})
+    add(std::string(prefix) + "UCX_PORT", "PORT", kReadBySession,
+        std::string("With firewall=nftables: the port reserved for the UCX TCP transport of the ") + whose +
+            ", beside " + prefix + "LISTEN",
+        integer_in_range(1, 65535), whole(field));
   add("GOLDMINER_TRAINER", "ucx://HOST:PORT", kSessionAndWorker,
       "The trainer's address its workers connect to (goldminer-dw's default of --trainer); an elastic session "
       "gives it to the workers it starts",

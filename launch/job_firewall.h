@@ -17,7 +17,7 @@
 // close. The step's end deletes its table; a table whose step is gone (a
 // killed slurmstepd) is deleted by the next step that opens one.
 //
-// What it does not cover (docs/ARCHITECTURE-dataplane.md): a port the
+// What it does not cover (docs/ARCHITECTURE-session.md): a port the
 // session takes outside the registry (the fallback when another process
 // holds the reserved one) and UCX's own TCP data ports; and a stranger on
 // one of the job's own nodes, whom the transport's pre-authentication

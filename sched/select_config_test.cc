@@ -10,15 +10,33 @@
 namespace goldminer {
 namespace {
 
-TEST(SelectConfigTest, DefaultsWhenEmpty) {
-  auto c = parse_select_config("# nothing set\n\n", "/etc/slurm/goldminer.conf");
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_DOUBLE_EQ(c->reserve_cpus_per_gpu, 1.0);
-  EXPECT_EQ(c->mode, SelectConfig::Mode::kEnforce);
-  EXPECT_FALSE(c->inject_fault);
-  EXPECT_EQ(c->max_dw_per_job, 64);  // plugstack.conf's defaults
-  EXPECT_EQ(c->max_cpus_per_dw, 16);
+// The file's text, and what it sets: defaults for keys it leaves out
+// (plugstack.conf's for the data-worker limits); keys with spaces and
+// comments around them.
+struct ConfigCase {
+  std::string text;
+  double reserve;
+  SelectConfig::Mode mode;
+  bool inject_fault;
+};
+class SelectConfigTextTest : public ::testing::TestWithParam<ConfigCase> {};
+
+TEST_P(SelectConfigTextTest, ReadsWhatTheFileSetsAndDefaultsTheRest) {
+  const ConfigCase& c = GetParam();
+  auto config = parse_select_config(c.text, "/etc/slurm/goldminer.conf");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_DOUBLE_EQ(config->reserve_cpus_per_gpu, c.reserve);
+  EXPECT_EQ(config->mode, c.mode);
+  EXPECT_EQ(config->inject_fault, c.inject_fault);
+  EXPECT_EQ(config->max_dw_per_job, 64);
+  EXPECT_EQ(config->max_cpus_per_dw, 16);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    SelectConfigTest, SelectConfigTextTest,
+    ::testing::Values(ConfigCase{"# nothing set\n\n", 1.0, SelectConfig::Mode::kEnforce, false},
+                      ConfigCase{" reserve_cpus_per_gpu = 2.5  # per GPU\nmode=observe\ninject_fault=decision\n",
+                                 2.5, SelectConfig::Mode::kObserve, true}));
 
 // The site's data-worker limits: plugstack.conf's rows, same checks.
 TEST(SelectConfigTest, SiteDataWorkerLimits) {
@@ -32,13 +50,6 @@ TEST(SelectConfigTest, SiteDataWorkerLimits) {
       << zero.status().message();
 }
 
-TEST(SelectConfigTest, ReadsKeysWithSpacesAndComments) {
-  auto c = parse_select_config(" reserve_cpus_per_gpu = 2.5  # per GPU\nmode=observe\ninject_fault=decision\n", "g.conf");
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_DOUBLE_EQ(c->reserve_cpus_per_gpu, 2.5);
-  EXPECT_EQ(c->mode, SelectConfig::Mode::kObserve);
-  EXPECT_TRUE(c->inject_fault);
-}
 
 TEST(SelectConfigTest, ErrorsNameFileLineKeyAndReason) {
   auto bad_value = parse_select_config("mode=observe\nreserve_cpus_per_gpu=-1\n", "/e/goldminer.conf");

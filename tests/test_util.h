@@ -9,8 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace goldminer::testing {
 
@@ -18,6 +21,15 @@ struct CommandResult {
   int status = -1;  // the exit status; -1: it could not run or a signal ended it
   std::string out;  // its stdout (stderr too where the command adds 2>&1)
 };
+
+// Whether `text` holds each of `parts`; the failure names the first
+// missing one and shows the text.
+inline ::testing::AssertionResult contains_all(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts)
+    if (text.find(part) == std::string::npos)
+      return ::testing::AssertionFailure() << "no '" << part << "' in:\n" << text;
+  return ::testing::AssertionSuccess();
+}
 
 // Runs `command` with /bin/sh and waits for it.
 inline CommandResult run_command(const std::string& command) {

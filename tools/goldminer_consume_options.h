@@ -272,9 +272,7 @@ and splits leased again.)"),
 }
 
 inline CommandOptions consume_command(ConsumeArgs* a) {
-  OptionTable rows = consume_input_rows(a);
-  for (OptionSpec& row : consume_rank_rows(a)) rows.push_back(std::move(row));
-  for (OptionSpec& row : consume_limit_rows(a)) rows.push_back(std::move(row));
+  OptionTable rows = joined_rows({consume_input_rows(a), consume_rank_rows(a), consume_limit_rows(a)});
   return {"goldminer-consume",
           "goldminer-consume --input FORMAT:PATH[,PATH...] [options]",
           "A trainer with no model: streams the input from data workers and checks that every\n"

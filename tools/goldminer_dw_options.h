@@ -159,8 +159,7 @@ returned \fIN\fR, failed \fIN\fR; \fIN\fR frames through shared memory, \fIN\fR 
 }
 
 inline CommandOptions dw_command(DwArgs* a) {
-  OptionTable rows = dw_identity_rows(a);
-  for (OptionSpec& row : dw_timing_rows(a)) rows.push_back(std::move(row));
+  OptionTable rows = joined_rows({dw_identity_rows(a), dw_timing_rows(a)});
   return {"goldminer-dw",
           "goldminer-dw [--trainer ADDRESS] [options]",
           "A GoldMiner data worker: leases input splits from a trainer session, reads, decodes,\n"

@@ -161,8 +161,7 @@ and finish_s. The live replay (bench/replay) runs real jobs from these rows.)"),
 }
 
 inline CommandOptions sim_command(SimArgs* a) {
-  OptionTable rows = sim_replay_rows(a);
-  for (OptionSpec& row : sim_model_rows(a)) rows.push_back(std::move(row));
+  OptionTable rows = joined_rows({sim_replay_rows(a), sim_model_rows(a)});
   return {"goldminer-sim",
           "goldminer-sim --trace PODS.csv --nodes NODES.csv --policy POLICY [options]",
           "Replays an Alibaba cluster-trace-gpu-v2023 pod trace; see goldminer-sim(1).",
