@@ -20,7 +20,7 @@ const OptionTable& admin_option_table() {
        "larger dw-max is refused)",
        integer_in_range(1, 100000), ""},
       {"max_cpus_per_dw", "16", "N", "most CPUs one data worker may ask for (cpus-per-dw)",
-       integer_in_range(1, 4096), ""},
+       integer_in_range(1, kMaxDataWorkerThreads), ""},
       {"dw_command", GOLDMINER_BINDIR "/goldminer-dw", "PATH",
        "the goldminer-dw that a batch job's companion job of data workers runs, the same path on every "
        "node",

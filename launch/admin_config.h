@@ -12,6 +12,12 @@
 
 namespace goldminer {
 
+// The most threads one data worker runs: the range of cpus-per-dw (the
+// job's option and its GOLDMINER_CPUS_PER_DW), of the site's
+// max_cpus_per_dw, and of goldminer-dw's --threads that a worker is
+// started with, so that a value sbatch accepts is one the worker takes.
+constexpr int kMaxDataWorkerThreads = 1024;
+
 // Value type.
 struct AdminConfig {
   std::string dw_partition;  // "" = the job's own partition

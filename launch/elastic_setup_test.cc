@@ -219,7 +219,7 @@ TEST(ElasticSetupTest, BadVariablesAreNamed) {
   EXPECT_EQ(with("GOLDMINER_TRAINER="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_TRAINER or GOLDMINER_AUTH_JOB is not");
   EXPECT_EQ(with("GOLDMINER_AUTH_JOB=x"), "GOLDMINER_AUTH_JOB: invalid value 'x': expected an integer from 1 to 4294967295");
   EXPECT_EQ(with("GOLDMINER_CPUS_PER_DW=0"),
-            "GOLDMINER_CPUS_PER_DW: invalid value '0': expected an integer >= 1");
+            "GOLDMINER_CPUS_PER_DW: invalid value '0': expected an integer from 1 to 1024");
   EXPECT_EQ(with("GOLDMINER_MODE="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_MODE is not");
   EXPECT_EQ(with("GOLDMINER_DW="), "GOLDMINER_DW_SBATCH is set but GOLDMINER_DW or GOLDMINER_DW_MAX is not");
   EXPECT_EQ(with("GOLDMINER_AUTOSCALE_INTERVAL=0.5"), "");

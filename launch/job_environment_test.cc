@@ -140,7 +140,10 @@ TEST(JobEnvironmentTest, AValueOutOfItsRangeIsNamedWithTheRangeItsOptionHas) {
   ASSERT_FALSE(option.ok());
   const std::string why = option.status().message().substr(option.status().message().find("': ") + 3);
   EXPECT_EQ(bad("GOLDMINER_CPUS_PER_DW=0"), "GOLDMINER_CPUS_PER_DW: invalid value '0': " + why);
-  EXPECT_EQ(bad("GOLDMINER_CPUS_PER_DW=65537"), "accepted") << "the site's max_cpus_per_dw is the plugin's to apply";
+  EXPECT_EQ(bad("GOLDMINER_CPUS_PER_DW=1024"), "accepted") << "the site's max_cpus_per_dw is the plugin's to apply";
+  EXPECT_EQ(bad("GOLDMINER_CPUS_PER_DW=1025"),
+            "GOLDMINER_CPUS_PER_DW: invalid value '1025': expected an integer from 1 to 1024")
+      << "no more than goldminer-dw --threads takes";
 }
 
 TEST(JobEnvironmentTest, ASecretSetButEmptyIsKeptForItsErrorAndNeverPrinted) {

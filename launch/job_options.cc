@@ -40,7 +40,7 @@ const OptionTable& job_option_table() {
       {"dw-max", "8", "N",
        "most data workers the job may grow to (capped by the site's max_dw_per_job)",
        integer_at_least(1), "GOLDMINER_DW_MAX"},
-      {"cpus-per-dw", "2", "N", "CPUs of each data worker", integer_at_least(1),
+      {"cpus-per-dw", "2", "N", "CPUs of each data worker", integer_in_range(1, kMaxDataWorkerThreads),
        "GOLDMINER_CPUS_PER_DW"},
       {"transport", "ucx", "ucx|mpi",
        "how batches reach the trainer: ucx (workers may join at any time) or mpi (static "

@@ -53,7 +53,7 @@ TEST(JobOptionsTest, EachBadValueIsRefusedWithItsReason) {
   EXPECT_EQ(refusal("dw-max=0"), "goldminer: dw-max: invalid value '0': expected an integer >= 1");
   EXPECT_EQ(refusal("dw=-1"), "goldminer: dw: invalid value '-1': expected an integer >= 0");
   EXPECT_EQ(refusal("cpus-per-dw=two"),
-            "goldminer: cpus-per-dw: invalid value 'two': expected an integer >= 1");
+            "goldminer: cpus-per-dw: invalid value 'two': expected an integer from 1 to 1024");
   EXPECT_EQ(refusal("transport=tcp"),
             "goldminer: transport: invalid value 'tcp': expected one of ucx, mpi");
   EXPECT_EQ(refusal("mode=auto"),

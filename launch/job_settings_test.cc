@@ -57,7 +57,7 @@ TEST(JobSettingsTest, BadSiteConfigIsRefused) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message(),
             "goldminer: plugstack.conf: max_cpus_per_dw: invalid value 'lots': expected an "
-            "integer from 1 to 4096");
+            "integer from 1 to 1024");
 }
 
 TEST(LogTest, SinkReceivesLinesAndLevels) {

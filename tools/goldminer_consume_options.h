@@ -8,6 +8,7 @@
 
 #include "gmcore/command_line.h"
 #include "goldminer/session.h"
+#include "launch/admin_config.h"
 #include "tw_lib/session/session_option_docs.h"
 
 namespace goldminer {
@@ -64,8 +65,8 @@ With \fB\-\-resume\fR the first is the rest of the resumed epoch.)"),
 workers that connect to \fB\-\-listen\fR by themselves feed the session.)"),
                 integer_in_range(0, 1024)),
         checked(option("threads", "T", "1", "threads per data worker", &a->threads,
-               R"(Threads per data worker (\fBgoldminer\-dw \-\-threads\fR).)"),
-                integer_in_range(1, 1024)),
+               R"(Threads per data worker (\fBgoldminer\-dw \-\-threads\fR), 1 to 1024.)"),
+                integer_in_range(1, kMaxDataWorkerThreads)),
         checked(option("min-workers", "N", "0", "take no batch before this many workers have joined", &a->min_workers,
                R"(Take no batch, and start timing the first epoch, only once \fIN\fR workers
 are connected: the workers this run starts and those that connect to

@@ -9,6 +9,7 @@
 #include "dw_daemon/worker.h"
 #include "gmcore/command_line.h"
 #include "gmcore/wire.h"
+#include "launch/admin_config.h"
 
 namespace goldminer {
 
@@ -49,7 +50,7 @@ read it.
 Without it, \fBGOLDMINER_SECRET_FILE\fR.)"),
         checked(option("threads", "N", "1", "splits read and processed in parallel", &o.threads,
                        R"(Splits read and processed in parallel (producer threads), 1 to 1024.)"),
-                integer_in_range(1, 1024)),
+                integer_in_range(1, kMaxDataWorkerThreads)),
         checked(option("intra-op-threads", "N", "0", "threads of one program call (0: the cores this worker may use over --threads, at least 1)", &a->intra_op,
                        R"(Threads of one call of the worker program (libtorch intra\-op threads), up
 to 1024; 0: the cores this worker may use divided by \fB\-\-threads\fR, at

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gmcore/command_line.h"
+#include "launch/admin_config.h"
 
 namespace goldminer {
 
@@ -29,7 +30,7 @@ With \fBlocal\fR, the trainer's session accepts at most 1024
                       integer_in_range(0, 1024)),
               checked(option("threads", "T", "1", "threads per data worker (ucx)", &a->threads,
                      R"(Threads per data worker (\fBgoldminer\-dw \-\-threads\fR), 1 to 1024, \fBucx\fR only.)"),
-                      integer_in_range(1, 1024)),
+                      integer_in_range(1, kMaxDataWorkerThreads)),
               checked(option("transport", "ucx|local", "ucx", "ucx (worker processes) | local (threads)", &a->transport,
                      R"(\fBucx\fR: worker processes connected over UCX; \fBlocal\fR: worker
 threads in the trainer.)"),

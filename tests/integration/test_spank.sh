@@ -26,7 +26,7 @@ test_bad_values_are_refused_before_submission() {
 dw-max=0|goldminer: dw-max: invalid value '0': expected an integer >= 1
 dw=-1|goldminer: dw: invalid value '-1': expected an integer >= 0
 dw=x|goldminer: dw: invalid value 'x': expected an integer >= 0
-cpus-per-dw=0|goldminer: cpus-per-dw: invalid value '0': expected an integer >= 1
+cpus-per-dw=0|goldminer: cpus-per-dw: invalid value '0': expected an integer from 1 to 1024
 transport=tcp|goldminer: transport: invalid value 'tcp': expected one of ucx, mpi
 mode=auto|goldminer: mode: invalid value 'auto': expected one of elastic, static
 bogus=1|goldminer: bogus: unknown key (known: dw, dw-max, cpus-per-dw, transport, mode)
@@ -41,7 +41,7 @@ CASES
     out=$(timeout 30 srun --goldminer=dw-max=0 -p cpu true 2>&1) && { echo "srun accepted dw-max=0"; return 1; }
     expect_contains "srun --goldminer=dw-max=0" "$out" "goldminer: dw-max: invalid value '0': expected an integer >= 1" || return 1
     out=$(timeout 30 salloc --goldminer=cpus-per-dw=0 -p cpu true 2>&1) && { echo "salloc accepted cpus-per-dw=0"; return 1; }
-    expect_contains "salloc --goldminer=cpus-per-dw=0" "$out" "goldminer: cpus-per-dw: invalid value '0': expected an integer >= 1"
+    expect_contains "salloc --goldminer=cpus-per-dw=0" "$out" "goldminer: cpus-per-dw: invalid value '0': expected an integer from 1 to 1024"
 }
 
 # A good value reaches every task: the batch script and each task of a step
