@@ -5,7 +5,9 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "dw_daemon/python_program_header.h"
 #include "gmcore/log.h"
 
 extern char** environ;
@@ -40,57 +43,6 @@ constexpr uint8_t kReplyEnvironmentError = 2;
 constexpr uint8_t kReplyEnd = 3;  // an iterable shard has no batch of that index
 constexpr uint32_t kMaxTensors = 4096;
 constexpr uint32_t kMaxDims = 16;
-
-struct Header {
-  std::string python;
-  std::vector<std::string> paths;
-  std::string main;
-  bool iterable = false;     // mode=iterable: an IterableDataset, one shard per split
-  bool torchscript = false;  // mode=torchscript: the payload is a TorchScript module
-  std::string saved_by;      // torch=: the trainer's torch version (torchscript)
-  std::string payload;       // the pickle, or the TorchScript zip
-  int threads = 1;           // intra-op threads of a TorchScript child
-  // How errors name the program.
-  const char* what() const { return torchscript ? "torchscript program" : "python dataset"; }
-};
-
-Expected<Header> parse_header(const std::string& bytes, const std::string& python) {
-  if (!is_python_program(bytes)) return Status::error(std::string(kWhat) + ": not a GOLDMINER-PYTHON program");
-  Header h;
-  size_t at = std::strlen(kPythonProgramMagic);
-  for (int line = 2;; ++line) {
-    size_t nl = bytes.find('\n', at);
-    if (nl == std::string::npos)
-      return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + " has no end");
-    std::string l = bytes.substr(at, nl - at);
-    at = nl + 1;
-    if (l.empty()) break;
-    size_t eq = l.find('=');
-    std::string key = l.substr(0, eq), value = eq == std::string::npos ? "" : l.substr(eq + 1);
-    if (eq == std::string::npos || value.empty())
-      return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": expected KEY=VALUE");
-    if (key == "python") h.python = value;
-    else if (key == "path") h.paths.push_back(value);
-    else if (key == "main") h.main = value;
-    else if (key == "torch") h.saved_by = value;
-    else if (key == "mode" && (value == "map" || value == "iterable" || value == "torchscript")) {
-      h.iterable = value == "iterable";
-      h.torchscript = value == "torchscript";
-    } else if (key == "mode")
-      return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": mode '" + value +
-                           "': expected map, iterable or torchscript");
-    else return Status::error(std::string(kWhat) + ": header line " + std::to_string(line) + ": unknown key '" + key + "'");
-  }
-  if (!python.empty()) h.python = python;
-  if (h.python.empty()) return Status::error(std::string(h.what()) + ": no python= in the header (and no $GOLDMINER_PYTHON)");
-  if (h.torchscript && h.saved_by.empty())
-    return Status::error(std::string(h.what()) + ": no torch= in the header (the trainer's torch version)");
-  h.payload = bytes.substr(at);
-  if (h.payload.empty())
-    return Status::error(std::string(h.what()) + (h.torchscript ? ": no TorchScript module after the header"
-                                                                  : ": no pickled dataset after the header"));
-  return h;
-}
 
 // All `n` bytes through `io` (::read or ::write) at `p`, again after EINTR;
 // false where `io` fails or moves nothing (the child's end closed).
@@ -115,6 +67,36 @@ bool read_all(int fd, void* data, size_t n) { return transfer_all(fd, static_cas
 template <class T>
 bool read_value(int fd, T* v) { return read_all(fd, v, sizeof(T)); }
 
+// The child's command line: the interpreter (the header's, or
+// $GOLDMINER_PYTHON: a container runtime's wrapper works too, as the child
+// needs no descriptor above 2) running goldminer._dw_child.
+std::vector<std::string> child_arguments(const PythonProgramHeader& h) {
+  std::vector<std::string> args = {h.python, "-u", "-m", "goldminer._dw_child"};
+  if (h.torchscript)
+    args.insert(args.end(), {"--torchscript", "--threads=" + std::to_string(h.threads), "--saved-by=" + h.saved_by});
+  return args;
+}
+
+// The child's environment: this process's, with the trainer's sys.path
+// first on PYTHONPATH and GOLDMINER_PY_MAIN naming the training script.
+std::vector<std::string> child_environment(const PythonProgramHeader& h) {
+  std::vector<std::string> env;
+  std::string pythonpath;
+  for (const auto& p : h.paths) pythonpath += (pythonpath.empty() ? "" : ":") + p;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string v = *e;
+    if (v.rfind("PYTHONPATH=", 0) == 0) {
+      if (v.size() > 11) pythonpath += (pythonpath.empty() ? "" : ":") + v.substr(11);
+      continue;
+    }
+    if (v.rfind("GOLDMINER_PY_MAIN=", 0) == 0) continue;
+    env.push_back(std::move(v));
+  }
+  env.push_back("PYTHONPATH=" + pythonpath);
+  if (!h.main.empty()) env.push_back("GOLDMINER_PY_MAIN=" + h.main);
+  return env;
+}
+
 class Child;
 
 // Tensors in a child's shared memory: valid until the output is destroyed,
@@ -130,7 +112,8 @@ class Output : public ProgramOutput {
   std::function<void(std::unique_ptr<Child>)> release;
 };
 
-// One Python process: requests go down its stdin, replies come up its stdout.
+// One Python process: requests go down its stdin (a socket, which first
+// carries the shared memory's descriptors), replies come up its stdout.
 class Child {
  public:
   ~Child() {
@@ -149,12 +132,16 @@ class Child {
     ::waitpid(pid_, nullptr, 0);
   }
 
-  static Expected<std::unique_ptr<Child>> start(const Header& h) {
+  static Expected<std::unique_ptr<Child>> start(const PythonProgramHeader& h) {
     const std::string what = h.what();
     int down[2], up[2];
     // What fails before the child runs is this machine's (descriptors,
     // memory, processes): environment errors, as the child's death is.
-    if (::pipe2(down, O_CLOEXEC) != 0) return Status::environment_error(what + ": pipe: " + std::strerror(errno));
+    // Requests go down a socket, not a pipe, so that the memfds can follow
+    // them (SCM_RIGHTS): a container runtime between this process and the
+    // child closes every inherited descriptor above 2.
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, down) != 0)
+      return Status::environment_error(what + ": socketpair: " + std::strerror(errno));
     if (::pipe2(up, O_CLOEXEC) != 0) {
       ::close(down[0]);
       ::close(down[1]);
@@ -162,37 +149,21 @@ class Child {
     }
     auto child = std::make_unique<Child>();
     child->what_ = what;
-    child->to_ = down[1];
+    child->to_ = down[0];
     child->from_ = up[0];
-    // The batches' bytes come through shared memory (fd 3 of the child,
-    // grown by it), not the pipe: one copy fewer on each side.
+    // The batches' bytes come through shared memory (grown by the child),
+    // not the pipe: one copy fewer on each side.
     child->shm_ = ::memfd_create("goldminer-python-batches", MFD_CLOEXEC);
     // A TorchScript child reads the reader's tensors from a second one
-    // (fd 4, grown here).
+    // (grown here).
     if (h.torchscript) child->in_ = ::memfd_create("goldminer-python-inputs", MFD_CLOEXEC);
     if (child->shm_ < 0 || (h.torchscript && child->in_ < 0)) {
-      ::close(down[0]);
+      ::close(down[1]);
       ::close(up[1]);
       return Status::environment_error(what + ": memfd_create: " + std::strerror(errno));
     }
-    std::vector<std::string> env;
-    std::string pythonpath;
-    for (const auto& p : h.paths) pythonpath += (pythonpath.empty() ? "" : ":") + p;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string v = *e;
-      if (v.rfind("PYTHONPATH=", 0) == 0) {
-        if (v.size() > 11) pythonpath += (pythonpath.empty() ? "" : ":") + v.substr(11);
-        continue;
-      }
-      if (v.rfind("GOLDMINER_PY_MAIN=", 0) == 0 || v.rfind("GOLDMINER_PY_SHM_FD=", 0) == 0) continue;
-      env.push_back(std::move(v));
-    }
-    env.push_back("PYTHONPATH=" + pythonpath);
-    if (!h.main.empty()) env.push_back("GOLDMINER_PY_MAIN=" + h.main);
-    env.push_back("GOLDMINER_PY_SHM_FD=3");
-    std::vector<std::string> args = {h.python, "-u", "-m", "goldminer._dw_child"};
-    if (h.torchscript)
-      args.insert(args.end(), {"--torchscript", "--threads=" + std::to_string(h.threads), "--saved-by=" + h.saved_by});
+    std::vector<std::string> args = child_arguments(h);
+    std::vector<std::string> env = child_environment(h);
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -200,18 +171,17 @@ class Child {
     envp.push_back(nullptr);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, down[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, down[1], 0);
     posix_spawn_file_actions_adddup2(&fa, up[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, child->shm_, 3);
-    if (h.torchscript) posix_spawn_file_actions_adddup2(&fa, child->in_, 4);
     pid_t pid = 0;
     int rc = ::posix_spawnp(&pid, h.python.c_str(), &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
-    ::close(down[0]);
+    ::close(down[1]);
     ::close(up[1]);
     if (rc != 0)
       return Status::environment_error(what + ": cannot start " + h.python + ": " + std::strerror(rc));
     child->pid_ = pid;
+    if (!child->send_memory()) return Status::environment_error(child->ended("before it received its shared memory"));
     uint64_t n = h.payload.size();
     if (!write_all(child->to_, &n, sizeof n) || !write_all(child->to_, h.payload.data(), h.payload.size()))
       return Status::environment_error(
@@ -337,6 +307,33 @@ class Child {
     return out;
   }
 
+  // The memfds, once, before any request: one SCM_RIGHTS message whose
+  // payload is their count (u32): the replies' memory, then a TorchScript
+  // child's inputs (python/goldminer/_dw_pipe.py). False where the child's
+  // end is closed.
+  bool send_memory() {
+    int fds[2] = {shm_, in_};
+    const uint32_t count = in_ >= 0 ? 2 : 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
+    iovec iov{const_cast<uint32_t*>(&count), sizeof count};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(count * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(count * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
+    for (;;) {
+      ssize_t sent = ::sendmsg(to_, &msg, MSG_NOSIGNAL);
+      if (sent < 0 && errno == EINTR) continue;
+      // The payload is 4 bytes into an empty socket buffer: all or nothing.
+      return sent == static_cast<ssize_t>(sizeof count);
+    }
+  }
+
   // Grows the input memfd (and this side's mapping) to at least `end` bytes.
   Status grow_inputs(uint64_t end) {
     if (end <= in_mapped_) return Status();
@@ -395,8 +392,8 @@ class Child {
 
   std::string what_;  // "python dataset", "torchscript program"
   pid_t pid_ = -1;
-  int to_ = -1;
-  int from_ = -1;
+  int to_ = -1;    // this side of the child's stdin (a socket)
+  int from_ = -1;  // the child's stdout (a pipe)
   int shm_ = -1;  // memfd the child writes batches into
   void* map_ = nullptr;
   size_t mapped_ = 0;
@@ -424,7 +421,7 @@ struct Pool {
     idle.push_back(std::move(c));
   }
   // An idle child, else a new one (another thread holds each one).
-  Expected<std::unique_ptr<Child>> take(const Header& header) {
+  Expected<std::unique_ptr<Child>> take(const PythonProgramHeader& header) {
     uint64_t replaced = 0;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -481,7 +478,7 @@ class ShardGenerator : public BatchGenerator {
 
 class PythonProgram : public WorkerProgram {
  public:
-  PythonProgram(Header header, std::unique_ptr<Child> first) : header_(std::move(header)) {
+  PythonProgram(PythonProgramHeader header, std::unique_ptr<Child> first) : header_(std::move(header)) {
     pool_->put(std::move(first));
   }
 
@@ -534,7 +531,7 @@ class PythonProgram : public WorkerProgram {
   }
 
  private:
-  Header header_;
+  PythonProgramHeader header_;
   std::shared_ptr<Pool> pool_ = std::make_shared<Pool>();
 };
 
@@ -542,7 +539,7 @@ class PythonProgram : public WorkerProgram {
 
 Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads,
                                                              const std::string& python) {
-  auto header = parse_header(bytes, python);
+  auto header = parse_python_program_header(bytes, python);
   if (!header.ok()) return header.status();
   header->threads = threads < 1 ? 1 : threads;
   auto first = Child::start(*header);

@@ -3,7 +3,7 @@
 // program wrapped by goldminer.Session so that it runs with the trainer's
 // torch rather than the libtorch goldminer-dw links. Torch-free on this
 // side: the program runs in Python processes that goldminer-dw starts, one
-// per producer thread that calls run() at once, fed over a pipe.
+// per producer thread that calls run() at once, fed over its stdin.
 //
 // The program bytes (made by the trainer):
 //   "GOLDMINER-PYTHON 1\n"
@@ -18,11 +18,14 @@
 //                       DataLoader does with the "spawn" start method)
 //   "\n" + payload      the pickle {dataset, collate_fn, sampler, shuffle,
 //                       seed, ...}, or (torchscript) the TorchScript zip
-// The child is `python -m goldminer._dw_child` (python/goldminer/_dw_child.py
-// documents the protocol): requests and replies over a pipe, the batches'
-// bytes in a memfd both map. A child serves one batch at a time: its
-// output's tensors stay valid (in its memory) until the worker drops the
-// output, which hands the child back.
+// The child is `python -m goldminer._dw_child` (python/goldminer/_dw_pipe.py
+// documents the protocol): requests down a Unix socket on its stdin,
+// replies up a pipe on its stdout, the batches' bytes in a memfd both map,
+// which the socket carries first (SCM_RIGHTS) with a TorchScript child's
+// input memfd. The child needs no descriptor above 2, so `python` may be a
+// container runtime's wrapper that closes them. A child serves one batch
+// at a time: its output's tensors stay valid (in its memory) until the
+// worker drops the output, which hands the child back.
 //
 // A dataset: each batch of the "index" reader is a list of positions in the
 // epoch's sampler order; the child returns the collated batch as tensors,

@@ -5,7 +5,9 @@
 // versions, a child killed in the middle of a batch is an environment
 // error, a reply that grows the child's shared memory past the worker's
 // mapping gives all its tensors from the new mapping, and a program saved
-// by torch 2.x runs with that torch ($GOLDMINER_TORCH2_PYTHON). The
+// by torch 2.x runs with that torch ($GOLDMINER_TORCH2_PYTHON); a child
+// whose every descriptor above 2 is closed (as a container runtime closes
+// them) runs a Dataset batch and a TorchScript program. The
 // dataset batches are tested end to end by python/tests/test_dataloader.py
 // (goldminer.DataLoader); that a child's outputs are the in-process
 // runner's, by tests/torch_program_test.
@@ -15,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -269,6 +272,62 @@ TEST(PythonProgramTest, ALargerBatchMapsTheSharedMemoryAgainForAllItsTensors) {
     for (int i = 0; i < n; ++i) want[i] = 2.0f * float(i) + 1.0f;
     EXPECT_EQ(floats(t[1]), want) << "batch of " << n;
   }
+}
+
+// An interpreter that closes every inherited descriptor above 2 before it
+// runs /usr/bin/python3 with its arguments, as `enroot start` does
+// (closefrom) before the container's command; its path, in `dir`.
+std::string closing_interpreter(const std::string& dir) {
+  const std::string path = dir + "/python-closing-fds";
+  std::ofstream(path) << "#!/usr/bin/python3\n"
+                         "import os, sys\n"
+                         "os.closerange(3, os.sysconf('SC_OPEN_MAX'))\n"
+                         "os.execv('/usr/bin/python3', ['/usr/bin/python3'] + sys.argv[1:])\n";
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+std::vector<int64_t> int64s(const wire::TensorView& t) {
+  const auto* v = reinterpret_cast<const int64_t*>(t.data);
+  return std::vector<int64_t>(v, v + t.nbytes / sizeof(int64_t));
+}
+
+// Injected: the child runs through closing_interpreter, so it has only
+// stdin, stdout and stderr. Checked: a Dataset's batch and a TorchScript
+// program's outputs come back through the shared memory the worker sent
+// over stdin (with descriptors 3 and 4 as the memfds, neither starts).
+TEST(PythonProgramTest, TheChildNeedsNoDescriptorAboveTwo) {
+  if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
+  char dir[] = "/tmp/goldminer-closing-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string python = closing_interpreter(dir);
+  const std::string settings = command_output(
+      "/usr/bin/python3 -c 'import pickle, sys; sys.stdout.buffer.write(pickle.dumps({\"dataset\": "
+      "[10, 11, 12, 13, 14, 15], \"sampler\": None, \"shuffle\": False, \"seed\": 0, \"length\": 6, "
+      "\"collate_fn\": None}))'");
+  ASSERT_FALSE(settings.empty());
+  const std::string version = command_output("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
+  if (version.empty()) {
+    command_output("rm -rf " + std::string(dir));
+    GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  }
+  auto dataset = load_python_program(std::string(kPythonProgramMagic) + "python=" + python + "\n\n" + settings);
+  ASSERT_TRUE(dataset.ok()) << dataset.status().message();
+  readers::Batch positions;
+  positions.records = {2, 3, 5};
+  auto batch = (*dataset)->run(positions, 1, 0);
+  ASSERT_TRUE(batch.ok()) << batch.status().message();
+  ASSERT_EQ((*batch)->tensors().size(), 2u);  // the batch's structure, then the collated items
+  EXPECT_EQ(int64s((*batch)->tensors()[1]), (std::vector<int64_t>{12, 13, 15}));
+
+  const Saved saved = save_with("/usr/bin/python3", "        return x * 2.0\n");
+  ASSERT_FALSE(saved.bytes.empty());
+  auto script = load_python_program(wrapped(python, saved.version, saved.bytes));
+  ASSERT_TRUE(script.ok()) << script.status().message();
+  auto out = (*script)->run(counting(4), 1, 0);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(floats((*out)->tensors().at(0)), (std::vector<float>{0, 2, 4, 6}));
+  command_output("rm -rf " + std::string(dir));
 }
 
 // A program saved by torch 2.x runs with that torch: the interpreter of a

@@ -16,7 +16,7 @@ import sys
 import traceback
 import types
 
-from goldminer._dw_pipe import SharedMemory, of_environment, open_pipes, read, reply_error, reply_tensors
+from goldminer._dw_pipe import NoSharedMemory, SharedMemory, of_environment, open_pipes, read, reply_error, reply_tensors
 
 
 def _load_main(path):
@@ -168,15 +168,18 @@ class _DatasetError(RuntimeError):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    requests, replies = open_pipes()
+    torchscript = argv[:1] == ["--torchscript"]
     try:
+        requests, replies, memory = open_pipes(2 if torchscript else 1)
         (length,) = struct.unpack("<Q", read(requests, 8))
         settings_bytes = read(requests, length)
     except EOFError:
         return 0
-    if argv[:1] == ["--torchscript"]:
+    except NoSharedMemory as e:  # told already (open_pipes)
+        return e.exit_status
+    if torchscript:
         from goldminer import _dw_script
-        return _dw_script.serve(argv[1:], settings_bytes, requests, replies)
+        return _dw_script.serve(argv[1:], settings_bytes, requests, replies, memory)
     try:
         if os.environ.get("GOLDMINER_PY_MAIN"):
             _load_main(os.environ["GOLDMINER_PY_MAIN"])
@@ -187,7 +190,7 @@ def main(argv=None):
         return 1
     import torch
     from goldminer import _tree
-    shared = SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
+    shared = SharedMemory(memory[0])
     reply_tensors(replies, [], shared)
     while True:
         try:

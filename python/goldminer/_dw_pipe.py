@@ -6,9 +6,17 @@ requests, replying tensors or errors, the shared memory of the replies.
 The process runs as `python -m goldminer._dw_child [--torchscript --threads=N
 --saved-by=VERSION]` by dw_daemon/python_program.cc, with PYTHONPATH set to
 the trainer's sys.path and GOLDMINER_PY_MAIN to the training script when the
-dataset's pickle refers to it. Pipe protocol (little-endian), requests on
-stdin, replies on stdout:
+dataset's pickle refers to it. It needs no descriptor but 0, 1 and 2, so that
+it may run through a container runtime that closes the others (enroot start,
+ch-run). Protocol (little-endian), requests on stdin (one end of a Unix
+stream socket pair), replies on stdout (a pipe):
 
+  memory:  once, first: u32 count, sent with SCM_RIGHTS carrying `count`
+           memfds: the shared memory of the replies (which this process
+           grows and the worker maps), then with --torchscript the memory of
+           the inputs (which the worker grows and writes); 1 or 2. A process
+           whose stdin is not a socket exits 2 saying so; one that receives
+           other descriptors replies the error
   start:   u64 length, the pickle of the loader's settings (from the
            trainer, which the worker has authenticated first: gmcore/peer_auth.h),
            or with --torchscript the TorchScript module's zip
@@ -20,15 +28,15 @@ stdin, replies on stdout:
            tensor int64 [2] = (first item, items), or u8 3 past the shard's end
   tensors: (--torchscript) u32 epoch, u64 seed, u32 count, then per tensor
            u8 dtype, u8 ndim, i64 shape[ndim], u64 nbytes, u64 offset: the
-           reader's tensors, their bytes at that offset of the memfd on fd 4
-           (the worker grows and writes it; valid until the reply)
+           reader's tensors, their bytes at that offset of the inputs' memfd
+           (valid until the reply)
            -> reply: the program's output tensors (no structure tensor)
   reply:   u8 0, u32 count, then per tensor u8 dtype, u8 ndim, i64 shape[ndim],
-           u64 nbytes, u64 offset: its bytes are at that offset of the shared
-           memory on fd 3 (a memfd the worker maps; this process grows it), valid
-           until the next request; for a dataset the first tensor (uint8) is
-           the JSON of the batch's structure (goldminer._tree.to_wire; the
-           trainer never unpickles what a worker sends)
+           u64 nbytes, u64 offset: its bytes are at that offset of the
+           replies' memfd, valid until the next request; for a dataset the
+           first tensor (uint8) is the JSON of the batch's structure
+           (goldminer._tree.to_wire; the trainer never unpickles what a
+           worker sends)
            or u8 1, u64 length, the error (UTF-8), naming the dataset index
            and holding the traceback; u8 2 instead of 1 for an error of the
            machine rather than the data (MemoryError, an OSError of errno
@@ -39,6 +47,7 @@ stdin, replies on stdout:
 import errno
 import os
 import signal
+import socket
 import struct
 import sys
 
@@ -67,7 +76,7 @@ def reply_error(out, message, environment=False):
 
 
 class SharedMemory:
-    """The memfd the worker reads batches from (fd 3), grown here as needed."""
+    """The memfd the worker reads batches from (the first one it sent), grown here as needed."""
 
     def __init__(self, fd):
         self.fd, self.size, self.map, self.bytes = fd, 0, None, None
@@ -109,18 +118,83 @@ def reply_tensors(out, tensors, shared):
     out.flush()
 
 
-def open_pipes():
-    """The request and reply streams. Requests on fd 0, replies on fd 1;
-    then stdout is stderr, so that a program that prints does not corrupt
-    the replies. Ctrl-C in the trainer's terminal reaches this process group
-    too: the worker decides (it drains), as torch's DataLoader workers leave
-    it to the main process."""
+class NoSharedMemory(RuntimeError):
+    """The worker's memfds did not come: the message says what was expected
+    and what came instead. `exit_status`: 2 where stdin is not a socket (run
+    by hand, with nobody reading the replies), else 1."""
+
+    def __init__(self, message, exit_status):
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def _expected(count):
+    return ("goldminer._dw_child: expected %d memfd%s (the shared memory of the replies%s) with SCM_RIGHTS as the "
+            "first message on stdin, a Unix socket from goldminer-dw" % (
+                count, "" if count == 1 else "s", "" if count == 1 else " and of the inputs"))
+
+
+def receive_memory(fd, count):
+    """The `count` memfds the worker sends first on socket `fd` (the
+    protocol's memory message), close-on-exec. Read before any buffered
+    reader wraps `fd`: a reader would read on past the message, and the
+    descriptors it carries would be dropped. Raises NoSharedMemory, or
+    EOFError when the worker closed the socket before sending anything."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError as e:
+        raise NoSharedMemory("%s; stdin is not a socket (%s): this module is run by goldminer-dw, not by hand"
+                             % (_expected(count), e.strerror), 2) from None
+    fds = []
+    try:
+        payload, fds, flags, _ = socket.recv_fds(sock, 4, 2, socket.MSG_CMSG_CLOEXEC)
+        while payload and len(payload) < 4:  # the count's bytes beyond the first carry no descriptors
+            more = sock.recv(4 - len(payload))
+            if not more:
+                break
+            payload += more
+    finally:
+        sock.close()
+    if not payload and not fds:
+        raise EOFError
+    sent = struct.unpack("<I", payload)[0] if len(payload) == 4 else None
+    if len(fds) != count or sent != count or flags & socket.MSG_CTRUNC:
+        for f in fds:
+            os.close(f)
+        raise NoSharedMemory("%s; received %d descriptor%s%s and a count of %s" % (
+            _expected(count), len(fds), "" if len(fds) == 1 else "s",
+            " (more were cut off)" if flags & socket.MSG_CTRUNC else "",
+            sent if sent is not None else "%d bytes" % len(payload)), 1)
+    return fds
+
+
+def open_pipes(memory_count):
+    """The request and reply streams and the `memory_count` memfds the
+    worker sends first (receive_memory). Requests on fd 0, replies on fd 1;
+    then stdin is /dev/null and stdout is stderr, so that a program that
+    prints does not corrupt the replies. Ctrl-C in the trainer's terminal
+    reaches this process group too: the worker decides (it drains), as
+    torch's DataLoader workers leave it to the main process. NoSharedMemory
+    is told once before it is raised: replied to the worker, or written to
+    stderr where stdin is not a socket."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
+    request_fd = os.dup(0)
     replies = os.fdopen(os.dup(1), "wb", buffering=1 << 20)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    return requests, replies
+    try:
+        memory = receive_memory(request_fd, memory_count)
+    except NoSharedMemory as e:
+        os.close(request_fd)
+        if e.exit_status == 2:
+            sys.stderr.write(str(e) + "\n")
+        else:
+            reply_error(replies, str(e))
+        raise
+    except BaseException:
+        os.close(request_fd)
+        raise
+    return os.fdopen(request_fd, "rb", buffering=1 << 16), replies, memory

@@ -136,7 +136,7 @@ class ScriptProgram:
 
 
 class _InputMemory:
-    """The memfd the worker writes a batch's tensors into (fd 4), mapped as it grows."""
+    """The memfd the worker writes a batch's tensors into (its second one), mapped as it grows."""
 
     def __init__(self, fd):
         self.fd, self.map = fd, None
@@ -195,16 +195,17 @@ def load(payload, saved_by, threads):
     return ScriptProgram(torch, module)
 
 
-def serve(args, payload, requests, replies):
-    """Loads the program, answers ready, then runs each batch the worker sends."""
+def serve(args, payload, requests, replies, memory):
+    """Loads the program, answers ready, then runs each batch the worker
+    sends; `memory`: the replies' memfd and the inputs' (_dw_pipe.open_pipes)."""
     try:
         options = _options(args)
         program = load(payload, options["saved-by"], options["threads"])
     except (RuntimeError, ValueError) as e:
         reply_error(replies, str(e))
         return 1
-    shared = SharedMemory(int(os.environ.get("GOLDMINER_PY_SHM_FD", "3")))
-    inputs = _InputMemory(4)
+    shared = SharedMemory(memory[0])
+    inputs = _InputMemory(memory[1])
     reply_tensors(replies, [], shared)
     while True:
         try:
