@@ -140,9 +140,11 @@ def receive_memory(fd, count):
     reader wraps `fd`: a reader would read on past the message, and the
     descriptors it carries would be dropped. Raises NoSharedMemory, or
     EOFError when the worker closed the socket before sending anything."""
+    own = os.dup(fd)  # the socket object closes its own descriptor, not `fd`
     try:
-        sock = socket.socket(fileno=os.dup(fd))
+        sock = socket.socket(fileno=own)
     except OSError as e:
+        os.close(own)
         raise NoSharedMemory("%s; stdin is not a socket (%s): this module is run by goldminer-dw, not by hand"
                              % (_expected(count), e.strerror), 2) from None
     fds = []
