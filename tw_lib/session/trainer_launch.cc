@@ -15,7 +15,6 @@
 
 #include "gmcore/auth.h"
 #include "launch/job_environment.h"
-#include "launch/subprocess.h"
 
 namespace goldminer {
 namespace {
@@ -107,8 +106,7 @@ std::optional<LaunchError> worker_processes(const std::string& dw, bool find, co
                                             WorkerProcessOptions* w) {
   w->dw_path = dw;
   if (find) {
-    const char* path = std::getenv("PATH");
-    auto found = find_executable(dw, path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+    auto found = resolve_dw_path(dw);
     if (!found.ok() || access(found->c_str(), X_OK) != 0)
       return failed("cannot find the data worker '" + dw + "' (set GOLDMINER_DW_PROGRAM to the goldminer-dw to run)");
     w->dw_path = *found;
@@ -151,8 +149,6 @@ Expected<int> free_loopback_port() {
   return ntohs(a.sin_port);
 }
 
-Expected<std::string> fresh_secret() { return auth::make_secret(); }
-
 }  // namespace
 
 std::string fresh_local_address() {
@@ -161,9 +157,7 @@ std::string fresh_local_address() {
 }
 
 std::string data_worker_program(const std::string& configured, const std::string& fallback) {
-  if (!configured.empty()) return configured;
-  if (!fallback.empty()) return fallback;
-  return find_dw_binary("");
+  return find_dw_binary(!configured.empty() ? configured : fallback);
 }
 
 LaunchResult<TrainerSetup> prepare_trainer(TrainerRequest r) {
@@ -178,7 +172,7 @@ LaunchResult<TrainerSetup> prepare_trainer(TrainerRequest r) {
   if (auto e = apply_ranks(r, &o)) return *e;
   if (r.secret && !r.secret->empty()) o.secret = *r.secret;
   if (o.secret.empty()) {
-    auto secret = fresh_secret();
+    auto secret = auth::make_secret();
     if (!secret.ok()) return failed(secret.status().message());
     o.secret = *secret;
   }
@@ -259,7 +253,7 @@ LaunchResult<CommandLaunch> prepare_command(const TrainerRequest& r) {
   auto job = process_job_environment(kReadBySession);
   if (!job.ok()) return LaunchError{LaunchError::Kind::kBadEnvironment, job.status().message()};
   CommandLaunch c;
-  auto secret = fresh_secret();
+  auto secret = auth::make_secret();
   if (!secret.ok()) return failed(secret.status().message());
   c.secret = *secret;
   c.start = plan_worker_start(

@@ -37,6 +37,11 @@ std::string find_dw_binary(const std::string& configured) {
   return "goldminer-dw";
 }
 
+Expected<std::string> resolve_dw_path(const std::string& dw) {
+  const char* path = std::getenv("PATH");
+  return find_executable(dw, path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+}
+
 Expected<pid_t> spawn_worker(const WorkerProcessOptions& o) {
   // Everything the child needs is made here: it only execs (fork_for_exec).
   std::vector<std::string> env;
@@ -44,8 +49,7 @@ Expected<pid_t> spawn_worker(const WorkerProcessOptions& o) {
     if (e.rfind("GOLDMINER_TRAINER=", 0) != 0 && e.rfind("GOLDMINER_SECRET=", 0) != 0) env.push_back(std::move(e));
   env.push_back("GOLDMINER_TRAINER=" + o.trainer);
   env.push_back("GOLDMINER_SECRET=" + o.secret);
-  const char* path_env = std::getenv("PATH");
-  auto program = find_executable(o.dw_path, path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin");
+  auto program = resolve_dw_path(o.dw_path);
   if (!program.ok()) return program.status();
   const std::string threads = std::to_string(o.threads);
   const std::vector<std::string> args = {*program, "--threads", threads, "--intra-op-threads", "1"};

@@ -24,6 +24,10 @@ namespace goldminer {
 // one (configure's bindir), else the one on PATH.
 std::string find_dw_binary(const std::string& configured);
 
+// `dw` as spawn_worker runs it: itself when it holds a '/', else the first
+// on this process's PATH (/usr/local/bin:/usr/bin:/bin when PATH is unset).
+Expected<std::string> resolve_dw_path(const std::string& dw);
+
 struct WorkerProcessOptions {
   std::string dw_path;
   std::string trainer;  // GOLDMINER_TRAINER of the child
