@@ -10,10 +10,18 @@
 #      both: a slurmd still running the old select plugin cannot unpack
 #      what the new slurmctld sends, and the jobs it is given fail);
 #   3. apt-get remove goldminer-slurm-plugins.
-# Checked: the plugins' files are gone, the same slurmctld still answers
-# (scontrol ping, sinfo), a job runs, and slurmctld and a slurmd restart.
-# Then why step 1 comes first: with the old SelectType and the plugin gone
-# neither a slurmd nor slurmctld starts (their log lines are printed).
+# Checked: before step 1, apt-get remove is refused (the package's prerm,
+# packaging/scripts/plugins-removal-guard.sh) naming the slurm.conf and
+# plugstack.conf lines to change, the plugins stay and srun runs on every
+# node; at step 1 plugstack.conf takes the packaged form instead (an
+# include of plugstack.conf.d/*.conf, there a link to the package's
+# example), which the removal deletes rather than leave it dangling; after
+# each step srun runs on every node; the plugins' files are gone, the same
+# slurmctld still answers (scontrol ping, sinfo), a job runs, and
+# slurmctld and a slurmd restart; a job submitted under the select plugin
+# is still known after that restart. Then why step 1 comes first: with the
+# old SelectType and the plugin gone neither a slurmd nor slurmctld starts
+# (their log lines are printed).
 
 # shellcheck disable=SC2154  # work: test-debs.sh's
 devcluster_bin=/usr/bin/goldminer-devcluster
@@ -79,9 +87,19 @@ removal_restart_slurmds() {
     done
 }
 
+# srun hostname on every node of the cluster (each in its partition),
+# within 60 s; says which node failed and why.
+removal_srun_everywhere() {
+    local node partition out
+    while read -r node partition; do
+        out=$(timeout 60 srun -p "${partition%\*}" -w "$node" -N1 -n1 -t 1 hostname 2>&1) ||
+            { echo "srun hostname on $node: $out"; return 1; }
+    done < <(sinfo -h -N -o '%N %P' | sort -u)
+}
+
 # removal_check STATE PORT: the check, on a cluster in STATE at PORT.
 removal_check() {
-    local dir=$1 port=$2 plugindir pid selecttype out line node
+    local dir=$1 port=$2 plugindir pid selecttype out line node early
     if ! timeout 120 "$devcluster_bin" up --dir "$dir" --port-base "$port" >"$work/removal-up.out" 2>&1; then
         fail removal "goldminer-devcluster up failed: $(tail -5 "$work/removal-up.out" | tr '\n' '|')"
         timeout 60 "$devcluster_bin" down --dir "$dir" >/dev/null 2>&1
@@ -96,10 +114,33 @@ removal_check() {
         return
     fi
     pass "removal_cluster_runs_the_installed_plugins ($plugindir)"
+    out=$(removal_srun_everywhere) || { fail removal "$out"; return; }
 
-    # 1 and 2: the configuration change, then the restart.
+    # The package's prerm refuses while the configuration names its plugins.
+    if apt-get remove -y goldminer-slurm-plugins >"$work/remove-refused.out" 2>&1; then
+        fail removal "apt-get remove goldminer-slurm-plugins was not refused under SelectType=select/goldminer_cons_tres"
+        return
+    fi
+    line=$(grep -m1 'says SelectType=select/goldminer_cons_tres' "$work/remove-refused.out")
+    if [ -z "$line" ] || ! grep -q "$dir/etc/plugstack.conf line [0-9]* loads spank_goldminer.so" "$work/remove-refused.out" ||
+        [ ! -f "$plugindir/spank_goldminer.so" ]; then
+        fail removal "the refusal: $(tail -6 "$work/remove-refused.out" | tr '\n' '|')"
+        return
+    fi
+    out=$(removal_srun_everywhere) || { fail removal "after the refused removal: $out"; return; }
+    pass "removal_refused_while_the_configuration_names_the_plugins (${line#*: })"
+
+    # A job submitted while the select plugin decides.
+    early=$(sbatch --parsable --time=10 -p cpu -o /dev/null --wrap 'sleep 600' 2>&1) ||
+        { fail removal "sbatch of the early job: $early"; return; }
+
+    # 1 and 2: the configuration change (plugstack.conf in the packaged
+    # form: an include of a link to the example), then the restart.
     sed -i 's|^SelectType=select/goldminer_cons_tres$|SelectType=select/cons_tres|' "$SLURM_CONF"
     sed -i '/spank_goldminer\.so/d' "$dir/etc/plugstack.conf"
+    mkdir -p "$dir/etc/plugstack.conf.d"
+    echo "include $dir/etc/plugstack.conf.d/*.conf" >>"$dir/etc/plugstack.conf"
+    ln -sf /usr/share/goldminer/plugstack.conf.d/goldminer.conf "$dir/etc/plugstack.conf.d/goldminer.conf"
     if ! removal_stop_slurmctld || ! removal_start_slurmctld || ! removal_slurmctld_answers; then
         fail removal "slurmctld did not come back after the slurm.conf change: $(tail -3 "$dir/log/slurmctld.log" | tr '\n' '|')"
         return
@@ -108,6 +149,7 @@ removal_check() {
     selecttype=$(scontrol show config | sed -n 's/^SelectType *= *//p')
     [ "$selecttype" = select/cons_tres ] || { fail removal "after the restart SelectType=$selecttype"; return; }
     pid=$(removal_slurmctld_pid)
+    out=$(removal_srun_everywhere) || { fail removal "after the restart with cons_tres: $out"; return; }
     pass "removal_slurmctld_and_slurmds_restarted_with_cons_tres (slurmctld pid $pid)"
 
     # 3: the package removed under the running cluster.
@@ -117,6 +159,13 @@ removal_check() {
     fi
     out=$(ls "$plugindir"/*goldminer*.so 2>/dev/null)
     [ -z "$out" ] || { fail removal "left after apt-get remove: $out"; return; }
+    if [ -e "$dir/etc/plugstack.conf.d/goldminer.conf" ] || [ -L "$dir/etc/plugstack.conf.d/goldminer.conf" ] ||
+        ! grep -q "removed the plugstack include $dir/etc/plugstack.conf.d/goldminer.conf" "$work/remove.out"; then
+        fail removal "the include's link after apt-get remove: $(ls -l "$dir/etc/plugstack.conf.d/" 2>&1 | tr '\n' '|')"
+        return
+    fi
+    out=$(removal_srun_everywhere) || { fail removal "after apt-get remove: $out"; return; }
+    pass "removal_removes_the_include_that_would_dangle_and_srun_runs_everywhere"
     [ "$(removal_slurmctld_pid)" = "$pid" ] || { fail removal "slurmctld (pid $pid) is gone after apt-get remove"; return; }
     removal_slurmctld_answers || { fail removal "slurmctld does not answer scontrol ping after apt-get remove"; return; }
     out=$(timeout 30 sinfo -h -o '%D %t' 2>&1) || { fail removal "sinfo after apt-get remove: $out"; return; }
@@ -128,7 +177,14 @@ removal_check() {
         return
     fi
     out=$(removal_restart_slurmds) || { fail removal "after apt-get remove: $out"; return; }
+    out=$(removal_srun_everywhere) || { fail removal "after the restart without the plugins: $out"; return; }
     pass removal_slurmctld_and_slurmds_restart_without_the_plugins
+    out=$(squeue -h -j "$early" -o '%i %T' 2>&1)
+    scancel "$early" 2>/dev/null
+    case $out in
+        "$early "*) pass "removal_a_job_submitted_under_the_select_plugin_is_known_after_the_restart ($out)" ;;
+        *) fail removal "job $early, submitted under select/goldminer_cons_tres, after the restart: ${out:-not listed}" ;;
+    esac
 
     # Why the change comes first: the old SelectType, the plugin gone. A
     # slurmd restarted (slurmctld, still running, read the file before).
