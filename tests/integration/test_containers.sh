@@ -110,16 +110,23 @@ run_pyxis_trainer_job() {
 
 # Submits a --goldminer batch job (ARGS: sbatch arguments) with
 # PYTHONPATH=/opt/goldminer/python (the package's mount point in the
-# image) and enroot's bin first on PATH, and waits for it, longer than submit_goldminer_job does (the
-# image unpacks); prints its id. The script's output goes to $work/cj.JOB.
+# image) and enroot's bin first on PATH, and waits for it, longer than
+# submit_goldminer_job does (the image unpacks); prints its id. The
+# script's output goes to $work/cj.JOB.
 submit_container_job() {
     local out
     out=$(
         if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
         export PYTHONPATH=/opt/goldminer/python PATH=$container_prefix/bin:$PATH
         timeout 280 sbatch --parsable --wait --time=4 -o "$work/cj.%j" "$@" 2>&1
-    ) || { echo "sbatch $*: failed: $out"; return 1; }
-    echo "${out%%;*}" | tail -1
+    )
+    # A job that ran but failed (sbatch --wait exits with its status) is
+    # judged by its output.
+    out=$(echo "${out%%;*}" | tail -1)
+    case $out in
+        '' | *[!0-9]*) echo "sbatch $*: failed: $out"; return 1 ;;
+    esac
+    echo "$out"
 }
 
 # The trainer's epochs of container_job.py dataloader, one line each.
