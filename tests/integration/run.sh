@@ -133,6 +133,8 @@ else
     container_note="scripts/container-tools failed: $(tail -1 "$work/container-tools.err")"
 fi
 if command -v ch-run >/dev/null; then container_note="$container_note; Charliecloud ch-run $(USER=${USER:-root} ch-run --version 2>&1)"; fi
+# lib.sh hands it on in single quotes.
+container_note=${container_note//\'/}
 echo "integration: containers: $container_note"
 echo "integration: starting devcluster in $state"
 if ! timeout 120 "$devcluster" up "${cluster_args[@]}" >"$work/up.out" 2>&1; then
