@@ -17,6 +17,7 @@ std::string cpus(double n) {
 }
 
 constexpr char kMungeScheme[] = "Munge ";
+constexpr char kBearerScheme[] = "Bearer ";
 
 }  // namespace
 
@@ -36,14 +37,21 @@ HttpResponse CtldService::handle(const HttpRequest& request) {
     if (request.method != "POST") return text(405, "/report takes POST");
     return report(request.body);
   }
-  if (request.path == "/jobs" || request.path == "/top" || request.path == "/metrics") {
+  if (request.path == "/jobs" || request.path == "/top" || request.path == "/metrics" || request.path == "/healthz") {
     if (request.method != "GET") return text(405, request.path + " takes GET");
-    return view(request);
+    return request.path == "/healthz" ? health() : view(request);
   }
-  return text(404, "no such path: " + request.path.substr(0, 80) + " (/report, /jobs, /top, /metrics)");
+  return text(404, "no such path: " + request.path.substr(0, 80) + " (/report, /jobs, /top, /metrics, /healthz)");
+}
+
+HttpResponse CtldService::health() {
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  if (spare_error_.empty()) return text(200, "ok");
+  return text(503, "cannot find the spare CPUs in Slurm: " + spare_error_);
 }
 
 JobView CtldService::view_of(const Viewer& viewer, const JobEntry& e) const {
+  if (viewer.scraper) return JobView::kFull;
   if (!viewer.authenticated) return JobView::kHidden;
   if (viewer.uid == 0 || settings_.privileged_uids.count(viewer.uid) != 0 || e.uid == viewer.uid) return JobView::kFull;
   return settings_.private_jobs ? JobView::kHidden : JobView::kFigures;
@@ -51,7 +59,11 @@ JobView CtldService::view_of(const Viewer& viewer, const JobEntry& e) const {
 
 HttpResponse CtldService::view(const HttpRequest& request) {
   Viewer viewer;
-  if (!request.authorization.empty()) {
+  viewer.scraper = request.path == "/metrics" && settings_.scrape.admits(request);
+  if (!viewer.scraper && !request.authorization.empty()) {
+    if (request.authorization.rfind(kBearerScheme, 0) == 0)
+      return text(403, "not authenticated: the bearer token is not goldminer-ctld's (--metrics-token-file), or not "
+                       "for " + request.path.substr(0, 80) + " (a token reads /metrics only)");
     if (request.authorization.rfind(kMungeScheme, 0) != 0)
       return text(403, "not authenticated: Authorization must be 'Munge CREDENTIAL'");
     auto verified = credentials_->decode(request.authorization.substr(sizeof kMungeScheme - 1));
@@ -217,7 +229,7 @@ HttpResponse CtldService::report(const std::string& body) {
     const double now = now_();
     std::map<uint32_t, int> before;
     for (const auto& [id, e] : registry_.jobs()) before[id] = e.target;
-    Status st = registry_.accept(*report, verified->uid, owner->uid, now);
+    Status st = registry_.accept(*report, verified->uid, owner->uid, now, owner->partition);
     if (!st.ok()) {
       log::error("goldminer-ctld: " + st.message());
       return refused;

@@ -12,6 +12,8 @@
 //   GET /jobs      -> WorkerRegistry::json() (goldminer-top --json)
 //   GET /top       -> WorkerRegistry::table() (goldminer-top)
 //   GET /metrics   -> WorkerRegistry::prometheus()
+//   GET /healthz   -> 200 "ok", or 503 with why when the last look at
+//                  Slurm's CPUs failed (the pool is then kept as it was)
 //
 // A GET sees what its viewer may (CtldService::view_of): with
 // "Authorization: Munge CRED" (payload "goldminer-ctld GET /jobs":
@@ -21,6 +23,9 @@
 // Slurm's PrivateData has "jobs", else their figures without uid, user or
 // hosts. Without a credential: the totals only (worker CPUs, CPUs held,
 // jobs registered), no job.
+//
+// A scraper the site configured (ctld/scrape_access.h: a bearer token
+// or its address) sees /metrics in full, every job, as an operator does.
 //
 // Slurm-free: who owns a job and the spare CPUs come through the
 // functions it is given (the daemon's: launch/slurm_cli.h job_owner and
@@ -40,6 +45,7 @@
 #include "ctld/client/ctld_client.h"
 #include "ctld/client/http.h"
 #include "ctld/job_owner_cache.h"
+#include "ctld/scrape_access.h"
 #include "ctld/slurm_pool.h"
 #include "gmcore/credential.h"
 #include "gmcore/status.h"
@@ -61,6 +67,8 @@ struct CtldSettings {
   // Slurm's PrivateData has "jobs": another user's job is not shown at all.
   bool private_jobs = true;
   JobOwnerCacheLimits owner_lookups;
+  // Scrapers that see /metrics in full without a munge credential.
+  ScrapeAccess scrape;
 };
 
 // The oldest credential a GET is taken with, in seconds.
@@ -84,9 +92,11 @@ class CtldService {
   struct Viewer {
     bool authenticated = false;
     uid_t uid = 0;
+    bool scraper = false;  // a configured scraper of /metrics: every job in full
   };
   HttpResponse report(const std::string& body);
   HttpResponse view(const HttpRequest& request);
+  HttpResponse health();
   JobView view_of(const Viewer& viewer, const JobEntry& e) const;
   // The job's owner, registered or looked up (at a cost to `asker`'s
   // lookups); `refused` the response when there is none to take.

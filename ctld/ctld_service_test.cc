@@ -72,7 +72,7 @@ struct Ctld {
               ++squeue_runs;
               if (squeue_fails) return Status::error("squeue: timed out after 10 s");
               if (job == 10 && job10_ended) return JobOwner{1000, "COMPLETED"};
-              if (job == 10 || job == 11) return JobOwner{1000, "RUNNING"};
+              if (job == 10 || job == 11) return JobOwner{1000, "RUNNING", "gpu"};
               if (job == 12) return JobOwner{1000, "PENDING"};
               if (job == 13) return JobOwner{1001, "RUNNING"};
               if (job == 14) return JobOwner{1000, "RUNNING"};  // a plain job: no companion
@@ -120,7 +120,8 @@ TEST(CtldServiceTest, JobsShareWorkerCpusThroughReportsAndAnswers) {
   EXPECT_NE(jobs.body.find("\"job\": 10, \"uid\": 1000, \"workers\": 4, \"target\": 2"), std::string::npos) << jobs.body;
   EXPECT_NE(jobs.body.find("\"job\": 11, \"uid\": 1000, \"workers\": 1, \"target\": 3"), std::string::npos) << jobs.body;
   HttpResponse metrics = ctld.get("/metrics", 1000);
-  EXPECT_NE(metrics.body.find("goldminer_job_worker_target{job=\"11\"} 3\n"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("goldminer_job_worker_target{job_id=\"11\",partition=\"gpu\",user=\""), std::string::npos)
+      << metrics.body;
   HttpResponse top = ctld.get("/top", 1000);
   EXPECT_EQ(top.body.rfind("worker CPUs: 5, held by 2 jobs' workers: 5\n", 0), 0u) << top.body;
 
@@ -286,7 +287,7 @@ TEST(CtldServiceTest, ANonOwnerSeesNoOtherUsersUidNameOrHost) {
     EXPECT_EQ(top.body.find("1000"), std::string::npos) << top.body;
     EXPECT_EQ(top.body.find("\n10 ") == std::string::npos, private_jobs) << top.body;
     HttpResponse metrics = ctld.get("/metrics", 1001);
-    EXPECT_EQ(metrics.body.find("{job=\"10\"}") == std::string::npos, private_jobs) << metrics.body;
+    EXPECT_EQ(metrics.body.find("{job_id=\"10\"") == std::string::npos, private_jobs) << metrics.body;
 
     // Nobody: the totals, no job.
     HttpResponse anonymous = ctld.get("/jobs", -1);
@@ -296,7 +297,7 @@ TEST(CtldServiceTest, ANonOwnerSeesNoOtherUsersUidNameOrHost) {
     EXPECT_EQ(anonymous_top.body.find("\n13 "), std::string::npos) << anonymous_top.body;
     HttpResponse anonymous_metrics = ctld.get("/metrics", -1);
     EXPECT_NE(anonymous_metrics.body.find("goldminer_jobs 2\n"), std::string::npos) << anonymous_metrics.body;
-    EXPECT_EQ(anonymous_metrics.body.find("{job="), std::string::npos) << anonymous_metrics.body;
+    EXPECT_EQ(anonymous_metrics.body.find("{job_id="), std::string::npos) << anonymous_metrics.body;
 
     // SlurmUser sees both in full.
     HttpResponse admin = ctld.get("/jobs", 64030);

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "dw_daemon/python_child_command.h"
 #include "dw_daemon/python_program_header.h"
 #include "gmcore/log.h"
 
@@ -67,36 +68,6 @@ bool read_all(int fd, void* data, size_t n) { return transfer_all(fd, static_cas
 template <class T>
 bool read_value(int fd, T* v) { return read_all(fd, v, sizeof(T)); }
 
-// The child's command line: the interpreter (the header's, or
-// $GOLDMINER_PYTHON: a container runtime's wrapper works too, as the child
-// needs no descriptor above 2) running goldminer._dw_child.
-std::vector<std::string> child_arguments(const PythonProgramHeader& h) {
-  std::vector<std::string> args = {h.python, "-u", "-m", "goldminer._dw_child"};
-  if (h.torchscript)
-    args.insert(args.end(), {"--torchscript", "--threads=" + std::to_string(h.threads), "--saved-by=" + h.saved_by});
-  return args;
-}
-
-// The child's environment: this process's, with the trainer's sys.path
-// first on PYTHONPATH and GOLDMINER_PY_MAIN naming the training script.
-std::vector<std::string> child_environment(const PythonProgramHeader& h) {
-  std::vector<std::string> env;
-  std::string pythonpath;
-  for (const auto& p : h.paths) pythonpath += (pythonpath.empty() ? "" : ":") + p;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string v = *e;
-    if (v.rfind("PYTHONPATH=", 0) == 0) {
-      if (v.size() > 11) pythonpath += (pythonpath.empty() ? "" : ":") + v.substr(11);
-      continue;
-    }
-    if (v.rfind("GOLDMINER_PY_MAIN=", 0) == 0) continue;
-    env.push_back(std::move(v));
-  }
-  env.push_back("PYTHONPATH=" + pythonpath);
-  if (!h.main.empty()) env.push_back("GOLDMINER_PY_MAIN=" + h.main);
-  return env;
-}
-
 class Child;
 
 // Tensors in a child's shared memory: valid until the output is destroyed,
@@ -133,7 +104,7 @@ class Child {
   }
 
   static Expected<std::unique_ptr<Child>> start(const PythonProgramHeader& h) {
-    const std::string what = h.what();
+    const std::string what = h.described();
     int down[2], up[2];
     // What fails before the child runs is this machine's (descriptors,
     // memory, processes): environment errors, as the child's death is.
@@ -162,24 +133,30 @@ class Child {
       ::close(up[1]);
       return Status::environment_error(what + ": memfd_create: " + std::strerror(errno));
     }
-    std::vector<std::string> args = child_arguments(h);
-    std::vector<std::string> env = child_environment(h);
+    std::vector<std::string> environment;
+    for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+    auto command = child_command(h, environment, h.package_dir);
+    if (!command.ok()) {
+      ::close(down[1]);
+      ::close(up[1]);
+      return command.status();
+    }
     std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
+    for (auto& a : command->argv) argv.push_back(a.data());
     argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
+    for (auto& e : command->env) envp.push_back(e.data());
     envp.push_back(nullptr);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, down[1], 0);
     posix_spawn_file_actions_adddup2(&fa, up[1], 1);
     pid_t pid = 0;
-    int rc = ::posix_spawnp(&pid, h.python.c_str(), &fa, nullptr, argv.data(), envp.data());
+    int rc = ::posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     ::close(down[1]);
     ::close(up[1]);
     if (rc != 0)
-      return Status::environment_error(what + ": cannot start " + h.python + ": " + std::strerror(rc));
+      return Status::environment_error(what + ": cannot start " + command->argv[0] + ": " + std::strerror(rc));
     child->pid_ = pid;
     if (!child->send_memory()) return Status::environment_error(child->ended("before it received its shared memory"));
     uint64_t n = h.payload.size();
@@ -538,17 +515,22 @@ class PythonProgram : public WorkerProgram {
 }  // namespace
 
 Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads,
-                                                             const std::string& python) {
+                                                             const std::string& python, bool enter_container) {
   auto header = parse_python_program_header(bytes, python);
   if (!header.ok()) return header.status();
   header->threads = threads < 1 ? 1 : threads;
+  if (enter_container && !header->container.empty()) {
+    auto package = find_python_package();
+    if (!package.ok()) return Status::error(header->described() + ": " + package.status().message());
+    header->package_dir = *package;
+  }
   auto first = Child::start(*header);
   if (!first.ok()) return first.status();
   if (header->torchscript)
-    log::info(std::string(header->what()) + ": " + header->python + " runs it with its own torch (saved by torch " +
+    log::info(header->described() + ": " + header->python + " runs it with its own torch (saved by torch " +
               header->saved_by + "), " + std::to_string(header->threads) + " intra-op thread(s) per process");
   else
-    log::info(std::string(header->what()) + ": " + header->python + " runs it" +
+    log::info(header->described() + ": " + header->python + " runs it" +
               (header->main.empty() ? "" : " (with " + header->main + " as __mp_main__)"));
   return std::unique_ptr<WorkerProgram>(std::make_unique<PythonProgram>(std::move(*header), std::move(*first)));
 }

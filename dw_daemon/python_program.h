@@ -16,6 +16,12 @@
 //   "main=FILE\n"       optional: the training script, loaded as __mp_main__
 //                       so that classes it defines unpickle (as torch's
 //                       DataLoader does with the "spawn" start method)
+//   "runtime=R\n"       optional, with image=: enroot (the default) or ch-run
+//   "image=IMAGE\n"     optional: the trainer's container image, which
+//                       goldminer-dw enters to start each child there
+//                       (python_child_command.h): its python, torch and
+//                       modules run the program
+//   "mount=SRC:DST\n"...  optional: the trainer's mounts, mounted again
 //   "\n" + payload      the pickle {dataset, collate_fn, sampler, shuffle,
 //                       seed, ...}, or (torchscript) the TorchScript zip
 // The child is `python -m goldminer._dw_child` (python/goldminer/_dw_pipe.py
@@ -67,9 +73,14 @@ bool is_python_program(const std::string& bytes);
 // fails here, with the child's error). `threads`: intra-op threads of each
 // TorchScript child (torch.set_num_threads), as load_torchscript's.
 // `python`: the interpreter to run instead of the header's (goldminer-dw's
-// GOLDMINER_PYTHON); "" = the header's.
+// GOLDMINER_PYTHON); "" = the header's. `enter_container`: the header's
+// container image (runtime=, image=, mount=) is entered to start each
+// child (goldminer-dw on the host: python_child_command.h); false where
+// this process runs inside that image already (the trainer's own workers),
+// which then runs the header's interpreter as it is.
 Expected<std::unique_ptr<WorkerProgram>> load_python_program(const std::string& bytes, int threads = 1,
-                                                             const std::string& python = "");
+                                                             const std::string& python = "",
+                                                             bool enter_container = false);
 
 }  // namespace goldminer::dw
 

@@ -130,6 +130,21 @@ std::vector<JobEnvironmentVariable> make_table() {
       "The Python interpreter that runs a goldminer.DataLoader's dataset (default: the trainer's, by path; it needs "
       "torch and the goldminer package)",
       nullptr, text(&JobEnvironment::python));
+  // The trainer's container: the workers run its Python code in the image.
+  add("GOLDMINER_CONTAINER_IMAGE", "PATH|NAME", kReadBySession,
+      "The container image the trainer runs in, which goldminer-dw enters to run the trainer's Python code (a "
+      "goldminer.DataLoader's dataset, a TorchScript program for another torch): a squashfs file (enroot) or an image "
+      "directory (ch-run) by absolute path, or the name of an enroot container on the workers' nodes. The plugin "
+      "sets it from pyxis's --container-image (srun's, else sbatch's, else PYXIS_CONTAINER_IMAGE) unless it is set",
+      nullptr, text(&JobEnvironment::container_image));
+  add("GOLDMINER_CONTAINER_RUNTIME", "enroot|ch-run", kReadBySession,
+      "How goldminer-dw enters GOLDMINER_CONTAINER_IMAGE (default enroot, as pyxis does): enroot start, or "
+      "Charliecloud's ch-run",
+      one_of({"enroot", "ch-run"}), text(&JobEnvironment::container_runtime));
+  add("GOLDMINER_CONTAINER_MOUNTS", "SRC[:DST[:FLAGS]],...", kReadBySession,
+      "What goldminer-dw mounts into GOLDMINER_CONTAINER_IMAGE besides the goldminer package, in pyxis's "
+      "--container-mounts form (the plugin sets it from pyxis's, with the image)",
+      nullptr, text(&JobEnvironment::container_mounts));
   add("GOLDMINER_DW_BIND", "cores|none", kReadByWorker, "goldminer-dw's default of --bind", one_of({"cores", "none"}),
       text(&JobEnvironment::dw_bind));
   t.push_back(from_option(option_row(job, "dw"), option, kReadBySession, whole(&JobEnvironment::dw)));
@@ -158,7 +173,8 @@ std::vector<JobEnvironmentVariable> make_table() {
       from_option(option_row(site, "ctld_user"), setting, kReadBySession, text(&JobEnvironment::ctld_user)));
   for (JobEnvironmentVariable& v : t)
     for (const char* own : {"GOLDMINER_LOCAL_WORKERS", "GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE",
-                            "GOLDMINER_DW_PROGRAM", "GOLDMINER_PYTHON", "GOLDMINER_DW_BIND"})
+                            "GOLDMINER_DW_PROGRAM", "GOLDMINER_PYTHON", "GOLDMINER_DW_BIND",
+                            "GOLDMINER_CONTAINER_RUNTIME"})
       if (v.name == own) v.job_page = false;
   return t;
 }

@@ -55,6 +55,11 @@ struct JobEnvironment {
   std::string dw_error;     // GOLDMINER_DW_ERROR
   std::string dw_program;   // GOLDMINER_DW_PROGRAM
   std::string python;       // GOLDMINER_PYTHON
+  // The trainer's container, which its workers' Python processes enter
+  // (launch/container_image.h).
+  std::string container_image;    // GOLDMINER_CONTAINER_IMAGE
+  std::string container_runtime;  // GOLDMINER_CONTAINER_RUNTIME
+  std::string container_mounts;   // GOLDMINER_CONTAINER_MOUNTS
   std::string dw_bind;      // GOLDMINER_DW_BIND
   std::optional<int> dw;           // GOLDMINER_DW
   std::optional<int> dw_max;       // GOLDMINER_DW_MAX

@@ -182,7 +182,7 @@ std::string trainer_job_ended(const SlurmCommand& run, uint32_t job) {
 const char kNotKnownToSlurm[] = "not known to Slurm";
 
 Expected<JobOwner> job_owner(const SlurmCommand& run, uint32_t job) {
-  auto r = run("squeue", {"--noheader", "--jobs=" + std::to_string(job), "--format=%U %T"});
+  auto r = run("squeue", {"--noheader", "--jobs=" + std::to_string(job), "--format=%U %T %P"});
   if (!r.ok()) return r.status();
   if (r->exit_code != 0 || r->timed_out) {
     if (!r->timed_out && squeue_knows_none(r->output)) return Status::error(kNotKnownToSlurm);
@@ -193,9 +193,10 @@ Expected<JobOwner> job_owner(const SlurmCommand& run, uint32_t job) {
   std::istringstream in(out);
   std::string uid, rest;
   JobOwner owner;
-  if (!(in >> uid >> owner.state) || (in >> rest) || !whole_number(uid, 10) || !is_state_name(owner.state))
+  if (!(in >> uid >> owner.state >> owner.partition) || (in >> rest) || !whole_number(uid, 10) ||
+      !is_state_name(owner.state))
     return Status::error("squeue: cannot read job " + std::to_string(job) + "'s owner from " + quoted(out) +
-                         " (expected UID STATE)");
+                         " (expected UID STATE PARTITION)");
   owner.uid = static_cast<uid_t>(std::strtoul(uid.c_str(), nullptr, 10));
   return owner;
 }

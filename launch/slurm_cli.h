@@ -120,11 +120,12 @@ extern const char kNotKnownToSlurm[];
 struct JobOwner {
   uid_t uid = 0;
   std::string state;  // as squeue prints it: RUNNING, PENDING, ...
+  std::string partition;  // the job's partition(s), as squeue prints them
 };
 
-// `squeue --noheader --jobs=JOB --format="%U %T"`: who owns job `job` and
-// its state. An error kNotKnownToSlurm when squeue does not list it, else
-// "squeue: ..." (it failed, or printed no "UID STATE").
+// `squeue --noheader --jobs=JOB --format="%U %T %P"`: who owns job `job`,
+// its state and partition. An error kNotKnownToSlurm when squeue does not list it, else
+// "squeue: ..." (it failed, or printed no "UID STATE PARTITION").
 Expected<JobOwner> job_owner(const SlurmCommand& run, uint32_t job);
 
 // A row of the queue.

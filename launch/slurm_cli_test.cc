@@ -197,20 +197,22 @@ TEST(SlurmCliTest, AsksSqueueWhetherATrainerJobEnded) {
 
 // --- squeue: owners and the queue ------------------------------------------
 
-TEST(SlurmCliTest, AJobsOwnerAndState) {
-  FakeSlurm ok(0, "1000 RUNNING\n");
+TEST(SlurmCliTest, AJobsOwnerStateAndPartition) {
+  FakeSlurm ok(0, "1000 RUNNING gpu\n");
   auto o = job_owner(ok.command(), 12);
   ASSERT_TRUE(o.ok()) << o.status().message();
-  EXPECT_EQ(ok.calls, std::vector<std::string>{"squeue --noheader --jobs=12 --format=%U %T"});
+  EXPECT_EQ(ok.calls, std::vector<std::string>{"squeue --noheader --jobs=12 --format=%U %T %P"});
   EXPECT_EQ(o->uid, 1000u);
   EXPECT_EQ(o->state, "RUNNING");
+  EXPECT_EQ(o->partition, "gpu");
 
   for (FakeSlurm unknown : {FakeSlurm(1, kInvalidJob), FakeSlurm(0, "\n")})
     EXPECT_EQ(job_owner(unknown.command(), 12).status().message(), kNotKnownToSlurm) << unknown.out;
   FakeSlurm down(1, kControllerDown);
   EXPECT_EQ(job_owner(down.command(), 12).status().message(),
             "squeue: exit 1: slurm_load_jobs error: Unable to contact slurm controller (connect failure)");
-  for (const char* garbage : {"root RUNNING\n", "-1 RUNNING\n", "1000\n", "1000 RUNNING extra\n"}) {
+  for (const char* garbage : {"root RUNNING gpu\n", "-1 RUNNING gpu\n", "1000\n", "1000 RUNNING\n",
+                              "1000 RUNNING gpu extra\n"}) {
     FakeSlurm bad(0, garbage);
     auto r = job_owner(bad.command(), 12);
     ASSERT_FALSE(r.ok()) << garbage;

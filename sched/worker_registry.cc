@@ -28,6 +28,27 @@ std::string number(double v, int digits = 17) {
 
 std::string shown(double v) { return number(v, 6); }
 
+// A uid's user name, else the uid.
+std::string user_name(uint32_t uid) {
+  passwd pw{}, *found = nullptr;
+  char buf[4096];
+  return getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr ? pw.pw_name : std::to_string(uid);
+}
+
+// A label value in Prometheus's text format: \, " and newline escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 Expected<double> parse_real(const std::string& key, const std::string& value, double lo, double hi) {
   char* end = nullptr;
   errno = 0;
@@ -211,7 +232,8 @@ DwClaim claim_of(const SessionReport& r) {
 WorkerRegistry::WorkerRegistry(double worker_cpus, double stale_after_s)
     : worker_cpus_(worker_cpus), stale_after_s_(stale_after_s) {}
 
-Status WorkerRegistry::accept(const SessionReport& report, uint32_t uid, uint32_t owner, double now_s) {
+Status WorkerRegistry::accept(const SessionReport& report, uint32_t uid, uint32_t owner, double now_s,
+                              const std::string& partition) {
   const std::string job = "job " + std::to_string(report.job_id);
   if (uid != owner)
     return Status::error(job + ": report from uid " + std::to_string(uid) + " refused: the job is uid " +
@@ -219,6 +241,7 @@ Status WorkerRegistry::accept(const SessionReport& report, uint32_t uid, uint32_
   JobEntry& e = jobs_[report.job_id];
   e.report = report;
   e.uid = uid;
+  e.partition = partition;
   e.reported_s = now_s;
   return Status();
 }
@@ -344,10 +367,7 @@ std::string WorkerRegistry::table(const ViewOf& view) const {
     for (const std::string& h : r.worker_hosts) ++per_host[h];
     std::string hosts;
     for (const auto& [h, n] : per_host) hosts += (hosts.empty() ? "" : ",") + h + (n > 1 ? "*" + std::to_string(n) : "");
-    passwd pw{}, *found = nullptr;
-    char buf[4096];
-    std::string user = getpwuid_r(e.uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr ? pw.pw_name
-                                                                                                : std::to_string(e.uid);
+    const std::string user = user_name(e.uid);
     std::snprintf(line, sizeof line, "%-10u %-10.10s %7d %6d %6d %5s %5.0f %5.0f %11.0f  %s\n", id, user.c_str(),
                   r.workers, e.target, r.dw_max, knee.c_str(), 100 * r.trainer_wait_fraction, 100 * r.queue_fill,
                   r.samples_per_s, hosts.empty() ? "-" : hosts.c_str());
@@ -378,25 +398,33 @@ std::string WorkerRegistry::prometheus(const ViewOf& view) const {
                     "# TYPE goldminer_worker_cpus gauge\ngoldminer_worker_cpus " + shown(worker_cpus_) + "\n" +
                     "# HELP goldminer_jobs Jobs registered with goldminer-ctld (all users').\n"
                     "# TYPE goldminer_jobs gauge\ngoldminer_jobs " + std::to_string(jobs_.size()) + "\n";
+  // Each job's labels: job_id (not "job", which Prometheus gives the
+  // scrape target), partition, and user where the viewer may see it.
+  std::map<uint32_t, std::string> labels;
+  for (const auto& [id, e] : jobs_) {
+    const JobView v = view_of(view, e);
+    if (v == JobView::kHidden) continue;
+    std::string l = "job_id=\"" + std::to_string(id) + "\"";
+    if (!e.partition.empty()) l += ",partition=\"" + label_value(e.partition) + "\"";
+    if (v == JobView::kFull) l += ",user=\"" + label_value(user_name(e.uid)) + "\"";
+    labels[id] = l;
+  }
   for (const Gauge& g : kGauges) {
     out += std::string("# HELP ") + g.name + " " + g.help + "\n# TYPE " + g.name + " gauge\n";
-    for (const auto& [id, e] : jobs_)
-      if (view_of(view, e) != JobView::kHidden)
-        out += std::string(g.name) + "{job=\"" + std::to_string(id) + "\"} " + shown(g.value(e)) + "\n";
+    for (const auto& [id, l] : labels) out += std::string(g.name) + "{" + l + "} " + shown(g.value(jobs_.at(id))) + "\n";
   }
   // The measured knee (jobs that know one) and curve (a series per count).
   out += "# HELP goldminer_job_knee Workers above which the job's measured growth did not pay.\n"
          "# TYPE goldminer_job_knee gauge\n";
-  for (const auto& [id, e] : jobs_)
-    if (view_of(view, e) != JobView::kHidden && e.report.knee >= 0)
-      out += "goldminer_job_knee{job=\"" + std::to_string(id) + "\"} " + std::to_string(e.report.knee) + "\n";
+  for (const auto& [id, l] : labels)
+    if (const JobEntry& e = jobs_.at(id); e.report.knee >= 0)
+      out += "goldminer_job_knee{" + l + "} " + std::to_string(e.report.knee) + "\n";
   out += "# HELP goldminer_job_curve_samples_per_second Samples per second the job measured at each worker count.\n"
          "# TYPE goldminer_job_curve_samples_per_second gauge\n";
-  for (const auto& [id, e] : jobs_)
-    if (view_of(view, e) != JobView::kHidden)
-      for (const CurvePoint& p : e.report.curve)
-        out += "goldminer_job_curve_samples_per_second{job=\"" + std::to_string(id) + "\",workers=\"" +
-               std::to_string(p.workers) + "\"} " + shown(p.samples_per_s) + "\n";
+  for (const auto& [id, l] : labels)
+    for (const CurvePoint& p : jobs_.at(id).report.curve)
+      out += "goldminer_job_curve_samples_per_second{" + l + ",workers=\"" + std::to_string(p.workers) + "\"} " +
+             shown(p.samples_per_s) + "\n";
   return out;
 }
 

@@ -92,6 +92,7 @@ DwClaim claim_of(const SessionReport& report);
 struct JobEntry {
   SessionReport report;
   uint32_t uid = 0;       // who sent it (authenticated)
+  std::string partition;  // the job's, as Slurm says ("" when unknown)
   double reported_s = 0;  // when
   int target = 0;         // workers it should have
 };
@@ -110,7 +111,9 @@ class WorkerRegistry {
 
   // A report from user `uid` for a job Slurm says `owner` runs: refused
   // when they differ (a user cannot report for, or steer, another's job).
-  Status accept(const SessionReport& report, uint32_t uid, uint32_t owner, double now_s);
+  // `partition`: the job's, as Slurm says (a label of its series).
+  Status accept(const SessionReport& report, uint32_t uid, uint32_t owner, double now_s,
+                const std::string& partition = "");
 
   // Drops stale jobs and shares the worker CPUs among the rest.
   void reallocate(double now_s);

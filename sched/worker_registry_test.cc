@@ -1,6 +1,7 @@
 #include "sched/worker_registry.h"
 
 #include <gtest/gtest.h>
+#include <pwd.h>
 
 namespace goldminer {
 namespace {
@@ -256,15 +257,15 @@ TEST(WorkerRegistryTest, ShowsTheCurveAndKneeInJsonTableAndPrometheus) {
             std::string::npos)
       << table;
   std::string text = reg.prometheus();
-  EXPECT_NE(text.find("# TYPE goldminer_job_knee gauge\ngoldminer_job_knee{job=\"5\"} 2\n# HELP"), std::string::npos)
+  EXPECT_NE(text.find("# TYPE goldminer_job_knee gauge\ngoldminer_job_knee{job_id=\"5\",user=\"4294967\"} 2\n# HELP"), std::string::npos)
       << "only the job that knows its knee: " << text;
-  EXPECT_NE(text.find("goldminer_job_curve_samples_per_second{job=\"5\",workers=\"2\"} 13700\n"
-                      "goldminer_job_curve_samples_per_second{job=\"5\",workers=\"6\"} 13700\n"),
+  EXPECT_NE(text.find("goldminer_job_curve_samples_per_second{job_id=\"5\",user=\"4294967\",workers=\"2\"} 13700\n"
+                      "goldminer_job_curve_samples_per_second{job_id=\"5\",user=\"4294967\",workers=\"6\"} 13700\n"),
             std::string::npos)
       << text;
   // Hidden: neither its curve nor its knee.
   text = reg.prometheus([](const JobEntry&) { return JobView::kHidden; });
-  EXPECT_EQ(text.find("{job=\"5\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("{job_id=\"5\""), std::string::npos) << text;
   EXPECT_EQ(reg.table([](const JobEntry&) { return JobView::kHidden; }).find("curve"), std::string::npos);
 }
 
@@ -354,6 +355,24 @@ TEST(WorkerRegistryTest, SilentJobsAreDropped) {
   EXPECT_EQ(reg.target(2), 4);
 }
 
+// Prometheus labels: job_id (Prometheus keeps "job" for the scrape
+// target), the partition Slurm gave (escaped as the text format wants),
+// the user only for a viewer who may see it.
+TEST(WorkerRegistryTest, PrometheusLabelsAJobWithItsIdPartitionAndUser) {
+  WorkerRegistry reg(8, 30);
+  ASSERT_TRUE(reg.accept(report(3, 25, 2), 0, 0, 0, "gpu\"a\\b").ok());
+  reg.reallocate(0);
+  std::string full = reg.prometheus();
+  EXPECT_NE(full.find("goldminer_job_workers{job_id=\"3\",partition=\"gpu\\\"a\\\\b\",user=\"root\"} 2\n"),
+            std::string::npos)
+      << full;
+  std::string figures = reg.prometheus([](const JobEntry&) { return JobView::kFigures; });
+  EXPECT_NE(figures.find("goldminer_job_workers{job_id=\"3\",partition=\"gpu\\\"a\\\\b\"} 2\n"), std::string::npos)
+      << figures;
+  EXPECT_EQ(figures.find("user="), std::string::npos) << figures;
+  EXPECT_EQ(full.find("{job="), std::string::npos) << full;
+}
+
 TEST(WorkerRegistryTest, ShowsEachJobAsJsonAndPrometheusText) {
   WorkerRegistry reg(8, 30);
   ASSERT_TRUE(reg.accept(report(3, 25, 2), 1000, 1000, 0).ok());
@@ -363,7 +382,8 @@ TEST(WorkerRegistryTest, ShowsEachJobAsJsonAndPrometheusText) {
             "\"dw_max\": 16, \"cpus_per_dw\": 1, \"trainer_wait_fraction\": 0.5, \"queue_fill\": 0.1, "
             "\"samples_per_s\": 12800, \"curve\": [], \"knee\": null, \"probing\": 0, \"hosts\": [\"c1\", \"c2\"]}]}");
   std::string text = reg.prometheus();
-  EXPECT_NE(text.find("# TYPE goldminer_job_worker_target gauge\ngoldminer_job_worker_target{job=\"3\"} 4\n"),
+  EXPECT_NE(text.find("# TYPE goldminer_job_worker_target gauge\ngoldminer_job_worker_target{job_id=\"3\",user=\"" +
+                      std::string(getpwuid(1000) != nullptr ? getpwuid(1000)->pw_name : "1000") + "\"} 4\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("goldminer_worker_cpus 8\n"), std::string::npos);

@@ -32,6 +32,7 @@ extern "C" {
 #include <vector>
 
 #include "launch/companion_job.h"
+#include "launch/container_image.h"
 #include "launch/het_step.h"
 #include "launch/job_environment.h"
 #include "gmcore/host_port.h"
@@ -96,6 +97,11 @@ TrainerPort trainer_port;
 // listens on any free port, as outside Slurm.
 std::map<uint32_t, std::string> rank_listen;  // global task id -> ucx://ADDR:PORT
 std::map<uint32_t, int> rank_ucx_port;          // firewall=nftables: global task id -> UCX's TCP port
+
+// The pyxis container this step runs in (launch/container_image.h), as
+// seen in the remote init: an srun step's own --container-image is in the
+// job environment there only. Handed to the trainer in user_init.
+goldminer::PyxisContainer step_container;
 
 // The nftables table guarding this step's ports (plugstack.conf
 // firewall=nftables, launch/job_firewall.h), deleted at exit; "": none.
@@ -364,7 +370,8 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
     switch (spank_context()) {
       case S_CTX_ALLOCATOR:  // sbatch, salloc
       case S_CTX_LOCAL:      // srun
-      case S_CTX_REMOTE:     // slurmstepd: the option callback runs here too
+      case S_CTX_REMOTE:  // slurmstepd: the option callback runs here too
+        step_container = goldminer::pyxis_container_of(job_environment(sp));
         return register_option(sp);
       case S_CTX_SLURMD:  // plugstack.conf was checked above; nothing else
       case S_CTX_JOB_SCRIPT:
@@ -523,6 +530,8 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
     goldminer::JobVariables vars(settings.take_environment());
     if (settings.requested() && (is_batch_step(sp) || may_start_workers(sp)))
       start_workers(sp, is_batch_step(sp), &vars);
+    // A trainer in a pyxis container: its workers enter the same image.
+    if (settings.requested()) vars.add(goldminer::container_variables(step_container, job_environment(sp)));
     return set_job_variables(sp, vars);
   });
 }

@@ -114,8 +114,10 @@ void log_to_stderr(bool verbose) {
 
 // The service's settings: the options, the uids that see every job, and
 // what Slurm's config says of other users' jobs.
-CtldSettings settings_of(const CtldArgs& a, const std::set<uid_t>& privileged, const SlurmConfig& access) {
+CtldSettings settings_of(const CtldArgs& a, const std::set<uid_t>& privileged, const SlurmConfig& access,
+                         ScrapeAccess scrape) {
   CtldSettings settings;
+  settings.scrape = std::move(scrape);
   settings.worker_cpus = a.worker_cpus;
   settings.stale_after_s = a.stale_after;
   settings.max_user_share = a.max_user_share;
@@ -169,6 +171,8 @@ int main(int argc, char** argv) {
   if (int rc = parse_main_command_line(ctld_command(&a), argc, argv, &command_line); rc >= 0) return rc;
   auto privileged = operator_uids(a);
   if (!privileged.ok()) return fail(privileged.status().message(), 2);
+  auto scrape = ScrapeAccess::make(a.metrics_token_file, a.metrics_allow);
+  if (!scrape.ok()) return fail(scrape.status().message(), 2);
   auto reserve = reserve_cpus_per_gpu(a, command_line);
   if (!reserve.ok()) return fail(reserve.status().message(), 1);
   log_to_stderr(a.verbose);
@@ -187,6 +191,6 @@ int main(int argc, char** argv) {
   const SlurmConfig access = slurm_access(slurm);
   privileged->insert(access.slurm_user);
   privileged->insert(::geteuid());
-  CtldService service(settings_of(a, *privileged, access), credentials.get(), owner, spare, now);
+  CtldService service(settings_of(a, *privileged, access, std::move(*scrape)), credentials.get(), owner, spare, now);
   return serve(**server, service, a, serving_figures(a, *reserve, access, privileged->size()));
 }

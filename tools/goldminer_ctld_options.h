@@ -11,7 +11,7 @@
 namespace goldminer {
 
 struct CtldArgs {
-  std::string listen, partition, munge_socket, pid_file, operators;
+  std::string listen, partition, munge_socket, pid_file, operators, metrics_token_file, metrics_allow;
   double worker_cpus = -1, stale_after = 30, reserve = -1, lookups_per_s = 0.5, lookup_burst = 10,
          max_user_share = 1;
   HttpServeLimits limits;
@@ -77,6 +77,18 @@ leaves goes to the other users' jobs.)"),
                      "munged's socket (default munge's own)."),
               option("pid-file", "FILE", "", "write the daemon's PID to this file", &a->pid_file,
                      "write the daemon's PID there (removed at exit)."),
+              option("metrics-token-file", "FILE", "",
+                     "a file (mode 600) whose first line is a bearer token that reads /metrics in full",
+                     &a->metrics_token_file, R"(a file, readable by its owner only, whose first line is a token
+(16 characters or more): a GET of /metrics with
+\fBAuthorization: Bearer\fR \fITOKEN\fR sees every job's series, labelled
+\fBjob_id\fR, \fBpartition\fR and \fBuser\fR (Prometheus's
+\fBauthorization: credentials_file:\fR).)"),
+              option("metrics-allow", "ADDR[/N],...", "",
+                     "addresses or prefixes whose GETs of /metrics see every job's series without a credential",
+                     &a->metrics_allow, R"(addresses or prefixes (\fIA.B.C.D\fR[/\fIN\fR], IPv6[/\fIN\fR],
+comma-separated), such as the Prometheus server's, whose GETs of /metrics
+see every job's series without a credential.)"),
               flag("verbose,v", "log every report", &a->verbose, "log more."),
           },
           {}};

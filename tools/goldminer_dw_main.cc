@@ -106,8 +106,10 @@ Status use_cores(DwArgs& a, const JobEnvironment& job) {
   log::info("goldminer-dw: " + std::to_string(o.threads) + " threads on " + cores->describe() +
             (a.bind == "cores" ? ", each bound to its share" : ", unbound") + "; " + std::to_string(intra_op) +
             " intra-op threads a program call");
+  // On the host, a trainer's container image (the program's image=) is
+  // entered to run its Python code with the image's Python and torch.
   o.load_program = [intra_op, python = job.python](const std::string& bytes) {
-    return dw::is_python_program(bytes) ? dw::load_python_program(bytes, intra_op, python)
+    return dw::is_python_program(bytes) ? dw::load_python_program(bytes, intra_op, python, true)
                                         : dw::load_torchscript(bytes, intra_op);
   };
   return Status();

@@ -165,12 +165,19 @@ test_ctld_restart_mid_epoch_loses_no_sample_and_keeps_the_workers() {
     if echo "$out" | grep -q "draining"; then echo "workers drained: $out"; return 1; fi
 }
 
-# goldminer-ctld stopped and started again with ARGS... added to its own
-# and ENV (NAME=VALUE ...) in its environment.
+# goldminer-ctld stopped and started again with its own arguments
+# (without those CTLD_DROP_ARGS names: words, an option and its value
+# each) plus CTLD_EXTRA_ARGS, and ENV (NAME=VALUE ...) in its environment.
 ctld_restart() {
-    local pid args
+    local pid args word drop
     pid=$(cat "$state/run/goldminer-ctld.pid")
-    args=$(tr '\0' '\n' <"/proc/$pid/cmdline" | tail -n +2 | tr '\n' ' ')
+    args=
+    for word in $(tr '\0' '\n' <"/proc/$pid/cmdline" | tail -n +2); do
+        drop=
+        for d in ${CTLD_DROP_ARGS:-}; do [ "$word" = "$d" ] && drop=1; done
+        [ -n "$drop" ] || args="$args $word"
+    done
+    args="$args ${CTLD_EXTRA_ARGS:-}"
     kill -TERM "$pid"
     wait_for 10 pid_gone "$pid" || { echo "goldminer-ctld $pid did not stop"; return 1; }
     # shellcheck disable=SC2086  # its arguments, one word each
@@ -341,8 +348,47 @@ test_ctld_gives_the_cpus_to_the_job_whose_curve_rises() {
         { echo "targets $tf + $tr of $per CPUs each exceed $cpus"; return 1; }
     expect_eq "flat job's curve and knee" "$(echo "$json" | jq -c --argjson j "$flat" '.jobs[] | select(.job == $j) | [.curve, .knee, .probing]')" \
         '[[[1,10000],[2,20000],[6,20000]],2,0]' || return 1
-    expect_contains "metrics" "$out" "goldminer_job_knee{job=\"$flat\"} 2" || return 1
-    expect_contains "metrics" "$out" "goldminer_job_curve_samples_per_second{job=\"$rising\",workers=\"6\"} 15000" || return 1
-    if echo "$out" | grep -q "goldminer_job_knee{job=\"$rising\"}"; then echo "a knee for job $rising: $out"; return 1; fi
+    # Each job's series are labelled job_id, partition and (root sees it) user.
+    expect_contains "metrics" "$out" "goldminer_job_knee{job_id=\"$flat\",partition=\"cpu\",user=\"root\"} 2" || return 1
+    expect_contains "metrics" "$out" \
+        "goldminer_job_curve_samples_per_second{job_id=\"$rising\",partition=\"cpu\",user=\"root\",workers=\"6\"} 15000" ||
+        return 1
+    if echo "$out" | grep -q "goldminer_job_knee{job_id=\"$rising\","; then echo "a knee for job $rising: $out"; return 1; fi
     expect_contains "top" "$top" "curve (workers:samples/s): 2:5.0k 6:15.0k" || return 1
+}
+
+# Prometheus's scrape: goldminer-ctld restarted with --metrics-token-file
+# (a mode-600 file); a root job registered. Checked with curl as
+# Prometheus sends it: the bearer token gives the job's series labelled
+# job_id, partition and user; without it, or with another token, none;
+# the token does not read /jobs; /healthz answers ok.
+test_ctld_prometheus_scrapes_per_job_series_with_its_token() {
+    local job companion token="$work/ctld-scrape-token" report out rc=0
+    head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$token"
+    chmod 600 "$token"
+    CTLD_EXTRA_ARGS="--metrics-token-file $token" ctld_restart || return 1
+    read -r job companion <<<"$(hand_made_goldminer_job 60)" || { echo "$job"; return 1; }
+    root_reports() {
+        report=$(printf 'job=%s\nnonce=%s\nworkers=1\ncoming=0\ndw_max=8\ncpus_per_dw=1\nwait=1\nfill=0\nconsumption=0\nper_worker=0\nsamples_per_s=0\nhosts=c1\ncurve=\nknee=-1\nprobing=0\nceiling=0\n' "$job" "$RANDOM")
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --data-binary "$(munge -S "$state/munge/munge.socket" -s "$report")" \
+            "http://$(ctld_address)/report")" = 200 ]
+    }
+    if wait_for 10 root_reports; then
+        out=$(curl -s -H "Authorization: Bearer $(cat "$token")" "http://$(ctld_address)/metrics")
+        expect_contains "scraped with the token" "$out" "goldminer_job_workers{job_id=\"$job\",partition=\"cpu\",user=\"root\"} 1" || rc=1
+        out=$(curl -s "http://$(ctld_address)/metrics")
+        if echo "$out" | grep -q "job_id=\"$job\""; then echo "scraped without a token: $out"; rc=1; fi
+        expect_eq "another token" "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer not-the-site-token-at-all' \
+            "http://$(ctld_address)/metrics")" 403 || rc=1
+        expect_eq "the token on /jobs" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$token")" \
+            "http://$(ctld_address)/jobs")" 403 || rc=1
+        expect_eq "/healthz" "$(curl -s "http://$(ctld_address)/healthz")" ok || rc=1
+    else
+        echo "root's report was not taken"; rc=1
+    fi
+    scancel "$job" "$companion"
+    CTLD_DROP_ARGS="--metrics-token-file $token" ctld_restart || return 1
+    # Dropped before the next test shares the worker CPUs (--stale-after).
+    wait_for 60 ctld_not_listed "$job" || { echo "job $job still listed"; return 1; }
+    return $rc
 }

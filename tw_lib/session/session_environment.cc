@@ -14,8 +14,11 @@
 #include <utility>
 
 #include "ctld/client/ctld_client.h"
+#include "dw_daemon/python_program.h"
+#include "dw_daemon/python_program_header.h"
 #include "gmcore/auth.h"
 #include "gmcore/host_port.h"
+#include "launch/container_image.h"
 #include "launch/elastic_setup.h"
 #include "launch/job_environment.h"
 #include "launch/subprocess.h"
@@ -67,6 +70,12 @@ Status SessionOptions::from_environment() {
   if (job->dw_job != 0) companion_job = job->dw_job;
   if (!job->dw_error.empty()) companion_job_error = job->dw_error;
   if (!job->dw_program.empty()) dw_program = job->dw_program;
+  // A trainer in a container image: its workers' Python processes enter it.
+  if (!job->container_image.empty() && dw::is_python_program(program)) {
+    auto image = container_image_for_workers(job->container_runtime, job->container_image, job->container_mounts);
+    if (!image.ok()) return image.status();
+    program = dw::with_container(program, *image);
+  }
   auto e = elastic_from_environment(*job, process_environment());
   if (!e.ok()) return e.status();
   if (!e->launcher) return Status();

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dw_daemon/python_program.h"
 #include "tw_lib/session/dataplane_test_util.h"
 
 namespace goldminer {
@@ -30,7 +31,8 @@ class LaunchEnvironment {
   LaunchEnvironment() {
     for (const char* name : {"RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_HET_SIZE",
                              "GOLDMINER_LISTEN", "GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_AUTH",
-                             "GOLDMINER_LOCAL_WORKERS", "GOLDMINER_DW_PROGRAM", "GOLDMINER_RANK_LISTEN"})
+                             "GOLDMINER_LOCAL_WORKERS", "GOLDMINER_DW_PROGRAM", "GOLDMINER_RANK_LISTEN",
+                             "GOLDMINER_CONTAINER_IMAGE", "GOLDMINER_CONTAINER_RUNTIME", "GOLDMINER_CONTAINER_MOUNTS"})
       set(name, std::nullopt);
   }
   ~LaunchEnvironment() {
@@ -231,6 +233,36 @@ TEST(TrainerLaunchTest, TheSecretIsTheGivenOneTheEnvironmentsOrAFreshOne) {
   auto given = prepare_trainer(r);
   ASSERT_TRUE(given.ok()) << given.error().message;
   EXPECT_EQ(given->session.secret, "given");
+}
+
+// A trainer in a container image (GOLDMINER_CONTAINER_*, as the SPANK
+// plugin sets them from pyxis's options): its Python program tells the
+// workers to enter the image; a TorchScript zip for goldminer-dw's own
+// libtorch is left as it is; an image workers cannot use is refused.
+TEST(TrainerLaunchTest, AContainerisedTrainersPythonProgramNamesItsImage) {
+  LaunchEnvironment env;
+  TempDir d;
+  TrainerRequest r = text_request(d, 10, "local", 0);
+  r.session.program = std::string(dw::kPythonProgramMagic) + "python=/usr/bin/python3\n\npickle";
+  env.set("GOLDMINER_CONTAINER_IMAGE", "/images/torch.sqsh");
+  env.set("GOLDMINER_CONTAINER_MOUNTS", "/scratch:/work");
+  auto setup = prepare_trainer(r);
+  ASSERT_TRUE(setup.ok()) << setup.error().message;
+  EXPECT_EQ(setup->session.program, std::string(dw::kPythonProgramMagic) +
+                                        "runtime=enroot\nimage=/images/torch.sqsh\nmount=/scratch:/work\n"
+                                        "python=/usr/bin/python3\n\npickle");
+  r.session.program = "PK\x03\x04 a TorchScript zip";
+  setup = prepare_trainer(r);
+  ASSERT_TRUE(setup.ok()) << setup.error().message;
+  EXPECT_EQ(setup->session.program, "PK\x03\x04 a TorchScript zip");
+  r.session.program = std::string(dw::kPythonProgramMagic) + "python=/usr/bin/python3\n\npickle";
+  env.set("GOLDMINER_CONTAINER_IMAGE", "docker://pytorch/pytorch");
+  EXPECT_EQ(error_of(r), "GOLDMINER_CONTAINER_IMAGE 'docker://pytorch/pytorch': the data workers cannot pull a "
+                         "registry image: import it once (enroot import) into a squashfs file the workers' nodes see, "
+                         "and give its absolute path");
+  env.set("GOLDMINER_CONTAINER_IMAGE", "/images/torch.sqsh");
+  env.set("GOLDMINER_CONTAINER_RUNTIME", "podman");
+  EXPECT_EQ(error_of(r), "GOLDMINER_CONTAINER_RUNTIME: invalid value 'podman': expected one of enroot, ch-run");
 }
 
 TEST(TrainerLaunchTest, PlansWhoStartsTheWorkers) {
