@@ -39,9 +39,9 @@ containers_ready() {
     fi
 }
 
-# The torch version the image holds (from its marker file).
+# The torch.__version__ of the image's torch (PyPI's: "2.15.0+cu132").
 image_torch_version() {
-    sed -n 's/.*; torch \(.*\)$/\1/p' "${container_image%/*}/root/etc/goldminer-test-image"
+    sed -n "s/^__version__ = '\(.*\)'\$/\1/p" "${container_image%/*}/root/usr/local/lib/python3.11/dist-packages/torch/version.py"
 }
 
 # with_pyxis first|last: plugstack.conf gets pyxis (its named containers
