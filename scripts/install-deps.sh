@@ -96,6 +96,8 @@ packages="
  iproute2 util-linux procps nftables
  jq curl
  lintian rpm rpmlint debootstrap
+ makeself libbsd-dev squashfs-tools squashfuse fuse-overlayfs parallel zstd
+ charliecloud-runtime
 "
 
 missing=""

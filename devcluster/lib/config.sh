@@ -11,6 +11,7 @@
 write_state() {
   {
     printf 'network=%s\nnodes=%s\nctld=%s\nslurm=%s\n' "$network" "$nodes" "$opt_ctld" "$slurm_prefix"
+    [ -z "$opt_slurmd_path" ] || printf 'slurmd_path=%s\n' "$opt_slurmd_path"
     [ "$network" != netns ] ||
       printf 'bridge=%s\nsubnet=%s\nbridge6=%s\nula=%s::/64\n' "$bridge" "$subnet" "$bridge6" "$ula"
   } >"$state_file"

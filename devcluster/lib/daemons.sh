@@ -40,8 +40,11 @@ start_ctld() {
   wait_pid goldminer-ctld ctld_pid
 }
 
+# slurmd (and the slurmstepd it starts) gets --slurmd-path first on its
+# PATH: a SPANK plugin such as pyxis runs its tools from there.
 start_slurmd() {
-  local node=$1
+  local node=$1 PATH=${opt_slurmd_path:+$opt_slurmd_path:}$PATH
+  export PATH
   mkdir -p "$dir/spool/$node" "$dir/tmp/$node"
   if [ "$network" = netns ]; then
     # Not `ip netns exec`: it remounts /sys and slurmd then fails on

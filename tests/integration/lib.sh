@@ -7,7 +7,13 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-120}
 # ctld_shares waits up to 210 s for the first job to grow (a measured step
 # at a time, a trimmed step re-probed after a 60-s back-off) and 90 s for
 # the second's first worker.
-declare -A TEST_TIMEOUTS=([test_ctld_shares_worker_cpus_between_competing_jobs]=420)
+# The container tests' jobs unpack a 5-GB image (tens of seconds) and
+# import torch in the trainer and in each worker's Python process.
+declare -A TEST_TIMEOUTS=([test_ctld_shares_worker_cpus_between_competing_jobs]=420
+    [test_containers_pyxis_either_plugin_order_our_variables_reach_the_trainer]=420
+    [test_containers_pyxis_dataloader_image_only_dataset_through_a_killed_worker]=300
+    [test_containers_pyxis_session_torchscript_program_of_the_images_torch]=300
+    [test_containers_charliecloud_dataloader_image_only_dataset]=300)
 
 run_test() {
     local name=$1 out rc limit
@@ -16,7 +22,9 @@ run_test() {
           for f in '$here'/test_*.sh; do . \"\$f\"; done; \
           work='$work' state='$state' devcluster='$devcluster' plugins='$plugins' tools='$tools' \
           ctld_program='$ctld_program' python_dir='$python_dir' build='$build' \
-          port_base='$port_base' slurm_version='$slurm_version' torch2_python='$torch2_python'; $name" 2>&1)
+          port_base='$port_base' slurm_version='$slurm_version' torch2_python='$torch2_python' \
+          container_prefix='$container_prefix' container_image='$container_image' \
+          container_note='$container_note'; $name" 2>&1)
     rc=$?
     if [ $rc -eq 0 ]; then
         pass "${name#test_}"

@@ -25,6 +25,13 @@
 # Environment: GOLDMINER_TORCH2_PYTHON, the python of a venv with torch 2.x
 # (scripts/run-tests sets it to scripts/python-venv's) for test_torch2.sh,
 # which also needs the package pip installed into BUILD/python-torch2.
+# GOLDMINER_TEST_CONTAINER_IMAGE, the .sqsh of scripts/container-image
+# (its directory image is the root/ beside it; scripts/run-tests makes it
+# and sets this), for test_containers.sh, which also needs that package;
+# with a build tree on Debian's Slurm, run.sh builds (cached) enroot and
+# pyxis with scripts/container-tools before the cluster starts (their run
+# files under STATE_DIR/containers) and puts enroot's bin first on
+# slurmd's PATH (--slurmd-path): pyxis runs `enroot` from there.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,6 +68,8 @@ fi
 # GOLDMINER_* variables its options set.
 torch2_python=${GOLDMINER_TORCH2_PYTHON:-/var/cache/goldminer/venv-torch2/bin/python}
 unset GOLDMINER_TORCH2_PYTHON
+container_image=${GOLDMINER_TEST_CONTAINER_IMAGE-}
+unset GOLDMINER_TEST_CONTAINER_IMAGE
 case $port_base in
     ''|*[!0-9]*) echo "run.sh: --port-base: invalid value '$port_base': expected a port number" >&2; exit 2 ;;
 esac
@@ -108,6 +117,25 @@ describe_targets
 # goldminer-dw); a build tree's names the built one.
 cluster_args=(--dir "$state" --port-base "$port_base" --plugin-dir "$plugins" --debug-flags SelectType
               --plugstack-args "max_dw_per_job=16${build:+ dw_command=$tools/goldminer-dw}")
+# enroot and pyxis for test_containers.sh (seconds the first time, cached
+# after); the tests skip saying why when they cannot be had.
+container_prefix=
+if [ -z "$build" ]; then
+    container_note="needs the goldminer package built for the image python, which only a build tree has (run.sh --build-dir)"
+elif [ "$slurm_prefix" != /usr ]; then
+    container_note="pyxis is built against the libslurm-dev of Debian 12 (Slurm 22.05); this cluster runs Slurm $slurm_version ($slurm_prefix)"
+elif container_prefix=$("$here/../../scripts/container-tools" "$state/containers" 2>"$work/container-tools.err" | tail -1) &&
+     [ -x "$container_prefix/bin/enroot" ]; then
+    container_note="$(sed -n 's/^container-tools: \(enroot [^;]*\);.*/\1/p' "$work/container-tools.err") in $container_prefix"
+    cluster_args+=(--slurmd-path "$container_prefix/bin")
+else
+    container_prefix=
+    container_note="scripts/container-tools failed: $(tail -1 "$work/container-tools.err")"
+fi
+if command -v ch-run >/dev/null; then container_note="$container_note; Charliecloud ch-run $(USER=${USER:-root} ch-run --version 2>&1)"; fi
+# lib.sh hands it on in single quotes.
+container_note=${container_note//\'/}
+echo "integration: containers: $container_note"
 echo "integration: starting devcluster in $state"
 if ! timeout 120 "$devcluster" up "${cluster_args[@]}" >"$work/up.out" 2>&1; then
     cat "$work/up.out"
