@@ -68,15 +68,18 @@ bool host_only(const std::string& name) {
 
 ChildCommand enroot_command(const PythonProgramHeader& h, std::vector<std::string> env, const std::string& package) {
   ChildCommand c;
-  // enroot's --mount is an fstab line with colons for blanks.
-  c.argv = {"enroot", "start", "--mount",
-            package + "/goldminer:" + kImagePackageDir + "/goldminer:none:x-create=dir,rbind,ro"};
+  // enroot's --mount is an fstab line with colons for blanks. The
+  // trainer's mounts first: mounted in order, the package goes on top of
+  // one that covers /opt/goldminer/python (the trainer's own package).
+  c.argv = {"enroot", "start"};
   for (const ContainerMount& m : h.container.mounts) {
     std::string flags = m.flags;
     std::replace(flags.begin(), flags.end(), '+', ',');
     c.argv.insert(c.argv.end(),
                   {"--mount", m.source + ":" + m.target + ":none:x-create=auto,rbind" + (flags.empty() ? "" : "," + flags)});
   }
+  c.argv.insert(c.argv.end(),
+                {"--mount", package + "/goldminer:" + kImagePackageDir + "/goldminer:none:x-create=dir,rbind,ro"});
   // enroot start gives the container only the variables it is told, by
   // name (values from this environment): one per line of its environment
   // file, so a value with a newline stays out.
@@ -101,8 +104,10 @@ Expected<ChildCommand> ch_run_command(const PythonProgramHeader& h, std::vector<
                          "/goldminer to bind goldminer-dw's package onto (ch-run binds only onto existing "
                          "directories): mkdir -p " + image + kImagePackageDir + "/goldminer");
   ChildCommand c;
-  c.argv = {"ch-run", "-b", package + "/goldminer:" + kImagePackageDir + "/goldminer"};
+  // The package last, on top of a trainer's mount that covers its place.
+  c.argv = {"ch-run"};
   for (const ContainerMount& m : h.container.mounts) c.argv.insert(c.argv.end(), {"-b", m.source + ":" + m.target});
+  c.argv.insert(c.argv.end(), {"-b", package + "/goldminer:" + kImagePackageDir + "/goldminer"});
   for (const char* name : {"LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONHOME"})
     c.argv.push_back(std::string("--unset-env=") + name);
   c.argv.insert(c.argv.end(), {image, "--"});

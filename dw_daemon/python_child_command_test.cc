@@ -42,9 +42,10 @@ TEST(PythonChildCommandTest, EnrootStartsTheImagesPythonWithThePackageMountedAnd
                          "/usr/lib/python3/dist-packages");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->argv, (std::vector<std::string>{
-                         "enroot", "start", "--mount",
+                         "enroot", "start", "--mount", "/scratch/job:/work:none:x-create=auto,rbind,ro,rprivate",
+                         "--mount",
                          "/usr/lib/python3/dist-packages/goldminer:/opt/goldminer/python/goldminer:none:x-create=dir,rbind,ro",
-                         "--mount", "/scratch/job:/work:none:x-create=auto,rbind,ro,rprivate", "--env", "SLURM_JOB_ID",
+                         "--env", "SLURM_JOB_ID",
                          "--env", "PYTHONPATH", "/images/torch.sqsh", "/usr/bin/python3", "-u", "-m",
                          "goldminer._dw_child"}));
   // The host's PYTHONPATH stays out: the image's paths are the trainer's.
@@ -65,8 +66,8 @@ TEST(PythonChildCommandTest, ChRunNeedsTheImagesMountPointAndKeepsTheEnvironment
   ASSERT_EQ(std::system(("mkdir -p " + image + "/opt/goldminer/python/goldminer").c_str()), 0);
   auto c = child_command(contained("ch-run", image), {"USER=u", "SLURM_JOB_ID=7"}, "/pkg");
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_EQ(c->argv, (std::vector<std::string>{"ch-run", "-b", "/pkg/goldminer:/opt/goldminer/python/goldminer", "-b",
-                                               "/scratch/job:/work", "--unset-env=LD_LIBRARY_PATH",
+  EXPECT_EQ(c->argv, (std::vector<std::string>{"ch-run", "-b", "/scratch/job:/work", "-b",
+                                               "/pkg/goldminer:/opt/goldminer/python/goldminer", "--unset-env=LD_LIBRARY_PATH",
                                                "--unset-env=LD_PRELOAD", "--unset-env=PYTHONHOME", image, "--",
                                                "/usr/bin/python3", "-u", "-m", "goldminer._dw_child"}));
   EXPECT_TRUE(has(c->env, "SLURM_JOB_ID=7"));
@@ -160,8 +161,11 @@ os.execvpe("unshare", ["unshare", "--user", "--map-root-user", "--mount", "sh", 
 }
 
 // Injected: the worker enters an "image" through the stand-in; the
-// Dataset's module is only in a directory mounted at /work, and the host's
-// PYTHONPATH does not reach the child. Checked: the batch is the module's,
+// Dataset's module is only in a directory mounted at /opt/work (the
+// stand-in's mounts go on the host's tree, under a tmpfs on /opt), the host's
+// PYTHONPATH does not reach the child, and the trainer mounts a package of
+// its own (one that fails to import) over /opt/goldminer/python. Checked:
+// the batch is the module's (the worker's package, mounted last, is on top),
 // and enroot was given the image, both mounts and the job's variables but
 // not the host's PATH.
 TEST(PythonChildCommandTest, ADatasetRunsThroughEnrootStartWithItsModuleOnlyInAMount) {
@@ -178,6 +182,10 @@ TEST(PythonChildCommandTest, ADatasetRunsThroughEnrootStartWithItsModuleOnlyInAM
   const std::string d = dir;
   write_fake_enroot(d);
   ::mkdir((d + "/work").c_str(), 0755);
+  // The trainer's own package, mounted over /opt/goldminer/python: one
+  // that cannot be imported, which the worker's must cover.
+  ASSERT_EQ(std::system(("mkdir -p " + d + "/trainer/goldminer").c_str()), 0);
+  std::ofstream(d + "/trainer/goldminer/__init__.py") << "raise ImportError('the trainer package hides the worker')\n";
   std::ofstream(d + "/work/image_only_dataset.py") << "import torch\n"
                                                      "class Tens(torch.utils.data.Dataset):\n"
                                                      "    def __len__(self): return 8\n"
@@ -193,7 +201,8 @@ TEST(PythonChildCommandTest, ADatasetRunsThroughEnrootStartWithItsModuleOnlyInAM
   ::setenv("FAKE_ENROOT_LOG", (d + "/enroot.log").c_str(), 1);
   ::setenv("GOLDMINER_TEST_JOB_VARIABLE", "1", 1);
   auto program = load_python_program(std::string(kPythonProgramMagic) + "runtime=enroot\nimage=/images/test.sqsh\n" +
-                                         "mount=" + d + "/work:/work\npython=/usr/bin/python3\npath=/work\n\n" + pickle,
+                                         "mount=" + d + "/work:/opt/work\nmount=" + d + "/trainer:/opt/goldminer/python\n" +
+                                         "python=/usr/bin/python3\npath=/opt/work\n\n" + pickle,
                                      1, "", true);
   ::setenv("PATH", saved_path.c_str(), 1);
   ASSERT_TRUE(program.ok()) << program.status().message();
@@ -214,7 +223,8 @@ TEST(PythonChildCommandTest, ADatasetRunsThroughEnrootStartWithItsModuleOnlyInAM
                        "\"x-create=dir,rbind,ro\"]"),
             std::string::npos)
       << first;
-  EXPECT_NE(first.find("[\"" + d + "/work\", \"/work\", \"none\", \"x-create=auto,rbind\"]"), std::string::npos) << first;
+  EXPECT_NE(first.find("[\"" + d + "/work\", \"/opt/work\", \"none\", \"x-create=auto,rbind\"]"), std::string::npos)
+      << first;
   EXPECT_NE(first.find("\"GOLDMINER_TEST_JOB_VARIABLE\""), std::string::npos) << first;
   EXPECT_EQ(first.find("\"PATH\""), std::string::npos) << first;
   ::unsetenv("GOLDMINER_TEST_JOB_VARIABLE");
