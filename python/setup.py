@@ -1,106 +1,35 @@
-"""Builds the goldminer package from a configured and built GoldMiner build
-directory (GOLDMINER_BUILD_DIR, default ../build next to this file):
+"""Builds the goldminer package for the Python that runs pip, from a
+configured and built GoldMiner build directory, a source tree configured
+and built in-tree, or an installed suite (pkg-config); build_source.py says
+in which order it looks, and this prints which it used:
 
+    pip install ./python
     GOLDMINER_BUILD_DIR=/path/to/build pip install ./python
+    PKG_CONFIG_PATH=/usr/local/lib/pkgconfig pip install ./python
 
 The package holds the pure-Python files of goldminer/, goldminer._session
-compiled by pybind11 for the Python that runs pip, the build's prebuilt
+compiled by pybind11 for the Python that runs pip, a build's prebuilt
 goldminer._split when it was built for this Python's ABI (used only under
 the torch it was built for), goldminer/_build_info.py and the split's C++
 sources (goldminer/_csrc), which goldminer.split compiles against any other
 torch on first use (goldminer/_split_build.py).
-
-Everything about the build comes from two files make writes there
-(Makefile.am): python-build-info.txt (the compile line of _session, the
-convenience archives and system libraries it links) and
-python/goldminer/_build_info.py; this file repeats no list of them.
 """
 import os
-import sysconfig
+import sys
 
 from pybind11.setup_helpers import Pybind11Extension, build_ext
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD_DIR = os.path.abspath(os.environ.get("GOLDMINER_BUILD_DIR") or os.path.join(HERE, "..", "build"))
-INFO_FILE = os.path.join(BUILD_DIR, "python-build-info.txt")
-BUILD_INFO_PY = os.path.join(BUILD_DIR, "python", "goldminer", "_build_info.py")
+sys.path.insert(0, HERE)
+import build_source  # noqa: E402  (beside this file, which pip's backend does not put on sys.path)
 
-
-def read_info():
-    """python-build-info.txt as {key: [word, ...]} ("key<TAB>word" lines)."""
-    if not os.path.isfile(INFO_FILE) or not os.path.isfile(BUILD_INFO_PY):
-        raise SystemExit(
-            "goldminer setup.py: %s has no python-build-info.txt or python/goldminer/_build_info.py: "
-            "configure and build GoldMiner there first (make), or set GOLDMINER_BUILD_DIR to a built "
-            "build directory" % BUILD_DIR)
-    info = {}
-    with open(INFO_FILE) as f:
-        for number, line in enumerate(f, 1):
-            key, sep, word = line.rstrip("\n").partition("\t")
-            if not sep:
-                raise SystemExit("goldminer setup.py: %s:%d: expected 'key<TAB>word', got %r"
-                                 % (INFO_FILE, number, line))
-            info.setdefault(key, []).append(word)
-    return info
-
-
-def one(info, key):
-    words = info.get(key, [])
-    if len(words) != 1:
-        raise SystemExit("goldminer setup.py: %s: expected one '%s' line, found %d (rerun make there)"
-                         % (INFO_FILE, key, len(words)))
-    return words[0]
-
-
-def compile_args(words, build_dir, drop):
-    """make's compile words without those in `drop` (the Python and
-    pybind11 headers of make's Python: pybind11 adds this Python's), with
-    relative -I directories made absolute (make compiles in the build
-    directory)."""
-    args = []
-    for w in words:
-        if w in drop:
-            continue
-        if w.startswith("-I") and not os.path.isabs(w[2:]):
-            w = "-I" + os.path.normpath(os.path.join(build_dir, w[2:]))
-        args.append(w)
-    return args
-
-
-def link_args(words):
-    """The archives (statically, in one group: they refer to each other)
-    then the system libraries, each once, in first-seen order. A libtool
-    .la file of a system library becomes -L<dir> -l<name>."""
-    archives, system = [], []
-    for w in words:
-        if w.endswith(".a"):
-            if not os.path.isfile(w):
-                raise SystemExit("goldminer setup.py: %s names %s, which does not exist: run make in %s"
-                                 % (INFO_FILE, w, BUILD_DIR))
-            if w not in archives:
-                archives.append(w)
-            continue
-        if w.endswith(".la"):
-            name = os.path.basename(w)[:-3]
-            if not name.startswith("lib"):
-                raise SystemExit("goldminer setup.py: %s: cannot link %s (not lib<name>.la)" % (INFO_FILE, w))
-            for flag in ("-L" + os.path.dirname(w), "-l" + name[3:]):
-                if flag not in system:
-                    system.append(flag)
-            continue
-        if w not in system or not w.startswith(("-l", "-L")):
-            system.append(w)
-    return ["-Wl,--exclude-libs,ALL", "-Wl,--start-group"] + archives + ["-Wl,--end-group"] + system
-
-
-INFO = read_info()
-os.makedirs(os.path.join(BUILD_DIR, "python-setup"), exist_ok=True)
-SOURCE_DIR = one(INFO, "srcdir")
+SOURCE = build_source.find(HERE)
+sys.stderr.write("goldminer setup.py: building goldminer %s from %s\n" % (SOURCE.version, SOURCE.what))
 BUILD_INFO = {}
-with open(BUILD_INFO_PY) as f:
-    exec(compile(f.read(), BUILD_INFO_PY, "exec"), BUILD_INFO)
+with open(SOURCE.build_info_py) as f:
+    exec(compile(f.read(), SOURCE.build_info_py, "exec"), BUILD_INFO)
 
 
 class BuildPy(build_py):
@@ -110,29 +39,23 @@ class BuildPy(build_py):
     def run(self):
         super().run()
         package = os.path.join(self.build_lib, "goldminer")
-        self.copy_file(BUILD_INFO_PY, os.path.join(package, "_build_info.py"))
+        self.copy_file(SOURCE.build_info_py, os.path.join(package, "_build_info.py"))
         for rel in BUILD_INFO["SPLIT_SOURCES"]:
             target = os.path.join(package, "_csrc", rel)
             self.mkpath(os.path.dirname(target))
-            self.copy_file(os.path.join(SOURCE_DIR, rel), target)
-        ext_suffix = sysconfig.get_config_var("EXT_SUFFIX")
-        for path in INFO.get("split_ext", []):
-            if one(INFO, "ext_suffix") == ext_suffix:
-                self.copy_file(path, os.path.join(package, "_split" + ext_suffix))
-
-
-SESSION_SOURCES = [os.path.join(SOURCE_DIR, s) for s in INFO.get("session_source", []) if s.endswith(".cc")]
-if not SESSION_SOURCES:
-    raise SystemExit("goldminer setup.py: %s names no session_source: rerun make there" % INFO_FILE)
+            self.copy_file(os.path.join(SOURCE.split_source_dir, rel), target)
+        for path in SOURCE.split_ext:
+            self.copy_file(path, os.path.join(package, os.path.basename(path)))
 
 
 class BuildExt(build_ext):
-    """pybind11's build_ext, with _session's sources from the source tree."""
+    """pybind11's build_ext, with _session's sources from the build's
+    source tree or the installed suite."""
 
     def build_extensions(self):
         for ext in self.extensions:
             if ext.name == "goldminer._session":
-                ext.sources = list(SESSION_SOURCES)
+                ext.sources = list(SOURCE.session_sources)
         super().build_extensions()
 
 
@@ -140,21 +63,19 @@ session = Pybind11Extension(
     "goldminer._session",
     [],  # set by BuildExt: setuptools refuses sources outside this directory
     cxx_std=17,
-    extra_compile_args=compile_args(INFO.get("session_compile", []), BUILD_DIR,
-                                    set(INFO.get("pybind11_cppflags", []))),
-    extra_link_args=link_args(INFO.get("session_link", [])),
-    # Relinked when an archive or the build's flags change, not only its source.
-    depends=[w for w in INFO.get("session_link", []) if w.endswith(".a")] + [INFO_FILE],
+    extra_compile_args=SOURCE.compile_args,
+    extra_link_args=SOURCE.link_args,
+    depends=SOURCE.depends,
 )
 
 setup(
-    version=one(INFO, "version"),
+    version=SOURCE.version,
     ext_modules=[session],
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     options={
         # Keep setuptools' own build files out of the source tree (which
         # `make distcheck` makes read-only).
-        "build": {"build_base": os.path.join(BUILD_DIR, "python-setup", "build")},
-        "egg_info": {"egg_base": os.path.join(BUILD_DIR, "python-setup")},
+        "build": {"build_base": os.path.join(SOURCE.setup_base, "build")},
+        "egg_info": {"egg_base": SOURCE.setup_base},
     },
 )
