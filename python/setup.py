@@ -70,6 +70,7 @@ session = Pybind11Extension(
 
 setup(
     version=SOURCE.version,
+    license="GPL-2.0-or-later",  # as the whole tree (LICENSE at its top)
     ext_modules=[session],
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     options={
