@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dw_daemon/python_program.h"
+#include "tests/test_util.h"
 
 namespace goldminer::dw {
 namespace {
@@ -115,15 +116,6 @@ TEST(PythonChildCommandTest, TheSessionsContainerLinesGoIntoTheHeaderOnce) {
   }
 }
 
-std::string output_of(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen(command.c_str(), "r");
-  if (f == nullptr) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-  return ::pclose(f) == 0 ? out : std::string();
-}
-
 // `enroot start` as goldminer-dw uses it, kept to enroot 4.1.2's contract
 // (runtime.sh, enroot-switchroot.c): its options (a mount is an fstab
 // line with colons for blanks), its own user and mount
@@ -175,7 +167,7 @@ TEST(PythonChildCommandTest, ADatasetRunsThroughEnrootStartWithItsModuleOnlyInAM
     GTEST_SKIP() << "user and mount namespaces are not available here (unshare -U -r -m)";
   auto package = find_python_package();
   if (!package.ok()) GTEST_SKIP() << package.status().message();
-  if (output_of("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes") != "yes\n")
+  if (testing::output_if_ok("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes") != "yes\n")
     GTEST_SKIP() << "/usr/bin/python3 has no torch";
   char dir[] = "/tmp/goldminer-enroot-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
@@ -190,7 +182,7 @@ TEST(PythonChildCommandTest, ADatasetRunsThroughEnrootStartWithItsModuleOnlyInAM
                                                      "class Tens(torch.utils.data.Dataset):\n"
                                                      "    def __len__(self): return 8\n"
                                                      "    def __getitem__(self, i): return torch.tensor(i * 10)\n";
-  const std::string pickle = output_of(
+  const std::string pickle = testing::output_if_ok(
       "cd " + d + "/work && /usr/bin/python3 -c 'import pickle, sys, image_only_dataset as m; "
       "sys.stdout.buffer.write(pickle.dumps({\"dataset\": m.Tens(), \"sampler\": None, \"shuffle\": False, "
       "\"seed\": 0, \"length\": 8, \"collate_fn\": None}))'");

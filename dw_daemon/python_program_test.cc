@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace goldminer::dw {
 namespace {
 
@@ -62,16 +64,6 @@ TEST(PythonProgramTest, AMissingInterpreterOrABadPickleSaysSo) {
   EXPECT_EQ(garbage.rfind("cannot load the DataLoader's dataset on this worker: UnpicklingError", 0), 0u) << garbage;
 }
 
-// Runs a shell command; its stdout (an empty string when it failed).
-std::string command_output(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen(command.c_str(), "r");
-  if (f == nullptr) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-  return ::pclose(f) == 0 ? out : std::string();
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -97,9 +89,9 @@ Saved save_with(const std::string& python, const std::string& forward) {
                                 << "torch.jit.save(torch.jit.script(M()), sys.argv[1])\n"
                                    "print(torch.__version__, end='')\n";
   Saved s;
-  s.version = command_output(python + " -W ignore " + d + "/make.py " + d + "/m.pt");
+  s.version = testing::output_if_ok(python + " -W ignore " + d + "/make.py " + d + "/m.pt");
   s.bytes = read_file(d + "/m.pt");
-  command_output("rm -rf " + d);
+  testing::output_if_ok("rm -rf " + d);
   return s;
 }
 
@@ -159,7 +151,7 @@ TEST(PythonProgramTest, TorchScriptHeaderNeedsTheTrainersTorch) {
 
 TEST(PythonProgramTest, AProgramTheJobsTorchCannotLoadNamesBothVersions) {
   if (auto why = skip_reason("/usr/bin/python3"); !why.empty()) GTEST_SKIP() << why;
-  const std::string version = command_output("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
+  const std::string version = testing::output_if_ok("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
   if (version.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   const std::string e = load_error(wrapped("/usr/bin/python3", "9.9.9", "PK\x03\x04 not a zip archive after all"));
   EXPECT_EQ(e.rfind("torchscript program: torch " + version +
@@ -301,14 +293,14 @@ TEST(PythonProgramTest, TheChildNeedsNoDescriptorAboveTwo) {
   char dir[] = "/tmp/goldminer-closing-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string python = closing_interpreter(dir);
-  const std::string settings = command_output(
+  const std::string settings = testing::output_if_ok(
       "/usr/bin/python3 -c 'import pickle, sys; sys.stdout.buffer.write(pickle.dumps({\"dataset\": "
       "[10, 11, 12, 13, 14, 15], \"sampler\": None, \"shuffle\": False, \"seed\": 0, \"length\": 6, "
       "\"collate_fn\": None}))'");
   ASSERT_FALSE(settings.empty());
-  const std::string version = command_output("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
+  const std::string version = testing::output_if_ok("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
   if (version.empty()) {
-    command_output("rm -rf " + std::string(dir));
+    testing::output_if_ok("rm -rf " + std::string(dir));
     GTEST_SKIP() << "/usr/bin/python3 has no torch";
   }
   auto dataset = load_python_program(std::string(kPythonProgramMagic) + "python=" + python + "\n\n" + settings);
@@ -327,7 +319,7 @@ TEST(PythonProgramTest, TheChildNeedsNoDescriptorAboveTwo) {
   auto out = (*script)->run(counting(4), 1, 0);
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(floats((*out)->tensors().at(0)), (std::vector<float>{0, 2, 4, 6}));
-  command_output("rm -rf " + std::string(dir));
+  testing::output_if_ok("rm -rf " + std::string(dir));
 }
 
 // A program saved by torch 2.x runs with that torch: the interpreter of a
@@ -369,7 +361,7 @@ TEST(PythonProgramTest, AProgramSavedByTorch2RunsWithThatTorch) {
   auto out = (*runs)->run(counting(5), 1, 0);
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ((*out)->tensors().at(0).shape, (std::vector<int64_t>{1, 1, 5, 1}));
-  const std::string old = command_output("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
+  const std::string old = testing::output_if_ok("/usr/bin/python3 -c 'import torch; print(torch.__version__, end=\"\")'");
   if (old.empty() || old.rfind("1.", 0) != 0) GTEST_SKIP() << "/usr/bin/python3 has no torch 1.x (" << old << ")";
   EXPECT_EQ(load_error(wrapped("/usr/bin/python3", sdpa.version, sdpa.bytes)),
             "torchscript program: torch " + old + " (/usr/bin/python3) cannot load the worker program saved by torch " +

@@ -44,6 +44,12 @@ inline CommandResult run_command(const std::string& command) {
   return r;
 }
 
+// What `command` prints, when it exits 0; "" otherwise.
+inline std::string output_if_ok(const std::string& command) {
+  const CommandResult r = run_command(command);
+  return r.status == 0 ? r.out : std::string();
+}
+
 // For a child forked with the pipe `out` (it writes to out[1]): closes the
 // parent's write end, reads out[0] to its end, closes it and waits for
 // `child`; returns what the child wrote.
