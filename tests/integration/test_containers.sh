@@ -96,13 +96,14 @@ container_mounts() {
 # tests/integration); prints its output (kept in $work/NAME.JOBID), or
 # says why the submission failed and fails.
 run_pyxis_trainer_job() {
-    local name=$1 script=$2 job
+    local name=$1 script=$2 job minutes=${job_minutes:-4}
     shift 2
     job=$(
         if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
         export PYTHONPATH=/opt/goldminer/python PATH=$container_prefix/bin:$PATH
-        timeout 280 sbatch --parsable --wait --time=4 -J "$name" -o "$work/$name.%j" --goldminer=dw=2,cpus-per-dw=1 \
-            -p gpu --gpus=1 --wrap "srun --container-image=$container_image --container-mounts=$(container_mounts) \
+        timeout $((minutes * 60 + 40)) sbatch --parsable --wait --time="$minutes" -J "$name" -o "$work/$name.%j" \
+            --goldminer=dw=2,cpus-per-dw=1 -p gpu --gpus=1 --wrap "srun --container-image=$container_image \
+                --container-mounts=$(container_mounts)${extra_mounts:+,$extra_mounts} \
                 --container-name=$(container_name) python3 $integration_dir/$script $*"
     ) || { echo "sbatch: $job"; tail -20 "$work/$name".* 2>/dev/null; return 1; }
     cat "$work/$name.${job%%;*}"
@@ -221,6 +222,33 @@ test_containers_pyxis_session_torchscript_program_of_the_images_torch() {
     out=$(run_pyxis_trainer_job ctcsv torch2_session_job.py "$work/container.csv" 2) || { rc=$?; echo "$out"; return $rc; }
     expect_eq "the trainer's torch" "$(echo "$out" | grep '^torch ')" "torch $(image_torch_version)" ||
         { echo "$out" | tail -20; return 1; }
+    expect_eq "epochs" "$(echo "$out" | grep '^{"epoch"')" \
+        "{\"epoch\": 0, \"rows\": $rows, \"distinct\": $rows, \"outputs_match\": true}
+{\"epoch\": 1, \"rows\": $rows, \"distinct\": $rows, \"outputs_match\": true}" || { echo "$out" | tail -20; return 1; }
+}
+
+# goldminer.split in the containerised trainer: it compiles itself for the
+# image's torch with the image's g++ on first use (minutes, once per image:
+# the cache, beside the image, is mounted at its own path), cuts a model
+# over the CSV's columns, and the workers run its worker program in the
+# image. Checked: the split moved nodes, every row once per epoch, the
+# trainer program on each batch equals the whole model on its rows.
+test_containers_pyxis_split_program_of_the_images_torch() {
+    local out rc rows=2000 cache=${container_image%/*}/split-cache
+    containers_ready || return
+    with_pyxis first || return 1
+    mkdir -p -m 700 "$cache" || return 1
+    {
+        echo "id,x,tag"
+        seq 0 $((rows - 1)) | awk '{ printf "%d,%.1f,t%d\n", $1, $1 / 2 - 300, $1 % 7 }'
+    } >"$work/container-split.csv"
+    out=$(export GOLDMINER_CACHE_DIR=$cache; job_minutes=15 extra_mounts=$cache:$cache \
+        run_pyxis_trainer_job ctsplit container_job.py split "$work/container-split.csv" 2) ||
+        { rc=$?; echo "$out"; return $rc; }
+    expect_eq "the trainer's torch" "$(echo "$out" | grep '^torch ')" "torch $(image_torch_version)" ||
+        { echo "$out" | tail -20; return 1; }
+    expect_contains "the split" "$(echo "$out" | grep '^split: ')" " nodes on the workers" || { echo "$out" | tail -20; return 1; }
+    if echo "$out" | grep -q '^split: 0 of'; then echo "the split moved nothing: $out"; return 1; fi
     expect_eq "epochs" "$(echo "$out" | grep '^{"epoch"')" \
         "{\"epoch\": 0, \"rows\": $rows, \"distinct\": $rows, \"outputs_match\": true}
 {\"epoch\": 1, \"rows\": $rows, \"distinct\": $rows, \"outputs_match\": true}" || { echo "$out" | tail -20; return 1; }
