@@ -1,28 +1,34 @@
 #!/bin/sh
-# goldminer-slurm-plugins' removal guard, run by the package's prerm
-# (Debian: `remove`) and %preun (RPM: erase, $1 = 0), never on upgrade,
-# while the plugins are still installed. Slurm's configuration is read
-# from $SLURM_CONF (default /etc/slurm/slurm.conf), plugstack.conf from
-# its PlugStackConfig (default beside slurm.conf) and every file it
-# includes.
+# The plugin packages' removal guard, run by their prerm (Debian:
+# `remove`) and %preun (RPM: erase, $1 = 0), never on upgrade, while the
+# plugin is still installed; each package installs its own copy
+# (goldminer-select: select-removal-guard, goldminer-spank:
+# spank-removal-guard). Slurm's configuration is read from $SLURM_CONF
+# (default /etc/slurm/slurm.conf), plugstack.conf from its PlugStackConfig
+# (default beside slurm.conf) and every file it includes.
 #
-# Refuses (exit 1), naming the file and line to change first, while
-#   - slurm.conf says SelectType=select/goldminer_cons_tres: slurmctld and
-#     slurmd do not start without that plugin;
-#   - a plugstack.conf file (not a link to this package's example) names
-#     spank_goldminer.so: srun, sbatch and every job step would fail to
-#     load it ("required") or log the failure at each step ("optional").
-# Otherwise removes each plugstack include that is a link to this
-# package's example file (EXAMPLE below): once the package is gone it
-# would dangle, and Slurm fails to open a dangling include whether the
-# line in it says required or optional, so that every srun would fail.
+# --select: refuses (exit 1), naming the file and line to change first,
+#   while slurm.conf says SelectType=select/goldminer_cons_tres: slurmctld
+#   and slurmd do not start without that plugin.
+# --spank EXAMPLE: refuses while a plugstack.conf file (not a link to the
+#   package's example EXAMPLE) names spank_goldminer.so: srun, sbatch and
+#   every job step would fail to load it ("required") or log the failure
+#   at each step ("optional"); otherwise removes each plugstack include
+#   that is a link to EXAMPLE: once the package is gone it would dangle,
+#   and Slurm fails to open a dangling include whether the line in it says
+#   required or optional, so that every srun would fail.
 #
-# Usage: plugins-removal-guard.sh EXAMPLE
-#   EXAMPLE: the example file the package installs
+# Usage: plugins-removal-guard.sh --select
+#        plugins-removal-guard.sh --spank EXAMPLE
+#   EXAMPLE: the example file goldminer-spank installs
 #            (/usr/share/goldminer/plugstack.conf.d/goldminer.conf)
 set -u
-example=${1:?usage: plugins-removal-guard.sh EXAMPLE}
-me=goldminer-slurm-plugins
+usage="usage: plugins-removal-guard.sh --select | --spank EXAMPLE"
+case ${1:-} in
+    --select) me=goldminer-select example= ;;
+    --spank) me=goldminer-spank example=${2:?$usage} ;;
+    *) echo "$usage" >&2; exit 2 ;;
+esac
 conf=${SLURM_CONF:-/etc/slurm/slurm.conf}
 confdir=$(dirname "$conf")
 status=0
@@ -33,14 +39,17 @@ first_line() {
     grep -n -E "$2" "$1" 2>/dev/null | grep -v -E '^[0-9]+:[[:space:]]*#' | head -1
 }
 
-if [ -r "$conf" ]; then
-    line=$(first_line "$conf" '^[[:space:]]*SelectType[[:space:]]*=[[:space:]]*select/goldminer_cons_tres')
-    if [ -n "$line" ]; then
-        echo "$me: not removed: $conf line ${line%%:*} says SelectType=select/goldminer_cons_tres, and slurmctld and" \
-            "slurmd do not start without that plugin. Change it to SelectType=select/cons_tres, restart slurmctld," \
-            "then every slurmd, then remove the package." >&2
-        status=1
+if [ "$me" = goldminer-select ]; then
+    if [ -r "$conf" ]; then
+        line=$(first_line "$conf" '^[[:space:]]*SelectType[[:space:]]*=[[:space:]]*select/goldminer_cons_tres')
+        if [ -n "$line" ]; then
+            echo "$me: not removed: $conf line ${line%%:*} says SelectType=select/goldminer_cons_tres, and" \
+                "slurmctld and slurmd do not start without that plugin. Change it to SelectType=select/cons_tres," \
+                "restart slurmctld, then every slurmd, then remove the package." >&2
+            exit 1
+        fi
     fi
+    exit 0
 fi
 
 plugstack=$(sed -n 's/^[[:space:]]*[Pp]lug[Ss]tack[Cc]onfig[[:space:]]*=[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$conf" \

@@ -9,8 +9,8 @@
 #   2. slurmctld restarted, then every slurmd (a SelectType change needs
 #      both: a slurmd still running the old select plugin cannot unpack
 #      what the new slurmctld sends, and the jobs it is given fail);
-#   3. apt-get remove goldminer-slurm-plugins.
-# Checked: before step 1, apt-get remove is refused (the package's prerm,
+#   3. apt-get remove goldminer-spank goldminer-select.
+# Checked: before step 1, apt-get remove is refused (the packages' prerm,
 # packaging/scripts/plugins-removal-guard.sh) naming the slurm.conf and
 # plugstack.conf lines to change, the plugins stay and srun runs on every
 # node; at step 1 plugstack.conf takes the packaged form instead (an
@@ -117,13 +117,15 @@ removal_check() {
     out=$(removal_srun_everywhere) || { fail removal "$out"; return; }
 
     # The package's prerm refuses while the configuration names its plugins.
-    if apt-get remove -y goldminer-slurm-plugins >"$work/remove-refused.out" 2>&1; then
-        fail removal "apt-get remove goldminer-slurm-plugins was not refused under SelectType=select/goldminer_cons_tres"
+    if apt-get remove -y goldminer-spank goldminer-select >"$work/remove-refused.out" 2>&1; then
+        fail removal "apt-get remove goldminer-spank goldminer-select was not refused under the configuration naming them"
         return
     fi
-    line=$(grep -m1 'says SelectType=select/goldminer_cons_tres' "$work/remove-refused.out")
-    if [ -z "$line" ] || ! grep -q "$dir/etc/plugstack.conf line [0-9]* loads spank_goldminer.so" "$work/remove-refused.out" ||
-        [ ! -f "$plugindir/spank_goldminer.so" ]; then
+    line=$(grep -m1 'goldminer-select: not removed: .* says SelectType=select/goldminer_cons_tres' "$work/remove-refused.out")
+    if [ -z "$line" ] ||
+        ! grep -q "goldminer-spank: not removed: $dir/etc/plugstack.conf line [0-9]* loads spank_goldminer.so" \
+            "$work/remove-refused.out" ||
+        [ ! -f "$plugindir/spank_goldminer.so" ] || [ ! -f "$plugindir/select_goldminer_cons_tres.so" ]; then
         fail removal "the refusal: $(tail -6 "$work/remove-refused.out" | tr '\n' '|')"
         return
     fi
@@ -153,14 +155,15 @@ removal_check() {
     pass "removal_slurmctld_and_slurmds_restarted_with_cons_tres (slurmctld pid $pid)"
 
     # 3: the package removed under the running cluster.
-    if ! apt-get remove -y goldminer-slurm-plugins >"$work/remove.out" 2>&1; then
-        fail removal "apt-get remove goldminer-slurm-plugins: $(tail -3 "$work/remove.out" | tr '\n' '|')"
+    if ! apt-get remove -y goldminer-spank goldminer-select >"$work/remove.out" 2>&1; then
+        fail removal "apt-get remove goldminer-spank goldminer-select: $(tail -3 "$work/remove.out" | tr '\n' '|')"
         return
     fi
     out=$(ls "$plugindir"/*goldminer*.so 2>/dev/null)
     [ -z "$out" ] || { fail removal "left after apt-get remove: $out"; return; }
     if [ -e "$dir/etc/plugstack.conf.d/goldminer.conf" ] || [ -L "$dir/etc/plugstack.conf.d/goldminer.conf" ] ||
-        ! grep -q "removed the plugstack include $dir/etc/plugstack.conf.d/goldminer.conf" "$work/remove.out"; then
+        ! grep -q "goldminer-spank: removed the plugstack include $dir/etc/plugstack.conf.d/goldminer.conf" \
+            "$work/remove.out"; then
         fail removal "the include's link after apt-get remove: $(ls -l "$dir/etc/plugstack.conf.d/" 2>&1 | tr '\n' '|')"
         return
     fi

@@ -2,10 +2,12 @@
 # Tests the Debian packages as a site gets them: installs the .debs of
 # DEB_DIR (`make deb`'s) with apt-get (apt resolves their dependencies),
 # runs integration tests on what they installed (tests/integration/run.sh
-# --installed /usr), checks that goldminer-slurm-plugins can be removed
-# under a running cluster once slurm.conf and plugstack.conf no longer name
-# its plugins (removal.sh), then purges every package it installed,
-# leaving dpkg's package list as it found it.
+# --installed /usr), upgrades them to a rebuild of themselves from a local
+# repository under a running cluster (upgrade.sh), checks that the plugin
+# packages (goldminer-spank, goldminer-select) can be removed under a
+# running cluster once slurm.conf and plugstack.conf no longer name their
+# plugins, and are refused before (removal.sh), then purges every package
+# it installed, leaving dpkg's package list as it found it.
 # Prints `PASS: name` / `FAIL: name: why` / `SKIP: name: why` (run.sh's own
 # lines included), then `packages: N passed, N failed, N skipped`.
 # Needs root; refuses to start when one of the packages is installed
@@ -72,10 +74,12 @@ for f in "$deb_dir"/goldminer-*.deb "$deb_dir"/python3-goldminer_*.deb; do
     packages+=("$p")
 done
 [ ${#debs[@]} -gt 0 ] || { echo "test-debs.sh: no goldminer-*.deb in $deb_dir (make deb makes them)" >&2; exit 2; }
-case " ${packages[*]} " in
-    *" goldminer-slurm-plugins "*) ;;
-    *) echo "test-debs.sh: no goldminer-slurm-plugins .deb in $deb_dir" >&2; exit 2 ;;
-esac
+for p in goldminer-spank goldminer-select; do
+    case " ${packages[*]} " in
+        *" $p "*) ;;
+        *) echo "test-debs.sh: no $p .deb in $deb_dir" >&2; exit 2 ;;
+    esac
+done
 # The first of our packages that dpkg knows in any state but not-installed
 # (config-files included), as "PACKAGE STATE"; nothing when there is none.
 one_known() {
@@ -143,6 +147,8 @@ trap 'purge_installed >/dev/null; rm -rf "$work"' EXIT
 
 # shellcheck source=tests/packages/removal.sh
 . "$here/removal.sh"
+# shellcheck source=tests/packages/upgrade.sh
+. "$here/upgrade.sh"
 
 echo "packages: apt-get install ${debs[*]}"
 if apt-get install -y "${debs[@]}" >"$work/install.out" 2>&1; then
@@ -164,5 +170,6 @@ if [ "$rc" -ne 0 ] && ! grep -q '^FAIL: ' "$work/integration.out"; then
     fail integration "run.sh --installed /usr exited $rc without a test result"
 fi
 
+upgrade_then_srun "$state" "$port_base"
 removal_check "$state" "$port_base"
 finish
