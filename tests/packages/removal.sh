@@ -116,9 +116,14 @@ removal_check() {
     pass "removal_cluster_runs_the_installed_plugins ($plugindir)"
     out=$(removal_srun_everywhere) || { fail removal "$out"; return; }
 
-    # The package's prerm refuses while the configuration names its plugins.
-    if apt-get remove -y goldminer-spank goldminer-select >"$work/remove-refused.out" 2>&1; then
-        fail removal "apt-get remove goldminer-spank goldminer-select was not refused under the configuration naming them"
+    # Each package's prerm refuses while the configuration names its plugin
+    # (one apt-get each: dpkg stops at the first refusal).
+    if apt-get remove -y goldminer-select >"$work/remove-refused.out" 2>&1; then
+        fail removal "apt-get remove goldminer-select was not refused under SelectType=select/goldminer_cons_tres"
+        return
+    fi
+    if apt-get remove -y goldminer-spank >>"$work/remove-refused.out" 2>&1; then
+        fail removal "apt-get remove goldminer-spank was not refused with spank_goldminer.so in plugstack.conf"
         return
     fi
     line=$(grep -m1 'goldminer-select: not removed: .* says SelectType=select/goldminer_cons_tres' "$work/remove-refused.out")

@@ -129,8 +129,11 @@ purge_installed() {
         esac
     done
     if [ -n "$added" ]; then
+        # The test cluster's slurm.conf may still name the plugins (a check
+        # stopped early), which the packages' prerm would refuse: the purge
+        # reads the system's Slurm configuration instead.
         # shellcheck disable=SC2086  # package names: one word each
-        apt-get purge -y $added >"$work/purge.out" 2>&1 || { fail purge "apt-get purge failed: $(tail -3 "$work/purge.out" | tr '\n' '|')"; return; }
+        env -u SLURM_CONF apt-get purge -y $added >"$work/purge.out" 2>&1 || { fail purge "apt-get purge failed: $(tail -3 "$work/purge.out" | tr '\n' '|')"; return; }
     fi
     # Purged packages leave no conffiles or state either.
     known=$(one_known)

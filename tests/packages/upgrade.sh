@@ -24,7 +24,7 @@ upgrade_rebuilt_version() {
 # upgrade_check: the check; leaves the rebuild installed.
 upgrade_check() {
     local repo=$work/repo f dir old new p got apt_opts out
-    mkdir -p "$repo" "$work/lists/partial" || { fail upgrade "cannot make $repo"; return; }
+    mkdir -p "$repo" "$work/lists/partial" "$work/repack" || { fail upgrade "cannot make $repo"; return; }
     old=$(dpkg-deb -f "${debs[0]}" Version)
     new=$(upgrade_rebuilt_version "$old")
     for f in "${debs[@]}"; do
