@@ -14,6 +14,7 @@ declare -A TEST_TIMEOUTS=([test_ctld_shares_worker_cpus_between_competing_jobs]=
     [test_containers_pyxis_dataloader_image_only_dataset_through_a_killed_worker]=300
     [test_containers_pyxis_session_torchscript_program_of_the_images_torch]=300
     [test_containers_pyxis_split_program_of_the_images_torch]=1000
+    [test_containers_pyxis_trainer_and_workers_on_one_node]=300
     [test_containers_charliecloud_dataloader_image_only_dataset]=300)
 
 run_test() {

@@ -102,7 +102,7 @@ run_pyxis_trainer_job() {
         if nodes_have_namespaces; then unset UCX_NET_DEVICES; fi
         export PYTHONPATH=/opt/goldminer/python PATH=$container_prefix/bin:$PATH
         timeout $((minutes * 60 + 40)) sbatch --parsable --wait --time="$minutes" -J "$name" -o "$work/$name.%j" \
-            --goldminer=dw=2,cpus-per-dw=1 -p gpu --gpus=1 --wrap "srun --container-image=$container_image \
+            --goldminer=dw=2,cpus-per-dw=1 ${trainer_where:--p gpu --gpus=1} --wrap "srun --container-image=$container_image \
                 --container-mounts=$(container_mounts)${extra_mounts:+,$extra_mounts} \
                 --container-name=$(container_name) python3 $integration_dir/$script $*"
     ) || { echo "sbatch: $job"; tail -20 "$work/$name".* 2>/dev/null; return 1; }
@@ -225,6 +225,47 @@ test_containers_pyxis_session_torchscript_program_of_the_images_torch() {
     expect_eq "epochs" "$(echo "$out" | grep '^{"epoch"')" \
         "{\"epoch\": 0, \"rows\": $rows, \"distinct\": $rows, \"outputs_match\": true}
 {\"epoch\": 1, \"rows\": $rows, \"distinct\": $rows, \"outputs_match\": true}" || { echo "$out" | tail -20; return 1; }
+}
+
+# Whether every JOB runs.
+jobs_running() {
+    local j
+    for j in "$@"; do [ "$(squeue -h -j "$j" -o %T 2>/dev/null)" = RUNNING ] || return 1; done
+}
+
+# The containerised trainer and its workers on one node: the trainer on
+# c1 (partition cpu, no GPU), every other node taken by a job of its own,
+# so that the companion job's workers start on c1 too; UCX then connects
+# processes on one host across the container's user and mount namespaces.
+# Checked: the items loaded on c1 only, every item once per epoch.
+test_containers_pyxis_trainer_and_workers_on_one_node() {
+    local out rc node blockers=() job gpus
+    containers_ready || return
+    with_pyxis first || return 1
+    # A GPU node's job takes its GPUs too (the select plugin keeps CPUs
+    # next to free GPUs out of other jobs).
+    for node in $(sinfo -h -N -o %N | sort -u); do
+        [ "$node" = c1 ] && continue
+        gpus=$(scontrol show node "$node" | sed -n 's/.*Gres=gpu:\([0-9]*\).*/\1/p')
+        job=$(sbatch --parsable -p all -w "$node" --exclusive ${gpus:+--gres=gpu:$gpus} -t 5 -o /dev/null \
+            --wrap 'sleep 600') ||
+            { echo "blocker on $node: $job"; scancel "${blockers[@]}" 2>/dev/null; return 1; }
+        blockers+=("$job")
+    done
+    wait_for 60 jobs_running "${blockers[@]}" || { echo "blockers not running"; scancel "${blockers[@]}"; return 1; }
+    out=$(trainer_where="-p cpu -w c1" run_pyxis_trainer_job ctnode container_job.py dataloader 300)
+    rc=$?
+    scancel "${blockers[@]}"
+    [ "$rc" -eq 0 ] || { echo "$out"; return $rc; }
+    expect_eq "where the items loaded" "$(echo "$out" | /usr/bin/python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{\"epoch\""):
+        e = json.loads(line)
+        print("epoch %d: %d items, %d distinct, on %s" % (e["epoch"], e["items"], e["distinct"],
+                                                         sorted({w.split("@")[1] for w in e["where"]})))
+')" "epoch 0: 300 items, 300 distinct, on ['c1']
+epoch 1: 300 items, 300 distinct, on ['c1']" || { echo "$out" | tail -20; return 1; }
 }
 
 # goldminer.split in the containerised trainer: it compiles itself for the
