@@ -97,16 +97,24 @@ removal_srun_everywhere() {
     done < <(sinfo -h -N -o '%N %P' | sort -u)
 }
 
-# removal_check STATE PORT: the check, on a cluster in STATE at PORT.
-removal_check() {
-    local dir=$1 port=$2 plugindir pid selecttype out line node early
-    if ! timeout 120 "$devcluster_bin" up --dir "$dir" --port-base "$port" >"$work/removal-up.out" 2>&1; then
-        fail removal "goldminer-devcluster up failed: $(tail -5 "$work/removal-up.out" | tr '\n' '|')"
+# removal_up CHECK STATE PORT: the installed devcluster up in STATE at
+# PORT (removal_down stops it), SLURM_CONF naming it; else fails CHECK,
+# saying why, and returns 1.
+removal_up() {
+    local check=$1 dir=$2 port=$3
+    if ! timeout 120 "$devcluster_bin" up --dir "$dir" --port-base "$port" >"$work/$check-up.out" 2>&1; then
+        fail "$check" "goldminer-devcluster up failed: $(tail -5 "$work/$check-up.out" | tr '\n' '|')"
         timeout 60 "$devcluster_bin" down --dir "$dir" >/dev/null 2>&1
-        return
+        return 1
     fi
     removal_dir=$dir
     export SLURM_CONF=$dir/etc/slurm.conf
+}
+
+# removal_check STATE PORT: the check, on a cluster in STATE at PORT.
+removal_check() {
+    local dir=$1 port=$2 plugindir pid selecttype out line node early
+    removal_up removal "$dir" "$port" || return
     selecttype=$(scontrol show config | sed -n 's/^SelectType *= *//p')
     plugindir=$(dirname "$(sed -n 's/^required \([^ ]*spank_goldminer\.so\).*/\1/p' "$dir/etc/plugstack.conf")")
     if [ "$selecttype" != select/goldminer_cons_tres ] || [ ! -f "$plugindir/spank_goldminer.so" ]; then

@@ -52,15 +52,8 @@ upgrade_check() {
 # upgrade_then_srun STATE PORT: upgrade_check with the devcluster up (as
 # a site upgrades under running daemons), then srun on every node.
 upgrade_then_srun() {
-    local dir=$1 port=$2 out
-    if ! timeout 120 "$devcluster_bin" up --dir "$dir" --port-base "$port" >"$work/upgrade-up.out" 2>&1; then
-        fail upgrade "goldminer-devcluster up failed: $(tail -5 "$work/upgrade-up.out" | tr '\n' '|')"
-        timeout 60 "$devcluster_bin" down --dir "$dir" >/dev/null 2>&1
-        return
-    fi
-    # shellcheck disable=SC2034  # removal.sh reads it (removal_down)
-    removal_dir=$dir
-    export SLURM_CONF=$dir/etc/slurm.conf
+    local out
+    removal_up upgrade "$1" "$2" || return
     upgrade_check
     out=$(removal_srun_everywhere) || { fail upgrade "after the upgrade: $out"; removal_down; return; }
     timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP' || { fail upgrade "slurmctld does not answer after the upgrade"; removal_down; return; }
