@@ -12,6 +12,7 @@ write_state() {
   {
     printf 'network=%s\nnodes=%s\nctld=%s\nslurm=%s\n' "$network" "$nodes" "$opt_ctld" "$slurm_prefix"
     [ -z "$opt_slurmd_path" ] || printf 'slurmd_path=%s\n' "$opt_slurmd_path"
+    [ -z "$opt_configless" ] || printf 'conf_server=%s:%s\n' "$(controller_addr)" "$opt_port_base"
     [ "$network" != netns ] ||
       printf 'bridge=%s\nsubnet=%s\nbridge6=%s\nula=%s::/64\n' "$bridge" "$subnet" "$bridge6" "$ula"
   } >"$state_file"
@@ -98,6 +99,9 @@ MinJobAge=60
 MailProg=/bin/true
 EOF
     [ -z "$opt_debug_flags" ] || printf 'DebugFlags=%s\n' "$opt_debug_flags"
+    # --configless: slurmd is started with --conf-server instead of -f and
+    # gets slurm.conf, plugstack.conf (and the files it includes) from here.
+    [ -z "$opt_configless" ] || printf 'SlurmctldParameters=enable_configless\n'
     echo
     for node in $nodes; do
       printf 'NodeName=%s' "$node"
@@ -190,12 +194,33 @@ write_plugstack_conf() {
     *) [ "$opt_ctld" = none ] ||
          args="${args:+$args }ctld=$(ctld_address) ctld_user=root munge_socket=$munge_socket" ;;
   esac
+  local line='' include=''
+  [ -n "$opt_no_spank" ] || line="required $opt_plugin_dir/$SPANK_SO${args:+ $args}"
+  rm -f -- "$etc/$PLUGSTACK_INCLUDE"
+  # Configless, slurmctld sends plugstack.conf and (24.11 and later) each
+  # file it includes by a name without a slash or glob, which the nodes
+  # read from their copy: the plugin's line goes in such a file. 22.05
+  # sends plugstack.conf alone, so the line stays in it.
+  if [ -n "$opt_configless" ] && [ -n "$line" ] && ! slurm_older_than 24.11; then
+    printf '# Written by %s %s.\n%s\n' "$PROG" "$VERSION" "$line" >"$etc/$PLUGSTACK_INCLUDE"
+    include=$PLUGSTACK_INCLUDE
+  fi
   {
     printf '# Written by %s %s.\n' "$PROG" "$VERSION"
     if [ -n "$opt_no_spank" ]; then
       printf '# --no-spank: no SPANK plugin.\n'
+    elif [ -n "$include" ]; then
+      printf 'include %s\n' "$include"
     else
-      printf 'required %s/%s%s\n' "$opt_plugin_dir" "$SPANK_SO" "${args:+ $args}"
+      printf '%s\n' "$line"
     fi
   } >"$etc/plugstack.conf"
+}
+
+# slurm_older_than X.Y: the cluster's Slurm (check_prerequisites's
+# slurm_version) is an older release than X.Y.
+slurm_older_than() {
+  local have=${slurm_version%.*}
+  [ -n "$have" ] || return 1
+  [ "$(printf '%s\n%s\n' "$have" "$1" | sort -V | head -1)" != "$1" ]
 }

@@ -44,8 +44,20 @@ start_ctld() {
 # PATH: a SPANK plugin such as pyxis runs its tools from there.
 start_slurmd() {
   local node=$1 PATH=${opt_slurmd_path:+$opt_slurmd_path:}$PATH
+  local -a slurmd_cmd=(slurmd -f "$conf" -N "$node")
+  local munge_bind=:
   export PATH
   mkdir -p "$dir/spool/$node" "$dir/tmp/$node"
+  # --configless: slurmd reads no file; it asks slurmctld for its
+  # configuration, before it knows AuthInfo's socket, through munged's
+  # default one (/run/munge/munge.socket.2): in its own mount namespace
+  # this cluster's munge directory, where that name links to the socket,
+  # is bound there.
+  if [ -n "$(state_get conf_server)" ]; then
+    slurmd_cmd=(env -u SLURM_CONF slurmd "$(slurmd_mark)" -N "$node")
+    ln -sfn "${munge_socket##*/}" "$mungedir/munge.socket.2"
+    munge_bind="mkdir -p /run/munge && mount --bind $(printf '%q' "$mungedir") /run/munge"
+  fi
   if [ "$network" = netns ]; then
     # Not `ip netns exec`: it remounts /sys and slurmd then fails on
     # /sys/fs/cgroup.  A private UTS namespace gives the node its own name,
@@ -55,16 +67,21 @@ start_slurmd() {
     # devices/virtual/net are bound over the machine's): UCX finds the
     # devices a job may use there.
     mkdir -p "$rundir/sys-$node"
-    # shellcheck disable=SC2016  # $1..$4 are the inner shell's
+    # shellcheck disable=SC2016  # $1..$5 are the inner shell's
     nsenter --net="/run/netns/$prefix-$node" unshare --uts --mount \
-      sh -c 'hostname "$1" && mount --bind "$3" /etc/hosts &&
-             mount -t sysfs sysfs "$4" && mount --bind "$4/class/net" /sys/class/net &&
-             mount --bind "$4/devices/virtual/net" /sys/devices/virtual/net &&
-             exec slurmd -f "$2" -N "$1"' sh "$node" "$conf" "$etc/hosts" "$rundir/sys-$node" \
+      sh -c 'hostname "$1" && mount --bind "$2" /etc/hosts &&
+             mount -t sysfs sysfs "$3" && mount --bind "$3/class/net" /sys/class/net &&
+             mount --bind "$3/devices/virtual/net" /sys/devices/virtual/net && eval "$4" &&
+             shift 4 && exec "$@"' sh "$node" "$etc/hosts" "$rundir/sys-$node" "$munge_bind" "${slurmd_cmd[@]}" \
+      </dev/null >>"$logdir/slurmd-$node.out" 2>&1 9>&- ||
+      start_failed "slurmd $node" $?
+  elif [ "$munge_bind" != : ]; then
+    # shellcheck disable=SC2016  # $1 is the inner shell's
+    unshare --mount sh -c 'eval "$1" && shift && exec "$@"' sh "$munge_bind" "${slurmd_cmd[@]}" \
       </dev/null >>"$logdir/slurmd-$node.out" 2>&1 9>&- ||
       start_failed "slurmd $node" $?
   else
-    slurmd -f "$conf" -N "$node" </dev/null >>"$logdir/slurmd-$node.out" 2>&1 9>&- ||
+    "${slurmd_cmd[@]}" </dev/null >>"$logdir/slurmd-$node.out" 2>&1 9>&- ||
       start_failed "slurmd $node" $?
   fi
   wait_pid "slurmd $node" slurmd_pid "$node"

@@ -38,7 +38,14 @@ pid_is() {
 
 munged_pid()    { live_pid "$rundir/munged.pid" munged "--pid-file=$rundir/munged.pid"; }
 slurmctld_pid() { live_pid "$rundir/slurmctld.pid" slurmctld "$conf"; }
-slurmd_pid()    { live_pid "$rundir/slurmd-$1.pid" slurmd "$conf"; }
+slurmd_pid()    { live_pid "$rundir/slurmd-$1.pid" slurmd "$(slurmd_mark)"; }
+# What a slurmd of this cluster has on its command line: -f's slurm.conf,
+# or --configless's --conf-server=ADDR:PORT (the state file's).
+slurmd_mark() {
+  local server
+  server=$(state_get conf_server)
+  if [ -n "$server" ]; then printf -- '--conf-server=%s\n' "$server"; else printf '%s\n' "$conf"; fi
+}
 ctld_pid()      { live_pid "$rundir/goldminer-ctld.pid" goldminer-ctld "--pid-file=$rundir/goldminer-ctld.pid"; }
 
 # daemon_pid LABEL: the live PID of "munged", "slurmctld", "goldminer-ctld"
@@ -206,7 +213,7 @@ stop_cluster() {
   for node in $(recorded_nodes); do
     items+=("slurmd $node:$rundir/slurmd-$node.pid")
   done
-  [ ${#items[@]} -eq 0 ] || stop_group slurmd "$conf" "${items[@]}"
+  [ ${#items[@]} -eq 0 ] || stop_group slurmd "$(slurmd_mark)" "${items[@]}"
   stop_group goldminer-ctld "--pid-file=$rundir/goldminer-ctld.pid" "goldminer-ctld:$rundir/goldminer-ctld.pid"
   stop_group slurmctld "$conf" "slurmctld:$rundir/slurmctld.pid"
   stop_group munged "--pid-file=$rundir/munged.pid" "munged:$rundir/munged.pid"

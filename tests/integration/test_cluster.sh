@@ -77,3 +77,48 @@ test_unknown_plugstack_key_stops_slurmd_with_reason() {
     "$devcluster" status --dir "$dir" >/dev/null 2>&1 && { echo "status says up"; return 1; }
     return 0
 }
+
+# A configless cluster (SlurmctldParameters=enable_configless; each slurmd
+# started with --conf-server and no slurm.conf, SLURM_CONF unset): the
+# nodes load the SPANK plugin from the plugstack.conf slurmctld sends, and
+# a --goldminer batch job, whose companion sbatch runs on its node from the
+# fetched configuration too, gets its worker and every sample once. On
+# 24.11 and later plugstack.conf includes the plugin's line from a file
+# named without a slash (which slurmctld sends along); on 22.05, which
+# sends plugstack.conf alone, the line is in plugstack.conf.
+test_configless_cluster_runs_a_goldminer_job_with_plugstack_from_slurmctld() {
+    local dir=$work/configless out job pid conf cache lines=600 n include
+    out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base $((port_base + 6000)) --network localhost \
+          --gpu-nodes 1 --cpu-nodes 1 --configless --ctld none --plugin-dir "$plugins" \
+          --plugstack-args "max_dw_per_job=4${build:+ dw_command=$tools/goldminer-dw}" 2>&1) ||
+        { echo "up: $out"; return 1; }
+    conf=$dir/etc/slurm.conf
+    seq 1 "$lines" | sed 's/^/sample /' >"$work/cl-input.txt"
+    job=$(cd "$work" && SLURM_CONF=$conf UCX_NET_DEVICES=lo timeout 120 sbatch --parsable --wait \
+          -o "$work/cl.%j" --goldminer=dw=1,cpus-per-dw=1 -p gpu --gpus=1 --wrap \
+          "echo conf=\$SLURM_CONF; $tools/goldminer-consume --input text:$work/cl-input.txt --epochs 1 \
+           --batch-size 50 --workers 0 --min-workers 1 --join-timeout 60 --json" 2>&1)
+    out=$(cat "$work/cl.$job" 2>&1)
+    for pid in $(cat "$dir"/run/slurmd-*.pid); do
+        tr '\0' '\n' <"/proc/$pid/environ" | grep -q '^SLURM_CONF=' &&
+            { echo "slurmd $pid has SLURM_CONF in its environment"; "$devcluster" down --dir "$dir" >/dev/null; return 1; }
+    done
+    timeout 60 "$devcluster" down --dir "$dir" >/dev/null || { echo "down failed"; return 1; }
+    grep -q '^SlurmctldParameters=enable_configless$' "$conf" || { echo "no enable_configless in $conf"; return 1; }
+    # The batch step read the configuration slurmd fetched.
+    cache=$dir/spool/g1/conf-cache
+    expect_contains "the job's SLURM_CONF" "$out" "conf=$cache/slurm.conf" || return 1
+    include=$(sed -n 's/^include \([^ ]*\)$/\1/p' "$dir/etc/plugstack.conf")
+    if [ -n "$include" ]; then
+        case $include in */* | *'*'*) echo "include names a path or glob: $include"; return 1 ;; esac
+        grep -q "^required .*/spank_goldminer\.so " "$cache/$include" ||
+            { echo "slurmctld did not send $include to g1: $(ls "$cache")"; return 1; }
+        echo "plugstack.conf includes $include (sent along)"
+    else
+        grep -q "^required .*/spank_goldminer\.so " "$cache/plugstack.conf" ||
+            { echo "g1's fetched plugstack.conf does not load the plugin: $(cat "$cache/plugstack.conf")"; return 1; }
+        echo "the plugin's line in plugstack.conf (this Slurm sends no includes)"
+    fi
+    n=$(echo "$out" | grep -c "^{\"epoch\": 0, \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
+    expect_eq "clean epoch" "$n" 1 || { echo "$out"; cat "$work"/goldminer-dw-*.out 2>/dev/null | tail -5; return 1; }
+}
