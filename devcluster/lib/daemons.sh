@@ -52,11 +52,15 @@ start_slurmd() {
   # configuration, before it knows AuthInfo's socket, through munged's
   # default one (/run/munge/munge.socket.2): in its own mount namespace
   # this cluster's munge directory, where that name links to the socket,
-  # is bound there.
+  # is bound there. It also links /run/slurm/conf to its conf-cache: a
+  # directory of the node's own is bound over /run/slurm, so that the
+  # machine's own link (a configless slurmd of its own) stays as it is.
   if [ -n "$(state_get conf_server)" ]; then
     slurmd_cmd=(env -u SLURM_CONF slurmd "$(slurmd_mark)" -N "$node")
     ln -sfn "${munge_socket##*/}" "$mungedir/munge.socket.2"
-    munge_bind="mkdir -p /run/munge && mount --bind $(printf '%q' "$mungedir") /run/munge"
+    mkdir -p "$rundir/slurm-$node"
+    munge_bind="mkdir -p /run/munge /run/slurm && mount --bind $(printf '%q' "$mungedir") /run/munge &&
+                mount --bind $(printf '%q' "$rundir/slurm-$node") /run/slurm"
   fi
   if [ "$network" = netns ]; then
     # Not `ip netns exec`: it remounts /sys and slurmd then fails on

@@ -5,7 +5,11 @@
 # (goldminer-select: select-removal-guard, goldminer-spank:
 # spank-removal-guard). Slurm's configuration is read from $SLURM_CONF
 # (default /etc/slurm/slurm.conf), plugstack.conf from its PlugStackConfig
-# (default beside slurm.conf) and every file it includes.
+# (default beside slurm.conf) and every file it includes; on a configless
+# node also slurmd's copy of what slurmctld sent (slurm.conf,
+# plugstack.conf and the files it includes), in the directory
+# $GOLDMINER_SLURMD_CONF_CACHE (default /run/slurm/conf, the link slurmd
+# makes to its conf-cache).
 #
 # --select: refuses (exit 1), naming the file and line to change first,
 #   while slurm.conf says SelectType=select/goldminer_cons_tres: slurmctld
@@ -31,7 +35,11 @@ case ${1:-} in
 esac
 conf=${SLURM_CONF:-/etc/slurm/slurm.conf}
 confdir=$(dirname "$conf")
+cache=${GOLDMINER_SLURMD_CONF_CACHE:-/run/slurm/conf}
+[ -d "$cache" ] || cache=
 status=0
+# What to change for a line of slurmd's copy: the file slurmctld sends.
+from_cache="is slurmd's copy of what slurmctld sends this configless node: change the file on the slurmctld host and run 'scontrol reconfigure' first"
 
 # The first non-comment line of FILE matching the extended regex RE, as
 # "LINE: TEXT" (its number), or nothing.
@@ -40,31 +48,33 @@ first_line() {
 }
 
 if [ "$me" = goldminer-select ]; then
-    if [ -r "$conf" ]; then
-        line=$(first_line "$conf" '^[[:space:]]*SelectType[[:space:]]*=[[:space:]]*select/goldminer_cons_tres')
-        if [ -n "$line" ]; then
-            echo "$me: not removed: $conf line ${line%%:*} says SelectType=select/goldminer_cons_tres, and" \
-                "slurmctld and slurmd do not start without that plugin. Change it to SelectType=select/cons_tres," \
-                "restart slurmctld, then every slurmd, then remove the package." >&2
-            exit 1
-        fi
-    fi
+    for f in "$conf" ${cache:+"$cache/slurm.conf"}; do
+        [ -r "$f" ] || continue
+        line=$(first_line "$f" '^[[:space:]]*SelectType[[:space:]]*=[[:space:]]*select/goldminer_cons_tres')
+        [ -n "$line" ] || continue
+        where=
+        [ "$f" = "$conf" ] || where=" ($f $from_cache)"
+        echo "$me: not removed: $f line ${line%%:*} says SelectType=select/goldminer_cons_tres$where, and" \
+            "slurmctld and slurmd do not start without that plugin. Change it to SelectType=select/cons_tres," \
+            "restart slurmctld, then every slurmd, then remove the package." >&2
+        exit 1
+    done
     exit 0
 fi
 
 plugstack=$(sed -n 's/^[[:space:]]*[Pp]lug[Ss]tack[Cc]onfig[[:space:]]*=[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$conf" \
     2>/dev/null | tail -1)
 [ -n "$plugstack" ] || plugstack=$confdir/plugstack.conf
-plugstack_dir=$(dirname "$plugstack")
 
-# plugstack.conf, then the files its include lines name (a relative
-# pattern is relative to plugstack.conf's directory), one per line.
+# plugstack_files FILE: FILE (a plugstack.conf), then the files its include
+# lines name (a relative pattern is relative to FILE's directory), one per
+# line.
 plugstack_files() {
-    [ -e "$plugstack" ] || [ -L "$plugstack" ] || return 0
-    echo "$plugstack"
-    sed -n 's/^[[:space:]]*include[[:space:]]\{1,\}\([^[:space:]#]*\).*/\1/p' "$plugstack" 2>/dev/null |
+    [ -e "$1" ] || [ -L "$1" ] || return 0
+    echo "$1"
+    sed -n 's/^[[:space:]]*include[[:space:]]\{1,\}\([^[:space:]#]*\).*/\1/p' "$1" 2>/dev/null |
         while read -r pattern; do
-            case $pattern in /*) ;; *) pattern=$plugstack_dir/$pattern ;; esac
+            case $pattern in /*) ;; *) pattern=$(dirname "$1")/$pattern ;; esac
             # shellcheck disable=SC2086  # the include's glob, expanded as Slurm does
             for f in $pattern; do
                 if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
@@ -72,18 +82,26 @@ plugstack_files() {
         done
 }
 
+# Each file the plugin stack reads: a link to EXAMPLE is noted for removal;
+# any other file that names the plugin refuses the removal. slurmd's copy
+# holds the controller's files, but its absolute includes (e.g. Debian's
+# /etc/slurm/plugstack.conf.d/*) name this node's own.
 links=
-for f in $(plugstack_files); do
+for f in $(plugstack_files "$plugstack"; [ -z "$cache" ] || plugstack_files "$cache/plugstack.conf"); do
     if [ -L "$f" ] && [ "$(readlink -f "$f")" = "$(readlink -f "$example")" ]; then
-        links="$links $f"
+        case " $links " in *" $f "*) ;; *) links="$links $f" ;; esac
         continue
     fi
     line=$(first_line "$f" 'spank_goldminer\.so')
-    if [ -n "$line" ]; then
+    [ -n "$line" ] || continue
+    if [ -n "$cache" ] && [ "${f#"$cache"/}" != "$f" ]; then
+        echo "$me: not removed: $f line ${line%%:*} loads spank_goldminer.so, which goes with the package;" \
+            "$f $from_cache (every job step on this node would fail to load the plugin)." >&2
+    else
         echo "$me: not removed: $f line ${line%%:*} loads spank_goldminer.so, which goes with the package: remove" \
             "that line first (srun and every job step would fail to load the plugin)." >&2
-        status=1
     fi
+    status=1
 done
 [ "$status" -eq 0 ] || exit 1
 

@@ -85,9 +85,10 @@ test_unknown_plugstack_key_stops_slurmd_with_reason() {
 # fetched configuration too, gets its worker and every sample once. On
 # 24.11 and later plugstack.conf includes the plugin's line from a file
 # named without a slash (which slurmctld sends along); on 22.05, which
-# sends plugstack.conf alone, the line is in plugstack.conf.
+# sends plugstack.conf alone, the line is in plugstack.conf. On such a node
+# the SPANK plugin package's removal guard refuses, naming slurmd's copy.
 test_configless_cluster_runs_a_goldminer_job_with_plugstack_from_slurmctld() {
-    local dir=$work/configless out job pid conf cache lines=600 n include
+    local dir=$work/configless out job pid conf cache lines=600 n include guard refusal
     out=$(timeout 90 "$devcluster" up --dir "$dir" --port-base $((port_base + 6000)) --network localhost \
           --gpu-nodes 1 --cpu-nodes 1 --configless --ctld none --plugin-dir "$plugins" \
           --plugstack-args "max_dw_per_job=4${build:+ dw_command=$tools/goldminer-dw}" 2>&1) ||
@@ -103,6 +104,17 @@ test_configless_cluster_runs_a_goldminer_job_with_plugstack_from_slurmctld() {
         tr '\0' '\n' <"/proc/$pid/environ" | grep -q '^SLURM_CONF=' &&
             { echo "slurmd $pid has SLURM_CONF in its environment"; "$devcluster" down --dir "$dir" >/dev/null; return 1; }
     done
+    # The guard as the package's prerm runs it on g1 (no slurm.conf of its
+    # own; /run/slurm/conf is g1's, bound in its namespace, here by path).
+    if [ -n "$build" ]; then
+        guard="sh $(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/packaging/scripts/plugins-removal-guard.sh"
+    else
+        guard=/usr/libexec/goldminer/spank-removal-guard
+    fi
+    refusal=$(SLURM_CONF=$work/no-slurm.conf GOLDMINER_SLURMD_CONF_CACHE=$dir/run/slurm-g1/conf \
+              $guard --spank /usr/share/goldminer/plugstack.conf.d/goldminer.conf 2>&1) &&
+        { echo "the removal guard let the package go on a node that loads the plugin: $refusal"
+          "$devcluster" down --dir "$dir" >/dev/null; return 1; }
     timeout 60 "$devcluster" down --dir "$dir" >/dev/null || { echo "down failed"; return 1; }
     grep -q '^SlurmctldParameters=enable_configless$' "$conf" || { echo "no enable_configless in $conf"; return 1; }
     # The batch step read the configuration slurmd fetched.
@@ -119,6 +131,7 @@ test_configless_cluster_runs_a_goldminer_job_with_plugstack_from_slurmctld() {
             { echo "g1's fetched plugstack.conf does not load the plugin: $(cat "$cache/plugstack.conf")"; return 1; }
         echo "the plugin's line in plugstack.conf (this Slurm sends no includes)"
     fi
+    expect_contains "the guard's refusal" "$refusal" "slurmd's copy of what slurmctld sends" || return 1
     n=$(echo "$out" | grep -c "^{\"epoch\": 0, \"samples\": $lines, \"unique_samples\": $lines, \"duplicates\": 0, \"missing\": 0,")
     expect_eq "clean epoch" "$n" 1 || { echo "$out"; cat "$work"/goldminer-dw-*.out 2>/dev/null | tail -5; return 1; }
 }
