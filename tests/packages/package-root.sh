@@ -267,7 +267,7 @@ root_packages() {
  python3-pip python3-setuptools python3-wheel
  libopenblas0-pthread libjpeg62-turbo-dev
  iproute2 util-linux procps hostname jq curl
- debhelper dh-python devscripts equivs fakeroot git ca-certificates"
+ debhelper dh-python devscripts fakeroot git ca-certificates"
 }
 
 install_packages() {
