@@ -402,7 +402,18 @@ clone_source() {
 build_deps() {
     in_root "cd $clone && apt-get build-dep -y -q ./"
 }
+# debian13: `make deb`. smd: as a clean-room build (sbuild, pbuilder) does,
+# from the source package `make debsrc` makes, with the release's tarball
+# as its orig-slurm component: extracted with dpkg-source and built with
+# dpkg-buildpackage alone (Build-Depends checked, no GM_* from make).
 build_debs() {
+    local target="make -j\$(nproc) deb"
+    if [ "$site" = smd ]; then
+        cp "$tarball" "$work/" || return 1
+        target="make debsrc SLURM_TARBALL=$work/${tarball##*/}
+        cd deb-src && dpkg-source -x ./*.dsc pkg && cd pkg
+        DEB_BUILD_OPTIONS=nocheck dpkg-buildpackage -us -uc -b -j\$(nproc)"
+    fi
     "${with_build_lock[@]}" nice chroot "$root" /usr/bin/env -i \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive TERM=dumb /bin/sh -c "
@@ -411,7 +422,7 @@ build_debs() {
         autoreconf -fi >/dev/null
         mkdir -p build && cd build
         ../configure --with-slurm=/usr --with-slurm-src=$slurm_src
-        make -j\$(nproc) deb"
+        $target"
 }
 
 step "clone $(git -C "$src" rev-parse --short HEAD)" "$logs/clone.log" clone_source || finish
@@ -424,7 +435,8 @@ else
         finish
     fi
     step "Build-Depends installable on $suite (apt-get build-dep)" "$logs/build-dep.log" build_deps || finish
-    step "make deb (Slurm $(in_root "slurmctld -V"))" "$logs/make-deb.log" build_debs || finish
+    step "$([ "$site" = smd ] && echo "make debsrc, dpkg-buildpackage of the .dsc" || echo "make deb") (Slurm $(in_root "slurmctld -V"))" \
+        "$logs/make-deb.log" build_debs || finish
     debs=$work/debs
     rm -rf "$debs" && mkdir -p "$debs"
     find "$clone" -maxdepth 3 -name '*.deb' -newer "$logs/clone.log" -exec cp {} "$debs"/ \;
