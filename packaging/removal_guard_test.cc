@@ -27,6 +27,7 @@ class RemovalGuardTest : public ::testing::Test {
     fs::create_directories(dir_ / "etc/plugstack.conf.d");
     fs::create_directories(dir_ / "share/plugstack.conf.d");
     fs::create_directories(dir_ / "cache");
+    fs::create_directories(dir_ / "bin");
     example_ = dir_ / "share/plugstack.conf.d/goldminer.conf";
     write(example_, "required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_goldminer.so\n");
   }
@@ -41,7 +42,10 @@ class RemovalGuardTest : public ::testing::Test {
   // slurmd's copy in cache/ when `configless`; stderr with stdout.
   goldminer::testing::CommandResult guard(const std::string& mode, const std::string& conf = "etc/slurm.conf",
                                           bool configless = false) {
-    std::string command = "SLURM_CONF=" + (dir_ / conf).string();
+    // PATH: bin/ (where a test puts a slurmctld), then the shell's tools.
+    std::string command = "PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin";
+    command += " GOLDMINER_GUARD_SLURM_VERSION=" + slurm_version_;
+    command += " SLURM_CONF=" + (dir_ / conf).string();
     command += " GOLDMINER_SLURMD_CONF_CACHE=" + (configless ? (dir_ / "cache").string() : "/nonexistent");
     command += " sh " GM_TOP_SRCDIR "/packaging/scripts/plugins-removal-guard.sh " + mode;
     if (mode == "--spank") command += " " + example_.string();
@@ -50,6 +54,7 @@ class RemovalGuardTest : public ::testing::Test {
 
   fs::path dir_;
   fs::path example_;
+  std::string slurm_version_ = "22.05.8";  // the release the package was built for
 };
 
 TEST_F(RemovalGuardTest, SelectIsRefusedWhileSlurmConfSelectsItNamingTheLine) {
@@ -60,6 +65,23 @@ TEST_F(RemovalGuardTest, SelectIsRefusedWhileSlurmConfSelectsItNamingTheLine) {
                                    "Change it to SelectType=select/cons_tres"}));
   write(dir_ / "etc/slurm.conf", "ClusterName=c\nSelectType=select/cons_tres\n# SelectType=select/goldminer_cons_tres\n");
   EXPECT_EQ(guard("--select").status, 0);
+}
+
+// From 25.11 on only slurmctld loads the select plugin: a host without
+// slurmctld may drop it; up to 24.11 sinfo and scontrol need it everywhere.
+TEST_F(RemovalGuardTest, SelectFrom2511IsRefusedOnlyWhereSlurmctldIs) {
+  write(dir_ / "etc/slurm.conf", "SelectType=select/goldminer_cons_tres\n");
+  slurm_version_ = "24.11.5";
+  EXPECT_EQ(guard("--select").status, 1);
+  slurm_version_ = "25.11.7";
+  const auto r = guard("--select");
+  EXPECT_EQ(r.status, 0) << r.out;
+  write(dir_ / "bin/slurmctld", "#!/bin/sh\nexit 0\n");
+  fs::permissions(dir_ / "bin/slurmctld", fs::perms::owner_all);
+  EXPECT_EQ(guard("--select").status, 1);
+  slurm_version_ = "unknown";  // an unsubstituted copy: as before 25.11
+  fs::remove(dir_ / "bin/slurmctld");
+  EXPECT_EQ(guard("--select").status, 1);
 }
 
 TEST_F(RemovalGuardTest, SelectOnAConfiglessNodeNamesTheCopyAndTheControllersFile) {

@@ -13,7 +13,10 @@
 #
 # --select: refuses (exit 1), naming the file and line to change first,
 #   while slurm.conf says SelectType=select/goldminer_cons_tres: slurmctld
-#   and slurmd do not start without that plugin.
+#   and slurmd do not start without that plugin, nor, up to Slurm 24.11, do
+#   sinfo and scontrol show node. From 25.11 on only slurmctld loads it: on
+#   a host without slurmctld (no slurmctld on the PATH) of a package built
+#   for 25.11 or later, the removal goes on.
 # --spank EXAMPLE: refuses while a plugstack.conf file (not a link to the
 #   package's example EXAMPLE) names spank_goldminer.so: srun, sbatch and
 #   every job step would fail to load it ("required") or log the failure
@@ -33,6 +36,11 @@ case ${1:-} in
     --spank) me=goldminer-spank example=${2:?$usage} ;;
     *) echo "$usage" >&2; exit 2 ;;
 esac
+# The Slurm release the package was built for: the packages install this
+# script with it filled in; GOLDMINER_GUARD_SLURM_VERSION names another (a
+# copy run elsewhere, the tests). Unknown: treated as one before 25.11.
+built_for=${GOLDMINER_GUARD_SLURM_VERSION:-@SLURM_VERSION@}
+case $built_for in [0-9]*.[0-9]*) ;; *) built_for= ;; esac
 conf=${SLURM_CONF:-/etc/slurm/slurm.conf}
 confdir=$(dirname "$conf")
 cache=${GOLDMINER_SLURMD_CONF_CACHE:-/run/slurm/conf}
@@ -48,6 +56,10 @@ first_line() {
 }
 
 if [ "$me" = goldminer-select ]; then
+    if [ -n "$built_for" ] && [ "$(printf '%s\n25.11\n' "${built_for%.*}" | sort -V | head -1)" = 25.11 ] &&
+        ! command -v slurmctld >/dev/null 2>&1; then
+        exit 0
+    fi
     for f in "$conf" ${cache:+"$cache/slurm.conf"}; do
         [ -r "$f" ] || continue
         line=$(first_line "$f" '^[[:space:]]*SelectType[[:space:]]*=[[:space:]]*select/goldminer_cons_tres')

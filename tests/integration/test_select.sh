@@ -288,3 +288,41 @@ test_select_slurmctld_restart_keeps_running_jobs() {
     expect_eq "reserve after restart" "$st" PENDING || rc=1
     return $rc
 }
+
+# A host whose Slurm commands read this cluster's slurm.conf (SelectType=
+# select/goldminer_cons_tres) but which has no select_goldminer_cons_tres.so
+# (a login node without goldminer-select): its plugin directory here is a
+# copy of the cluster's without that file. Up to 24.11 sinfo and scontrol
+# show node load the select plugin named in slurm.conf to read the node
+# information slurmctld tags with its plugin id, and fail; from 25.11 only
+# slurmctld loads it. squeue needs it on no release.
+test_select_commands_on_a_host_without_the_select_plugin() {
+    local dir=$work/no-select-host d f out rc
+    rm -rf "$dir" && mkdir -p "$dir/plugins" || return 1
+    for d in $(sed -n 's/^PluginDir=//p' "$state/etc/slurm.conf" | tr ':' ' '); do
+        for f in "$d"/*.so; do
+            [ "${f##*/}" = select_goldminer_cons_tres.so ] || ln -sf "$f" "$dir/plugins/"
+        done
+    done
+    [ -e "$dir/plugins/select_cons_tres.so" ] || { echo "no select_cons_tres.so in the cluster's PluginDir"; return 1; }
+    sed -e "s|^PluginDir=.*|PluginDir=$dir/plugins|" -e "s|^PlugStackConfig=.*|PlugStackConfig=$dir/plugstack.conf|" \
+        "$state/etc/slurm.conf" >"$dir/slurm.conf"
+    : >"$dir/plugstack.conf"
+    out=$(SLURM_CONF=$dir/slurm.conf timeout 30 squeue -h 2>&1) || { echo "squeue failed: $out"; return 1; }
+    out=$(SLURM_CONF=$dir/slurm.conf timeout 30 sinfo -h -N -o %N 2>&1); rc=$?
+    if [ "$(printf '%s\n%s\n' "${slurm_version%.*}" 25.11 | sort -V | head -1)" != 25.11 ]; then
+        [ $rc -ne 0 ] || { echo "sinfo ran without the select plugin on Slurm $slurm_version: $out"; return 1; }
+        expect_contains "sinfo" "$out" "Can't find plugin for select/goldminer_cons_tres" || return 1
+        out=$(SLURM_CONF=$dir/slurm.conf timeout 30 scontrol show node g1 2>&1) &&
+            { echo "scontrol show node ran without the select plugin on Slurm $slurm_version: $out"; return 1; }
+        expect_contains "scontrol show node" "$out" "Can't find plugin for select/goldminer_cons_tres" || return 1
+        echo "Slurm $slurm_version: sinfo and scontrol show node need the select plugin"
+    else
+        [ $rc -eq 0 ] || { echo "sinfo failed without the select plugin on Slurm $slurm_version: $out"; return 1; }
+        expect_contains "sinfo" "$out" "g1" || return 1
+        out=$(SLURM_CONF=$dir/slurm.conf timeout 30 scontrol show node g1 2>&1) ||
+            { echo "scontrol show node failed without the select plugin on Slurm $slurm_version: $out"; return 1; }
+        expect_contains "scontrol show node" "$out" "NodeName=g1" || return 1
+        echo "Slurm $slurm_version: sinfo and scontrol show node run without the select plugin"
+    fi
+}

@@ -19,7 +19,8 @@
 # names; default: a --goldminer job's workers feeding its trainer every
 # sample exactly once, through goldminer-consume and through the Python
 # package's DataLoader; the select plugin keeping its reserve of CPUs next
-# to free GPUs; the SPANK plugin's tests; a configless cluster's job).
+# to free GPUs; the SPANK plugin's tests; a configless cluster's job;
+# which commands need the select plugin on a host).
 # --state-dir and --port-base as run.sh's (defaults
 # /var/tmp/goldminer-debtest and 18817).
 set -u
@@ -30,7 +31,8 @@ deb_dir=
 only='^test_(companion_job_feeds_the_batch_jobs_session|dataloader_dataset_runs_on_the_companion_workers'
 only+='|select_cpu_job_keeps_out_of_the_reserve|sbatch_help_lists_goldminer|bad_values_are_refused'
 only+='|settings_reach_every_task|srun_option_reaches_tasks|job_without_flag_sees_nothing'
-only+='|unknown_plugstack_key_is_refused|configless_cluster_runs_a_goldminer_job_with_plugstack_from_slurmctld)'
+only+='|unknown_plugstack_key_is_refused|configless_cluster_runs_a_goldminer_job_with_plugstack_from_slurmctld'
+only+='|select_commands_on_a_host_without_the_select_plugin)'
 state=/var/tmp/goldminer-debtest
 port_base=18817
 while [ $# -gt 0 ]; do
