@@ -146,10 +146,11 @@ submit_goldminer_job() {
 }
 
 # The state job J ends in (waits while it is pending, running or
-# completing; Slurm keeps ended jobs for MinJobAge).
+# completing, up to 60 s: on a loaded machine a job's end can take a
+# while; Slurm keeps ended jobs for MinJobAge).
 final_job_state() {
     local i st=
-    for i in $(seq 80); do
+    for i in $(seq 240); do
         st=$(scontrol -o show job "$1" 2>/dev/null | sed -n 's/.* JobState=\([A-Z_]*\) .*/\1/p')
         case $st in
             PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED) sleep 0.25 ;;
