@@ -45,7 +45,7 @@ start_ctld() {
 start_slurmd() {
   local node=$1 PATH=${opt_slurmd_path:+$opt_slurmd_path:}$PATH
   local -a slurmd_cmd=(slurmd -f "$conf" -N "$node")
-  local munge_bind=:
+  local ns_setup=:
   export PATH
   mkdir -p "$dir/spool/$node" "$dir/tmp/$node"
   # --configless: slurmd reads no file; it asks slurmctld for its
@@ -59,7 +59,7 @@ start_slurmd() {
     slurmd_cmd=(env -u SLURM_CONF slurmd "$(slurmd_mark)" -N "$node")
     ln -sfn "${munge_socket##*/}" "$mungedir/munge.socket.2"
     mkdir -p "$rundir/slurm-$node"
-    munge_bind="mkdir -p /run/munge /run/slurm && mount --bind $(printf '%q' "$mungedir") /run/munge &&
+    ns_setup="mkdir -p /run/munge /run/slurm && mount --bind $(printf '%q' "$mungedir") /run/munge &&
                 mount --bind $(printf '%q' "$rundir/slurm-$node") /run/slurm"
   fi
   if [ "$network" = netns ]; then
@@ -71,17 +71,17 @@ start_slurmd() {
     # devices/virtual/net are bound over the machine's): UCX finds the
     # devices a job may use there.
     mkdir -p "$rundir/sys-$node"
-    # shellcheck disable=SC2016  # $1..$5 are the inner shell's
+    # shellcheck disable=SC2016  # $1..$4 and $@ are the inner shell's
     nsenter --net="/run/netns/$prefix-$node" unshare --uts --mount \
       sh -c 'hostname "$1" && mount --bind "$2" /etc/hosts &&
              mount -t sysfs sysfs "$3" && mount --bind "$3/class/net" /sys/class/net &&
              mount --bind "$3/devices/virtual/net" /sys/devices/virtual/net && eval "$4" &&
-             shift 4 && exec "$@"' sh "$node" "$etc/hosts" "$rundir/sys-$node" "$munge_bind" "${slurmd_cmd[@]}" \
+             shift 4 && exec "$@"' sh "$node" "$etc/hosts" "$rundir/sys-$node" "$ns_setup" "${slurmd_cmd[@]}" \
       </dev/null >>"$logdir/slurmd-$node.out" 2>&1 9>&- ||
       start_failed "slurmd $node" $?
-  elif [ "$munge_bind" != : ]; then
+  elif [ "$ns_setup" != : ]; then
     # shellcheck disable=SC2016  # $1 is the inner shell's
-    unshare --mount sh -c 'eval "$1" && shift && exec "$@"' sh "$munge_bind" "${slurmd_cmd[@]}" \
+    unshare --mount sh -c 'eval "$1" && shift && exec "$@"' sh "$ns_setup" "${slurmd_cmd[@]}" \
       </dev/null >>"$logdir/slurmd-$node.out" 2>&1 9>&- ||
       start_failed "slurmd $node" $?
   else
