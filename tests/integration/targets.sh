@@ -53,13 +53,16 @@ installed_targets() {
         multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null ||
                     gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
         plugins=
-        for d in "$prefix/lib/$multiarch/slurm-wlm" "$prefix/lib/slurm-wlm" "$prefix/lib64/slurm" \
-                 "$prefix/lib/slurm" "$prefix/lib/goldminer/slurm" "$prefix/lib/$multiarch/goldminer/slurm" \
-                 "$prefix/lib64/goldminer/slurm"; do
+        # Debian's slurm-wlm, SchedMD's slurm-smd .debs, SchedMD's RPMs and
+        # `make install`, then our own default.
+        for d in "$prefix/lib/$multiarch/slurm-wlm" "$prefix/lib/slurm-wlm" "$prefix/lib/$multiarch/slurm" \
+                 "$prefix/lib64/slurm" "$prefix/lib/slurm" "$prefix/lib/goldminer/slurm" \
+                 "$prefix/lib/$multiarch/goldminer/slurm" "$prefix/lib64/goldminer/slurm"; do
             if [ -f "$d/spank_goldminer.so" ]; then plugins=$d; break; fi
         done
         [ -n "$plugins" ] || target_error "--installed $prefix: no spank_goldminer.so in $prefix/lib/$multiarch/slurm-wlm," \
-            "$prefix/lib/slurm-wlm, $prefix/lib64/slurm, $prefix/lib/slurm or $prefix/lib{,/$multiarch,64}/goldminer/slurm" \
+            "$prefix/lib/slurm-wlm, $prefix/lib/$multiarch/slurm, $prefix/lib64/slurm, $prefix/lib/slurm or" \
+            "$prefix/lib{,/$multiarch,64}/goldminer/slurm" \
             "(pass --plugin-dir DIR)" || return 1
     fi
     [ -f "$plugins/spank_goldminer.so" ] ||

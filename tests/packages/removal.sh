@@ -113,7 +113,7 @@ removal_up() {
 
 # removal_check STATE PORT: the check, on a cluster in STATE at PORT.
 removal_check() {
-    local dir=$1 port=$2 plugindir pid selecttype out line node early
+    local dir=$1 port=$2 plugindir pid selecttype out line node early release rc
     removal_up removal "$dir" "$port" || return
     selecttype=$(scontrol show config | sed -n 's/^SelectType *= *//p')
     plugindir=$(dirname "$(sed -n 's/^required \([^ ]*spank_goldminer\.so\).*/\1/p' "$dir/etc/plugstack.conf")")
@@ -203,11 +203,23 @@ removal_check() {
     esac
 
     # Why the change comes first: the old SelectType, the plugin gone. A
-    # slurmd restarted (slurmctld, still running, read the file before).
+    # slurmd restarted (slurmctld, still running, read the file before):
+    # up to 24.11 slurmd loads the select plugin and does not start; from
+    # 25.11 on only slurmctld loads it.
     node=$(sinfo -h -N -o %N | sort -u | tail -1)
+    release=$(slurmctld -V | sed -n 's/^slurm[^ ]* \([0-9]*\.[0-9]*\).*/\1/p')
     sed -i 's|^SelectType=select/cons_tres$|SelectType=select/goldminer_cons_tres|' "$SLURM_CONF"
-    if timeout 60 "$devcluster_bin" restart-slurmd "$node" --dir "$dir" >"$work/restart-old.out" 2>&1; then
-        fail removal "slurmd $node started with SelectType=select/goldminer_cons_tres and no such plugin"
+    timeout 60 "$devcluster_bin" restart-slurmd "$node" --dir "$dir" >"$work/restart-old.out" 2>&1
+    rc=$?
+    if [ "$(printf '%s\n25.11\n' "$release" | sort -V | head -1)" = 25.11 ]; then
+        if [ $rc -eq 0 ]; then
+            pass "removal_without_the_change_slurmd_still_starts (Slurm $release: only slurmctld loads the select plugin)"
+        else
+            fail removal "slurmd $node did not start on Slurm $release, where it should not load the select\
+ plugin: $(tail -2 "$work/restart-old.out" | tr '\n' '|')"
+        fi
+    elif [ $rc -eq 0 ]; then
+        fail removal "slurmd $node started with SelectType=select/goldminer_cons_tres and no such plugin (Slurm $release)"
     else
         pass "removal_without_the_change_slurmd_does_not_start ($(grep -m1 -i 'fatal' "$dir/log/slurmd-$node.log" ||
             tail -1 "$work/restart-old.out"))"
