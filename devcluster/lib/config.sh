@@ -13,6 +13,7 @@ write_state() {
     printf 'network=%s\nnodes=%s\nctld=%s\nslurm=%s\n' "$network" "$nodes" "$opt_ctld" "$slurm_prefix"
     [ -z "$opt_slurmd_path" ] || printf 'slurmd_path=%s\n' "$opt_slurmd_path"
     [ -z "$opt_configless" ] || printf 'conf_server=%s:%s\n' "$(controller_addr)" "$opt_port_base"
+    slurm_older_than 25.05 || printf 'node_munged=yes\n'  # daemons.sh, start_node_munged
     [ "$network" != netns ] ||
       printf 'bridge=%s\nsubnet=%s\nbridge6=%s\nula=%s::/64\n' "$bridge" "$subnet" "$bridge6" "$ula"
   } >"$state_file"

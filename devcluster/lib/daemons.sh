@@ -24,6 +24,24 @@ start_munged() {
   wait_pid munged munged_pid
 }
 
+# From Slurm 25.05 on slurmd checks the munge signature of every RPC it
+# gets, also one another slurmd forwarded to it (a step's launch on its
+# second node): one munged for all the nodes decodes that credential twice
+# and refuses the second as replayed. So (state key node_munged) each node
+# gets a munged of its own with the cluster's key, as each node of a real
+# cluster has, bound over the cluster's munge directory in its slurmd's
+# mount namespace (start_slurmd): the node's slurmd, steps and jobs reach
+# it at the cluster's socket path.
+start_node_munged() {
+  local node=$1 d=$mungedir/node-$1
+  mkdir -p "$d" && chmod 755 "$d"
+  munged --force --socket="$d/${munge_socket##*/}" --key-file="$munge_key" \
+    --pid-file="$rundir/munged-$node.pid" --log-file="$logdir/munged-$node.log" \
+    --seed-file="$d/munged.seed" \
+    </dev/null >>"$logdir/munged-$node.out" 2>&1 9>&- || start_failed "munged $node" $?
+  wait_pid "munged $node" node_munged_pid "$node"
+}
+
 start_slurmctld() {
   # -c: start from an empty state; the cluster is rebuilt by every up.
   slurmctld -c -f "$conf" </dev/null >>"$logdir/slurmctld.out" 2>&1 9>&- ||
@@ -48,6 +66,10 @@ start_slurmd() {
   local ns_setup=:
   export PATH
   mkdir -p "$dir/spool/$node" "$dir/tmp/$node"
+  if [ "$(state_get node_munged)" = yes ]; then
+    node_munged_pid "$node" >/dev/null || start_node_munged "$node"
+    ns_setup="mount --bind $(printf '%q' "$mungedir/node-$node") $(printf '%q' "$mungedir")"
+  fi
   # --configless: slurmd reads no file; it asks slurmctld for its
   # configuration, before it knows AuthInfo's socket, through munged's
   # default one (/run/munge/munge.socket.2): in its own mount namespace
@@ -58,8 +80,9 @@ start_slurmd() {
   if [ -n "$(state_get conf_server)" ]; then
     slurmd_cmd=(env -u SLURM_CONF slurmd "$(slurmd_mark)" -N "$node")
     ln -sfn "${munge_socket##*/}" "$mungedir/munge.socket.2"
+    [ "$(state_get node_munged)" != yes ] || ln -sfn "${munge_socket##*/}" "$mungedir/node-$node/munge.socket.2"
     mkdir -p "$rundir/slurm-$node"
-    ns_setup="mkdir -p /run/munge /run/slurm && mount --bind $(printf '%q' "$mungedir") /run/munge &&
+    ns_setup="$ns_setup && mkdir -p /run/munge /run/slurm && mount --bind $(printf '%q' "$mungedir") /run/munge &&
                 mount --bind $(printf '%q' "$rundir/slurm-$node") /run/slurm"
   fi
   if [ "$network" = netns ]; then
@@ -132,7 +155,10 @@ check_daemons() {
   local quiet=${1:-} label pid node rc=0
   local -a labels=(munged slurmctld)
   [ "$(state_get ctld)" = none ] || labels+=(goldminer-ctld)
-  for node in $(state_get nodes); do labels+=("slurmd $node"); done
+  for node in $(state_get nodes); do
+    [ "$(state_get node_munged)" != yes ] || labels+=("munged $node")
+    labels+=("slurmd $node")
+  done
   for label in "${labels[@]}"; do
     if pid=$(daemon_pid "$label"); then
       [ -n "$quiet" ] || say "$label: running (pid $pid)"
@@ -148,7 +174,7 @@ any_daemon_alive() {
   local node
   if munged_pid >/dev/null || slurmctld_pid >/dev/null || ctld_pid >/dev/null; then return 0; fi
   for node in $(recorded_nodes); do
-    if slurmd_pid "$node" >/dev/null; then return 0; fi
+    if slurmd_pid "$node" >/dev/null || node_munged_pid "$node" >/dev/null; then return 0; fi
   done
   return 1
 }

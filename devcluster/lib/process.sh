@@ -37,6 +37,7 @@ pid_is() {
 }
 
 munged_pid()    { live_pid "$rundir/munged.pid" munged "--pid-file=$rundir/munged.pid"; }
+node_munged_pid() { live_pid "$rundir/munged-$1.pid" munged "--pid-file=$rundir/munged-$1.pid"; }
 slurmctld_pid() { live_pid "$rundir/slurmctld.pid" slurmctld "$conf"; }
 slurmd_pid()    { live_pid "$rundir/slurmd-$1.pid" slurmd "$(slurmd_mark)"; }
 # What a slurmd of this cluster has on its command line: -f's slurm.conf,
@@ -53,6 +54,7 @@ ctld_pid()      { live_pid "$rundir/goldminer-ctld.pid" goldminer-ctld "--pid-fi
 daemon_pid() {
   case $1 in
     munged) munged_pid ;;
+    "munged "*) node_munged_pid "${1#munged }" ;;
     slurmctld) slurmctld_pid ;;
     goldminer-ctld) ctld_pid ;;
     "slurmd "*) slurmd_pid "${1#slurmd }" ;;
@@ -216,6 +218,10 @@ stop_cluster() {
   [ ${#items[@]} -eq 0 ] || stop_group slurmd "$(slurmd_mark)" "${items[@]}"
   stop_group goldminer-ctld "--pid-file=$rundir/goldminer-ctld.pid" "goldminer-ctld:$rundir/goldminer-ctld.pid"
   stop_group slurmctld "$conf" "slurmctld:$rundir/slurmctld.pid"
+  for node in $(recorded_nodes); do
+    [ ! -e "$rundir/munged-$node.pid" ] ||
+      stop_group munged "--pid-file=$rundir/munged-$node.pid" "munged $node:$rundir/munged-$node.pid"
+  done
   stop_group munged "--pid-file=$rundir/munged.pid" "munged:$rundir/munged.pid"
   teardown_network
   wait_reaped "${stopped[@]}"

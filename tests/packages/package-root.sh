@@ -146,7 +146,7 @@ flock -n 9 || die "$root is in use by another package-root.sh (lock $root.lock)"
 # ------------------------------------------------------------ mounts
 mounted=()
 mount_in_root() {  # mount_in_root TARGET MOUNT-ARGS...
-    local target=$root$1; shift
+    local target=$root${1%/}; shift
     mkdir -p "$target" && mount "$@" "$target" || return 1
     mounted+=("$target")
 }
@@ -178,7 +178,11 @@ unmount_root() {
 trap unmount_root EXIT
 trap 'exit 130' INT TERM
 
+# The root is first bound onto itself, so that its / is a mount point
+# within the chroot, as a machine's is: `unshare --mount` (whose default
+# makes / private) and the devcluster's node namespaces need one.
 mount_root() {
+    mount_in_root / --bind "$root" && mount --make-private "$root" || return 1
     mount_in_root /proc -t proc proc || return 1
     mount_in_root /sys --rbind /sys && mount --make-rslave "$root/sys" || return 1
     mount_in_root /dev --rbind /dev && mount --make-rslave "$root/dev" || return 1
