@@ -292,12 +292,13 @@ test_select_slurmctld_restart_keeps_running_jobs() {
 # A host whose Slurm commands read this cluster's slurm.conf (SelectType=
 # select/goldminer_cons_tres) but which has no select_goldminer_cons_tres.so
 # (a login node without goldminer-select): its plugin directory here is a
-# copy of the cluster's without that file. Up to 24.11 sinfo and scontrol
-# show node load the select plugin named in slurm.conf to read the node
-# information slurmctld tags with its plugin id, and fail; from 25.11 only
-# slurmctld loads it. squeue needs it on no release.
+# copy of the cluster's without that file, and a job runs. Up to 24.11
+# sinfo, scontrol show node and squeue (a running job's record carries
+# select data) load the select plugin named in slurm.conf to read what
+# slurmctld tags with its plugin id, and fail; from 25.11 only slurmctld
+# loads it.
 test_select_commands_on_a_host_without_the_select_plugin() {
-    local dir=$work/no-select-host d f out rc
+    local dir=$work/no-select-host d f out rc job cmd
     rm -rf "$dir" && mkdir -p "$dir/plugins" || return 1
     for d in $(sed -n 's/^PluginDir=//p' "$state/etc/slurm.conf" | tr ':' ' '); do
         for f in "$d"/*.so; do
@@ -308,21 +309,19 @@ test_select_commands_on_a_host_without_the_select_plugin() {
     sed -e "s|^PluginDir=.*|PluginDir=$dir/plugins|" -e "s|^PlugStackConfig=.*|PlugStackConfig=$dir/plugstack.conf|" \
         "$state/etc/slurm.conf" >"$dir/slurm.conf"
     : >"$dir/plugstack.conf"
-    out=$(SLURM_CONF=$dir/slurm.conf timeout 30 squeue -h 2>&1) || { echo "squeue failed: $out"; return 1; }
-    out=$(SLURM_CONF=$dir/slurm.conf timeout 30 sinfo -h -N -o %N 2>&1); rc=$?
-    if [ "$(printf '%s\n%s\n' "${slurm_version%.*}" 25.11 | sort -V | head -1)" != 25.11 ]; then
-        [ $rc -ne 0 ] || { echo "sinfo ran without the select plugin on Slurm $slurm_version: $out"; return 1; }
-        expect_contains "sinfo" "$out" "Can't find plugin for select/goldminer_cons_tres" || return 1
-        out=$(SLURM_CONF=$dir/slurm.conf timeout 30 scontrol show node g1 2>&1) &&
-            { echo "scontrol show node ran without the select plugin on Slurm $slurm_version: $out"; return 1; }
-        expect_contains "scontrol show node" "$out" "Can't find plugin for select/goldminer_cons_tres" || return 1
-        echo "Slurm $slurm_version: sinfo and scontrol show node need the select plugin"
-    else
-        [ $rc -eq 0 ] || { echo "sinfo failed without the select plugin on Slurm $slurm_version: $out"; return 1; }
-        expect_contains "sinfo" "$out" "g1" || return 1
-        out=$(SLURM_CONF=$dir/slurm.conf timeout 30 scontrol show node g1 2>&1) ||
-            { echo "scontrol show node failed without the select plugin on Slurm $slurm_version: $out"; return 1; }
-        expect_contains "scontrol show node" "$out" "NodeName=g1" || return 1
-        echo "Slurm $slurm_version: sinfo and scontrol show node run without the select plugin"
-    fi
+    job=$(sbatch --parsable -p cpu -N1 -n1 -t 2 -o /dev/null --wrap 'sleep 120') || { echo "sbatch: $job"; return 1; }
+    wait_for 30 job_running "$job" || { scancel "$job"; echo "job $job did not start"; return 1; }
+    for cmd in "sinfo -h -N -o %N" "scontrol show node g1" "squeue -h -o %i"; do
+        # shellcheck disable=SC2086  # the command's words
+        out=$(SLURM_CONF=$dir/slurm.conf timeout 30 $cmd 2>&1); rc=$?
+        if [ "$(printf '%s\n%s\n' "${slurm_version%.*}" 25.11 | sort -V | head -1)" != 25.11 ]; then
+            [ $rc -ne 0 ] || { scancel "$job"; echo "$cmd ran without the select plugin on Slurm $slurm_version: $out"; return 1; }
+            expect_contains "$cmd" "$out" "Can't find plugin for select/goldminer_cons_tres" || { scancel "$job"; return 1; }
+        else
+            [ $rc -eq 0 ] || { scancel "$job"; echo "$cmd failed without the select plugin on Slurm $slurm_version: $out"; return 1; }
+        fi
+    done
+    scancel "$job"
+    case $out in *"$job"*) ;; *) [ $rc -ne 0 ] || { echo "squeue did not list job $job: $out"; return 1; } ;; esac
+    echo "Slurm $slurm_version: sinfo, scontrol show node and squeue $([ $rc -eq 0 ] && echo run || echo fail) without the select plugin"
 }
