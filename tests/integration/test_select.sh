@@ -293,10 +293,10 @@ test_select_slurmctld_restart_keeps_running_jobs() {
 # select/goldminer_cons_tres) but which has no select_goldminer_cons_tres.so
 # (a login node without goldminer-select): its plugin directory here is a
 # copy of the cluster's without that file, and a job runs. Up to 24.11
-# sinfo, scontrol show node and squeue (a running job's record carries
-# select data) load the select plugin named in slurm.conf to read what
-# slurmctld tags with its plugin id, and fail; from 25.11 only slurmctld
-# loads it.
+# sinfo and scontrol show node load the select plugin named in slurm.conf
+# to read the node information slurmctld tags with its plugin id, and
+# fail; on 22.05 squeue does too (a running job's record carries select
+# data); from 25.11 only slurmctld loads it.
 test_select_commands_on_a_host_without_the_select_plugin() {
     local dir=$work/no-select-host d f out rc job cmd
     rm -rf "$dir" && mkdir -p "$dir/plugins" || return 1
@@ -311,17 +311,19 @@ test_select_commands_on_a_host_without_the_select_plugin() {
     : >"$dir/plugstack.conf"
     job=$(sbatch --parsable -p cpu -N1 -n1 -t 2 -o /dev/null --wrap 'sleep 120') || { echo "sbatch: $job"; return 1; }
     wait_for 30 job_running "$job" || { scancel "$job"; echo "job $job did not start"; return 1; }
-    for cmd in "sinfo -h -N -o %N" "scontrol show node g1" "squeue -h -o %i"; do
+    # Each command, and the first release on which it runs without the plugin.
+    for cmd in "sinfo -h -N -o %N|25.11" "scontrol show node g1|25.11" "squeue -h -o %i|24.11"; do
         # shellcheck disable=SC2086  # the command's words
-        out=$(SLURM_CONF=$dir/slurm.conf timeout 30 $cmd 2>&1); rc=$?
-        if [ "$(printf '%s\n%s\n' "${slurm_version%.*}" 25.11 | sort -V | head -1)" != 25.11 ]; then
-            [ $rc -ne 0 ] || { scancel "$job"; echo "$cmd ran without the select plugin on Slurm $slurm_version: $out"; return 1; }
-            expect_contains "$cmd" "$out" "Can't find plugin for select/goldminer_cons_tres" || { scancel "$job"; return 1; }
+        out=$(SLURM_CONF=$dir/slurm.conf timeout 30 ${cmd%|*} 2>&1); rc=$?
+        if [ "$(printf '%s\n%s\n' "${slurm_version%.*}" "${cmd#*|}" | sort -V | head -1)" != "${cmd#*|}" ]; then
+            [ $rc -ne 0 ] || { scancel "$job"; echo "${cmd%|*} ran without the select plugin on Slurm $slurm_version: $out"; return 1; }
+            expect_contains "${cmd%|*}" "$out" "Can't find plugin for select/goldminer_cons_tres" || { scancel "$job"; return 1; }
         else
-            [ $rc -eq 0 ] || { scancel "$job"; echo "$cmd failed without the select plugin on Slurm $slurm_version: $out"; return 1; }
+            [ $rc -eq 0 ] || { scancel "$job"; echo "${cmd%|*} failed without the select plugin on Slurm $slurm_version: $out"; return 1; }
         fi
+        echo "Slurm $slurm_version: ${cmd%% *} $([ $rc -eq 0 ] && echo runs || echo fails) without the select plugin"
     done
     scancel "$job"
+    # squeue, when it ran, listed the job.
     case $out in *"$job"*) ;; *) [ $rc -ne 0 ] || { echo "squeue did not list job $job: $out"; return 1; } ;; esac
-    echo "Slurm $slurm_version: sinfo, scontrol show node and squeue $([ $rc -eq 0 ] && echo run || echo fail) without the select plugin"
 }
